@@ -1,0 +1,15 @@
+#pragma once
+// Subcommands of the `shardplan` CLI. Each registers its options on the app and returns the
+// callback that runs it; user mistakes surface as simulator::InputError (exit 2).
+#include <CLI/CLI.hpp>
+#include <functional>
+
+namespace shardplan::cli {
+
+using Run = std::function<int()>;
+
+Run add_simulate_command(CLI::App& app);
+Run add_models_command(CLI::App& app);
+Run add_hardware_command(CLI::App& app);
+
+}  // namespace shardplan::cli

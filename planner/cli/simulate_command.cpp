@@ -1,0 +1,160 @@
+// `shardplan simulate`: one configuration of one model on one cluster.
+#include <cstdio>
+#include <iostream>
+#include <sstream>
+
+#include "commands.hpp"
+#include "report.hpp"
+#include "simulator/errors.hpp"
+#include "simulator/evaluator.hpp"
+#include "simulator/prediction_json.hpp"
+
+namespace shardplan::cli {
+
+namespace sim = shardplan::simulator;
+
+namespace {
+
+struct SimulateOptions {
+  std::string model, hardware;
+  int nodes = 1, devices_per_node = 0;
+  int tp = 1, pp = 1, dp = 0, zero = 0, sharding_degree = 0;
+  int micro_batch_size = 1, global_batch_size = 0, seq_len = 0;
+  std::string schedule = "1f1b", recompute = "none", precision = "bf16", rank_order = "tp-dp-pp";
+  int virtual_stages = 1;
+  bool sequence_parallel = false, offload_activations = false, offload_optimizer = false;
+  int lora_rank = 0;
+  double lora_alpha = 16, lora_dropout = 0, headroom = 0.05;
+  std::string lora_targets, partition;
+  double train_tokens = 0, dataset_tokens = 0, epochs = 1;
+  bool json = false, trace = false;
+};
+
+std::vector<std::string> split_list(const std::string& s) {
+  std::vector<std::string> out;
+  std::stringstream ss(s);
+  std::string item;
+  while (std::getline(ss, item, ','))
+    if (!item.empty()) out.push_back(item);
+  return out;
+}
+
+std::vector<int> parse_partition(const std::string& s) {
+  std::vector<int> out;
+  for (const auto& item : split_list(s)) {
+    try {
+      std::size_t used = 0;
+      int v = std::stoi(item, &used);
+      if (used != item.size()) throw std::invalid_argument(item);
+      out.push_back(v);
+    } catch (const std::exception&) {
+      throw sim::InputError("--partition: expected comma-separated layer counts (e.g. 10,11,11,10), got '" + s + "'");
+    }
+  }
+  return out;
+}
+
+sim::ParallelConfig to_config(const SimulateOptions& o, const sim::ModelSpec& m, const sim::ClusterSpec& c) {
+  sim::ParallelConfig cfg;
+  cfg.tp = o.tp;
+  cfg.pp = o.pp;
+  if (o.dp > 0) {
+    cfg.dp = o.dp;
+  } else {
+    if (o.tp < 1 || o.pp < 1 || c.devices() % (o.tp * o.pp) != 0)
+      throw sim::InputError("--tp/--pp: tp x pp = " + std::to_string(o.tp * o.pp) + " does not divide the cluster's " +
+                            std::to_string(c.devices()) + " devices (give --dp or change --nodes)");
+    cfg.dp = c.devices() / (o.tp * o.pp);
+  }
+  cfg.zero_stage = o.zero;
+  cfg.sharding_degree = o.sharding_degree;
+  cfg.micro_batch_size = o.micro_batch_size;
+  cfg.global_batch_size = o.global_batch_size;
+  cfg.seq_len = o.seq_len > 0 ? o.seq_len : static_cast<int>(std::min<int64_t>(2048, m.max_positions));
+  cfg.schedule = o.schedule == "gpipe" ? sim::PipelineSchedule::gpipe
+                 : o.schedule == "interleaved" ? sim::PipelineSchedule::interleaved
+                                               : sim::PipelineSchedule::one_f_one_b;
+  cfg.virtual_stages = o.virtual_stages;
+  cfg.recompute = o.recompute == "full" ? sim::Recompute::full
+                  : o.recompute == "selective" ? sim::Recompute::selective
+                                               : sim::Recompute::none;
+  cfg.sequence_parallel = o.sequence_parallel;
+  cfg.offload_activations = o.offload_activations;
+  cfg.offload_optimizer = o.offload_optimizer;
+  cfg.precision = o.precision == "fp32" ? sim::Precision::fp32
+                  : o.precision == "fp16" ? sim::Precision::fp16
+                                          : sim::Precision::bf16;
+  cfg.lora.rank = o.lora_rank;
+  cfg.lora.alpha = o.lora_alpha;
+  cfg.lora.dropout = o.lora_dropout;
+  cfg.lora.targets = split_list(o.lora_targets);
+  cfg.partition = parse_partition(o.partition);
+  cfg.rank_order = o.rank_order;
+  cfg.memory_headroom = o.headroom;
+  return cfg;
+}
+
+void add_options(CLI::App* cmd, SimulateOptions& o) {
+  cmd->add_option("--model", o.model, "Built-in model name, model card or Hugging Face config.json")->required();
+  cmd->add_option("--hardware", o.hardware, "Built-in hardware profile name or profile JSON")->required();
+  cmd->add_option("--nodes", o.nodes, "Number of nodes")->check(CLI::PositiveNumber);
+  cmd->add_option("--devices-per-node", o.devices_per_node, "Override the profile's devices per node")
+      ->check(CLI::PositiveNumber);
+  cmd->add_option("--tp", o.tp, "Tensor-parallel degree");
+  cmd->add_option("--pp", o.pp, "Pipeline-parallel stages");
+  cmd->add_option("--dp", o.dp, "Data-parallel degree (default: devices / (tp x pp))");
+  cmd->add_option("--zero", o.zero, "ZeRO stage 0-3");
+  cmd->add_option("--sharding-degree", o.sharding_degree, "ZeRO/MiCS sharding group size (divides dp)");
+  cmd->add_option("--micro-batch-size", o.micro_batch_size, "Sequences per micro-batch");
+  cmd->add_option("--global-batch-size", o.global_batch_size, "Sequences per step (default: micro-batch x dp)");
+  cmd->add_option("--seq-len", o.seq_len, "Sequence length (default: min(2048, model max))");
+  cmd->add_option("--schedule", o.schedule, "Pipeline schedule")->check(CLI::IsMember({"gpipe", "1f1b", "interleaved"}));
+  cmd->add_option("--virtual-stages", o.virtual_stages, "Model chunks per stage (interleaved)");
+  cmd->add_option("--recompute", o.recompute, "Activation recomputation")
+      ->check(CLI::IsMember({"none", "selective", "full"}));
+  cmd->add_flag("--sequence-parallel", o.sequence_parallel, "Megatron sequence parallelism");
+  cmd->add_flag("--offload-activations", o.offload_activations, "Offload stored activations to host memory");
+  cmd->add_flag("--offload-optimizer", o.offload_optimizer, "Optimizer states and step on the host (ZeRO-Offload)");
+  cmd->add_option("--precision", o.precision, "Training precision")->check(CLI::IsMember({"bf16", "fp16", "fp32"}));
+  cmd->add_option("--lora-rank", o.lora_rank, "LoRA rank (0 = full training)");
+  cmd->add_option("--lora-alpha", o.lora_alpha, "LoRA alpha");
+  cmd->add_option("--lora-dropout", o.lora_dropout, "LoRA dropout probability");
+  cmd->add_option("--lora-targets", o.lora_targets, "Comma-separated module names (q_proj,k_proj,...)");
+  cmd->add_option("--partition", o.partition, "Layers per stage (or per model chunk), comma-separated");
+  cmd->add_option("--rank-order", o.rank_order, "Rank layout, fastest-varying first");
+  cmd->add_option("--headroom", o.headroom, "Fraction of device memory kept free");
+  cmd->add_option("--train-tokens", o.train_tokens, "Tokens to train on, for time and cost");
+  cmd->add_option("--dataset-tokens", o.dataset_tokens, "Dataset size in tokens (with --epochs)");
+  cmd->add_option("--epochs", o.epochs, "Epochs over --dataset-tokens");
+  cmd->add_flag("--json", o.json, "Print one JSON object");
+  cmd->add_flag("--trace", o.trace, "Include the pipeline event trace in --json output");
+}
+
+}  // namespace
+
+Run add_simulate_command(CLI::App& app) {
+  auto* cmd = app.add_subcommand("simulate", "Predict memory and step time of one configuration");
+  auto o = std::make_shared<SimulateOptions>();
+  add_options(cmd, *o);
+  return [o]() {
+    const sim::ModelSpec model = sim::load_model(o->model);
+    sim::ClusterSpec cluster{sim::load_hardware(o->hardware), o->nodes, o->devices_per_node};
+    sim::ParallelConfig cfg = to_config(*o, model, cluster);
+    sim::TrainingGoal goal;
+    if (o->train_tokens < 0) throw sim::InputError("--train-tokens: expected a number >= 0");
+    if (o->dataset_tokens < 0 || o->epochs <= 0)
+      throw sim::InputError("--dataset-tokens/--epochs: expected tokens >= 0 and epochs > 0");
+    goal.tokens = o->train_tokens > 0 ? o->train_tokens : o->dataset_tokens * o->epochs;
+    const sim::Prediction p = sim::simulate(model, cluster, cfg, goal);
+    if (o->json) {
+      nlohmann::json j = sim::to_json(p, o->trace);
+      j["config"] = sim::to_json(cfg);
+      std::cout << j.dump(2) << "\n";
+    } else {
+      print_prediction(std::cout, p, cfg);
+    }
+    return 0;
+  };
+}
+
+}  // namespace shardplan::cli

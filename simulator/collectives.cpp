@@ -1,0 +1,67 @@
+// Legend: S buffer bytes, n group size, r ranks of the group per node, N nodes spanned,
+// B_intra per-device intra-node bandwidth, B_nic per-node network bandwidth, lat latencies.
+#include "collectives.hpp"
+
+#include <algorithm>
+
+namespace shardplan::simulator {
+namespace {
+
+// Time of a ring phase that moves `fraction` * S per rank: (n-1)/n for reduce-scatter or
+// all-gather, 2(n-1)/n for all-reduce; `steps` latency hops.
+double hierarchical(double bytes, double phases, const GroupPlacement& g, const HardwareProfile& hw,
+                    int per_node) {
+  if (g.size <= 1 || bytes <= 0) return 0.0;
+  const int r = g.ranks_per_node;
+  const int n_nodes = g.nodes;
+  double t = 0.0;
+  if (r > 1) {
+    const double bw = intra_node_bandwidth(hw, r, per_node);
+    t += phases * (r - 1.0) / r * bytes / bw + phases * (r - 1) * hw.node.intra.latency_s;
+  }
+  if (n_nodes > 1) {
+    // All devices of the node communicate at once (one group per r of them), so each rank's
+    // ring gets B_nic / per_node of the network; it carries S / r.
+    const double nic = hw.network.bandwidth_Bps * hw.network.efficiency;
+    const double per_rank_bw = nic / std::max(1, per_node);
+    t += phases * (n_nodes - 1.0) / n_nodes * (bytes / r) / per_rank_bw +
+         phases * (n_nodes - 1) * hw.network.latency_s;
+  }
+  return t;
+}
+
+}  // namespace
+
+double intra_node_bandwidth(const HardwareProfile& hw, int k, int devices_per_node) {
+  const auto& link = hw.node.intra;
+  double bw = link.bandwidth_Bps * link.efficiency;
+  if (hw.node.topology == IntraTopology::all_to_all && devices_per_node > 1) {
+    // Dedicated links to each peer: a collective over k devices drives k-1 of them.
+    bw = bw / (devices_per_node - 1) * std::max(1, k - 1);
+  }
+  return bw;
+}
+
+double all_reduce_s(double bytes, const GroupPlacement& g, const HardwareProfile& hw, int per_node) {
+  return hierarchical(bytes, 2.0, g, hw, per_node);
+}
+
+double reduce_scatter_s(double bytes, const GroupPlacement& g, const HardwareProfile& hw, int per_node) {
+  return hierarchical(bytes, 1.0, g, hw, per_node);
+}
+
+double all_gather_s(double bytes, const GroupPlacement& g, const HardwareProfile& hw, int per_node) {
+  return hierarchical(bytes, 1.0, g, hw, per_node);
+}
+
+double p2p_s(double bytes, bool cross_node, int concurrent, const HardwareProfile& hw, int per_node) {
+  if (bytes <= 0) return 0.0;
+  if (!cross_node) {
+    const double bw = intra_node_bandwidth(hw, 2, per_node);
+    return bytes / bw + hw.node.intra.latency_s;
+  }
+  const double nic = hw.network.bandwidth_Bps * hw.network.efficiency;
+  return bytes / (nic / std::max(1, std::min(concurrent, per_node))) + hw.network.latency_s;
+}
+
+}  // namespace shardplan::simulator

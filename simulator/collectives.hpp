@@ -1,0 +1,25 @@
+#pragma once
+// Cost of collectives on the links a group's placement puts them on.
+// Ring algorithms over n ranks (Patarasuk & Yuan 2009; NCCL's bus-bandwidth convention):
+// all-reduce moves 2(n-1)/n of the buffer per rank, reduce-scatter and all-gather (n-1)/n.
+// A group spanning nodes runs hierarchically: intra-node reduce-scatter, inter-node ring on
+// 1/r of the buffer per rank (r ranks per node share the node's NICs with the node's other
+// concurrently communicating groups), intra-node all-gather.
+#include "hardware_profile.hpp"
+#include "rank_layout.hpp"
+
+namespace shardplan::simulator {
+
+// Effective one-way bandwidth (bytes/s) one device gets inside a node for a collective over
+// k devices of that node, given the topology.
+double intra_node_bandwidth(const HardwareProfile& hw, int k, int devices_per_node);
+
+// `bytes`: the full buffer (all-reduce input, reduce-scatter input, all-gather output).
+double all_reduce_s(double bytes, const GroupPlacement& g, const HardwareProfile& hw, int devices_per_node);
+double reduce_scatter_s(double bytes, const GroupPlacement& g, const HardwareProfile& hw, int devices_per_node);
+double all_gather_s(double bytes, const GroupPlacement& g, const HardwareProfile& hw, int devices_per_node);
+// Point-to-point send of `bytes`; `concurrent` devices of the node send at the same time
+// (they share the NICs when the hop crosses nodes).
+double p2p_s(double bytes, bool cross_node, int concurrent, const HardwareProfile& hw, int devices_per_node);
+
+}  // namespace shardplan::simulator

@@ -1,0 +1,140 @@
+// Assembles chunk costs, pipeline schedule, stage memory and the end-of-step tail into an
+// Estimate (closed-form pipeline) or a Prediction (event-simulated pipeline).
+// Pipeline closed form (Narayanan et al. 2021, §2.2): makespan = (m + (p-1)/v) * T for
+// uniform stages; for non-uniform stages (m-1) * max_s T_s + sum_s T_s (v = 1).
+#include "evaluator.hpp"
+
+#include <algorithm>
+#include <cstdio>
+
+#include "errors.hpp"
+
+namespace shardplan::simulator {
+namespace {
+
+int chunk_layers(const ModelSpec& m, const ParallelConfig& cfg, int chunk, int stage) {
+  const int p = cfg.pp, v = cfg.virtual_stages;
+  if (cfg.partition.empty()) return static_cast<int>(m.num_layers / (p * v));
+  if (static_cast<int>(cfg.partition.size()) == p * v) return cfg.partition[chunk * p + stage];
+  return cfg.partition[stage];
+}
+
+ChunkShape chunk_shape(const ModelSpec& m, const ParallelConfig& cfg, int chunk, int stage) {
+  const int p = cfg.pp, v = cfg.virtual_stages;
+  return {chunk_layers(m, cfg, chunk, stage), chunk == 0 && stage == 0, chunk == v - 1 && stage == p - 1};
+}
+
+// One stage, all its chunks: per-micro-batch time and memory shape.
+struct StageSummary {
+  ChunkTime sum;            // summed over chunks
+  double max_chunk_stored = 0;
+  int layers = 0;
+  bool embedding = false, head = false;
+};
+
+StageSummary summarize_stage(const ConfigContext& c, int stage) {
+  const auto& cfg = *c.cfg;
+  StageSummary s;
+  for (int ch = 0; ch < cfg.virtual_stages; ++ch) {
+    const ChunkShape shape = chunk_shape(c.mc->model, cfg, ch, stage);
+    const ChunkTime t = chunk_time(c, shape);
+    s.sum.forward_s += t.forward_s;
+    s.sum.backward_s += t.backward_s;
+    s.sum.stored_bytes += t.stored_bytes;
+    s.sum.fwd_compute_s += t.fwd_compute_s;
+    s.sum.bwd_compute_s += t.bwd_compute_s;
+    s.sum.recompute_s += t.recompute_s;
+    s.sum.tp_comm_s += t.tp_comm_s;
+    s.sum.dp_exposed_s += t.dp_exposed_s;
+    s.sum.dp_total_s += t.dp_total_s;
+    s.sum.offload_exposed_s += t.offload_exposed_s;
+    s.max_chunk_stored = std::max(s.max_chunk_stored, t.stored_bytes);
+    s.layers += shape.layers;
+    s.embedding |= shape.embedding;
+    s.head |= shape.head;
+  }
+  return s;
+}
+
+double usable_bytes(const ConfigContext& c) {
+  return c.mc->cluster.hardware.device.memory_bytes * (1.0 - c.cfg->memory_headroom);
+}
+
+}  // namespace
+
+std::string format_bytes(double bytes) {
+  char buf[32];
+  std::snprintf(buf, sizeof buf, "%.2f GiB", bytes / (1024.0 * 1024.0 * 1024.0));
+  return buf;
+}
+
+Evaluator::Evaluator(ModelSpec model, ClusterSpec cluster, LoraConfig lora) {
+  mc_.model = std::move(model);
+  mc_.cluster = std::move(cluster);
+  mc_.lora = std::move(lora);
+  mc_.linears = mc_.model.block_linears();
+  mc_.lora_mask.assign(mc_.linears.size(), 0);
+  if (mc_.lora.enabled()) {
+    const auto resolved = resolve_lora_targets(mc_.model, mc_.lora.targets);
+    for (std::size_t i = 0; i < mc_.linears.size(); ++i)
+      for (const auto& r : resolved.linears)
+        if (r.module == mc_.linears[i].module) mc_.lora_mask[i] = 1;
+    mc_.lora_params_per_layer = lora_parameters_per_layer(resolved, mc_.lora.rank);
+  }
+  mc_.counts = count_parameters(mc_.model);
+}
+
+Estimate Evaluator::estimate(const ParallelConfig& cfg) const {
+  const ConfigContext c(mc_, cfg);
+  const int p = cfg.pp, v = cfg.virtual_stages, m = cfg.micro_batches();
+  const bool uniform = cfg.partition.empty();
+  Estimate e;
+  double sum_T = 0, max_T = 0, tail = 0, opt = 0;
+  int evaluated = 0;
+  for (int s = 0; s < p; ++s) {
+    // Uniform partitions: stages 1..p-2 are identical and hold no more than stage 0.
+    if (uniform && s > 1 && s < p - 1) {
+      sum_T += 0;  // accounted below
+      continue;
+    }
+    const StageSummary st = summarize_stage(c, s);
+    const double T = st.sum.forward_s + st.sum.backward_s;
+    const int copies = (uniform && s == 1 && p > 2) ? p - 2 : 1;
+    sum_T += copies * T;
+    max_T = std::max(max_T, T);
+    ++evaluated;
+
+    StageShape shape{s, st.layers, st.embedding, st.head, in_flight_micro_batches(cfg.schedule, p, s, m, v), 0,
+                     st.max_chunk_stored};
+    shape.peak_stored_bytes = std::max(st.max_chunk_stored, shape.in_flight * st.sum.stored_bytes / v);
+    const StageMemory mem = stage_memory(c, shape);
+    const double total = mem.device.total();
+    if (total > e.worst_memory_bytes) {
+      e.worst_memory_bytes = total;
+      e.worst_stage = s;
+    }
+    const StepTail t = step_tail(c, mem.trainable_per_device, st.sum.backward_s / v);
+    const double slack = (p - 1 - s) * (st.sum.backward_s / v);  // later stages finish earlier
+    tail = std::max(tail, t.exposed_s - slack);
+    opt = std::max(opt, t.optimizer_s);
+  }
+  const double makespan = (m - 1.0 / v) * max_T + sum_T / v + 2.0 * (p * v - 1) * c.p2p_s;
+  e.step_s = makespan + std::max(0.0, tail) + opt;
+  const double tokens = static_cast<double>(cfg.global_batch_size) * cfg.seq_len;
+  e.tokens_per_s = tokens / e.step_s;
+  double model_flops = 0, hw_flops = 0;
+  flops_per_micro_batch(c, &model_flops, &hw_flops);
+  const double devices = cfg.devices();
+  e.mfu = model_flops * m * cfg.dp / (e.step_s * devices * c.env.peak_flops);
+  e.fits = e.worst_memory_bytes <= usable_bytes(c);
+  return e;
+}
+
+Prediction simulate(const ModelSpec& model, const ClusterSpec& cluster, ParallelConfig& cfg,
+                    const TrainingGoal& goal) {
+  validate_config(model, cluster, cfg);
+  Evaluator ev(model, cluster, cfg.lora);
+  return ev.simulate(cfg, goal);
+}
+
+}  // namespace shardplan::simulator

@@ -1,0 +1,38 @@
+#pragma once
+// The simulator's entry point: one model on one cluster with fixed LoRA settings, evaluated
+// for many ParallelConfigs. `estimate` is the fast analytical screen (allocation-free, closed-
+// form pipeline); `simulate` is the full model (event-simulated pipeline, per-stage memory,
+// time breakdown, trace).
+#include "prediction.hpp"
+#include "step_model.hpp"
+
+namespace shardplan::simulator {
+
+struct TrainingGoal {
+  double tokens = 0;  // tokens to train on (dataset tokens x epochs); 0 = none
+};
+
+class Evaluator {
+ public:
+  // Resolves LoRA targets (InputError if one matches nothing) and precomputes shapes.
+  Evaluator(ModelSpec model, ClusterSpec cluster, LoraConfig lora = {});
+
+  // `cfg` must have passed validate_config with this model and cluster.
+  [[nodiscard]] Estimate estimate(const ParallelConfig& cfg) const;
+  [[nodiscard]] Prediction simulate(const ParallelConfig& cfg, const TrainingGoal& goal = {}) const;
+
+  [[nodiscard]] const ModelSpec& model() const { return mc_.model; }
+  [[nodiscard]] const ClusterSpec& cluster() const { return mc_.cluster; }
+  [[nodiscard]] const ModelContext& context() const { return mc_; }
+
+ private:
+  ModelContext mc_;
+};
+
+// Validate `cfg` (filling defaults) and simulate it: the one-shot path the CLI uses.
+Prediction simulate(const ModelSpec& model, const ClusterSpec& cluster, ParallelConfig& cfg,
+                    const TrainingGoal& goal = {});
+
+std::string format_bytes(double bytes);  // "12.34 GiB"
+
+}  // namespace shardplan::simulator

@@ -1,0 +1,227 @@
+// Hardware profiles: parse (units -> SI once, here), overlay on a base, validate.
+#include "hardware_profile.hpp"
+
+#include <algorithm>
+#include <cmath>
+#include <filesystem>
+#include <set>
+
+#include "errors.hpp"
+#include "json_fields.hpp"
+#include "paths.hpp"
+
+namespace shardplan::simulator {
+namespace {
+
+constexpr const char* kUnitSuffixes[] = {"bytes", "KiB",  "MiB",  "GiB",   "KB",    "MB",         "GB",
+                                         "TB",    "GBps", "GiBps", "MBps", "TBps", "Gbps", "bytes_per_s",
+                                         "s",     "ms",   "us",   "ns",    "TFLOPs", "GFLOPs", "PFLOPs", "FLOPs"};
+
+// "memory_GiB" -> "memory"; "" if the key carries no known unit suffix.
+std::string quantity_base(const std::string& key) {
+  for (const char* u : kUnitSuffixes) {
+    std::string suffix = std::string("_") + u;
+    if (key.size() > suffix.size() && key.ends_with(suffix)) return key.substr(0, key.size() - suffix.size());
+  }
+  return {};
+}
+
+// Overlay `patch` on `target` (JSON merge patch, RFC 7396) — but a quantity given in another
+// unit replaces the base's variant instead of conflicting with it.
+void overlay(nlohmann::json& target, const nlohmann::json& patch) {
+  for (auto it = patch.begin(); it != patch.end(); ++it) {
+    const std::string& key = it.key();
+    if (it->is_object() && target.contains(key) && target[key].is_object()) {
+      overlay(target[key], *it);
+      continue;
+    }
+    if (std::string base = quantity_base(key); !base.empty()) {
+      std::vector<std::string> drop;
+      for (auto t = target.begin(); t != target.end(); ++t)
+        if (t.key() != key && quantity_base(t.key()) == base) drop.push_back(t.key());
+      for (const auto& d : drop) target.erase(d);
+    }
+    if (it->is_null()) target.erase(key);
+    else target[key] = *it;
+  }
+}
+
+EfficiencyCurve parse_curve(const nlohmann::json& obj, const char* key, const JsonContext& ctx) {
+  const auto& arr = require(obj, key, ctx);
+  if (!arr.is_array() || arr.empty()) ctx.fail(key, "a non-empty array of [size, efficiency] pairs");
+  EfficiencyCurve c;
+  for (const auto& p : arr) {
+    if (!p.is_array() || p.size() != 2 || !p[0].is_number() || !p[1].is_number())
+      ctx.fail(key, "[size, efficiency] pairs of numbers");
+    double x = p[0].get<double>(), e = p[1].get<double>();
+    if (!(x > 0)) ctx.fail(key, "sizes > 0");
+    if (!(e > 0 && e <= 1)) ctx.fail(key, "efficiencies in (0, 1]");
+    if (!c.log10_x.empty() && std::log10(x) <= c.log10_x.back()) ctx.fail(key, "sizes in ascending order");
+    c.log10_x.push_back(std::log10(x));
+    c.efficiency.push_back(e);
+  }
+  return c;
+}
+
+LinkProfile parse_link(const nlohmann::json& obj, const JsonContext& ctx) {
+  LinkProfile l;
+  l.bandwidth_Bps = *get_quantity(obj, "bandwidth", Quantity::bytes_per_second, ctx);
+  l.latency_s = *get_quantity(obj, "latency", Quantity::seconds, ctx, true, /*allow_zero=*/true);
+  l.efficiency = get_number_or(obj, "efficiency", 1.0, ctx);
+  if (!(l.efficiency > 0 && l.efficiency <= 1)) ctx.fail("efficiency", "a number in (0, 1]");
+  return l;
+}
+
+DeviceProfile parse_device(const nlohmann::json& d, const JsonContext& ctx) {
+  DeviceProfile dev;
+  dev.name = get_string(d, "name", ctx);
+  dev.memory_bytes = *get_quantity(d, "memory", Quantity::bytes, ctx);
+  dev.memory_bandwidth_Bps = *get_quantity(d, "memory_bandwidth", Quantity::bytes_per_second, ctx);
+  const auto& peak = require(d, "peak_TFLOPs", ctx);
+  auto pctx = ctx.child("peak_TFLOPs");
+  if (!peak.is_object()) ctx.fail("peak_TFLOPs", "an object {\"fp32\": .., \"fp16\": .., \"bf16\": ..}");
+  for (Precision p : {Precision::fp32, Precision::fp16, Precision::bf16}) {
+    double v = get_number_or(peak, to_string(p), 0.0, pctx);
+    if (v < 0) pctx.fail(to_string(p), "a number >= 0 (0 = unsupported)");
+    dev.peak_flops[static_cast<int>(p)] = v * 1e12;
+  }
+  if (dev.peak(Precision::fp32) <= 0 && dev.peak(Precision::bf16) <= 0 && dev.peak(Precision::fp16) <= 0)
+    ctx.fail("peak_TFLOPs", "at least one precision with a peak > 0");
+  dev.gemm_efficiency = parse_curve(d, "gemm_efficiency_by_flop", ctx);
+  dev.memory_efficiency = parse_curve(d, "memory_efficiency_by_bytes", ctx);
+  dev.kernel_launch_s = get_quantity(d, "kernel_launch", Quantity::seconds, ctx, false, true).value_or(0.0);
+  dev.runtime_reserved_bytes =
+      get_quantity(d, "runtime_reserved", Quantity::bytes, ctx, false, true).value_or(0.0);
+  return dev;
+}
+
+IntraTopology parse_topology(const nlohmann::json& obj, const JsonContext& ctx) {
+  std::string t = get_string(obj, "topology", ctx);
+  if (t == "switch") return IntraTopology::switch_fabric;
+  if (t == "pcie") return IntraTopology::pcie;
+  if (t == "all_to_all") return IntraTopology::all_to_all;
+  if (t == "torus" || t == "ring") return IntraTopology::torus;
+  ctx.fail("topology", "\"switch\", \"pcie\", \"all_to_all\" or \"torus\"");
+}
+
+HardwareProfile parse_profile(const nlohmann::json& j, const JsonContext& ctx) {
+  HardwareProfile hw;
+  hw.name = get_string(j, "name", ctx);
+  hw.description = get_string_or(j, "description", "", ctx);
+  hw.measured = get_bool_or(j, "measured", false, ctx);
+  hw.device = parse_device(require(j, "device", ctx), ctx.child("device"));
+  const auto& node = require(j, "node", ctx);
+  auto nctx = ctx.child("node");
+  hw.node.devices_per_node = static_cast<int>(get_positive_int(node, "devices_per_node", nctx));
+  const auto& intra = require(node, "intra_node", nctx);
+  auto ictx = nctx.child("intra_node");
+  hw.node.topology = parse_topology(intra, ictx);
+  hw.node.intra = parse_link(intra, ictx);
+  hw.network = parse_link(require(j, "network", ctx), ctx.child("network"));
+  const auto& host = require(j, "host", ctx);
+  auto hctx = ctx.child("host");
+  hw.host.memory_bytes = *get_quantity(host, "memory", Quantity::bytes, hctx);
+  hw.host.memory_bandwidth_Bps = *get_quantity(host, "memory_bandwidth", Quantity::bytes_per_second, hctx);
+  hw.host.link_bandwidth_Bps = *get_quantity(host, "link_bandwidth", Quantity::bytes_per_second, hctx);
+  hw.host.cpu_cores = static_cast<int>(get_positive_int(host, "cpu_cores", hctx));
+  if (auto it = j.find("price"); it != j.end()) {
+    auto pctx = ctx.child("price");
+    hw.price.usd_per_hour = get_number_or(*it, "usd_per_hour", 0.0, pctx);
+    if (hw.price.usd_per_hour < 0) pctx.fail("usd_per_hour", "a number >= 0");
+    hw.price.as_of = get_string_or(*it, "as_of", "", pctx);
+    hw.price.note = get_string_or(*it, "note", "", pctx);
+  }
+  return hw;
+}
+
+std::string builtin_path(const std::string& name) { return data_dir() + "/hardware_profiles/" + name + ".json"; }
+
+nlohmann::json resolve_json(const std::string& path, std::set<std::string>& seen) {
+  std::string canon = std::filesystem::weakly_canonical(path).string();
+  if (!seen.insert(canon).second) throw InputError(path + ": field 'base': circular base chain");
+  nlohmann::json j = read_json_file(path);
+  if (!j.is_object()) throw InputError(path + ": expected a JSON object (a hardware profile)");
+  auto it = j.find("base");
+  if (it == j.end() || it->is_null()) return j;
+  if (!it->is_string()) throw InputError(path + ": field 'base': expected a profile name or path");
+  std::string base = it->get<std::string>();
+  std::string base_path = looks_like_path(base)
+                              ? (std::filesystem::path(path).parent_path() / base).string()
+                              : builtin_path(base);
+  if (!std::filesystem::exists(base_path))
+    throw InputError(path + ": field 'base': unknown profile '" + base + "'");
+  nlohmann::json merged = resolve_json(base_path, seen);
+  merged.erase("sources");  // the overlay's figures need their own sources
+  nlohmann::json patch = j;
+  patch.erase("base");
+  overlay(merged, patch);
+  if (j.contains("sources")) merged["sources"] = j["sources"];
+  return merged;
+}
+
+}  // namespace
+
+double EfficiencyCurve::at(double x) const {
+  if (log10_x.empty()) return 1.0;
+  const double lx = std::log10(std::max(x, 1e-30));
+  if (lx <= log10_x.front()) return efficiency.front();
+  if (lx >= log10_x.back()) return efficiency.back();
+  std::size_t i = 1;
+  while (log10_x[i] < lx) ++i;
+  const double t = (lx - log10_x[i - 1]) / (log10_x[i] - log10_x[i - 1]);
+  return efficiency[i - 1] + t * (efficiency[i] - efficiency[i - 1]);
+}
+
+const char* to_string(Precision p) {
+  switch (p) {
+    case Precision::fp32: return "fp32";
+    case Precision::fp16: return "fp16";
+    case Precision::bf16: return "bf16";
+  }
+  return "?";
+}
+
+const char* to_string(IntraTopology t) {
+  switch (t) {
+    case IntraTopology::switch_fabric: return "switch";
+    case IntraTopology::pcie: return "pcie";
+    case IntraTopology::all_to_all: return "all_to_all";
+    case IntraTopology::torus: return "torus";
+  }
+  return "?";
+}
+
+HardwareProfile load_hardware_file(const std::string& path) {
+  std::set<std::string> seen;
+  nlohmann::json j = resolve_json(path, seen);
+  HardwareProfile hw = parse_profile(j, JsonContext{path, ""});
+  hw.source_file = path;
+  return hw;
+}
+
+HardwareProfile load_hardware(const std::string& name_or_path) {
+  if (looks_like_path(name_or_path)) {
+    if (!std::filesystem::exists(name_or_path))
+      throw InputError("--hardware: file '" + name_or_path + "' does not exist");
+    return load_hardware_file(name_or_path);
+  }
+  std::string path = builtin_path(name_or_path);
+  if (!std::filesystem::exists(path)) {
+    std::string names;
+    for (const auto& n : builtin_hardware_names()) names += (names.empty() ? "" : ", ") + n;
+    throw InputError("--hardware: unknown profile '" + name_or_path + "' (expected a built-in name: " + names +
+                     "; or a path to a profile JSON)");
+  }
+  return load_hardware_file(path);
+}
+
+std::vector<std::string> builtin_hardware_names() {
+  std::vector<std::string> names;
+  std::error_code ec;
+  for (const auto& e : std::filesystem::directory_iterator(data_dir() + "/hardware_profiles", ec))
+    if (e.path().extension() == ".json") names.push_back(e.path().stem().string());
+  std::sort(names.begin(), names.end());
+  return names;
+}
+
+}  // namespace shardplan::simulator

@@ -1,0 +1,83 @@
+#pragma once
+// HardwareProfile: one node type of a cluster — device, intra-node links, network, host,
+// price. Read from hardware_profiles/<name>.json (datasheet) or a measured profile written by
+// `shardrun profile`; both use the same schema (hardware_profiles/SCHEMA.md). All members are
+// SI: bytes, bytes/s, seconds, FLOP/s.
+#include <array>
+#include <string>
+#include <vector>
+
+namespace shardplan::simulator {
+
+enum class Precision { fp32, fp16, bf16 };
+enum class IntraTopology { switch_fabric, pcie, all_to_all, torus };
+
+// Piecewise-linear in log10(x), clamped at both ends: efficiency (0, 1] of a kernel as a
+// function of its size (FLOP for GEMMs, bytes for memory-bound ops).
+struct EfficiencyCurve {
+  std::vector<double> log10_x;  // ascending
+  std::vector<double> efficiency;
+  [[nodiscard]] double at(double x) const;  // allocation-free
+};
+
+struct DeviceProfile {
+  std::string name;
+  double memory_bytes = 0;
+  double memory_bandwidth_Bps = 0;
+  // Dense peak FLOP/s per precision; 0 = unsupported.
+  std::array<double, 3> peak_flops{};  // indexed by Precision
+  EfficiencyCurve gemm_efficiency;     // by GEMM FLOP (2mnk)
+  EfficiencyCurve memory_efficiency;   // by bytes moved
+  double kernel_launch_s = 0;          // fixed cost per kernel
+  double runtime_reserved_bytes = 0;   // context, library workspaces, allocator slack
+  [[nodiscard]] double peak(Precision p) const { return peak_flops[static_cast<int>(p)]; }
+};
+
+struct LinkProfile {
+  double bandwidth_Bps = 0;  // per device (intra) or per node (network), one direction
+  double latency_s = 0;
+  double efficiency = 1.0;   // achievable fraction of bandwidth for large messages
+};
+
+struct NodeProfile {
+  int devices_per_node = 0;
+  IntraTopology topology = IntraTopology::switch_fabric;
+  LinkProfile intra;  // bandwidth per device, one direction (all_to_all: summed over peers)
+};
+
+struct HostProfile {
+  double memory_bytes = 0;            // per node
+  double memory_bandwidth_Bps = 0;    // per node
+  double link_bandwidth_Bps = 0;      // host<->device, per device, one direction
+  int cpu_cores = 0;                  // per node
+};
+
+struct PriceInfo {
+  double usd_per_hour = 0;  // per node, 0 = unknown
+  std::string as_of;        // date of the price
+  std::string note;
+};
+
+struct HardwareProfile {
+  std::string name;
+  std::string description;
+  std::string source_file;
+  bool measured = false;
+  DeviceProfile device;
+  NodeProfile node;
+  LinkProfile network;  // per node
+  HostProfile host;
+  PriceInfo price;
+};
+
+const char* to_string(Precision p);
+const char* to_string(IntraTopology t);
+
+// Load from a file; resolves "base" (a built-in name or a path) and overlays this file's
+// fields on it (JSON merge patch), then validates. Errors name the file and the field.
+HardwareProfile load_hardware_file(const std::string& path);
+// A built-in profile name (hardware_profiles/<name>.json) or a path.
+HardwareProfile load_hardware(const std::string& name_or_path);
+std::vector<std::string> builtin_hardware_names();
+
+}  // namespace shardplan::simulator

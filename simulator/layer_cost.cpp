@@ -1,0 +1,250 @@
+// Legend (per micro-batch, one tensor-parallel rank):
+//   s sequence length, b micro-batch, M = s*b tokens, h hidden, a heads, g KV heads,
+//   d head_dim, f ffn hidden, V vocab, t tp degree, e bytes per activation element,
+//   rep = 1/t with sequence parallelism (else 1): the share of the replicated (non-TP) region.
+// Shapes: x: (M, h*rep) entering a block; q: (M, a*d/t); k, v: (M, g*d/t); scores: (b*a/t, s, s).
+#include "layer_cost.hpp"
+
+#include <algorithm>
+
+#include "errors.hpp"
+
+namespace shardplan::simulator {
+namespace {
+
+struct Acc {
+  double fwd_s = 0, bwd_s = 0, fwd_flops = 0, bwd_flops = 0;
+};
+
+// A linear layer: forward GEMM, backward dgrad (+ wgrad when the weight trains).
+void linear(const CostEnv& env, Acc& a, double m, double k, double n, bool trainable) {
+  const double t = gemm_time_s(env, m, k, n);
+  const double flops = 2.0 * m * k * n;
+  a.fwd_s += t;
+  a.fwd_flops += flops;
+  a.bwd_s += trainable ? 2 * t : t;
+  a.bwd_flops += trainable ? 2 * flops : flops;
+}
+
+// Batched GEMM of the attention core (scores or attention over values); backward = 2x.
+void attention_gemm(const CostEnv& env, Acc& a, double batch, double m, double k, double n) {
+  const double t = gemm_time_s(env, m, k, n, batch);
+  const double flops = 2.0 * batch * m * k * n;
+  a.fwd_s += t;
+  a.fwd_flops += flops;
+  a.bwd_s += 2 * t;
+  a.bwd_flops += 2 * flops;
+}
+
+// Memory-bound op; its backward reads the incoming gradient and what it saved: ~2x the bytes.
+void elementwise(const CostEnv& env, Acc& a, double bytes) {
+  a.fwd_s += memory_time_s(env, bytes);
+  a.bwd_s += memory_time_s(env, 2 * bytes);
+}
+
+double tp_all_reduce(const CostEnv& env, double bytes) {
+  return all_reduce_s(bytes, env.tp_group, *env.hw, env.devices_per_node);
+}
+
+// LoRA adapter on one linear: dropout(x) @ A^T @ B^T * alpha/r, added to the base output.
+void lora_adapter(const CostEnv& env, Acc& a, const LinearDesc& lin) {
+  const double M = env.s * env.b, t = env.tp, e = env.act_bytes, r = env.lora_rank;
+  const double d_in = lin.split == TpSplit::row ? lin.d_in / t : lin.d_in;
+  const double d_out = lin.split == TpSplit::column ? lin.d_out / t : lin.d_out;
+  if (env.lora_dropout > 0) elementwise(env, a, (2 * e + 1) * M * d_in);
+  linear(env, a, M, d_in, r, true);
+  linear(env, a, M, r, d_out, true);
+  elementwise(env, a, 3 * e * M * d_out);  // scale and add to the base output
+}
+
+// The attention core: scores, softmax, dropout, attention over values.
+void attention_core(const CostEnv& env, Acc& a) {
+  const ModelSpec& m = *env.model;
+  const double heads = m.num_heads / env.tp, s = env.s, d = m.head_dim, e = env.act_bytes;
+  const double batch = env.b * heads;
+  attention_gemm(env, a, batch, s, d, s);                   // q @ k^T: (b*a/t, s, s)
+  elementwise(env, a, 2 * e * batch * s * s);               // scale + mask + softmax
+  if (m.attention_dropout > 0) elementwise(env, a, (2 * e + 1) * batch * s * s);
+  attention_gemm(env, a, batch, s, s, d);                   // p @ v: (b*a/t, s, d)
+}
+
+}  // namespace
+
+double gemm_time_s(const CostEnv& env, double m, double k, double n, double batch) {
+  const DeviceProfile& dev = env.hw->device;
+  const double flops = 2.0 * batch * m * k * n;
+  const double bytes = env.act_bytes * batch * (m * k + k * n + m * n);
+  const double compute = flops / (env.peak_flops * dev.gemm_efficiency.at(flops / batch * std::min(batch, 1e3)));
+  const double memory = bytes / (dev.memory_bandwidth_Bps * dev.memory_efficiency.at(bytes));
+  return std::max(compute, memory) + dev.kernel_launch_s;
+}
+
+double memory_time_s(const CostEnv& env, double bytes) {
+  const DeviceProfile& dev = env.hw->device;
+  return bytes / (dev.memory_bandwidth_Bps * dev.memory_efficiency.at(bytes)) + dev.kernel_launch_s;
+}
+
+CostEnv make_cost_env(const ModelSpec& m, const ClusterSpec& c, const ParallelConfig& cfg,
+                      const std::vector<LinearDesc>& linears, const std::vector<char>& lora_mask,
+                      const GroupPlacement& tp_group) {
+  CostEnv env;
+  env.model = &m;
+  env.hw = &c.hardware;
+  env.devices_per_node = c.per_node();
+  env.tp_group = tp_group;
+  env.s = cfg.seq_len;
+  env.b = cfg.micro_batch_size;
+  env.tp = cfg.tp;
+  env.sp = cfg.sequence_parallel && cfg.tp > 1;
+  env.recompute = cfg.recompute;
+  env.act_bytes = cfg.precision == Precision::fp32 ? 4.0 : 2.0;
+  env.peak_flops = c.hardware.device.peak(cfg.precision);
+  env.lora = cfg.lora.enabled();
+  env.linears = &linears;
+  env.lora_mask = &lora_mask;
+  env.lora_rank = cfg.lora.rank;
+  env.lora_dropout = cfg.lora.dropout;
+  return env;
+}
+
+double block_activation_bytes(const CostEnv& env, Recompute recompute) {
+  const ModelSpec& m = *env.model;
+  const double M = env.s * env.b, h = m.hidden, t = env.tp, e = env.act_bytes;
+  const double rep = env.sp ? 1.0 / t : 1.0;
+  const bool hidden_drop = m.hidden_dropout > 0;
+  if (recompute == Recompute::full) return e * M * h * rep;  // the block's input only
+  double bytes = 0;
+  bytes += e * M * h * rep;                                  // norm1 input
+  bytes += e * M * h * rep;                                  // qkv input (norm1 output)
+  bytes += e * M * (m.q_dim() + m.kv_dim()) / t;             // q, k for q @ k^T
+  bytes += e * M * m.kv_dim() / t;                           // v for p @ v
+  bytes += e * M * m.q_dim() / t;                            // output projection input
+  if (recompute == Recompute::none) {
+    const double scores = env.b * (m.num_heads / t) * env.s * env.s;
+    bytes += e * scores;                                     // softmax output
+    if (m.attention_dropout > 0) bytes += (1 + e) * scores;  // dropout mask + dropout output
+  }
+  if (hidden_drop) bytes += M * h * rep;                     // attention residual dropout mask
+  if (m.norms_per_layer == 2 && !m.parallel_residual) bytes += e * M * h * rep;  // norm2 input
+  if (m.norms_per_layer == 2) bytes += e * M * h * rep;      // MLP input (norm2 output)
+  const double f_local = m.ffn_hidden / t;
+  bytes += (m.ffn_kind == FfnKind::swiglu ? 4.0 : 2.0) * e * M * f_local;  // activation in/out
+  if (hidden_drop) bytes += M * h * rep;                     // MLP dropout mask
+  if (env.lora) {
+    for (std::size_t i = 0; i < env.linears->size(); ++i) {
+      if (!(*env.lora_mask)[i]) continue;
+      const LinearDesc& lin = (*env.linears)[i];
+      const double d_in = lin.split == TpSplit::row ? lin.d_in / t : lin.d_in;
+      if (env.lora_dropout > 0) bytes += (1 + e) * M * d_in;  // dropout mask + dropped input
+      bytes += e * M * env.lora_rank;                         // A's output, B's input
+    }
+  }
+  return bytes;
+}
+
+PartCost block_cost(const CostEnv& env) {
+  const ModelSpec& m = *env.model;
+  const double M = env.s * env.b, h = m.hidden, t = env.tp, e = env.act_bytes;
+  const double rep = env.sp ? 1.0 / t : 1.0;
+  const bool frozen = env.lora;
+  Acc fwd_attn_core;
+  attention_core(env, fwd_attn_core);
+  Acc a = fwd_attn_core;
+  for (int i = 0; i < m.norms_per_layer; ++i) elementwise(env, a, 2 * e * M * h * rep);
+  for (std::size_t i = 0; i < env.linears->size(); ++i) {
+    const LinearDesc& lin = (*env.linears)[i];
+    const double d_in = lin.split == TpSplit::row ? lin.d_in / t : lin.d_in;
+    const double d_out = lin.split == TpSplit::column ? lin.d_out / t : lin.d_out;
+    linear(env, a, M, d_in, d_out, !frozen);
+    if (env.lora && (*env.lora_mask)[i]) lora_adapter(env, a, lin);
+  }
+  if (m.positional == PositionalKind::rotary) {
+    const double frac = m.rotary_dim > 0 ? static_cast<double>(m.rotary_dim) / m.head_dim : 1.0;
+    elementwise(env, a, 2 * e * M * (m.q_dim() + m.kv_dim()) / t * frac);
+  }
+  const double act = m.ffn_kind == FfnKind::swiglu ? 5.0 : 2.0;  // silu + mul, or gelu: r/w
+  elementwise(env, a, act * e * M * m.ffn_hidden / t);
+  const double residual = (3 * e + (m.hidden_dropout > 0 ? 1 : 0)) * M * h * rep;  // dropout + add
+  elementwise(env, a, 2 * residual);
+
+  // Megatron f/g pairs: 2 all-reduces (or all-gather + reduce-scatter with SP, same volume)
+  // forward and backward; a parallel residual sums attention and MLP before one reduce.
+  const double reduces = m.parallel_residual ? 1.0 : 2.0;
+  const double tp_comm = t > 1 ? reduces * tp_all_reduce(env, e * M * h) : 0.0;
+
+  PartCost c;
+  c.forward_s = a.fwd_s;
+  c.backward_s = a.bwd_s;
+  c.forward_flops = a.fwd_flops;
+  c.backward_flops = a.bwd_flops;
+  c.tp_comm_forward_s = tp_comm;
+  c.tp_comm_backward_s = tp_comm;
+  if (env.recompute == Recompute::full) {
+    c.recompute_s = a.fwd_s + tp_comm;
+    c.recompute_flops = a.fwd_flops;
+  } else if (env.recompute == Recompute::selective) {
+    c.recompute_s = fwd_attn_core.fwd_s;
+    c.recompute_flops = fwd_attn_core.fwd_flops;
+  }
+  c.stored_activation_bytes = block_activation_bytes(env, env.recompute);
+  c.full_activation_bytes = block_activation_bytes(env, Recompute::none);
+  return c;
+}
+
+PartCost embedding_cost(const CostEnv& env) {
+  const ModelSpec& m = *env.model;
+  const double M = env.s * env.b, h = m.hidden, t = env.tp, e = env.act_bytes;
+  const double rep = env.sp ? 1.0 / t : 1.0;
+  Acc a;
+  a.fwd_s += memory_time_s(env, 2 * e * M * h);  // gather rows of the (V/t, h) table
+  if (m.positional == PositionalKind::learned || m.type_vocab_size > 0) a.fwd_s += memory_time_s(env, 3 * e * M * h);
+  if (m.embedding_norm) a.fwd_s += memory_time_s(env, 2 * e * M * h * rep);
+  if (!env.lora) a.bwd_s += memory_time_s(env, 3 * e * M * h);  // scatter-add into the table's gradient
+  PartCost c;
+  c.forward_s = a.fwd_s;
+  c.backward_s = a.bwd_s;
+  // Vocab-parallel embedding: partial sums all-reduced (reduce-scattered with SP).
+  c.tp_comm_forward_s = t > 1 ? tp_all_reduce(env, e * M * h) : 0.0;
+  if (m.hidden_dropout > 0) c.stored_activation_bytes += M * h * rep;  // dropout mask
+  if (m.embedding_norm) c.stored_activation_bytes += e * M * h * rep;
+  c.full_activation_bytes = c.stored_activation_bytes;
+  return c;
+}
+
+PartCost head_cost(const CostEnv& env) {
+  const ModelSpec& m = *env.model;
+  const double M = env.s * env.b, h = m.hidden, t = env.tp, e = env.act_bytes, V = m.vocab_size;
+  const double rep = env.sp ? 1.0 / t : 1.0;
+  const bool head_trains = !env.lora;
+  Acc a;
+  PartCost c;
+  if (m.final_norm) {
+    elementwise(env, a, 2 * e * M * h * rep);
+    c.stored_activation_bytes += e * M * h * rep;
+  }
+  if (m.mlm_head) {  // transform: dense + gelu + norm (replicated)
+    linear(env, a, M, h, h, head_trains);
+    elementwise(env, a, 6 * e * M * h);
+    c.stored_activation_bytes += 3 * e * M * h;
+  }
+  linear(env, a, M, h, V / t, head_trains);       // logits: (M, V/t)
+  c.stored_activation_bytes += e * M * h * rep;   // LM-head input
+  // Vocab-parallel cross-entropy in fp32 (Korthikanti et al. 2022, §4.3: 4sbv/t).
+  elementwise(env, a, (e + 4 + 4) * M * V / t);
+  c.stored_activation_bytes += 4 * M * V / t;
+  c.transient_bytes = 4 * M * V / t;              // the fp32 logits' gradient
+  c.forward_s = a.fwd_s;
+  c.backward_s = a.bwd_s;
+  c.forward_flops = a.fwd_flops;
+  c.backward_flops = a.bwd_flops;
+  if (t > 1) {
+    // max, sum-exp and target logit all-reduced (fp32, M each); the input's copy-to-TP-region
+    // all-reduces its gradient in backward.
+    c.tp_comm_forward_s = 3 * tp_all_reduce(env, 4 * M);
+    c.tp_comm_backward_s = tp_all_reduce(env, e * M * h);
+  }
+  c.full_activation_bytes = c.stored_activation_bytes;
+  return c;
+}
+
+}  // namespace shardplan::simulator

@@ -1,0 +1,66 @@
+#pragma once
+// Per-micro-batch cost of one transformer block, the embedding and the head, on one tensor-
+// parallel rank: FLOPs and bytes of each op through the device's roofline (max of compute
+// and memory time, with the profile's efficiency curves), tensor-parallel communication, and
+// the activations each op leaves stored for backward.
+#include "collectives.hpp"
+#include "hardware_profile.hpp"
+#include "model_spec.hpp"
+#include "parallel_config.hpp"
+
+namespace shardplan::simulator {
+
+// Everything one micro-batch on one tp rank looks like; built once per configuration.
+struct CostEnv {
+  const ModelSpec* model = nullptr;
+  const HardwareProfile* hw = nullptr;
+  int devices_per_node = 1;
+  GroupPlacement tp_group;
+  double s = 0, b = 0, tp = 1;  // sequence length, micro-batch size, tensor parallel
+  bool sp = false;              // sequence parallel
+  Recompute recompute = Recompute::none;
+  double act_bytes = 2;         // bytes per activation element (2 for bf16/fp16, 4 for fp32)
+  double peak_flops = 0;        // device peak for the precision
+  const std::vector<LinearDesc>* linears = nullptr;  // the block's linears (precomputed)
+  bool lora = false;            // base weights frozen; adapters where lora_mask[i] != 0
+  const std::vector<char>* lora_mask = nullptr;     // parallel to *linears
+  double lora_rank = 0;
+  double lora_dropout = 0;
+};
+
+// `linears` and `lora_mask` must outlive the env (the Evaluator owns them).
+CostEnv make_cost_env(const ModelSpec& m, const ClusterSpec& c, const ParallelConfig& cfg,
+                      const std::vector<LinearDesc>& linears, const std::vector<char>& lora_mask,
+                      const GroupPlacement& tp_group);
+
+struct PartCost {
+  double forward_s = 0;            // compute of the forward pass (excl. TP communication)
+  double backward_s = 0;           // compute of the backward pass (dgrad + wgrad + elementwise)
+  double recompute_s = 0;          // forward recomputed during backward (compute + its TP comm)
+  double tp_comm_forward_s = 0;    // exposed TP collectives in forward
+  double tp_comm_backward_s = 0;   // exposed TP collectives in backward
+  double forward_flops = 0;
+  double backward_flops = 0;
+  double recompute_flops = 0;
+  double stored_activation_bytes = 0;  // kept from forward to backward under the recompute policy
+  double full_activation_bytes = 0;    // what no recompute would keep (working set when recomputing)
+  double transient_bytes = 0;          // largest short-lived buffer (e.g. fp32 logits' gradient)
+  [[nodiscard]] double forward_total_s() const { return forward_s + tp_comm_forward_s; }
+  [[nodiscard]] double backward_total_s() const { return backward_s + recompute_s + tp_comm_backward_s; }
+};
+
+PartCost block_cost(const CostEnv& env);
+PartCost embedding_cost(const CostEnv& env);
+PartCost head_cost(const CostEnv& env);
+
+// Stored activation bytes of one block for one micro-batch on one tp rank (the op-by-op
+// derivation of Korthikanti et al. 2022, §4.1, generalised to GQA, SwiGLU, parallel residual,
+// dropout-free models and LoRA adapters).
+double block_activation_bytes(const CostEnv& env, Recompute recompute);
+
+// Time of a GEMM (m x k) @ (k x n) on the device: roofline with efficiency curves.
+double gemm_time_s(const CostEnv& env, double m, double k, double n, double batch = 1);
+// Time of a memory-bound op moving `bytes`.
+double memory_time_s(const CostEnv& env, double bytes);
+
+}  // namespace shardplan::simulator

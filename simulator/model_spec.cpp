@@ -1,0 +1,270 @@
+// Model cards: shapes, module naming, parameter counts, LoRA targets.
+// Legend: h hidden, a heads, g KV heads, d head_dim, f ffn_hidden, V vocab, L layers, t tp.
+#include "model_spec.hpp"
+
+#include <algorithm>
+#include <filesystem>
+
+#include "errors.hpp"
+#include "hf_config.hpp"
+#include "json_fields.hpp"
+#include "paths.hpp"
+
+namespace shardplan::simulator {
+namespace {
+
+std::vector<LinearDesc> gpt2_linears(const ModelSpec& m) {
+  const bool b = m.mlp_bias;
+  return {{"attn.c_attn", m.hidden, m.q_dim() + 2 * m.kv_dim(), m.qkv_bias, TpSplit::column},
+          {"attn.c_proj", m.q_dim(), m.hidden, m.out_proj_bias, TpSplit::row},
+          {"mlp.c_fc", m.hidden, m.ffn_hidden, b, TpSplit::column},
+          {"mlp.c_proj", m.ffn_hidden, m.hidden, b, TpSplit::row}};
+}
+
+std::vector<LinearDesc> llama_linears(const ModelSpec& m) {
+  std::vector<LinearDesc> v{{"self_attn.q_proj", m.hidden, m.q_dim(), m.qkv_bias, TpSplit::column},
+                            {"self_attn.k_proj", m.hidden, m.kv_dim(), m.qkv_bias, TpSplit::column},
+                            {"self_attn.v_proj", m.hidden, m.kv_dim(), m.qkv_bias, TpSplit::column},
+                            {"self_attn.o_proj", m.q_dim(), m.hidden, m.out_proj_bias, TpSplit::row}};
+  if (m.ffn_kind == FfnKind::swiglu)
+    v.push_back({"mlp.gate_proj", m.hidden, m.ffn_hidden, m.mlp_bias, TpSplit::column});
+  v.push_back({"mlp.up_proj", m.hidden, m.ffn_hidden, m.mlp_bias, TpSplit::column});
+  v.push_back({"mlp.down_proj", m.ffn_hidden, m.hidden, m.mlp_bias, TpSplit::row});
+  return v;
+}
+
+std::vector<LinearDesc> gptj_linears(const ModelSpec& m) {
+  return {{"attn.q_proj", m.hidden, m.q_dim(), m.qkv_bias, TpSplit::column},
+          {"attn.k_proj", m.hidden, m.kv_dim(), m.qkv_bias, TpSplit::column},
+          {"attn.v_proj", m.hidden, m.kv_dim(), m.qkv_bias, TpSplit::column},
+          {"attn.out_proj", m.q_dim(), m.hidden, m.out_proj_bias, TpSplit::row},
+          {"mlp.fc_in", m.hidden, m.ffn_hidden, m.mlp_bias, TpSplit::column},
+          {"mlp.fc_out", m.ffn_hidden, m.hidden, m.mlp_bias, TpSplit::row}};
+}
+
+std::vector<LinearDesc> neox_linears(const ModelSpec& m) {
+  return {{"attention.query_key_value", m.hidden, m.q_dim() + 2 * m.kv_dim(), m.qkv_bias, TpSplit::column},
+          {"attention.dense", m.q_dim(), m.hidden, m.out_proj_bias, TpSplit::row},
+          {"mlp.dense_h_to_4h", m.hidden, m.ffn_hidden, m.mlp_bias, TpSplit::column},
+          {"mlp.dense_4h_to_h", m.ffn_hidden, m.hidden, m.mlp_bias, TpSplit::row}};
+}
+
+std::vector<LinearDesc> bert_linears(const ModelSpec& m) {
+  return {{"attention.self.query", m.hidden, m.q_dim(), m.qkv_bias, TpSplit::column},
+          {"attention.self.key", m.hidden, m.kv_dim(), m.qkv_bias, TpSplit::column},
+          {"attention.self.value", m.hidden, m.kv_dim(), m.qkv_bias, TpSplit::column},
+          {"attention.output.dense", m.q_dim(), m.hidden, m.out_proj_bias, TpSplit::row},
+          {"intermediate.dense", m.hidden, m.ffn_hidden, m.mlp_bias, TpSplit::column},
+          {"output.dense", m.ffn_hidden, m.hidden, m.mlp_bias, TpSplit::row}};
+}
+
+bool matches_target(const std::string& module, const std::string& target) {
+  if (module == target) return true;
+  return module.size() > target.size() && module.ends_with(target) &&
+         module[module.size() - target.size() - 1] == '.';
+}
+
+}  // namespace
+
+std::vector<LinearDesc> ModelSpec::block_linears() const {
+  if (family == "gpt2") return gpt2_linears(*this);
+  if (family == "gptj") return gptj_linears(*this);
+  if (family == "gpt_neox") return neox_linears(*this);
+  if (family == "bert") return bert_linears(*this);
+  return llama_linears(*this);  // "llama" and anything with separate q/k/v projections
+}
+
+int64_t per_rank(int64_t total, int64_t sharded, int64_t tp) {
+  return (total - sharded) + sharded / tp;
+}
+
+ParameterCounts count_parameters(const ModelSpec& m) {
+  ParameterCounts c;
+  const int64_t h = m.hidden;
+  for (const auto& lin : m.block_linears()) {
+    const int64_t w = lin.d_in * lin.d_out;
+    const int64_t b = lin.bias ? lin.d_out : 0;
+    c.per_layer += w + b;
+    // Column-parallel: weight and bias split; row-parallel: weight split, bias replicated.
+    c.per_layer_tp_sharded += lin.split == TpSplit::column ? w + b : w;
+  }
+  c.per_layer += m.norms_per_layer * m.norm_params();
+
+  c.embedding_tp_sharded = m.vocab_size * h;
+  c.embedding = c.embedding_tp_sharded;
+  if (m.positional == PositionalKind::learned) c.embedding += m.max_positions * h;
+  c.embedding += m.type_vocab_size * h;
+  if (m.embedding_norm) c.embedding += m.norm_params();
+
+  if (m.final_norm) c.head += m.norm_params();
+  if (!m.tied_embeddings) {
+    c.head_tp_sharded = m.vocab_size * h + (m.lm_head_bias ? m.vocab_size : 0);
+    c.head += c.head_tp_sharded;
+  }
+  if (m.mlm_head) {
+    c.head += h * h + h + m.norm_params();  // transform: dense + norm (replicated)
+    c.head += m.vocab_size;                 // decoder bias (vocab-parallel)
+    c.head_tp_sharded += m.vocab_size;
+  }
+  if (m.pooler) c.head += h * h + h;
+  c.total = c.per_layer * m.num_layers + c.embedding + c.head;
+  return c;
+}
+
+LoraTargetsResolved resolve_lora_targets(const ModelSpec& m, const std::vector<std::string>& targets) {
+  LoraTargetsResolved out;
+  const auto linears = m.block_linears();
+  for (const auto& t : targets) {
+    bool any = false;
+    for (const auto& lin : linears) {
+      if (!matches_target(lin.module, t)) continue;
+      any = true;
+      bool dup = std::any_of(out.linears.begin(), out.linears.end(),
+                             [&](const LinearDesc& x) { return x.module == lin.module; });
+      if (!dup) out.linears.push_back(lin);
+    }
+    if (!any) {
+      std::string names;
+      for (const auto& lin : linears) names += (names.empty() ? "" : ", ") + lin.module;
+      throw InputError("--lora-targets: '" + t + "' is not a linear of model '" + m.name +
+                       "' (expected one of: " + names + ")");
+    }
+  }
+  return out;
+}
+
+int64_t lora_parameters_per_layer(const LoraTargetsResolved& t, int64_t rank) {
+  int64_t n = 0;
+  for (const auto& lin : t.linears) n += rank * (lin.d_in + lin.d_out);
+  return n;
+}
+
+void validate_model(const ModelSpec& m, const std::string& src) {
+  auto bad = [&](const char* field, const std::string& expected) {
+    throw InputError(src + ": field '" + field + "': expected " + expected);
+  };
+  if (m.num_layers <= 0) bad("num_layers", "an integer > 0");
+  if (m.hidden <= 0) bad("hidden_size", "an integer > 0");
+  if (m.num_heads <= 0) bad("num_attention_heads", "an integer > 0");
+  if (m.num_kv_heads <= 0 || m.num_heads % m.num_kv_heads != 0)
+    bad("num_key_value_heads", "an integer > 0 dividing num_attention_heads (" +
+                                   std::to_string(m.num_heads) + ")");
+  if (m.head_dim <= 0) bad("head_dim", "an integer > 0");
+  if (m.ffn_hidden <= 0) bad("ffn_hidden_size", "an integer > 0");
+  if (m.vocab_size <= 0) bad("vocab_size", "an integer > 0");
+  if (m.max_positions <= 0) bad("max_position_embeddings", "an integer > 0");
+  if (m.norms_per_layer < 1 || m.norms_per_layer > 2) bad("norms_per_layer", "1 or 2");
+  if (m.attention_dropout < 0 || m.attention_dropout >= 1) bad("dropout.attention", "a probability in [0, 1)");
+  if (m.hidden_dropout < 0 || m.hidden_dropout >= 1) bad("dropout.hidden", "a probability in [0, 1)");
+  static const char* kFamilies[] = {"gpt2", "llama", "gptj", "gpt_neox", "bert"};
+  if (std::find(std::begin(kFamilies), std::end(kFamilies), m.family) == std::end(kFamilies))
+    bad("family", "one of gpt2, llama, gptj, gpt_neox, bert");
+}
+
+namespace {
+
+template <typename E>
+E parse_enum(const nlohmann::json& j, const char* key, const JsonContext& ctx,
+             std::initializer_list<std::pair<const char*, E>> options, E fallback, bool required) {
+  auto it = j.find(key);
+  if (it == j.end()) {
+    if (required) ctx.fail(key, "a value (it is missing)");
+    return fallback;
+  }
+  std::string names;
+  for (const auto& [name, value] : options) {
+    if (it->is_string() && *it == name) return value;
+    names += (names.empty() ? "" : " or ") + std::string("\"") + name + "\"";
+  }
+  ctx.fail(key, names);
+}
+
+ModelSpec parse_card(const nlohmann::json& j, const JsonContext& ctx) {
+  ModelSpec m;
+  m.name = get_string(j, "name", ctx);
+  m.family = get_string(j, "family", ctx);
+  m.kind = parse_enum(j, "kind", ctx, {{"decoder", ModelKind::decoder}, {"encoder", ModelKind::encoder}},
+                      ModelKind::decoder, false);
+  m.num_layers = get_positive_int(j, "num_layers", ctx);
+  m.hidden = get_positive_int(j, "hidden_size", ctx);
+  m.num_heads = get_positive_int(j, "num_attention_heads", ctx);
+  m.num_kv_heads = get_int_or(j, "num_key_value_heads", m.num_heads, ctx);
+  m.head_dim = get_int_or(j, "head_dim", m.hidden / m.num_heads, ctx);
+  m.ffn_hidden = get_positive_int(j, "ffn_hidden_size", ctx);
+  m.ffn_kind = parse_enum(j, "ffn_kind", ctx, {{"gelu", FfnKind::gelu}, {"swiglu", FfnKind::swiglu}},
+                          FfnKind::gelu, true);
+  m.vocab_size = get_positive_int(j, "vocab_size", ctx);
+  m.max_positions = get_positive_int(j, "max_position_embeddings", ctx);
+  m.norm_kind = parse_enum(j, "norm", ctx, {{"layernorm", NormKind::layernorm}, {"rmsnorm", NormKind::rmsnorm}},
+                           NormKind::layernorm, true);
+  m.positional = parse_enum(j, "positional", ctx,
+                            {{"learned", PositionalKind::learned}, {"rotary", PositionalKind::rotary}},
+                            PositionalKind::learned, true);
+  m.rotary_dim = get_int_or(j, "rotary_dim", 0, ctx);
+  m.tied_embeddings = get_bool_or(j, "tied_embeddings", false, ctx);
+  if (auto it = j.find("bias"); it != j.end()) {
+    auto bctx = ctx.child("bias");
+    m.qkv_bias = get_bool_or(*it, "qkv", false, bctx);
+    m.out_proj_bias = get_bool_or(*it, "out_proj", false, bctx);
+    m.mlp_bias = get_bool_or(*it, "mlp", false, bctx);
+    m.lm_head_bias = get_bool_or(*it, "lm_head", false, bctx);
+  }
+  m.fused_qkv = get_bool_or(j, "fused_qkv", false, ctx);
+  m.parallel_residual = get_bool_or(j, "parallel_residual", false, ctx);
+  m.norms_per_layer = static_cast<int>(get_int_or(j, "norms_per_layer", 2, ctx));
+  m.final_norm = get_bool_or(j, "final_norm", true, ctx);
+  m.embedding_norm = get_bool_or(j, "embedding_norm", false, ctx);
+  m.type_vocab_size = get_int_or(j, "type_vocab_size", 0, ctx);
+  m.mlm_head = get_bool_or(j, "mlm_head", false, ctx);
+  m.pooler = get_bool_or(j, "pooler", false, ctx);
+  if (auto it = j.find("dropout"); it != j.end()) {
+    auto dctx = ctx.child("dropout");
+    m.attention_dropout = get_number_or(*it, "attention", 0.0, dctx);
+    m.hidden_dropout = get_number_or(*it, "hidden", 0.0, dctx);
+  }
+  return m;
+}
+
+}  // namespace
+
+ModelSpec load_model_file(const std::string& path) {
+  nlohmann::json j = read_json_file(path);
+  JsonContext ctx{path, ""};
+  if (!j.is_object()) throw InputError(path + ": expected a JSON object (a model card or a config.json)");
+  ModelSpec m;
+  if (j.contains("model_type") || j.contains("architectures")) {
+    m = parse_hf_config(j, ctx);
+    if (m.name.empty()) m.name = std::filesystem::path(path).stem().string();
+  } else {
+    m = parse_card(j, ctx);
+  }
+  validate_model(m, path);
+  return m;
+}
+
+ModelSpec load_model(const std::string& name_or_path) {
+  if (looks_like_path(name_or_path)) {
+    if (!std::filesystem::exists(name_or_path))
+      throw InputError("--model: file '" + name_or_path + "' does not exist");
+    return load_model_file(name_or_path);
+  }
+  std::string path = data_dir() + "/models/" + name_or_path + ".json";
+  if (!std::filesystem::exists(path)) {
+    std::string names;
+    for (const auto& n : builtin_model_names()) names += (names.empty() ? "" : ", ") + n;
+    throw InputError("--model: unknown model '" + name_or_path + "' (expected a built-in name: " + names +
+                     "; or a path to a model card / config.json)");
+  }
+  return load_model_file(path);
+}
+
+std::vector<std::string> builtin_model_names() {
+  std::vector<std::string> names;
+  std::error_code ec;
+  for (const auto& e : std::filesystem::directory_iterator(data_dir() + "/models", ec))
+    if (e.path().extension() == ".json") names.push_back(e.path().stem().string());
+  std::sort(names.begin(), names.end());
+  return names;
+}
+
+}  // namespace shardplan::simulator

@@ -1,0 +1,114 @@
+#pragma once
+// ModelSpec: everything the shapes of a transformer depend on, read from a model card
+// (models/<name>.json) or from a Hugging Face config.json. The simulator and the executor
+// read the same cards: one source of truth for shapes.
+#include <cstdint>
+#include <string>
+#include <vector>
+
+namespace shardplan::simulator {
+
+enum class FfnKind { gelu, swiglu };
+enum class NormKind { layernorm, rmsnorm };
+enum class PositionalKind { learned, rotary };
+// decoder: causal LM (GPT, Llama). encoder: bidirectional masked LM (BERT).
+enum class ModelKind { decoder, encoder };
+
+// Which way a linear is split under Megatron tensor parallelism.
+enum class TpSplit { column, row };
+
+// One linear of a transformer block, named as Hugging Face names the module inside the
+// block (e.g. "self_attn.q_proj"); LoRA targets match these names PEFT-style (exact or by
+// '.'-suffix).
+struct LinearDesc {
+  std::string module;  // e.g. "self_attn.q_proj", "attn.c_attn", "mlp.c_proj"
+  int64_t d_in = 0;
+  int64_t d_out = 0;
+  bool bias = false;
+  TpSplit split = TpSplit::column;
+};
+
+struct ModelSpec {
+  std::string name;
+  std::string family;  // gpt2 | llama | gptj | gpt_neox | bert (naming of modules)
+  ModelKind kind = ModelKind::decoder;
+
+  int64_t num_layers = 0;
+  int64_t hidden = 0;
+  int64_t num_heads = 0;
+  int64_t num_kv_heads = 0;  // == num_heads unless GQA/MQA
+  int64_t head_dim = 0;      // hidden / num_heads unless the card says otherwise
+  int64_t ffn_hidden = 0;
+  int64_t vocab_size = 0;
+  int64_t max_positions = 0;
+  int64_t type_vocab_size = 0;  // BERT token-type embeddings (0 if none)
+  int64_t rotary_dim = 0;       // dims per head that get RoPE (0 = all, when rotary)
+
+  FfnKind ffn_kind = FfnKind::gelu;
+  NormKind norm_kind = NormKind::layernorm;
+  PositionalKind positional = PositionalKind::learned;
+  bool tied_embeddings = false;
+
+  bool qkv_bias = false;        // biases of q/k/v (or fused qkv)
+  bool out_proj_bias = false;   // bias of the attention output projection
+  bool mlp_bias = false;        // biases of the MLP linears
+  bool fused_qkv = false;       // one qkv linear (GPT-2 c_attn, NeoX query_key_value)
+  bool parallel_residual = false;  // GPT-J / NeoX: attention and MLP read the same input
+  int norms_per_layer = 2;      // GPT-J shares one norm (ln_1) between attention and MLP
+  bool final_norm = true;
+  bool embedding_norm = false;  // BERT: LayerNorm after the embeddings
+  bool lm_head_bias = false;    // GPT-J lm_head has a bias
+  bool mlm_head = false;        // BERT: transform (dense + norm) + decoder bias
+  bool pooler = false;          // BERT pooler (dense h x h)
+
+  double attention_dropout = 0.0;  // probability; > 0 stores masks for backward
+  double hidden_dropout = 0.0;
+
+  // --- derived shapes -------------------------------------------------------------------
+  [[nodiscard]] int64_t q_dim() const { return num_heads * head_dim; }
+  [[nodiscard]] int64_t kv_dim() const { return num_kv_heads * head_dim; }
+  [[nodiscard]] int64_t norm_params() const {
+    return norm_kind == NormKind::layernorm ? 2 * hidden : hidden;
+  }
+  // The linears of one transformer block, in Hugging Face module naming.
+  [[nodiscard]] std::vector<LinearDesc> block_linears() const;
+};
+
+// Parameter counts, split the way tensor parallelism splits them.
+struct ParameterCounts {
+  int64_t per_layer = 0;            // one transformer block
+  int64_t per_layer_tp_sharded = 0;  // part of per_layer split over tp ranks
+  int64_t embedding = 0;            // word + position + token-type (+ embedding norm)
+  int64_t embedding_tp_sharded = 0;  // vocab-parallel word embedding
+  int64_t head = 0;                 // final norm + untied lm head (+ bias) + MLM head + pooler
+  int64_t head_tp_sharded = 0;      // vocab-parallel lm head (+ its bias)
+  int64_t total = 0;                // what Hugging Face's num_parameters() reports
+};
+
+ParameterCounts count_parameters(const ModelSpec& m);
+
+// Parameters held by one tp rank for a block / embedding / head (sharded / tp + replicated).
+int64_t per_rank(int64_t total, int64_t sharded, int64_t tp);
+
+// LoRA (Hu et al. 2021, §4.1): r * (d_in + d_out) trainable parameters per adapted linear.
+struct LoraTargetsResolved {
+  std::vector<LinearDesc> linears;  // adapted linears of one block
+};
+// Resolve PEFT-style target names ("q_proj", "c_proj", "mlp.c_proj") against the block's
+// linears. Throws InputError naming the target when it matches nothing.
+LoraTargetsResolved resolve_lora_targets(const ModelSpec& m, const std::vector<std::string>& targets);
+int64_t lora_parameters_per_layer(const LoraTargetsResolved& t, int64_t rank);
+
+// Validate shapes (positive sizes, heads divide hidden, kv heads divide heads, ...).
+// `source` names the file in error messages.
+void validate_model(const ModelSpec& m, const std::string& source);
+
+// Load a model card (our schema) or a Hugging Face config.json (detected by "model_type" /
+// field names). Errors name the file and the field.
+ModelSpec load_model_file(const std::string& path);
+// `name_or_path`: a built-in card name (models/<name>.json) or a path to a JSON file.
+ModelSpec load_model(const std::string& name_or_path);
+// Built-in card names, sorted.
+std::vector<std::string> builtin_model_names();
+
+}  // namespace shardplan::simulator

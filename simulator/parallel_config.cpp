@@ -1,0 +1,132 @@
+#include "parallel_config.hpp"
+
+#include <numeric>
+
+#include "errors.hpp"
+
+namespace shardplan::simulator {
+namespace {
+
+[[noreturn]] void bad(const std::string& flag, const std::string& msg) { throw InputError(flag + ": " + msg); }
+
+std::string str(long long v) { return std::to_string(v); }
+
+void check_shapes(const ModelSpec& m, const ClusterSpec& c, ParallelConfig& cfg) {
+  if (cfg.tp < 1) bad("--tp", "expected an integer >= 1");
+  if (cfg.pp < 1) bad("--pp", "expected an integer >= 1");
+  if (cfg.dp < 1) bad("--dp", "expected an integer >= 1");
+  if (c.nodes < 1) bad("--nodes", "expected an integer >= 1");
+  if (cfg.devices() != c.devices())
+    bad("--tp/--pp/--dp", "tp x pp x dp = " + str(cfg.tp) + " x " + str(cfg.pp) + " x " + str(cfg.dp) + " = " +
+                              str(cfg.devices()) + " but the cluster has " + str(c.devices()) + " devices (" +
+                              str(c.nodes) + " nodes x " + str(c.per_node()) + ")");
+  if (m.num_heads % cfg.tp != 0)
+    bad("--tp", "expected a divisor of the model's " + str(m.num_heads) + " attention heads, got " + str(cfg.tp));
+  if (m.num_kv_heads % cfg.tp != 0)
+    bad("--tp", "expected a divisor of the model's " + str(m.num_kv_heads) + " key/value heads, got " + str(cfg.tp));
+  if (cfg.seq_len < 1) bad("--seq-len", "expected an integer >= 1");
+  if (m.positional == PositionalKind::learned && cfg.seq_len > m.max_positions)
+    bad("--seq-len", "expected <= the model's " + str(m.max_positions) + " learned positions, got " + str(cfg.seq_len));
+  if (cfg.sequence_parallel && cfg.seq_len % cfg.tp != 0)
+    bad("--sequence-parallel", "needs --seq-len divisible by --tp (" + str(cfg.seq_len) + " % " + str(cfg.tp) + " != 0)");
+}
+
+void check_zero(ParallelConfig& cfg) {
+  if (cfg.zero_stage < 0 || cfg.zero_stage > 3) bad("--zero", "expected 0, 1, 2 or 3, got " + str(cfg.zero_stage));
+  if (cfg.sharding_degree < 0) bad("--sharding-degree", "expected an integer >= 1");
+  if (cfg.sharding_degree == 0) cfg.sharding_degree = cfg.dp;
+  if (cfg.sharding_degree > cfg.dp || cfg.dp % cfg.sharding_degree != 0)
+    bad("--sharding-degree", "expected a divisor of --dp (" + str(cfg.dp) + "), got " + str(cfg.sharding_degree));
+  if (cfg.zero_stage == 0 && cfg.sharding_degree != cfg.dp)
+    bad("--sharding-degree", "needs --zero 1, 2 or 3 (stage 0 shards nothing)");
+}
+
+void check_batch(ParallelConfig& cfg) {
+  if (cfg.micro_batch_size < 1) bad("--micro-batch-size", "expected an integer >= 1");
+  if (cfg.global_batch_size == 0) cfg.global_batch_size = cfg.micro_batch_size * cfg.dp;
+  const int per_step = cfg.micro_batch_size * cfg.dp;
+  if (cfg.global_batch_size < per_step || cfg.global_batch_size % per_step != 0)
+    bad("--global-batch-size", "expected a multiple of micro-batch-size x dp = " + str(per_step) + ", got " +
+                                   str(cfg.global_batch_size));
+}
+
+void check_pipeline(const ModelSpec& m, ParallelConfig& cfg) {
+  const int v = cfg.virtual_stages;
+  if (cfg.schedule == PipelineSchedule::interleaved) {
+    if (cfg.pp < 2) bad("--schedule", "interleaved needs --pp >= 2");
+    if (v < 2) bad("--virtual-stages", "expected >= 2 with --schedule interleaved, got " + str(v));
+    if (cfg.micro_batches() % cfg.pp != 0)
+      bad("--global-batch-size", "interleaved needs the number of micro-batches (" + str(cfg.micro_batches()) +
+                                     ") to be a multiple of --pp (" + str(cfg.pp) + ")");
+  } else if (v != 1) {
+    bad("--virtual-stages", "expected 1 unless --schedule interleaved, got " + str(v));
+  }
+  const long long chunks = static_cast<long long>(cfg.pp) * v;
+  if (!cfg.partition.empty()) {
+    if (static_cast<long long>(cfg.partition.size()) != cfg.pp && static_cast<long long>(cfg.partition.size()) != chunks)
+      bad("--partition", "expected " + str(cfg.pp) + " (or pp x virtual stages = " + str(chunks) +
+                             ") layer counts, got " + str(static_cast<long long>(cfg.partition.size())));
+    if (v > 1 && static_cast<long long>(cfg.partition.size()) != chunks)
+      bad("--partition", "expected pp x virtual stages = " + str(chunks) + " layer counts with interleaving");
+    long long sum = 0;
+    for (int l : cfg.partition) {
+      if (l < 1) bad("--partition", "expected every stage to hold >= 1 layer");
+      sum += l;
+    }
+    if (sum != m.num_layers)
+      bad("--partition", "layer counts sum to " + str(sum) + ", expected the model's " + str(m.num_layers) + " layers");
+  } else if (m.num_layers % chunks != 0) {
+    bad("--pp", "expected pp x virtual stages (" + str(chunks) + ") to divide the model's " + str(m.num_layers) +
+                    " layers, or an explicit --partition");
+  }
+}
+
+void check_lora(const ModelSpec& m, const ParallelConfig& cfg) {
+  const auto& l = cfg.lora;
+  if (l.rank < 0) bad("--lora-rank", "expected an integer >= 0");
+  if (!l.enabled()) return;
+  if (l.alpha <= 0) bad("--lora-alpha", "expected a number > 0");
+  if (l.dropout < 0 || l.dropout >= 1) bad("--lora-dropout", "expected a probability in [0, 1)");
+  if (l.targets.empty()) bad("--lora-targets", "expected at least one module name with --lora-rank > 0");
+  (void)resolve_lora_targets(m, l.targets);  // throws naming the unknown target
+}
+
+}  // namespace
+
+const char* to_string(Recompute r) {
+  switch (r) {
+    case Recompute::none: return "none";
+    case Recompute::selective: return "selective";
+    case Recompute::full: return "full";
+  }
+  return "?";
+}
+
+void validate_config(const ModelSpec& m, const ClusterSpec& c, ParallelConfig& cfg) {
+  check_shapes(m, c, cfg);
+  check_zero(cfg);
+  check_batch(cfg);
+  check_pipeline(m, cfg);
+  check_lora(m, cfg);
+  if (c.hardware.device.peak(cfg.precision) <= 0)
+    bad("--precision", std::string("the device of '") + c.hardware.name + "' has no " + to_string(cfg.precision) +
+                           " peak in its profile");
+  if (cfg.memory_headroom < 0 || cfg.memory_headroom >= 1) bad("--headroom", "expected a fraction in [0, 1)");
+}
+
+std::vector<int> layers_per_chunk(const ModelSpec& m, const ParallelConfig& cfg) {
+  const int p = cfg.pp, v = cfg.virtual_stages;
+  std::vector<int> out(static_cast<std::size_t>(p) * v);
+  if (cfg.partition.empty()) {
+    std::fill(out.begin(), out.end(), static_cast<int>(m.num_layers / (p * v)));
+  } else if (static_cast<int>(cfg.partition.size()) == p * v) {
+    // Given chunk by chunk in model order: chunk c of stage s is model chunk c*p + s.
+    out = cfg.partition;
+  } else {
+    out = cfg.partition;  // v == 1
+  }
+  SHARDPLAN_CHECK(std::accumulate(out.begin(), out.end(), 0LL) == m.num_layers, "partition does not cover the model");
+  return out;
+}
+
+}  // namespace shardplan::simulator

@@ -1,0 +1,71 @@
+#pragma once
+// ParallelConfig: one point of the configuration space; ClusterSpec: profile x nodes.
+// Validated once, at the edge (validate_config), then trusted by the cost model.
+#include <string>
+#include <vector>
+
+#include "hardware_profile.hpp"
+#include "model_spec.hpp"
+#include "pipeline_schedule.hpp"
+
+namespace shardplan::simulator {
+
+enum class Recompute { none, selective, full };
+const char* to_string(Recompute r);
+
+struct LoraConfig {
+  int rank = 0;  // 0 = full fine-tuning / pre-training
+  double alpha = 16.0;
+  double dropout = 0.0;
+  std::vector<std::string> targets;  // Hugging Face module names (PEFT target_modules)
+  [[nodiscard]] bool enabled() const { return rank > 0; }
+};
+
+struct ParallelConfig {
+  int tp = 1;
+  int pp = 1;
+  int dp = 1;
+  int zero_stage = 0;       // 0..3
+  int sharding_degree = 0;  // ZeRO/MiCS sharding group size; 0 = dp
+  int micro_batch_size = 1;
+  int global_batch_size = 0;  // 0 = micro_batch_size * dp
+  int seq_len = 2048;
+  PipelineSchedule schedule = PipelineSchedule::one_f_one_b;
+  int virtual_stages = 1;
+  Recompute recompute = Recompute::none;
+  bool sequence_parallel = false;
+  bool offload_activations = false;
+  bool offload_optimizer = false;
+  Precision precision = Precision::bf16;
+  LoraConfig lora;
+  // Layers per pipeline stage (p entries) or per model chunk (p*v entries, chunk-major).
+  std::vector<int> partition;
+  std::string rank_order = "tp-dp-pp";  // fastest-varying first (Megatron core's order string)
+  double memory_headroom = 0.05;        // fraction of device memory kept free
+
+  [[nodiscard]] int devices() const { return tp * pp * dp; }
+  [[nodiscard]] int shard_group() const { return sharding_degree > 0 ? sharding_degree : dp; }
+  [[nodiscard]] int micro_batches() const {
+    return global_batch_size / (micro_batch_size * dp);
+  }
+};
+
+struct ClusterSpec {
+  HardwareProfile hardware;
+  int nodes = 1;
+  int devices_per_node = 0;  // 0 = the profile's
+  [[nodiscard]] int per_node() const {
+    return devices_per_node > 0 ? devices_per_node : hardware.node.devices_per_node;
+  }
+  [[nodiscard]] int devices() const { return nodes * per_node(); }
+};
+
+// Fills defaults (global batch, sharding degree) and checks everything the cost model relies
+// on; throws InputError naming the flag and what was expected.
+void validate_config(const ModelSpec& model, const ClusterSpec& cluster, ParallelConfig& cfg);
+
+// Layers of each model chunk, indexed [chunk * pp + stage] (size pp * v). Even split unless
+// cfg.partition is given.
+std::vector<int> layers_per_chunk(const ModelSpec& model, const ParallelConfig& cfg);
+
+}  // namespace shardplan::simulator

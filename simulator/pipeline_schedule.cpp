@@ -1,0 +1,324 @@
+#include "pipeline_schedule.hpp"
+
+// Legend: p = stages, m = micro-batches, v = model chunks per stage (virtual_stages),
+// vs = chunk * p + stage (virtual stage), F / B = forward / backward of one micro-batch through
+// one chunk ("op"). Each stage runs its own op list strictly in order; an op starts at
+// max(stage free, dependency end [+ p2p_s if the dependency ran on another stage]).
+// Op orders follow Megatron-LM schedules.py (forward_backward_pipelining_without_interleaving /
+// _with_interleaving) and Narayanan et al. 2021 §2.2.
+
+#include <algorithm>
+#include <cmath>
+#include <cstddef>
+#include <cstdint>
+#include <limits>
+
+#include "errors.hpp"
+
+namespace shardplan::simulator {
+namespace {
+
+struct Op {
+  int chunk = 0;
+  int mb = 0;
+  bool backward = false;
+};
+
+void require_times(const std::vector<double>& t, std::size_t n, const char* field,
+                   bool allow_empty) {
+  if (allow_empty && t.empty()) return;
+  if (t.size() != n) {
+    throw InputError("pipeline." + std::string(field) + ": expected " + std::to_string(n) +
+                     " entries (stages * virtual_stages), got " + std::to_string(t.size()));
+  }
+  for (double x : t) {
+    if (!std::isfinite(x) || x < 0) {
+      throw InputError("pipeline." + std::string(field) +
+                       ": expected finite non-negative values, got " + std::to_string(x));
+    }
+  }
+}
+
+void validate(const PipelineInput& in) {
+  if (in.stages < 1) {
+    throw InputError("pipeline.stages: expected >= 1, got " + std::to_string(in.stages));
+  }
+  if (in.micro_batches < 1) {
+    throw InputError("pipeline.micro_batches: expected >= 1, got " +
+                     std::to_string(in.micro_batches));
+  }
+  if (in.schedule == PipelineSchedule::interleaved) {
+    if (in.virtual_stages < 2) {
+      throw InputError("pipeline.virtual_stages: interleaved schedule needs >= 2, got " +
+                       std::to_string(in.virtual_stages));
+    }
+    if (in.micro_batches % in.stages != 0) {
+      throw InputError("pipeline.micro_batches: interleaved schedule needs a multiple of stages (" +
+                       std::to_string(in.stages) + "), got " + std::to_string(in.micro_batches));
+    }
+  } else if (in.virtual_stages != 1) {
+    throw InputError(std::string("pipeline.virtual_stages: schedule ") + to_string(in.schedule) +
+                     " needs 1, got " + std::to_string(in.virtual_stages));
+  }
+  // Op indices are ints: keep 2 * p * v * m well inside int range.
+  const double pairs = static_cast<double>(in.stages) * in.virtual_stages * in.micro_batches;
+  if (pairs > std::numeric_limits<int>::max() / 4) {
+    throw InputError("pipeline: stages * virtual_stages * micro_batches too large (" +
+                     std::to_string(pairs) + ")");
+  }
+  const auto n = static_cast<std::size_t>(in.stages) * static_cast<std::size_t>(in.virtual_stages);
+  require_times(in.forward_s, n, "forward_s", false);
+  require_times(in.backward_s, n, "backward_s", false);
+  require_times(in.stored_activation_bytes, n, "stored_activation_bytes", true);
+  if (!std::isfinite(in.p2p_s) || in.p2p_s < 0) {
+    throw InputError("pipeline.p2p_s: expected a finite non-negative time, got " +
+                     std::to_string(in.p2p_s));
+  }
+}
+
+std::vector<Op> gpipe_order(int m) {
+  std::vector<Op> ops;
+  ops.reserve(2 * static_cast<std::size_t>(m));
+  for (int j = 0; j < m; ++j) ops.push_back({0, j, false});
+  for (int j = 0; j < m; ++j) ops.push_back({0, j, true});
+  return ops;
+}
+
+// PipeDream-Flush: warmup forwards, steady F/B pairs, cooldown backwards.
+std::vector<Op> one_f_one_b_order(int p, int m, int s) {
+  const int warmup = std::min(p - s - 1, m);
+  std::vector<Op> ops;
+  ops.reserve(2 * static_cast<std::size_t>(m));
+  int f = 0;
+  int b = 0;
+  while (f < warmup) ops.push_back({0, f++, false});
+  while (f < m) {
+    ops.push_back({0, f++, false});
+    ops.push_back({0, b++, true});
+  }
+  while (b < m) ops.push_back({0, b++, true});
+  return ops;
+}
+
+// Megatron-LM get_model_chunk_id / get_microbatch_id_in_model_chunk for the k-th op of a stage.
+Op interleaved_op(int k, int p, int v, bool backward) {
+  const int group = k % (p * v);
+  const int chunk = group / p;
+  const int mb = (k / (p * v)) * p + k % p;
+  return {backward ? v - 1 - chunk : chunk, mb, backward};
+}
+
+std::vector<Op> interleaved_order(int p, int m, int v, int s) {
+  const int total = m * v;
+  const int warmup = std::min((p - s - 1) * 2 + (v - 1) * p, total);
+  std::vector<Op> ops;
+  ops.reserve(2 * static_cast<std::size_t>(total));
+  int f = 0;
+  int b = 0;
+  while (f < warmup) ops.push_back(interleaved_op(f++, p, v, false));
+  while (f < total) {
+    ops.push_back(interleaved_op(f++, p, v, false));
+    ops.push_back(interleaved_op(b++, p, v, true));
+  }
+  while (b < total) ops.push_back(interleaved_op(b++, p, v, true));
+  return ops;
+}
+
+std::vector<Op> stage_order(const PipelineInput& in, int s) {
+  switch (in.schedule) {
+    case PipelineSchedule::gpipe: return gpipe_order(in.micro_batches);
+    case PipelineSchedule::one_f_one_b: return one_f_one_b_order(in.stages, in.micro_batches, s);
+    case PipelineSchedule::interleaved:
+      return interleaved_order(in.stages, in.micro_batches, in.virtual_stages, s);
+  }
+  SHARDPLAN_CHECK(false, "unknown pipeline schedule");
+  return {};
+}
+
+// The event simulation proper: per-stage cursors advanced from a worklist of stages.
+class Simulation {
+ public:
+  explicit Simulation(const PipelineInput& in)
+      : in_(in), p_(in.stages), v_(in.virtual_stages), m_(in.micro_batches),
+        ops_per_stage_(2 * static_cast<std::size_t>(v_) * static_cast<std::size_t>(m_)),
+        order_(static_cast<std::size_t>(p_)), next_(order_.size(), 0),
+        stage_free_(order_.size(), 0.0),
+        f_end_(static_cast<std::size_t>(p_) * ops_per_stage_ / 2, kNotDone),
+        b_end_(f_end_.size(), kNotDone), events_(order_.size() * ops_per_stage_) {
+    for (int s = 0; s < p_; ++s) {
+      order_[idx(s)] = stage_order(in, s);
+      SHARDPLAN_CHECK(order_[idx(s)].size() == ops_per_stage_, "pipeline op list has wrong size");
+    }
+  }
+
+  // Any sweep order gives the same times: an op's start depends only on its stage's previous op
+  // and its one dependency, both already final when it is scheduled. Each scheduled op wakes at
+  // most one other stage, so this is O(total ops).
+  std::vector<PipelineEvent> run() {
+    std::vector<int> work;
+    std::vector<char> queued(order_.size(), 1);
+    for (int s = p_ - 1; s >= 0; --s) work.push_back(s);
+    while (!work.empty()) {
+      const int s = work.back();
+      work.pop_back();
+      queued[idx(s)] = 0;
+      while (next_[idx(s)] < ops_per_stage_) {
+        const Op op = order_[idx(s)][next_[idx(s)]];
+        if (!try_schedule(s, op)) break;
+        const int consumer = consumer_stage(s, op);
+        if (consumer >= 0 && consumer != s && !queued[idx(consumer)]) {
+          queued[idx(consumer)] = 1;
+          work.push_back(consumer);
+        }
+      }
+    }
+    for (int s = 0; s < p_; ++s) {
+      SHARDPLAN_CHECK(next_[idx(s)] == ops_per_stage_,
+                      "pipeline schedule deadlocked: stage " + std::to_string(s) +
+                          " blocked at op " + std::to_string(next_[idx(s)]));
+    }
+    return std::move(events_);
+  }
+
+ private:
+  static constexpr double kNotDone = -1.0;
+
+  static std::size_t idx(int i) { return static_cast<std::size_t>(i); }
+  std::size_t vs(int chunk, int stage) const { return idx(chunk * p_ + stage); }
+  std::size_t slot(int chunk, int stage, int mb) const {
+    return vs(chunk, stage) * idx(m_) + idx(mb);
+  }
+
+  struct Dep {
+    int stage = -1;    // stage the dependency ran on; -1 when the op has none
+    double end = 0.0;  // its end time, kNotDone while pending
+  };
+
+  // The op's single dependency (see the legend; last virtual stage's B waits on its own F).
+  Dep dependency(int s, const Op& op) const {
+    if (!op.backward) {
+      if (s > 0) return {s - 1, f_end_[slot(op.chunk, s - 1, op.mb)]};
+      if (op.chunk > 0) return {p_ - 1, f_end_[slot(op.chunk - 1, p_ - 1, op.mb)]};
+      return {};
+    }
+    if (s < p_ - 1) return {s + 1, b_end_[slot(op.chunk, s + 1, op.mb)]};
+    if (op.chunk < v_ - 1) return {0, b_end_[slot(op.chunk + 1, 0, op.mb)]};
+    return {s, f_end_[slot(op.chunk, s, op.mb)]};
+  }
+
+  // Stage that runs the op waiting on this one (-1 if none).
+  int consumer_stage(int s, const Op& op) const {
+    if (!op.backward) return s < p_ - 1 ? s + 1 : (op.chunk < v_ - 1 ? 0 : s);
+    if (s > 0) return s - 1;
+    return op.chunk > 0 ? p_ - 1 : -1;
+  }
+
+  bool try_schedule(int s, const Op& op) {
+    const Dep dep = dependency(s, op);
+    if (dep.end < 0) return false;  // kNotDone
+    const double ready = dep.end + (dep.stage >= 0 && dep.stage != s ? in_.p2p_s : 0.0);
+    const std::size_t v_idx = vs(op.chunk, s);
+    const double dur = op.backward ? in_.backward_s[v_idx] : in_.forward_s[v_idx];
+    const double start = std::max(stage_free_[idx(s)], ready);
+    const double end = start + dur;
+    stage_free_[idx(s)] = end;
+    (op.backward ? b_end_ : f_end_)[slot(op.chunk, s, op.mb)] = end;
+    events_[idx(s) * ops_per_stage_ + next_[idx(s)]] = {s, op.chunk, op.mb, op.backward, start,
+                                                        end};
+    ++next_[idx(s)];
+    return true;
+  }
+
+  const PipelineInput& in_;
+  int p_, v_, m_;
+  std::size_t ops_per_stage_;
+  std::vector<std::vector<Op>> order_;
+  std::vector<std::size_t> next_;
+  std::vector<double> stage_free_;
+  std::vector<double> f_end_, b_end_;  // indexed [vs * m + mb]
+  std::vector<PipelineEvent> events_;  // stage-major, execution order
+};
+
+// Per-stage busy/end time and in-flight peaks from the (time-ordered per stage) events.
+void summarize(const PipelineInput& in, PipelineResult& r) {
+  const auto p = static_cast<std::size_t>(in.stages);
+  r.stage_busy_s.assign(p, 0.0);
+  r.stage_end_s.assign(p, 0.0);
+  r.max_in_flight.assign(p, 0);
+  r.peak_stored_activation_bytes.assign(p, 0.0);
+  const bool weigh = !in.stored_activation_bytes.empty();
+  std::vector<int> count(p, 0);
+  std::vector<double> bytes(p, 0.0);
+  for (const PipelineEvent& e : r.events) {
+    const auto s = static_cast<std::size_t>(e.stage);
+    const std::size_t v_idx = static_cast<std::size_t>(e.chunk) * p + s;
+    const double w = weigh ? in.stored_activation_bytes[v_idx] : 0.0;
+    r.stage_busy_s[s] += e.end_s - e.start_s;
+    r.stage_end_s[s] = std::max(r.stage_end_s[s], e.end_s);
+    r.makespan_s = std::max(r.makespan_s, e.end_s);
+    if (!e.backward) {  // counted when the forward starts
+      r.max_in_flight[s] = std::max(r.max_in_flight[s], ++count[s]);
+      bytes[s] += w;
+      r.peak_stored_activation_bytes[s] = std::max(r.peak_stored_activation_bytes[s], bytes[s]);
+    } else {  // released when the backward ends
+      --count[s];
+      bytes[s] -= w;
+    }
+  }
+}
+
+}  // namespace
+
+const char* to_string(PipelineSchedule s) {
+  switch (s) {
+    case PipelineSchedule::gpipe: return "gpipe";
+    case PipelineSchedule::one_f_one_b: return "1f1b";
+    case PipelineSchedule::interleaved: return "interleaved";
+  }
+  return "unknown";
+}
+
+double PipelineResult::bubble_s() const {
+  double busiest = 0;
+  for (double b : stage_busy_s) busiest = std::max(busiest, b);
+  return makespan_s - busiest;
+}
+
+PipelineResult simulate_pipeline(const PipelineInput& in) {
+  validate(in);
+  PipelineResult r;
+  r.events = Simulation(in).run();
+  summarize(in, r);
+  return r;
+}
+
+// Narayanan et al. 2021 §2.2.1-2.2.2: bubble (p-1)/m, interleaved (p-1)/(v*m).
+double bubble_fraction(PipelineSchedule s, int stages, int micro_batches, int virtual_stages) {
+  if (stages < 1 || micro_batches < 1 || virtual_stages < 1) {
+    throw InputError("bubble_fraction: expected stages, micro_batches, virtual_stages >= 1");
+  }
+  const double v = s == PipelineSchedule::interleaved ? virtual_stages : 1.0;
+  return (stages - 1) / (v * micro_batches);
+}
+
+// Warmup depth + 1 of Megatron-LM's schedules (1f1b warmup p-s-1; interleaved (p-s-1)*2+(v-1)*p).
+int in_flight_micro_batches(PipelineSchedule s, int stages, int stage, int micro_batches,
+                            int virtual_stages) {
+  if (stages < 1 || micro_batches < 1 || virtual_stages < 1 || stage < 0 || stage >= stages) {
+    throw InputError("in_flight_micro_batches: expected stages, micro_batches, virtual_stages >= 1"
+                     " and 0 <= stage < stages");
+  }
+  const std::int64_t total = static_cast<std::int64_t>(micro_batches) * virtual_stages;
+  std::int64_t held = 0;
+  switch (s) {
+    case PipelineSchedule::gpipe: held = total; break;
+    case PipelineSchedule::one_f_one_b: held = std::min(stages - stage, micro_batches); break;
+    case PipelineSchedule::interleaved:
+      held = std::min<std::int64_t>(
+          (stages - stage - 1) * 2LL + (virtual_stages - 1LL) * stages + 1, total);
+      break;
+  }
+  return static_cast<int>(held);
+}
+
+}  // namespace shardplan::simulator

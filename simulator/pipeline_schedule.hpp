@@ -1,0 +1,64 @@
+#pragma once
+// Event simulation of one training step's pipeline schedule: stages x micro-batches (x model
+// chunks for interleaved), non-uniform stage times, p2p transfer time between stages.
+// Schedules as in Narayanan et al. 2021 ("Efficient Large-Scale Language Model Training on GPU
+// Clusters Using Megatron-LM", §2.2): GPipe (all forwards, then all backwards), 1F1B
+// (PipeDream-Flush) and interleaved 1F1B with v model chunks per stage (Megatron-LM order).
+#include <cstdint>
+#include <string>
+#include <vector>
+
+namespace shardplan::simulator {
+
+enum class PipelineSchedule { gpipe, one_f_one_b, interleaved };
+const char* to_string(PipelineSchedule s);
+
+struct PipelineInput {
+  int stages = 1;           // p
+  int micro_batches = 1;    // m
+  int virtual_stages = 1;   // v (model chunks per stage); 1 unless interleaved
+  PipelineSchedule schedule = PipelineSchedule::one_f_one_b;
+  // Per model chunk, indexed [chunk * stages + stage] (size p * v): time of one micro-batch's
+  // forward / backward (backward includes any recompute) through that chunk.
+  std::vector<double> forward_s;
+  std::vector<double> backward_s;
+  // Bytes of activations one micro-batch leaves stored on the chunk until its backward
+  // (used for the per-stage peak); may be empty (then peaks are reported as 0).
+  std::vector<double> stored_activation_bytes;
+  double p2p_s = 0;  // time to send one micro-batch's activations (or gradients) to the next stage
+};
+
+struct PipelineEvent {
+  int stage = 0;
+  int chunk = 0;
+  int micro_batch = 0;
+  bool backward = false;
+  double start_s = 0;
+  double end_s = 0;
+};
+
+struct PipelineResult {
+  double makespan_s = 0;                 // first forward start -> last backward end
+  std::vector<double> stage_busy_s;      // sum of op durations per stage
+  std::vector<double> stage_end_s;       // when each stage finishes its last backward
+  std::vector<int> max_in_flight;        // per stage: max (chunk, micro-batch) pairs whose
+                                         // forward started and backward has not finished
+  std::vector<double> peak_stored_activation_bytes;  // per stage
+  std::vector<PipelineEvent> events;     // in execution order per stage, stage-major
+  // Bubble: makespan minus the busiest stage's busy time.
+  [[nodiscard]] double bubble_s() const;
+};
+
+// Validates: stages, micro_batches >= 1; interleaved needs v >= 2 and m % p == 0; vector sizes.
+// Throws InputError on user-level mistakes.
+PipelineResult simulate_pipeline(const PipelineInput& in);
+
+// Closed forms (used by the fast analytical path and checked against the event simulation):
+// bubble fraction (p-1)/m for gpipe and 1f1b, (p-1)/(v*m) interleaved.
+double bubble_fraction(PipelineSchedule s, int stages, int micro_batches, int virtual_stages);
+// Micro-batches (in units of model-chunk micro-batches) stage `stage` holds at most:
+// gpipe m*v; 1f1b min(p - stage, m); interleaved Megatron warmup + 1, capped at m*v.
+int in_flight_micro_batches(PipelineSchedule s, int stages, int stage, int micro_batches,
+                            int virtual_stages);
+
+}  // namespace shardplan::simulator

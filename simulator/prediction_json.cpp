@@ -1,0 +1,125 @@
+#include "prediction_json.hpp"
+
+namespace shardplan::simulator {
+
+const char* version() { return SHARDPLAN_VERSION; }
+
+nlohmann::json to_json(const ParallelConfig& c) {
+  nlohmann::json j = {
+      {"tensor_parallel", c.tp},
+      {"pipeline_parallel", c.pp},
+      {"data_parallel", c.dp},
+      {"zero_stage", c.zero_stage},
+      {"sharding_degree", c.shard_group()},
+      {"micro_batch_size", c.micro_batch_size},
+      {"global_batch_size", c.global_batch_size},
+      {"micro_batches", c.global_batch_size > 0 ? c.micro_batches() : 0},
+      {"seq_len", c.seq_len},
+      {"pipeline_schedule", to_string(c.schedule)},
+      {"virtual_stages", c.virtual_stages},
+      {"recompute", to_string(c.recompute)},
+      {"sequence_parallel", c.sequence_parallel},
+      {"offload_activations", c.offload_activations},
+      {"offload_optimizer", c.offload_optimizer},
+      {"precision", to_string(c.precision)},
+      {"rank_order", c.rank_order},
+      {"memory_headroom_fraction", c.memory_headroom},
+      {"partition", c.partition},
+  };
+  if (c.lora.enabled())
+    j["lora"] = {{"rank", c.lora.rank}, {"alpha", c.lora.alpha}, {"dropout", c.lora.dropout}, {"targets", c.lora.targets}};
+  else
+    j["lora"] = nullptr;
+  return j;
+}
+
+nlohmann::json to_json(const MemoryBreakdown& m) {
+  return {{"parameters", m.parameters}, {"gradients", m.gradients},      {"optimizer_states", m.optimizer_states},
+          {"activations", m.activations}, {"lora", m.lora},            {"comm_buffers", m.comm_buffers},
+          {"workspace", m.workspace},   {"total", m.total()}};
+}
+
+namespace {
+
+nlohmann::json stages_json(const Prediction& p) {
+  nlohmann::json arr = nlohmann::json::array();
+  for (const auto& s : p.stages) {
+    arr.push_back({{"stage", s.stage},
+                   {"layers", s.layers},
+                   {"has_embedding", s.has_embedding},
+                   {"has_head", s.has_head},
+                   {"parameters_per_device", s.parameters_per_device},
+                   {"in_flight_micro_batches", s.in_flight_micro_batches},
+                   {"forward_seconds_per_micro_batch", s.forward_s},
+                   {"backward_seconds_per_micro_batch", s.backward_s},
+                   {"host_bytes_per_device", s.host_bytes},
+                   {"per_device_bytes", to_json(s.memory)}});
+  }
+  return arr;
+}
+
+nlohmann::json time_json(const TimeBreakdown& t) {
+  return {{"step_seconds", t.step_s},
+          {"forward_compute_seconds", t.forward_compute_s},
+          {"backward_compute_seconds", t.backward_compute_s},
+          {"recompute_seconds", t.recompute_s},
+          {"tp_comm_exposed_seconds", t.tp_comm_s},
+          {"pipeline_bubble_seconds", t.pipeline_bubble_s},
+          {"dp_comm_exposed_seconds", t.dp_exposed_comm_s},
+          {"offload_exposed_seconds", t.offload_exposed_s},
+          {"optimizer_seconds", t.optimizer_s},
+          {"pp_p2p_seconds", t.pp_p2p_s},
+          {"dp_comm_overlapped_seconds", t.dp_overlapped_comm_s},
+          {"dp_comm_total_seconds", t.dp_total_comm_s}};
+}
+
+}  // namespace
+
+nlohmann::json to_json(const Prediction& p, bool with_events) {
+  nlohmann::json j;
+  j["shardplan_version"] = version();
+  j["model"] = p.model_name;
+  j["hardware"] = p.hardware_name;
+  j["nodes"] = p.nodes;
+  j["devices"] = p.devices;
+  j["feasible"] = p.feasible;
+  j["infeasible_reason"] = p.infeasible_reason;
+  j["total_parameters"] = p.total_parameters;
+  j["trainable_parameters"] = p.trainable_parameters;
+  j["memory"] = {{"per_device_bytes", to_json(p.worst)},
+                 {"worst_stage", p.worst_stage},
+                 {"device_capacity_bytes", p.device_capacity_bytes},
+                 {"usable_bytes", p.usable_bytes},
+                 {"headroom_fraction", p.headroom},
+                 {"host_bytes_per_node", p.host_bytes_per_node},
+                 {"host_capacity_bytes", p.host_capacity_bytes},
+                 {"stages", stages_json(p)}};
+  j["time"] = time_json(p.time);
+  j["throughput"] = {{"tokens_per_second", p.tokens_per_s},
+                     {"samples_per_second", p.samples_per_s},
+                     {"tokens_per_step", p.tokens_per_step},
+                     {"micro_batches_per_step", p.micro_batches},
+                     {"achieved_tflops_per_device", p.achieved_tflops_per_device},
+                     {"model_flops_per_step", p.model_flops_per_step},
+                     {"hardware_flops_per_step", p.hardware_flops_per_step}};
+  j["mfu"] = p.mfu;
+  j["cost"] = {{"price_usd_per_hour", p.price_usd_per_hour},
+               {"train_tokens", p.train_tokens ? nlohmann::json(*p.train_tokens) : nlohmann::json()},
+               {"train_seconds", p.train_time_s ? nlohmann::json(*p.train_time_s) : nlohmann::json()},
+               {"train_cost_usd", p.train_cost_usd ? nlohmann::json(*p.train_cost_usd) : nlohmann::json()}};
+  nlohmann::json pipe = {{"makespan_seconds", p.pipeline.makespan_s},
+                         {"bubble_seconds", p.pipeline.bubble_s()},
+                         {"max_in_flight", p.pipeline.max_in_flight},
+                         {"stage_busy_seconds", p.pipeline.stage_busy_s}};
+  if (with_events) {
+    nlohmann::json ev = nlohmann::json::array();
+    for (const auto& e : p.pipeline.events)
+      ev.push_back({e.stage, e.chunk, e.micro_batch, e.backward ? "B" : "F", e.start_s, e.end_s});
+    pipe["events"] = std::move(ev);
+    pipe["event_fields"] = {"stage", "chunk", "micro_batch", "kind", "start_seconds", "end_seconds"};
+  }
+  j["pipeline"] = std::move(pipe);
+  return j;
+}
+
+}  // namespace shardplan::simulator

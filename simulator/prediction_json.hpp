@@ -1,0 +1,17 @@
+#pragma once
+// JSON form of configurations and predictions. Keys carry their units.
+#include <nlohmann/json.hpp>
+
+#include "parallel_config.hpp"
+#include "prediction.hpp"
+
+namespace shardplan::simulator {
+
+nlohmann::json to_json(const ParallelConfig& cfg);
+nlohmann::json to_json(const MemoryBreakdown& m);
+// `with_events`: include the pipeline event trace (stage, chunk, micro-batch, F/B, start, end).
+nlohmann::json to_json(const Prediction& p, bool with_events = false);
+
+const char* version();
+
+}  // namespace shardplan::simulator

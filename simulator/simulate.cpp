@@ -1,0 +1,183 @@
+// The full simulation: event-simulated pipeline, per-stage memory with the simulated peaks,
+// the critical stage's time breakdown, the trace.
+#include <algorithm>
+#include <cmath>
+#include <cstdio>
+
+#include "errors.hpp"
+#include "evaluator.hpp"
+
+namespace shardplan::simulator {
+namespace {
+
+struct StageRun {
+  StagePrediction pred;
+  ChunkTime sum;  // per micro-batch, all chunks
+  double trainable = 0;
+};
+
+PipelineInput pipeline_input(const ConfigContext& c, std::vector<ChunkTime>& chunks) {
+  const auto& cfg = *c.cfg;
+  const int p = cfg.pp, v = cfg.virtual_stages;
+  PipelineInput in;
+  in.stages = p;
+  in.micro_batches = cfg.micro_batches();
+  in.virtual_stages = v;
+  in.schedule = cfg.schedule;
+  in.p2p_s = c.p2p_s;
+  const auto layers = layers_per_chunk(c.mc->model, cfg);
+  chunks.resize(static_cast<std::size_t>(p) * v);
+  for (int ch = 0; ch < v; ++ch) {
+    for (int s = 0; s < p; ++s) {
+      const int vs = ch * p + s;
+      ChunkShape shape{layers[vs], ch == 0 && s == 0, ch == v - 1 && s == p - 1};
+      chunks[vs] = chunk_time(c, shape);
+      in.forward_s.push_back(chunks[vs].forward_s);
+      in.backward_s.push_back(chunks[vs].backward_s);
+      in.stored_activation_bytes.push_back(chunks[vs].stored_bytes);
+    }
+  }
+  return in;
+}
+
+std::string infeasible_reason(const Prediction& pr) {
+  char buf[320];
+  const auto& st = pr.stages[pr.worst_stage];
+  if (st.memory.total() > pr.usable_bytes) {
+    const MemoryBreakdown& m = st.memory;
+    std::pair<double, const char*> parts[] = {
+        {m.parameters, "parameters"},         {m.gradients, "gradients"}, {m.optimizer_states, "optimizer states"},
+        {m.activations, "activations"},       {m.lora, "LoRA adapters"}, {m.comm_buffers, "communication buffers"},
+        {m.workspace, "workspace"}};
+    auto big = *std::max_element(std::begin(parts), std::end(parts));
+    std::snprintf(buf, sizeof buf, "stage %d needs %s per device > %s usable (%s x %.2f); largest: %s %s",
+                  st.stage, format_bytes(m.total()).c_str(), format_bytes(pr.usable_bytes).c_str(),
+                  format_bytes(pr.device_capacity_bytes).c_str(), 1.0 - pr.headroom, big.second,
+                  format_bytes(big.first).c_str());
+    return buf;
+  }
+  std::snprintf(buf, sizeof buf, "offloaded state needs %s per node > %s host memory usable",
+                format_bytes(pr.host_bytes_per_node).c_str(),
+                format_bytes(pr.host_capacity_bytes * (1.0 - pr.headroom)).c_str());
+  return buf;
+}
+
+}  // namespace
+
+Prediction Evaluator::simulate(const ParallelConfig& cfg, const TrainingGoal& goal) const {
+  const ConfigContext c(mc_, cfg);
+  const auto& hw = mc_.cluster.hardware;
+  const int p = cfg.pp, v = cfg.virtual_stages, m = cfg.micro_batches();
+  Prediction pr;
+  pr.model_name = mc_.model.name;
+  pr.hardware_name = hw.name;
+  pr.nodes = mc_.cluster.nodes;
+  pr.devices = cfg.devices();
+  pr.micro_batches = m;
+  pr.total_parameters = mc_.counts.total;
+  pr.trainable_parameters = mc_.lora.enabled() ? mc_.lora_params_per_layer * mc_.model.num_layers : mc_.counts.total;
+  pr.device_capacity_bytes = hw.device.memory_bytes;
+  pr.headroom = cfg.memory_headroom;
+  pr.usable_bytes = hw.device.memory_bytes * (1.0 - cfg.memory_headroom);
+  pr.host_capacity_bytes = hw.host.memory_bytes;
+
+  std::vector<ChunkTime> chunks;
+  PipelineInput in = pipeline_input(c, chunks);
+  pr.pipeline = simulate_pipeline(in);
+  if (p > 1 && c.p2p_s > 0) {
+    PipelineInput no_p2p = in;
+    no_p2p.p2p_s = 0;
+    pr.time.pp_p2p_s = pr.pipeline.makespan_s - simulate_pipeline(no_p2p).makespan_s;
+  }
+
+  // Per stage: memory with the simulated activation peak, end-of-step tail after its finish.
+  std::vector<StageRun> runs(static_cast<std::size_t>(p));
+  double tail = 0, opt = 0, host_per_device = 0;
+  for (int s = 0; s < p; ++s) {
+    StageRun& r = runs[s];
+    StageShape shape;
+    shape.stage = s;
+    for (int ch = 0; ch < v; ++ch) {
+      const ChunkTime& t = chunks[ch * p + s];
+      shape.max_chunk_stored = std::max(shape.max_chunk_stored, t.stored_bytes);
+      r.sum.forward_s += t.forward_s;
+      r.sum.backward_s += t.backward_s;
+      r.sum.fwd_compute_s += t.fwd_compute_s;
+      r.sum.bwd_compute_s += t.bwd_compute_s;
+      r.sum.recompute_s += t.recompute_s;
+      r.sum.tp_comm_s += t.tp_comm_s;
+      r.sum.dp_exposed_s += t.dp_exposed_s;
+      r.sum.dp_total_s += t.dp_total_s;
+      r.sum.offload_exposed_s += t.offload_exposed_s;
+    }
+    const auto layers = layers_per_chunk(mc_.model, cfg);
+    for (int ch = 0; ch < v; ++ch) shape.layers += layers[ch * p + s];
+    shape.embedding = s == 0;
+    shape.head = s == p - 1;
+    shape.in_flight = pr.pipeline.max_in_flight[s];
+    shape.peak_stored_bytes = pr.pipeline.peak_stored_activation_bytes[s];
+    const StageMemory mem = stage_memory(c, shape);
+    r.trainable = mem.trainable_per_device;
+    r.pred = {s, shape.layers, shape.embedding, shape.head, static_cast<int64_t>(mem.params_per_device),
+              shape.in_flight, r.sum.forward_s, r.sum.backward_s, mem.host_bytes, mem.device};
+    host_per_device = std::max(host_per_device, mem.host_bytes);
+    const StepTail t = step_tail(c, r.trainable, r.sum.backward_s / v);
+    const double slack = pr.pipeline.makespan_s - pr.pipeline.stage_end_s[s];
+    tail = std::max(tail, t.exposed_s - slack);
+    opt = std::max(opt, t.optimizer_s);
+    pr.time.dp_total_comm_s = std::max(pr.time.dp_total_comm_s, m * r.sum.dp_total_s + t.total_s);
+    pr.stages.push_back(r.pred);
+  }
+  tail = std::max(0.0, tail);
+
+  // Memory verdict.
+  for (const auto& st : pr.stages)
+    if (st.memory.total() > pr.stages[pr.worst_stage].memory.total()) pr.worst_stage = st.stage;
+  pr.worst = pr.stages[pr.worst_stage].memory;
+  pr.host_bytes_per_node = host_per_device * mc_.cluster.per_node();
+  const bool host_fits = pr.host_bytes_per_node <= hw.host.memory_bytes * (1.0 - cfg.memory_headroom);
+  pr.feasible = pr.worst.total() <= pr.usable_bytes && host_fits;
+  if (!pr.feasible) pr.infeasible_reason = infeasible_reason(pr);
+
+  // Time breakdown along the busiest stage; the parts add up to the step.
+  int busiest = 0;
+  for (int s = 0; s < p; ++s)
+    if (pr.pipeline.stage_busy_s[s] > pr.pipeline.stage_busy_s[busiest]) busiest = s;
+  const ChunkTime& b = runs[busiest].sum;
+  TimeBreakdown& t = pr.time;
+  t.forward_compute_s = m * b.fwd_compute_s;
+  t.backward_compute_s = m * b.bwd_compute_s;
+  t.recompute_s = m * b.recompute_s;
+  t.tp_comm_s = m * b.tp_comm_s;
+  t.dp_exposed_comm_s = m * b.dp_exposed_s + tail;
+  t.offload_exposed_s = m * b.offload_exposed_s;
+  t.pipeline_bubble_s = pr.pipeline.bubble_s();
+  t.optimizer_s = opt;
+  t.step_s = pr.pipeline.makespan_s + tail + opt;
+  t.dp_overlapped_comm_s = std::max(0.0, t.dp_total_comm_s - t.dp_exposed_comm_s);
+  SHARDPLAN_CHECK(std::abs(t.forward_compute_s + t.backward_compute_s + t.recompute_s + t.tp_comm_s +
+                           t.dp_exposed_comm_s + t.offload_exposed_s + t.pipeline_bubble_s + t.optimizer_s -
+                           t.step_s) <= 1e-9 * t.step_s + 1e-12,
+                  "time breakdown does not add up to the step time");
+
+  // Throughput and utilisation.
+  pr.tokens_per_step = static_cast<double>(cfg.global_batch_size) * cfg.seq_len;
+  pr.tokens_per_s = pr.tokens_per_step / t.step_s;
+  pr.samples_per_s = cfg.global_batch_size / t.step_s;
+  double mf = 0, hf = 0;
+  flops_per_micro_batch(c, &mf, &hf);
+  pr.model_flops_per_step = mf * m * cfg.dp;
+  pr.hardware_flops_per_step = hf * m * cfg.dp;
+  pr.achieved_tflops_per_device = pr.hardware_flops_per_step / t.step_s / pr.devices / 1e12;
+  pr.mfu = pr.model_flops_per_step / (t.step_s * pr.devices * c.env.peak_flops);
+
+  pr.price_usd_per_hour = hw.price.usd_per_hour * mc_.cluster.nodes;
+  if (goal.tokens > 0) {
+    pr.train_tokens = goal.tokens;
+    pr.train_time_s = goal.tokens / pr.tokens_per_s;
+    if (pr.price_usd_per_hour > 0) pr.train_cost_usd = *pr.train_time_s / 3600.0 * pr.price_usd_per_hour;
+  }
+  return pr;
+}
+
+}  // namespace shardplan::simulator

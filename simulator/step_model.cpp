@@ -1,0 +1,234 @@
+// Legend: Ψ parameters per tp rank on a stage (Ψ_t trainable), N ZeRO sharding group, w bytes
+// per weight/gradient element (2 mixed precision, 4 fp32), m micro-batches.
+// Model states (Rajbhandari et al. 2019, "ZeRO", §3): 2Ψ weights + 2Ψ gradients + 12Ψ
+// optimizer (fp32 master, momentum, variance); stage 1 shards the optimizer over N, stage 2
+// also the gradients, stage 3 also the weights. MiCS (Zhang et al. 2022) shards over a group
+// smaller than DP and replicates across groups.
+#include "step_model.hpp"
+
+#include <algorithm>
+
+#include "errors.hpp"
+
+namespace shardplan::simulator {
+namespace {
+
+constexpr double kBucketBytes = 25.0 * 1024 * 1024;  // PyTorch DDP's default bucket_cap_mb
+
+double lora_per_rank(const ModelContext& mc, int tp) {
+  // Column-parallel base: A (r x d_in) replicated, B (d_out/t x r) split; row-parallel: A split.
+  double n = 0;
+  const double r = mc.lora.rank;
+  for (std::size_t i = 0; i < mc.linears.size(); ++i) {
+    if (!mc.lora_mask[i]) continue;
+    const auto& lin = mc.linears[i];
+    n += lin.split == TpSplit::column ? r * lin.d_in + r * lin.d_out / tp : r * lin.d_in / tp + r * lin.d_out;
+  }
+  return n;
+}
+
+}  // namespace
+
+ConfigContext::ConfigContext(const ModelContext& m, const ParallelConfig& config)
+    : mc(&m), cfg(&config),
+      layout(config.rank_order, config.tp, config.dp, config.pp, m.cluster.per_node()) {
+  const auto& counts = m.counts;
+  const int tp = config.tp;
+  per_node = m.cluster.per_node();
+  param_bytes = config.precision == Precision::fp32 ? 4.0 : 2.0;
+  shard = config.zero_stage > 0 ? config.shard_group() : 1;
+  dp_group = layout.group(Dim::dp);
+  shard_group = layout.group(Dim::dp, shard);
+  replica_group = layout.group(Dim::dp, config.dp / shard, shard);
+  env = make_cost_env(m.model, m.cluster, config, m.linears, m.lora_mask, layout.group(Dim::tp));
+  block = block_cost(env);
+  embedding = embedding_cost(env);
+  head = head_cost(env);
+  block_params = static_cast<double>(per_rank(counts.per_layer, counts.per_layer_tp_sharded, tp));
+  block_lora = m.lora.enabled() ? lora_per_rank(m, tp) : 0.0;
+  block_trainable = m.lora.enabled() ? block_lora : block_params;
+  embedding_params = static_cast<double>(per_rank(counts.embedding, counts.embedding_tp_sharded, tp));
+  head_params = static_cast<double>(per_rank(counts.head, counts.head_tp_sharded, tp));
+  if (m.model.tied_embeddings && config.pp > 1)  // Megatron keeps a copy of the word embedding
+    head_params += static_cast<double>(m.model.vocab_size * m.model.hidden) / tp;
+  // Activations to the next stage: (s, b, h), split over tp (Megatron scatter/gather or SP).
+  const double act = env.act_bytes * env.s * env.b * m.model.hidden / tp;
+  const bool cross = config.pp > 1 && layout.pp_hop_crosses_nodes(0);
+  p2p_s = config.pp > 1 ? ::shardplan::simulator::p2p_s(act, cross, tp * config.dp, m.cluster.hardware, per_node) : 0.0;
+}
+
+ChunkTime chunk_time(const ConfigContext& c, const ChunkShape& sh) {
+  const auto& cfg = *c.cfg;
+  const auto& hw = c.mc->cluster.hardware;
+  const double L = sh.layers;
+  ChunkTime t;
+  auto add = [&](const PartCost& p, double n) {
+    t.fwd_compute_s += n * p.forward_s;
+    t.bwd_compute_s += n * p.backward_s;
+    t.recompute_s += n * p.recompute_s;
+    t.tp_comm_s += n * (p.tp_comm_forward_s + p.tp_comm_backward_s);
+    t.forward_s += n * p.forward_total_s();
+    t.backward_s += n * p.backward_total_s();
+    t.stored_bytes += n * p.stored_activation_bytes;
+  };
+  add(c.block, L);
+  if (sh.embedding) add(c.embedding, 1);
+  if (sh.head) add(c.head, 1);
+
+  const bool lora = c.mc->lora.enabled();
+  if (cfg.zero_stage == 3 && c.shard > 1) {
+    // Parameters gathered layer by layer, prefetching the next behind the current one's
+    // compute; gradients reduce-scattered behind the backward.
+    const double g = all_gather_s(c.param_bytes * c.block_params, c.shard_group, hw, c.per_node);
+    const double rs = reduce_scatter_s(c.param_bytes * c.block_trainable, c.shard_group, hw, c.per_node);
+    double edge = 0;
+    if (sh.embedding) edge += all_gather_s(c.param_bytes * c.embedding_params, c.shard_group, hw, c.per_node);
+    if (sh.head) edge += all_gather_s(c.param_bytes * c.head_params, c.shard_group, hw, c.per_node);
+    const double fwd_hidden = std::min(g, c.block.forward_total_s());
+    const double bwd_hidden = std::min(g + rs, c.block.backward_total_s());
+    const double exposed_f = L > 0 ? g + (L - 1) * (g - fwd_hidden) + edge : edge;
+    const double exposed_b = L > 0 ? g + (L - 1) * (g + rs - bwd_hidden) + rs + edge : edge;
+    t.forward_s += exposed_f;
+    t.backward_s += exposed_b;
+    t.dp_exposed_s += exposed_f + exposed_b;
+    t.dp_total_s += L * (2 * g + rs) + 2 * edge;
+  } else if (cfg.zero_stage == 2 && c.shard > 1) {
+    // Gradients reduce-scattered every micro-batch, behind the backward.
+    double grads = L * c.block_trainable;
+    if (!lora) grads += (sh.embedding ? c.embedding_params : 0) + (sh.head ? c.head_params : 0);
+    const double rs = reduce_scatter_s(c.param_bytes * grads, c.shard_group, hw, c.per_node);
+    const double exposed = std::max(rs * std::min(1.0, kBucketBytes / std::max(1.0, c.param_bytes * grads)),
+                                    rs - t.bwd_compute_s);
+    t.backward_s += exposed;
+    t.dp_exposed_s += exposed;
+    t.dp_total_s += rs;
+  }
+  if (cfg.offload_activations) {
+    // Stored activations go to host during forward and come back for backward.
+    const double xfer = t.stored_bytes / hw.host.link_bandwidth_Bps;
+    const double f = std::max(0.0, xfer - t.fwd_compute_s), b = std::max(0.0, xfer - t.bwd_compute_s);
+    t.forward_s += f;
+    t.backward_s += b;
+    t.offload_exposed_s += f + b;
+  }
+  return t;
+}
+
+StageMemory stage_memory(const ConfigContext& c, const StageShape& s) {
+  const auto& cfg = *c.cfg;
+  const auto& dev = c.mc->cluster.hardware.device;
+  const bool lora = c.mc->lora.enabled();
+  const double w = c.param_bytes, N = c.shard;
+  StageMemory out;
+  double params = s.layers * c.block_params;
+  if (s.embedding) params += c.embedding_params;
+  if (s.head) params += c.head_params;
+  const double adapters = s.layers * c.block_lora;
+  const double trainable = lora ? adapters : params;
+  out.params_per_device = params + adapters;
+  out.trainable_per_device = trainable;
+
+  // Base model states; under LoRA the base is frozen: weights only (ZeRO-3 still shards them).
+  const double opt_bytes_per_param = cfg.precision == Precision::fp32 ? 8.0 : 12.0;
+  MemoryBreakdown& m = out.device;
+  m.parameters = cfg.zero_stage >= 3 ? w * params / N : w * params;
+  double base_grads = lora ? 0.0 : params, base_opt = lora ? 0.0 : params;
+  m.gradients = cfg.zero_stage >= 2 ? w * base_grads / N : w * base_grads;
+  m.optimizer_states = cfg.zero_stage >= 1 ? opt_bytes_per_param * base_opt / N : opt_bytes_per_param * base_opt;
+  // Adapters: full mixed-precision states, sharded by the same ZeRO stage.
+  if (lora) {
+    m.lora += cfg.zero_stage >= 3 ? w * adapters / N : w * adapters;
+    m.lora += cfg.zero_stage >= 2 ? w * adapters / N : w * adapters;
+    const double adapter_opt = cfg.zero_stage >= 1 ? opt_bytes_per_param * adapters / N : opt_bytes_per_param * adapters;
+    if (cfg.offload_optimizer) out.host_bytes += adapter_opt;
+    else m.lora += adapter_opt;
+  }
+  if (cfg.offload_optimizer) {
+    out.host_bytes += m.optimizer_states;
+    m.optimizer_states = 0;
+  }
+
+  // Activations: the in-flight micro-batches' stored tensors (offloaded ones live on host).
+  m.activations = s.peak_stored_bytes;
+  if (cfg.offload_activations) {
+    const double kept = std::min(s.peak_stored_bytes, 2 * s.max_chunk_stored);  // current + prefetched
+    out.host_bytes += s.peak_stored_bytes - kept;
+    m.activations = kept;
+  }
+
+  // Communication buffers.
+  const double e = c.env.act_bytes, M = c.env.s * c.env.b, h = c.mc->model.hidden;
+  if (cfg.zero_stage == 3 && N > 1) {
+    // Two gathered blocks (current + prefetched) and one block's unsharded gradients.
+    double gathered = 2 * w * c.block_params + w * c.block_trainable;
+    if (s.embedding) gathered = std::max(gathered, w * c.embedding_params);
+    if (s.head) gathered = std::max(gathered, w * c.head_params);
+    m.comm_buffers += gathered;
+  } else if (cfg.dp > 1) {
+    m.comm_buffers += 2 * std::min(kBucketBytes, w * trainable);  // bucket being filled + in flight
+  }
+  if (cfg.pp > 1) m.comm_buffers += 2 * e * M * h / cfg.tp;       // received activations + gradients
+  if (cfg.tp > 1) m.comm_buffers += e * M * h;                     // all-gathered / reduced (s, b, h)
+
+  // Workspace: runtime reserve, activation gradients in flight, recompute working set and
+  // the fp32 logits' gradient on the last stage.
+  double transient = 2 * e * M * h;
+  if (cfg.recompute != Recompute::none)
+    transient += c.block.full_activation_bytes - c.block.stored_activation_bytes;
+  if (s.head) transient = std::max(transient, c.head.transient_bytes);
+  m.workspace = dev.runtime_reserved_bytes + transient;
+  return out;
+}
+
+StepTail step_tail(const ConfigContext& c, double trainable, double last_backward_s) {
+  const auto& cfg = *c.cfg;
+  const auto& hw = c.mc->cluster.hardware;
+  const int pn = c.per_node;
+  const double G = c.param_bytes * trainable;  // gradient bytes of this stage
+  StepTail t;
+  auto overlapped = [&](double comm) {  // hidden behind the last micro-batch's backward
+    if (comm <= 0) return 0.0;
+    return std::max(comm * std::min(1.0, kBucketBytes / std::max(1.0, G)), comm - last_backward_s);
+  };
+  if (cfg.dp > 1) {
+    if (cfg.zero_stage == 0) {
+      const double ar = all_reduce_s(G, c.dp_group, hw, pn);
+      t.total_s += ar;
+      t.exposed_s += overlapped(ar);
+    } else if (cfg.zero_stage == 1) {
+      const double rs = reduce_scatter_s(G, c.shard_group, hw, pn);
+      const double ag = all_gather_s(G, c.shard_group, hw, pn);
+      t.total_s += rs + ag;
+      t.exposed_s += overlapped(rs) + ag;
+    } else if (cfg.zero_stage == 2) {
+      const double ag = all_gather_s(G, c.shard_group, hw, pn);  // updated weights
+      t.total_s += ag;
+      t.exposed_s += ag;
+    }
+    if (cfg.zero_stage >= 1 && c.shard < cfg.dp) {  // MiCS: sync gradient shards across replicas
+      const double ar = all_reduce_s(G / c.shard, c.replica_group, hw, pn);
+      t.total_s += ar;
+      t.exposed_s += ar;
+    }
+  }
+  // Optimizer step over this rank's shard: read gradient, read+write fp32 master and two
+  // moments, write the weight.
+  const double shard_params = cfg.zero_stage >= 1 ? trainable / c.shard : trainable;
+  const double bytes = shard_params * (2 * c.param_bytes + 24.0);
+  if (cfg.offload_optimizer) {
+    const double host_bw = hw.host.memory_bandwidth_Bps / std::max(1, pn);
+    t.optimizer_s = bytes / host_bw + 2 * c.param_bytes * shard_params / hw.host.link_bandwidth_Bps;
+  } else {
+    t.optimizer_s = memory_time_s(c.env, bytes);
+  }
+  return t;
+}
+
+void flops_per_micro_batch(const ConfigContext& c, double* model, double* hardware) {
+  const double L = static_cast<double>(c.mc->model.num_layers), tp = c.cfg->tp;
+  auto part = [](const PartCost& p) { return p.forward_flops + p.backward_flops; };
+  *model = tp * (L * part(c.block) + part(c.embedding) + part(c.head));
+  *hardware = *model + tp * (L * c.block.recompute_flops + c.head.recompute_flops);
+}
+
+}  // namespace shardplan::simulator

@@ -1,0 +1,94 @@
+#pragma once
+// The per-configuration model shared by the fast estimate and the full simulation: what each
+// pipeline chunk costs per micro-batch, what each stage holds in memory, and the data-parallel
+// / ZeRO communication at the end of a step. Allocation-free.
+#include "layer_cost.hpp"
+#include "parallel_config.hpp"
+#include "prediction.hpp"
+#include "rank_layout.hpp"
+
+namespace shardplan::simulator {
+
+// Everything derived from (model, cluster, LoRA) once, by the Evaluator.
+struct ModelContext {
+  ModelSpec model;
+  ClusterSpec cluster;
+  LoraConfig lora;
+  std::vector<LinearDesc> linears;
+  std::vector<char> lora_mask;  // parallel to linears
+  ParameterCounts counts;
+  int64_t lora_params_per_layer = 0;
+};
+
+// Everything derived from one ParallelConfig; cheap to build.
+struct ConfigContext {
+  const ModelContext* mc = nullptr;
+  const ParallelConfig* cfg = nullptr;
+  RankLayout layout;
+  GroupPlacement dp_group, shard_group, replica_group;
+  CostEnv env;
+  PartCost block, embedding, head;
+  double param_bytes = 2;       // bytes per weight / gradient element
+  int per_node = 1;
+  int shard = 1;                // ZeRO sharding group size (1 when zero_stage == 0)
+  double block_params = 0;      // per tp rank
+  double block_trainable = 0;   // per tp rank (adapters only under LoRA)
+  double block_lora = 0;        // adapter parameters per tp rank
+  double embedding_params = 0;  // per tp rank
+  double head_params = 0;       // per tp rank (incl. a tied-embedding copy when pp > 1)
+  double p2p_s = 0;             // one micro-batch's activations to the next stage
+
+  ConfigContext(const ModelContext& mc, const ParallelConfig& cfg);
+};
+
+struct ChunkShape {
+  int layers = 0;
+  bool embedding = false;
+  bool head = false;
+};
+
+struct ChunkTime {
+  double forward_s = 0;
+  double backward_s = 0;
+  double stored_bytes = 0;       // per micro-batch, kept until backward
+  // Breakdown (one micro-batch):
+  double fwd_compute_s = 0, bwd_compute_s = 0, recompute_s = 0, tp_comm_s = 0;
+  double dp_exposed_s = 0, dp_total_s = 0, offload_exposed_s = 0;
+};
+
+ChunkTime chunk_time(const ConfigContext& c, const ChunkShape& shape);
+
+struct StageShape {
+  int stage = 0;
+  int layers = 0;
+  bool embedding = false;
+  bool head = false;
+  int in_flight = 1;              // chunk micro-batches held at peak
+  double peak_stored_bytes = 0;   // activations at peak (event simulation or closed form)
+  double max_chunk_stored = 0;    // largest single chunk micro-batch
+};
+
+struct StageMemory {
+  MemoryBreakdown device;
+  double host_bytes = 0;
+  double params_per_device = 0;   // per tp rank, before ZeRO sharding
+  double trainable_per_device = 0;
+};
+
+StageMemory stage_memory(const ConfigContext& c, const StageShape& s);
+
+struct StepTail {
+  double exposed_s = 0;   // DP/ZeRO communication after the last backward, not hidden
+  double total_s = 0;     // all of it
+  double optimizer_s = 0;
+};
+
+// `last_backward_s`: the stage's backward of its last micro-batch (what gradient buckets can
+// overlap with).
+StepTail step_tail(const ConfigContext& c, double stage_trainable_params, double last_backward_s);
+
+// FLOPs of one micro-batch through the whole model, all tp ranks: what the math needs
+// (`model`, no recompute) and what the devices execute (`hardware`, with recompute).
+void flops_per_micro_batch(const ConfigContext& c, double* model, double* hardware);
+
+}  // namespace shardplan::simulator
