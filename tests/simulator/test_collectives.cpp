@@ -1,0 +1,70 @@
+// Collective cost models and the rank layout that places groups on links.
+#include <gtest/gtest.h>
+
+#include "sim_test_util.hpp"
+#include "simulator/collectives.hpp"
+#include "simulator/errors.hpp"
+
+namespace shardplan::simulator {
+namespace {
+
+TEST(RankLayout, OrderStringPlacesGroups) {
+  // tp fastest: tp=8 fills a node, dp spans 2 nodes with one rank on each.
+  const RankLayout a("tp-dp-pp", 8, 2, 1, 8);
+  EXPECT_TRUE(a.group(Dim::tp).intra_node());
+  EXPECT_EQ(a.group(Dim::dp).nodes, 2);
+  EXPECT_EQ(a.group(Dim::dp).ranks_per_node, 1);
+  // dp fastest: the dp pair shares a node; tp strides across nodes.
+  const RankLayout b("dp-tp-pp", 8, 2, 1, 8);
+  EXPECT_TRUE(b.group(Dim::dp).intra_node());
+  EXPECT_EQ(b.group(Dim::tp).nodes, 2);
+  EXPECT_EQ(b.group(Dim::tp).ranks_per_node, 4);
+  // MiCS sub-group of dp, and its replication group.
+  const RankLayout c("tp-dp-pp", 2, 16, 1, 8);
+  EXPECT_TRUE(c.group(Dim::dp, 4).intra_node());
+  EXPECT_EQ(c.group(Dim::dp, 4, 4).nodes, 4);
+  EXPECT_THROW(RankLayout("tp-tp-pp", 1, 1, 1, 8), InputError);
+  EXPECT_THROW(RankLayout("tp-dp", 1, 1, 1, 8), InputError);
+}
+
+TEST(Collectives, RingAllReduceInsideASwitchedNode) {
+  const HardwareProfile hw = load_hardware("p4d.24xlarge");
+  const double S = 1e9, bw = hw.node.intra.bandwidth_Bps * hw.node.intra.efficiency;
+  for (int n : {2, 4, 8}) {
+    const GroupPlacement g{n, 1, n};
+    // Ring all-reduce: 2(n-1)/n of the buffer per rank, plus 2(n-1) latency hops.
+    EXPECT_NEAR(all_reduce_s(S, g, hw, 8), 2.0 * (n - 1) / n * S / bw + 2 * (n - 1) * hw.node.intra.latency_s, 1e-12);
+    EXPECT_NEAR(reduce_scatter_s(S, g, hw, 8) + all_gather_s(S, g, hw, 8), all_reduce_s(S, g, hw, 8), 1e-12);
+  }
+  EXPECT_EQ(all_reduce_s(S, GroupPlacement{1, 1, 1}, hw, 8), 0);
+}
+
+TEST(Collectives, CrossingNodesCostsMore) {
+  const HardwareProfile hw = load_hardware("p4d.24xlarge");
+  const double S = 1e9;
+  const double intra = all_reduce_s(S, GroupPlacement{8, 1, 8}, hw, 8);
+  const double two_nodes = all_reduce_s(S, GroupPlacement{16, 2, 8}, hw, 8);
+  const double spread = all_reduce_s(S, GroupPlacement{16, 16, 1}, hw, 8);  // one rank per node
+  EXPECT_GT(two_nodes, intra);
+  EXPECT_GT(spread, two_nodes);  // eight groups share each node's NICs
+}
+
+TEST(Collectives, AllToAllTopologyUsesMoreLinksForBiggerGroups) {
+  const HardwareProfile hw = load_hardware("gaudi2-hls2");
+  const int n = hw.node.devices_per_node;
+  EXPECT_NEAR(intra_node_bandwidth(hw, n, n), hw.node.intra.bandwidth_Bps * hw.node.intra.efficiency, 1);
+  EXPECT_NEAR(intra_node_bandwidth(hw, 2, n) * (n - 1), intra_node_bandwidth(hw, n, n), 1);
+  // A switched node gives every group the full per-device bandwidth.
+  const HardwareProfile p4d = load_hardware("p4d.24xlarge");
+  EXPECT_EQ(intra_node_bandwidth(p4d, 2, 8), intra_node_bandwidth(p4d, 8, 8));
+}
+
+TEST(Collectives, PointToPoint) {
+  const HardwareProfile hw = load_hardware("p4d.24xlarge");
+  EXPECT_GT(p2p_s(1e8, true, 8, hw, 8), p2p_s(1e8, false, 8, hw, 8));
+  EXPECT_GT(p2p_s(1e8, true, 8, hw, 8), p2p_s(1e8, true, 1, hw, 8));  // shared NICs
+  EXPECT_EQ(p2p_s(0, true, 8, hw, 8), 0);
+}
+
+}  // namespace
+}  // namespace shardplan::simulator

@@ -1,0 +1,202 @@
+// Monotonicity and sanity properties of the simulator: directions any practitioner would
+// expect, checked over sweeps rather than against single figures.
+#include <gtest/gtest.h>
+
+#include <cmath>
+
+#include "sim_test_util.hpp"
+
+namespace shardplan::simulator {
+namespace {
+
+using testing::cluster;
+using testing::config;
+using testing::model_states;
+using testing::run;
+
+TEST(Properties, MoreTensorParallelNeverRaisesParameterMemory) {
+  const ModelSpec m = load_model("llama2-13b");
+  const ClusterSpec c = cluster("p4de.24xlarge", 1);
+  double prev = 1e300;
+  for (int tp : {1, 2, 4, 8}) {
+    const Prediction p = run(m, c, config(c, tp, 1, 0, 1, 8, 2048));
+    EXPECT_LE(p.worst.parameters, prev) << "tp=" << tp;
+    if (tp > 1) {
+      EXPECT_LT(p.worst.parameters, prev);
+    }
+    prev = p.worst.parameters;
+  }
+}
+
+TEST(Properties, MorePipelineStagesLowerPerDeviceModelStates) {
+  const ModelSpec m = load_model("llama2-13b");
+  const ClusterSpec c = cluster("p4de.24xlarge", 1);
+  double prev = 1e300;
+  for (int pp : {1, 2, 4, 8}) {
+    const Prediction p = run(m, c, config(c, 1, pp, 0, 1, 8 * 8, 2048));
+    EXPECT_LT(model_states(p.worst), prev) << "pp=" << pp;
+    prev = model_states(p.worst);
+  }
+}
+
+TEST(Properties, LargerMicroBatchNeverLowersActivations) {
+  const ModelSpec m = load_model("gpt-neox-20b");
+  const ClusterSpec c = cluster("p4de.24xlarge", 2);
+  for (Recompute r : {Recompute::none, Recompute::selective, Recompute::full}) {
+    double prev = 0;
+    for (int mbs : {1, 2, 4, 8}) {
+      ParallelConfig cfg = config(c, 4, 2, 1, mbs, 64, 2048);
+      cfg.recompute = r;
+      const Prediction p = run(m, c, cfg);
+      EXPECT_GE(p.worst.activations, prev) << to_string(r) << " mbs=" << mbs;
+      prev = p.worst.activations;
+    }
+  }
+}
+
+TEST(Properties, HigherZeroStageNeverRaisesModelStates) {
+  const ModelSpec m = load_model("llama2-7b");
+  const ClusterSpec c = cluster("p5.48xlarge", 2);
+  double prev = 1e300;
+  for (int z = 0; z <= 3; ++z) {
+    const Prediction p = run(m, c, config(c, 1, 1, z, 1, 16, 4096));
+    EXPECT_LT(model_states(p.worst), prev) << "zero=" << z;
+    prev = model_states(p.worst);
+  }
+}
+
+TEST(Properties, RecomputeTradesMemoryForTime) {
+  const ModelSpec m = load_model("llama2-7b");
+  const ClusterSpec c = cluster("p4de.24xlarge", 1);
+  Prediction prev;
+  bool first = true;
+  for (Recompute r : {Recompute::none, Recompute::selective, Recompute::full}) {
+    ParallelConfig cfg = config(c, 2, 1, 1, 2, 32, 4096);
+    cfg.recompute = r;
+    const Prediction p = run(m, c, cfg);
+    if (!first) {
+      EXPECT_LT(p.worst.activations, prev.worst.activations) << to_string(r);
+      EXPECT_GT(p.time.step_s, prev.time.step_s) << to_string(r);
+      EXPECT_GT(p.hardware_flops_per_step, prev.hardware_flops_per_step);
+      EXPECT_DOUBLE_EQ(p.model_flops_per_step, prev.model_flops_per_step);  // MFU ignores recompute
+    }
+    prev = p;
+    first = false;
+  }
+}
+
+TEST(Properties, SequenceParallelShrinksActivations) {
+  const ModelSpec m = load_model("gpt3-175b");
+  const ClusterSpec c = cluster("p4de.24xlarge", 8);
+  ParallelConfig cfg = config(c, 8, 8, 1, 1, 64, 2048);
+  const Prediction a = run(m, c, cfg);
+  cfg.sequence_parallel = true;
+  const Prediction b = run(m, c, cfg);
+  EXPECT_LT(b.worst.activations, a.worst.activations);
+}
+
+TEST(Properties, OffloadMovesStateToHost) {
+  const ModelSpec m = load_model("llama2-13b");
+  const ClusterSpec c = cluster("p4de.24xlarge", 1);
+  ParallelConfig cfg = config(c, 1, 1, 2, 1, 8, 2048);
+  const Prediction on_device = run(m, c, cfg);
+  cfg.offload_optimizer = true;
+  const Prediction offloaded = run(m, c, cfg);
+  EXPECT_EQ(offloaded.worst.optimizer_states, 0);
+  EXPECT_NEAR(offloaded.host_bytes_per_node, 8 * on_device.worst.optimizer_states, 1);
+  EXPECT_GT(offloaded.time.optimizer_s, on_device.time.optimizer_s);  // host memory is slower
+}
+
+TEST(Properties, BreakdownAddsUpAndThroughputIsConsistent) {
+  const ModelSpec m = load_model("gpt3-175b");
+  const ClusterSpec c = cluster("p4de.24xlarge", 16);
+  ParallelConfig cfg = config(c, 8, 4, 1, 1, 1536, 2048);
+  cfg.schedule = PipelineSchedule::interleaved;
+  cfg.virtual_stages = 3;
+  cfg.recompute = Recompute::selective;
+  cfg.sequence_parallel = true;
+  const Prediction p = run(m, c, cfg);
+  const auto& t = p.time;
+  const double sum = t.forward_compute_s + t.backward_compute_s + t.recompute_s + t.tp_comm_s +
+                     t.pipeline_bubble_s + t.dp_exposed_comm_s + t.offload_exposed_s + t.optimizer_s;
+  EXPECT_NEAR(sum, t.step_s, 1e-9 * t.step_s);
+  EXPECT_NEAR(p.tokens_per_s * t.step_s, 1536.0 * 2048, 1e-6);
+  EXPECT_GT(p.mfu, 0.05);
+  EXPECT_LT(p.mfu, 1.0);
+  EXPECT_GT(t.pipeline_bubble_s, 0);
+  EXPECT_GT(t.tp_comm_s, 0);
+  EXPECT_GT(t.pp_p2p_s, 0);
+}
+
+TEST(Properties, InterleavingShrinksTheBubble) {
+  const ModelSpec m = load_model("gpt3-175b");
+  const ClusterSpec c = cluster("p4de.24xlarge", 16);
+  ParallelConfig cfg = config(c, 8, 8, 1, 1, 512, 2048);
+  const Prediction plain = run(m, c, cfg);
+  cfg.schedule = PipelineSchedule::interleaved;
+  cfg.virtual_stages = 2;
+  const Prediction inter = run(m, c, cfg);
+  EXPECT_LT(inter.time.pipeline_bubble_s, plain.time.pipeline_bubble_s);
+  EXPECT_GT(inter.worst.activations, plain.worst.activations);  // (1 + (p-1)/(pv)) more in flight
+}
+
+TEST(Properties, FasterNetworkNeverSlowsMultiNodeDataParallel) {
+  const ModelSpec m = load_model("llama2-7b");
+  ClusterSpec slow = cluster("p4d.24xlarge", 4);
+  ClusterSpec fast = slow;
+  fast.hardware.network.bandwidth_Bps *= 8;
+  const ParallelConfig cfg = config(slow, 1, 1, 1, 1, 32, 2048);
+  const Prediction a = run(m, slow, cfg), b = run(m, fast, cfg);
+  EXPECT_LT(b.time.dp_total_comm_s, a.time.dp_total_comm_s);
+  EXPECT_LE(b.time.step_s, a.time.step_s);
+}
+
+TEST(Properties, MemoryFitsVerdictUsesHeadroom) {
+  const ModelSpec m = load_model("llama2-7b");
+  const ClusterSpec c = cluster("p4de.24xlarge", 1);
+  ParallelConfig cfg = config(c, 1, 1, 3, 1, 8, 2048);
+  const Prediction p = run(m, c, cfg);
+  ASSERT_TRUE(p.feasible);
+  cfg.memory_headroom = 1.0 - 0.99 * p.worst.total() / p.device_capacity_bytes;
+  const Prediction tight = run(m, c, cfg);
+  EXPECT_FALSE(tight.feasible);
+  EXPECT_NE(tight.infeasible_reason.find("stage 0"), std::string::npos);
+}
+
+TEST(Properties, EstimateAgreesWithFullSimulation) {
+  struct Case {
+    const char* model;
+    const char* hw;
+    int nodes, tp, pp, zero, mbs, gbs, seq;
+  };
+  const Case cases[] = {{"llama2-7b", "p4de.24xlarge", 1, 1, 1, 1, 1, 64, 4096},
+                        {"gpt3-175b", "p4de.24xlarge", 16, 8, 8, 1, 1, 512, 2048},
+                        {"llama2-70b", "gaudi2-hls2", 1, 1, 1, 3, 1, 8, 4096},
+                        {"gpt-neox-20b", "p5.48xlarge", 2, 4, 4, 1, 2, 64, 2048}};
+  for (const auto& k : cases) {
+    const ModelSpec m = load_model(k.model);
+    const ClusterSpec c = cluster(k.hw, k.nodes);
+    ParallelConfig cfg = config(c, k.tp, k.pp, k.zero, k.mbs, k.gbs, k.seq);
+    validate_config(m, c, cfg);
+    const Evaluator ev(m, c, cfg.lora);
+    const Estimate e = ev.estimate(cfg);
+    const Prediction p = ev.simulate(cfg);
+    EXPECT_NEAR(e.worst_memory_bytes, p.worst.total(), 0.01 * p.worst.total()) << k.model;
+    EXPECT_NEAR(e.step_s, p.time.step_s, 0.03 * p.time.step_s) << k.model;
+    EXPECT_EQ(e.fits, p.feasible) << k.model;
+  }
+}
+
+TEST(Properties, TimeToTrainAndCostScaleWithTokens) {
+  const ModelSpec m = load_model("llama2-7b");
+  const ClusterSpec c = cluster("p5.48xlarge", 1);
+  ParallelConfig cfg = config(c, 1, 1, 1, 1, 64, 4096);
+  const Prediction p1 = simulate(m, c, cfg, TrainingGoal{1e9});
+  const Prediction p2 = simulate(m, c, cfg, TrainingGoal{2e9});
+  ASSERT_TRUE(p1.train_time_s && p1.train_cost_usd);
+  EXPECT_NEAR(*p2.train_time_s, 2 * *p1.train_time_s, 1e-9 * *p2.train_time_s);
+  EXPECT_NEAR(*p1.train_cost_usd, *p1.train_time_s / 3600 * c.hardware.price.usd_per_hour, 1e-6);
+}
+
+}  // namespace
+}  // namespace shardplan::simulator
