@@ -93,10 +93,7 @@ Estimate Evaluator::estimate(const ParallelConfig& cfg) const {
   int evaluated = 0;
   for (int s = 0; s < p; ++s) {
     // Uniform partitions: stages 1..p-2 are identical and hold no more than stage 0.
-    if (uniform && s > 1 && s < p - 1) {
-      sum_T += 0;  // accounted below
-      continue;
-    }
+    if (uniform && s > 1 && s < p - 1) continue;  // counted as copies of stage 1
     const StageSummary st = summarize_stage(c, s);
     const double T = st.sum.forward_s + st.sum.backward_s;
     const int copies = (uniform && s == 1 && p > 2) ? p - 2 : 1;

@@ -187,7 +187,10 @@ void write_file_atomically(const std::string& path, const std::string& text) {
   namespace fs = std::filesystem;
   fs::path target(path);
   fs::path dir = target.has_parent_path() ? target.parent_path() : fs::path(".");
-  std::string tmpl = (dir / ("." + target.filename().string() + ".tmpXXXXXX")).string();
+  std::string name = target.filename().string();
+  name.insert(0, 1, '.');
+  name.append(".tmpXXXXXX");
+  std::string tmpl = (dir / name).string();
   int fd = ::mkstemp(tmpl.data());
   if (fd < 0) throw InputError(path + ": cannot create a temporary file in " + dir.string());
   std::size_t done = 0;

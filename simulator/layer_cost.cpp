@@ -74,7 +74,7 @@ double gemm_time_s(const CostEnv& env, double m, double k, double n, double batc
   const DeviceProfile& dev = env.hw->device;
   const double flops = 2.0 * batch * m * k * n;
   const double bytes = env.act_bytes * batch * (m * k + k * n + m * n);
-  const double compute = flops / (env.peak_flops * dev.gemm_efficiency.at(flops / batch * std::min(batch, 1e3)));
+  const double compute = flops / (env.peak_flops * dev.gemm_efficiency.at(flops));
   const double memory = bytes / (dev.memory_bandwidth_Bps * dev.memory_efficiency.at(bytes));
   return std::max(compute, memory) + dev.kernel_launch_s;
 }

@@ -17,9 +17,9 @@ void check_shapes(const ModelSpec& m, const ClusterSpec& c, ParallelConfig& cfg)
   if (cfg.dp < 1) bad("--dp", "expected an integer >= 1");
   if (c.nodes < 1) bad("--nodes", "expected an integer >= 1");
   if (cfg.devices() != c.devices())
-    bad("--tp/--pp/--dp", "tp x pp x dp = " + str(cfg.tp) + " x " + str(cfg.pp) + " x " + str(cfg.dp) + " = " +
-                              str(cfg.devices()) + " but the cluster has " + str(c.devices()) + " devices (" +
-                              str(c.nodes) + " nodes x " + str(c.per_node()) + ")");
+    bad("--tp/--pp/--dp", "expected tp x pp x dp = the cluster's " + str(c.devices()) + " devices (" + str(c.nodes) +
+                              " nodes x " + str(c.per_node()) + "), got " + str(cfg.tp) + " x " + str(cfg.pp) +
+                              " x " + str(cfg.dp) + " = " + str(cfg.devices()));
   if (m.num_heads % cfg.tp != 0)
     bad("--tp", "expected a divisor of the model's " + str(m.num_heads) + " attention heads, got " + str(cfg.tp));
   if (m.num_kv_heads % cfg.tp != 0)
@@ -84,7 +84,10 @@ void check_pipeline(const ModelSpec& m, ParallelConfig& cfg) {
 void check_lora(const ModelSpec& m, const ParallelConfig& cfg) {
   const auto& l = cfg.lora;
   if (l.rank < 0) bad("--lora-rank", "expected an integer >= 0");
-  if (!l.enabled()) return;
+  if (!l.enabled()) {
+    if (!l.targets.empty()) bad("--lora-targets", "needs --lora-rank > 0");
+    return;
+  }
   if (l.alpha <= 0) bad("--lora-alpha", "expected a number > 0");
   if (l.dropout < 0 || l.dropout >= 1) bad("--lora-dropout", "expected a probability in [0, 1)");
   if (l.targets.empty()) bad("--lora-targets", "expected at least one module name with --lora-rank > 0");

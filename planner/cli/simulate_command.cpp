@@ -1,6 +1,7 @@
 // `shardplan simulate`: one configuration of one model on one cluster.
 #include <cstdio>
 #include <iostream>
+#include <optional>
 #include <sstream>
 
 #include "commands.hpp"
@@ -19,7 +20,8 @@ struct SimulateOptions {
   std::string model, hardware;
   int nodes = 1, devices_per_node = 0;
   int tp = 1, pp = 1, dp = 0, zero = 0, sharding_degree = 0;
-  int micro_batch_size = 1, global_batch_size = 0, seq_len = 0;
+  int micro_batch_size = 1, global_batch_size = 0;
+  std::optional<int> seq_len;
   std::string schedule = "1f1b", recompute = "none", precision = "bf16", rank_order = "tp-dp-pp";
   int virtual_stages = 1;
   bool sequence_parallel = false, offload_activations = false, offload_optimizer = false;
@@ -61,16 +63,18 @@ sim::ParallelConfig to_config(const SimulateOptions& o, const sim::ModelSpec& m,
   if (o.dp > 0) {
     cfg.dp = o.dp;
   } else {
-    if (o.tp < 1 || o.pp < 1 || c.devices() % (o.tp * o.pp) != 0)
-      throw sim::InputError("--tp/--pp: tp x pp = " + std::to_string(o.tp * o.pp) + " does not divide the cluster's " +
-                            std::to_string(c.devices()) + " devices (give --dp or change --nodes)");
+    if (o.tp < 1) throw sim::InputError("--tp: expected an integer >= 1, got " + std::to_string(o.tp));
+    if (o.pp < 1) throw sim::InputError("--pp: expected an integer >= 1, got " + std::to_string(o.pp));
+    if (c.devices() % (o.tp * o.pp) != 0)
+      throw sim::InputError("--tp/--pp: expected tp x pp to divide the cluster's " + std::to_string(c.devices()) +
+                            " devices, got " + std::to_string(o.tp * o.pp) + " (give --dp or change --nodes)");
     cfg.dp = c.devices() / (o.tp * o.pp);
   }
   cfg.zero_stage = o.zero;
   cfg.sharding_degree = o.sharding_degree;
   cfg.micro_batch_size = o.micro_batch_size;
   cfg.global_batch_size = o.global_batch_size;
-  cfg.seq_len = o.seq_len > 0 ? o.seq_len : static_cast<int>(std::min<int64_t>(2048, m.max_positions));
+  cfg.seq_len = o.seq_len ? *o.seq_len : static_cast<int>(std::min<int64_t>(2048, m.max_positions));
   cfg.schedule = o.schedule == "gpipe" ? sim::PipelineSchedule::gpipe
                  : o.schedule == "interleaved" ? sim::PipelineSchedule::interleaved
                                                : sim::PipelineSchedule::one_f_one_b;

@@ -1,0 +1,38 @@
+#!/usr/bin/env bash
+# shardplan demo: install dependencies, build the release preset, and ask the
+# simulator two realistic questions.
+#
+# Later issues extend this demo into the full loop:
+#   plan (search the configuration space) -> real run (executor) ->
+#   predicted vs measured (memory and step time).
+set -euo pipefail
+cd "$(dirname "${BASH_SOURCE[0]}")/.."
+
+echo "==> Installing dependencies (scripts/install-deps.sh)"
+bash scripts/install-deps.sh
+
+echo "==> Configuring and building the release preset"
+cmake --preset release
+cmake --build --preset release -j"$(nproc)"
+
+SHARDPLAN=build/release/planner/shardplan
+
+echo
+echo "==> Will Llama2-70B LoRA fine-tuning fit on one Gaudi2 HLS-2 node with ZeRO-3, and how fast?"
+"$SHARDPLAN" simulate \
+  --model llama2-70b --hardware gaudi2-hls2 --nodes 1 \
+  --tp 1 --pp 1 --zero 3 \
+  --micro-batch-size 1 --global-batch-size 32 --seq-len 4096 \
+  --recompute full \
+  --lora-rank 8 --lora-alpha 16 --lora-targets q_proj,k_proj,v_proj,o_proj \
+  --dataset-tokens 20000000 --epochs 3
+
+echo
+echo "==> What does TP=8, PP=4 cost for GPT-3 175B on 16 p4de nodes?"
+"$SHARDPLAN" simulate \
+  --model gpt3-175b --hardware p4de.24xlarge --nodes 16 \
+  --tp 8 --pp 4 --zero 1 \
+  --micro-batch-size 1 --global-batch-size 1536 --seq-len 2048 \
+  --schedule interleaved --virtual-stages 3 \
+  --recompute selective --sequence-parallel \
+  --train-tokens 300e9

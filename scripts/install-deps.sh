@@ -1,0 +1,68 @@
+#!/usr/bin/env bash
+# Install the Debian packages shardplan needs to build and test.
+# Idempotent: asks dpkg which packages are missing and only then touches apt.
+# Usage: bash scripts/install-deps.sh   (works from any directory, no stdin needed)
+set -euo pipefail
+cd "$(dirname "${BASH_SOURCE[0]}")/.."
+
+# Needed now: the simulator, the headless `shardplan` CLI, tests and benchmarks.
+PACKAGES=(
+  build-essential     # g++ (C++20), make, libc headers
+  cmake               # build system (presets need >= 3.25)
+  ninja-build         # generator used by every CMake preset
+  ccache              # compiler cache; CMakeLists.txt uses it when present
+  pkg-config          # library discovery (.pc files) for CMake
+  nlohmann-json3-dev  # JSON: model cards, hardware profiles, --json output
+  libcli11-dev        # command-line parsing for `shardplan`
+  libgtest-dev        # GoogleTest: unit and CLI tests
+  libgmock-dev        # GoogleMock: matchers and mocks for the tests
+  libbenchmark-dev    # Google Benchmark: bench/bench_simulator
+  libspdlog-dev       # logging library
+  libfmt-dev          # string formatting (also spdlog's backend)
+  libeigen3-dev       # linear algebra (header-only)
+)
+
+# Added by later issues, NOT installed yet -- move entries into PACKAGES
+# when the component that needs them lands:
+#   executor issue: libtorch-dev libopenblas0-pthread libopenmpi-dev openmpi-bin
+#                   libsentencepiece-dev
+#   GUI issue:      qt6-base-dev (and the other qt6 packages the GUI needs)
+# shellcheck disable=SC2034  # kept as the documented place for later issues
+LATER_PACKAGES=(
+  # libtorch-dev          # executor: real training runs (predicted vs measured)
+  # libopenblas0-pthread  # executor: BLAS backend for LibTorch on CPU
+  # libopenmpi-dev        # executor: multi-process launch / collectives
+  # openmpi-bin           # executor: mpirun
+  # libsentencepiece-dev  # executor: tokenizer for the real-run datasets
+  # qt6-base-dev          # GUI
+)
+
+echo "install-deps: checking ${#PACKAGES[@]} packages with dpkg-query"
+missing=()
+for pkg in "${PACKAGES[@]}"; do
+  status="$(dpkg-query -W -f='${Status}' "$pkg" 2>/dev/null || true)"
+  if [[ "$status" != "install ok installed" ]]; then
+    missing+=("$pkg")
+  fi
+done
+
+if ((${#missing[@]} == 0)); then
+  echo "install-deps: all packages already installed, nothing to do"
+  exit 0
+fi
+
+SUDO=()
+if [[ "$(id -u)" -ne 0 ]]; then
+  if ! command -v sudo >/dev/null 2>&1; then
+    echo "install-deps: missing packages (${missing[*]}) and not root, and sudo is not available" >&2
+    exit 1
+  fi
+  SUDO=(sudo)
+fi
+
+echo "install-deps: missing: ${missing[*]}"
+echo "install-deps: running apt-get update"
+"${SUDO[@]}" apt-get update
+echo "install-deps: running apt-get install -y --no-install-recommends ${missing[*]}"
+"${SUDO[@]}" env DEBIAN_FRONTEND=noninteractive apt-get install -y --no-install-recommends "${missing[@]}"
+echo "install-deps: done"

@@ -1,0 +1,74 @@
+#!/usr/bin/env bash
+# shardplan test suite: install dependencies, build + test the release preset,
+# build + test the asan preset (ASan + UBSan), and smoke-run the benchmark.
+#
+#   SHARDPLAN_SKIP_ASAN=1 bash scripts/test.sh   # skip the sanitizer pass (local only; CI must not set it)
+set -euo pipefail
+cd "$(dirname "${BASH_SOURCE[0]}")/.."
+
+JOBS="$(nproc)"
+summary=()
+current=""
+phase_start=0
+script_start=$SECONDS
+
+begin() {
+  current="$1"
+  phase_start=$SECONDS
+  echo "==> $current"
+}
+end() {
+  local took=$((SECONDS - phase_start))
+  echo "==> $current: ok (${took}s)"
+  summary+=("$current ${took}s")
+  current=""
+}
+joined() {
+  local out="" item
+  for item in "${summary[@]}"; do out+="${out:+, }$item"; done
+  echo "${out:-none}"
+}
+on_exit() {
+  local rc=$?
+  local total=$((SECONDS - script_start))
+  if ((rc != 0)); then
+    echo "test.sh: FAILED in phase '${current:-?}' (exit $rc) after ${total}s; passed before it: $(joined)" >&2
+  fi
+}
+trap on_exit EXIT
+
+begin "install-deps"
+bash scripts/install-deps.sh
+end
+
+begin "release: configure + build"
+cmake --preset release
+cmake --build --preset release -j"$JOBS"
+end
+
+begin "release: ctest"
+ctest --preset release --output-on-failure -j2
+end
+
+if [[ "${SHARDPLAN_SKIP_ASAN:-0}" == "1" ]]; then
+  echo "==> asan: skipped (SHARDPLAN_SKIP_ASAN=1)"
+  summary+=("asan SKIPPED")
+else
+  begin "asan: configure + build"
+  cmake --preset asan
+  cmake --build --preset asan -j"$JOBS"
+  end
+
+  begin "asan: ctest"
+  ASAN_OPTIONS=detect_leaks=1 \
+  UBSAN_OPTIONS=print_stacktrace=1:halt_on_error=1 \
+    ctest --preset asan --output-on-failure -j2
+  end
+fi
+
+# Smoke check only: the benchmark must still run; its figures are not judged here.
+begin "bench smoke run"
+build/release/bench/bench_simulator --benchmark_min_time=0.05
+end
+
+echo "test.sh: ALL PASSED in $((SECONDS - script_start))s ($(joined))"
