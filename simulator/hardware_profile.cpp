@@ -134,6 +134,18 @@ HardwareProfile parse_profile(const nlohmann::json& j, const JsonContext& ctx) {
   return hw;
 }
 
+// A file may give a quantity in one unit only, base or not.
+void check_unit_variants(const nlohmann::json& obj, const JsonContext& ctx) {
+  if (!obj.is_object()) return;
+  std::set<std::string> seen;
+  for (auto it = obj.begin(); it != obj.end(); ++it) {
+    if (it->is_object()) check_unit_variants(*it, ctx.child(it.key()));
+    const std::string base = quantity_base(it.key());
+    if (base.empty() || it->is_null()) continue;
+    if (!seen.insert(base).second) ctx.fail(base + "_*", "only one unit variant of '" + base + "_*'");
+  }
+}
+
 std::string builtin_path(const std::string& name) { return data_dir() + "/hardware_profiles/" + name + ".json"; }
 
 nlohmann::json resolve_json(const std::string& path, std::set<std::string>& seen) {
@@ -141,6 +153,8 @@ nlohmann::json resolve_json(const std::string& path, std::set<std::string>& seen
   if (!seen.insert(canon).second) throw InputError(path + ": field 'base': circular base chain");
   nlohmann::json j = read_json_file(path);
   if (!j.is_object()) throw InputError(path + ": expected a JSON object (a hardware profile)");
+  for (const char* section : {"device", "node", "network", "host", "price"})
+    if (auto s = j.find(section); s != j.end()) check_unit_variants(*s, JsonContext{path, section});
   auto it = j.find("base");
   if (it == j.end() || it->is_null()) return j;
   if (!it->is_string()) throw InputError(path + ": field 'base': expected a profile name or path");

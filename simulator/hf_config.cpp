@@ -127,6 +127,7 @@ ModelSpec bert(const nlohmann::json& j, const JsonContext& ctx) {
   // BertForMaskedLM: MLM head, no pooler; BertForPreTraining/BertModel: pooler too.
   m.mlm_head = !has_architecture(j, "BertModel");
   m.pooler = has_architecture(j, "BertModel") || has_architecture(j, "BertForPreTraining");
+  m.nsp_head = has_architecture(j, "BertForPreTraining");
   m.attention_dropout = get_number_or(j, "attention_probs_dropout_prob", 0.1, ctx);
   m.hidden_dropout = get_number_or(j, "hidden_dropout_prob", 0.1, ctx);
   return m;

@@ -107,6 +107,7 @@ ParameterCounts count_parameters(const ModelSpec& m) {
     c.head_tp_sharded += m.vocab_size;
   }
   if (m.pooler) c.head += h * h + h;
+  if (m.nsp_head) c.head += 2 * h + 2;
   c.total = c.per_layer * m.num_layers + c.embedding + c.head;
   return c;
 }
@@ -217,6 +218,7 @@ ModelSpec parse_card(const nlohmann::json& j, const JsonContext& ctx) {
   m.type_vocab_size = get_int_or(j, "type_vocab_size", 0, ctx);
   m.mlm_head = get_bool_or(j, "mlm_head", false, ctx);
   m.pooler = get_bool_or(j, "pooler", false, ctx);
+  m.nsp_head = get_bool_or(j, "nsp_head", false, ctx);
   if (auto it = j.find("dropout"); it != j.end()) {
     auto dctx = ctx.child("dropout");
     m.attention_dropout = get_number_or(*it, "attention", 0.0, dctx);

@@ -60,6 +60,7 @@ struct ModelSpec {
   bool lm_head_bias = false;    // GPT-J lm_head has a bias
   bool mlm_head = false;        // BERT: transform (dense + norm) + decoder bias
   bool pooler = false;          // BERT pooler (dense h x h)
+  bool nsp_head = false;        // BERT next-sentence prediction (dense h x 2), BertForPreTraining
 
   double attention_dropout = 0.0;  // probability; > 0 stores masks for backward
   double hidden_dropout = 0.0;

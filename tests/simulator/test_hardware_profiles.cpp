@@ -442,6 +442,16 @@ TEST(HardwareProfiles, TwoUnitVariantsOfOneQuantity) {
   EXPECT_TRUE(contains(msg2, "network.latency_")) << msg2;
 }
 
+// In a file with "base", two unit variants of one quantity must still be an error (the overlay
+// would otherwise let one silently erase the other).
+TEST(HardwareProfiles, TwoUnitVariantsInOverlayFile) {
+  TempDir tmp;
+  const std::string msg = load_error(
+      tmp, "overlay_twounits.json",
+      {{"name", "x"}, {"base", "p4d.24xlarge"}, {"device", {{"memory_GB", 100}, {"memory_MiB", 1024}}}});
+  EXPECT_TRUE(contains(msg, "only one unit variant")) << msg;
+}
+
 TEST(HardwareProfiles, UnknownTopology) {
   TempDir tmp;
   auto j = p4d_json();

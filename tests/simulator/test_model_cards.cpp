@@ -382,3 +382,19 @@ TEST(ModelCards, TinyModelsAreTiny) {
 
 }  // namespace
 }  // namespace shardplan::simulator
+
+namespace shardplan::simulator {
+namespace {
+
+TEST(ModelCards, BertHeadsFollowTheArchitecture) {
+  // BertModel: + pooler; BertForMaskedLM: + MLM head; BertForPreTraining: both + NSP (h x 2).
+  TempDir tmp;
+  nlohmann::json cfg = read_json_file(std::string(SHARDPLAN_TEST_DATA_DIR) + "/hf/bert-large-uncased.config.json");
+  cfg["architectures"] = {"BertModel"};
+  EXPECT_EQ(count_parameters(load_model_file(tmp.write("base.json", cfg))).total, 335'141'888);
+  cfg["architectures"] = {"BertForPreTraining"};
+  EXPECT_EQ(count_parameters(load_model_file(tmp.write("pre.json", cfg))).total, 336'226'108);
+}
+
+}  // namespace
+}  // namespace shardplan::simulator
