@@ -205,6 +205,60 @@ const char* to_string(IntraTopology t) {
   return "?";
 }
 
+HardwareProfile hardware_from_json(const nlohmann::json& j, const std::string& source) {
+  if (!j.is_object()) throw InputError(source + ": expected a JSON object (a hardware profile)");
+  if (j.contains("base") && !j["base"].is_null())
+    throw InputError(source + ": field 'base': expected a resolved profile (no base) here");
+  for (const char* section : {"device", "node", "network", "host", "price"})
+    if (auto s = j.find(section); s != j.end()) check_unit_variants(*s, JsonContext{source, section});
+  HardwareProfile hw = parse_profile(j, JsonContext{source, ""});
+  hw.source_file = source;
+  return hw;
+}
+
+namespace {
+nlohmann::json curve_json(const EfficiencyCurve& c) {
+  nlohmann::json a = nlohmann::json::array();
+  for (std::size_t i = 0; i < c.log10_x.size(); ++i) a.push_back({std::pow(10.0, c.log10_x[i]), c.efficiency[i]});
+  return a;
+}
+}  // namespace
+
+nlohmann::json to_json(const HardwareProfile& hw) {
+  const auto& d = hw.device;
+  return {{"schema", "shardplan.hardware/1"},
+          {"name", hw.name},
+          {"description", hw.description},
+          {"measured", hw.measured},
+          {"device",
+           {{"name", d.name},
+            {"memory_bytes", d.memory_bytes},
+            {"memory_bandwidth_bytes_per_s", d.memory_bandwidth_Bps},
+            {"peak_TFLOPs", {{"fp32", d.peak(Precision::fp32) / 1e12}, {"fp16", d.peak(Precision::fp16) / 1e12},
+                             {"bf16", d.peak(Precision::bf16) / 1e12}}},
+            {"gemm_efficiency_by_flop", curve_json(d.gemm_efficiency)},
+            {"memory_efficiency_by_bytes", curve_json(d.memory_efficiency)},
+            {"kernel_launch_s", d.kernel_launch_s},
+            {"runtime_reserved_bytes", d.runtime_reserved_bytes}}},
+          {"node",
+           {{"devices_per_node", hw.node.devices_per_node},
+            {"intra_node",
+             {{"topology", to_string(hw.node.topology)},
+              {"bandwidth_bytes_per_s", hw.node.intra.bandwidth_Bps},
+              {"latency_s", hw.node.intra.latency_s},
+              {"efficiency", hw.node.intra.efficiency}}}}},
+          {"network",
+           {{"bandwidth_bytes_per_s", hw.network.bandwidth_Bps},
+            {"latency_s", hw.network.latency_s},
+            {"efficiency", hw.network.efficiency}}},
+          {"host",
+           {{"memory_bytes", hw.host.memory_bytes},
+            {"memory_bandwidth_bytes_per_s", hw.host.memory_bandwidth_Bps},
+            {"link_bandwidth_bytes_per_s", hw.host.link_bandwidth_Bps},
+            {"cpu_cores", hw.host.cpu_cores}}},
+          {"price", {{"usd_per_hour", hw.price.usd_per_hour}, {"as_of", hw.price.as_of}, {"note", hw.price.note}}}};
+}
+
 HardwareProfile load_hardware_file(const std::string& path) {
   std::set<std::string> seen;
   nlohmann::json j = resolve_json(path, seen);

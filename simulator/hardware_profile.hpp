@@ -4,6 +4,7 @@
 // `shardrun profile`; both use the same schema (hardware_profiles/SCHEMA.md). All members are
 // SI: bytes, bytes/s, seconds, FLOP/s.
 #include <array>
+#include <nlohmann/json.hpp>
 #include <string>
 #include <vector>
 
@@ -79,5 +80,10 @@ HardwareProfile load_hardware_file(const std::string& path);
 // A built-in profile name (hardware_profiles/<name>.json) or a path.
 HardwareProfile load_hardware(const std::string& name_or_path);
 std::vector<std::string> builtin_hardware_names();
+
+// A resolved profile (no "base") from parsed JSON, e.g. embedded in a plan.
+HardwareProfile hardware_from_json(const nlohmann::json& j, const std::string& source);
+// The resolved profile in the same schema (SI unit keys); hardware_from_json inverts it.
+nlohmann::json to_json(const HardwareProfile& hw);
 
 }  // namespace shardplan::simulator

@@ -229,19 +229,51 @@ ModelSpec parse_card(const nlohmann::json& j, const JsonContext& ctx) {
 
 }  // namespace
 
-ModelSpec load_model_file(const std::string& path) {
-  nlohmann::json j = read_json_file(path);
-  JsonContext ctx{path, ""};
-  if (!j.is_object()) throw InputError(path + ": expected a JSON object (a model card or a config.json)");
+ModelSpec model_from_json(const nlohmann::json& j, const std::string& source) {
+  JsonContext ctx{source, ""};
+  if (!j.is_object()) throw InputError(source + ": expected a JSON object (a model card or a config.json)");
   ModelSpec m;
   if (j.contains("model_type") || j.contains("architectures")) {
     m = parse_hf_config(j, ctx);
-    if (m.name.empty()) m.name = std::filesystem::path(path).stem().string();
+    if (m.name.empty()) m.name = std::filesystem::path(source).stem().string();
   } else {
     m = parse_card(j, ctx);
   }
-  validate_model(m, path);
+  validate_model(m, source);
   return m;
+}
+
+ModelSpec load_model_file(const std::string& path) { return model_from_json(read_json_file(path), path); }
+
+nlohmann::json to_card_json(const ModelSpec& m) {
+  return {{"schema", "shardplan.model/1"},
+          {"name", m.name},
+          {"family", m.family},
+          {"kind", m.kind == ModelKind::encoder ? "encoder" : "decoder"},
+          {"num_layers", m.num_layers},
+          {"hidden_size", m.hidden},
+          {"num_attention_heads", m.num_heads},
+          {"num_key_value_heads", m.num_kv_heads},
+          {"head_dim", m.head_dim},
+          {"ffn_hidden_size", m.ffn_hidden},
+          {"ffn_kind", m.ffn_kind == FfnKind::swiglu ? "swiglu" : "gelu"},
+          {"vocab_size", m.vocab_size},
+          {"max_position_embeddings", m.max_positions},
+          {"norm", m.norm_kind == NormKind::rmsnorm ? "rmsnorm" : "layernorm"},
+          {"positional", m.positional == PositionalKind::rotary ? "rotary" : "learned"},
+          {"rotary_dim", m.rotary_dim},
+          {"tied_embeddings", m.tied_embeddings},
+          {"bias", {{"qkv", m.qkv_bias}, {"out_proj", m.out_proj_bias}, {"mlp", m.mlp_bias}, {"lm_head", m.lm_head_bias}}},
+          {"fused_qkv", m.fused_qkv},
+          {"parallel_residual", m.parallel_residual},
+          {"norms_per_layer", m.norms_per_layer},
+          {"final_norm", m.final_norm},
+          {"embedding_norm", m.embedding_norm},
+          {"type_vocab_size", m.type_vocab_size},
+          {"mlm_head", m.mlm_head},
+          {"pooler", m.pooler},
+          {"nsp_head", m.nsp_head},
+          {"dropout", {{"attention", m.attention_dropout}, {"hidden", m.hidden_dropout}}}};
 }
 
 ModelSpec load_model(const std::string& name_or_path) {

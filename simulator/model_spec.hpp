@@ -3,6 +3,7 @@
 // (models/<name>.json) or from a Hugging Face config.json. The simulator and the executor
 // read the same cards: one source of truth for shapes.
 #include <cstdint>
+#include <nlohmann/json.hpp>
 #include <string>
 #include <vector>
 
@@ -107,6 +108,10 @@ void validate_model(const ModelSpec& m, const std::string& source);
 // Load a model card (our schema) or a Hugging Face config.json (detected by "model_type" /
 // field names). Errors name the file and the field.
 ModelSpec load_model_file(const std::string& path);
+// The same from an already-parsed JSON object; `source` names it in error messages.
+ModelSpec model_from_json(const nlohmann::json& j, const std::string& source);
+// The card (our schema) describing `m`; model_from_json(to_card_json(m)) == m.
+nlohmann::json to_card_json(const ModelSpec& m);
 // `name_or_path`: a built-in card name (models/<name>.json) or a path to a JSON file.
 ModelSpec load_model(const std::string& name_or_path);
 // Built-in card names, sorted.

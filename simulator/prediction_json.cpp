@@ -1,5 +1,8 @@
 #include "prediction_json.hpp"
 
+#include "errors.hpp"
+#include "json_fields.hpp"
+
 namespace shardplan::simulator {
 
 const char* version() { return SHARDPLAN_VERSION; }
@@ -31,6 +34,73 @@ nlohmann::json to_json(const ParallelConfig& c) {
   else
     j["lora"] = nullptr;
   return j;
+}
+
+namespace {
+
+template <typename E>
+E enum_field(const nlohmann::json& j, const char* key, const JsonContext& ctx,
+             std::initializer_list<std::pair<const char*, E>> options, E fallback) {
+  const std::string v = get_string_or(j, key, "", ctx);
+  if (v.empty()) return fallback;
+  std::string names;
+  for (const auto& [name, value] : options) {
+    if (v == name) return value;
+    names += (names.empty() ? "" : " or ") + std::string(name);
+  }
+  ctx.fail(key, names);
+}
+
+}  // namespace
+
+ParallelConfig config_from_json(const nlohmann::json& j, const std::string& source) {
+  const JsonContext ctx{source, "config"};
+  if (!j.is_object()) throw InputError(source + ": field 'config': expected an object");
+  ParallelConfig c;
+  c.tp = static_cast<int>(get_positive_int(j, "tensor_parallel", ctx));
+  c.pp = static_cast<int>(get_positive_int(j, "pipeline_parallel", ctx));
+  c.dp = static_cast<int>(get_positive_int(j, "data_parallel", ctx));
+  c.zero_stage = static_cast<int>(get_int_or(j, "zero_stage", 0, ctx));
+  c.sharding_degree = static_cast<int>(get_int_or(j, "sharding_degree", 0, ctx));
+  c.micro_batch_size = static_cast<int>(get_positive_int(j, "micro_batch_size", ctx));
+  c.global_batch_size = static_cast<int>(get_int_or(j, "global_batch_size", 0, ctx));
+  c.seq_len = static_cast<int>(get_positive_int(j, "seq_len", ctx));
+  c.schedule = enum_field(j, "pipeline_schedule", ctx,
+                          {{"gpipe", PipelineSchedule::gpipe}, {"1f1b", PipelineSchedule::one_f_one_b},
+                           {"interleaved", PipelineSchedule::interleaved}},
+                          PipelineSchedule::one_f_one_b);
+  c.virtual_stages = static_cast<int>(get_int_or(j, "virtual_stages", 1, ctx));
+  c.recompute = enum_field(j, "recompute", ctx,
+                           {{"none", Recompute::none}, {"selective", Recompute::selective}, {"full", Recompute::full}},
+                           Recompute::none);
+  c.sequence_parallel = get_bool_or(j, "sequence_parallel", false, ctx);
+  c.offload_activations = get_bool_or(j, "offload_activations", false, ctx);
+  c.offload_optimizer = get_bool_or(j, "offload_optimizer", false, ctx);
+  c.precision = enum_field(j, "precision", ctx,
+                           {{"bf16", Precision::bf16}, {"fp16", Precision::fp16}, {"fp32", Precision::fp32}},
+                           Precision::bf16);
+  c.rank_order = get_string_or(j, "rank_order", "tp-dp-pp", ctx);
+  c.memory_headroom = get_number_or(j, "memory_headroom_fraction", 0.05, ctx);
+  if (auto it = j.find("partition"); it != j.end() && !it->is_null()) {
+    if (!it->is_array()) ctx.fail("partition", "an array of layer counts");
+    for (const auto& v : *it) {
+      if (!v.is_number_integer()) ctx.fail("partition", "an array of integer layer counts");
+      c.partition.push_back(v.get<int>());
+    }
+  }
+  if (auto it = j.find("lora"); it != j.end() && !it->is_null()) {
+    const JsonContext lctx = ctx.child("lora");
+    c.lora.rank = static_cast<int>(get_positive_int(*it, "rank", lctx));
+    c.lora.alpha = get_number_or(*it, "alpha", 16.0, lctx);
+    c.lora.dropout = get_number_or(*it, "dropout", 0.0, lctx);
+    const auto& t = require(*it, "targets", lctx);
+    if (!t.is_array()) lctx.fail("targets", "an array of module names");
+    for (const auto& v : t) {
+      if (!v.is_string()) lctx.fail("targets", "an array of module names");
+      c.lora.targets.push_back(v.get<std::string>());
+    }
+  }
+  return c;
 }
 
 nlohmann::json to_json(const MemoryBreakdown& m) {

@@ -8,6 +8,9 @@
 namespace shardplan::simulator {
 
 nlohmann::json to_json(const ParallelConfig& cfg);
+// Inverse of to_json(ParallelConfig); errors name `source` and the field. Not validated
+// against a model/cluster here (validate_config does that).
+ParallelConfig config_from_json(const nlohmann::json& j, const std::string& source);
 nlohmann::json to_json(const MemoryBreakdown& m);
 // `with_events`: include the pipeline event trace (stage, chunk, micro-batch, F/B, start, end).
 nlohmann::json to_json(const Prediction& p, bool with_events = false);
