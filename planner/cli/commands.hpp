@@ -9,6 +9,7 @@ namespace shardplan::cli {
 using Run = std::function<int()>;
 
 Run add_simulate_command(CLI::App& app);
+Run add_plan_command(CLI::App& app);
 Run add_models_command(CLI::App& app);
 Run add_hardware_command(CLI::App& app);
 

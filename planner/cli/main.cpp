@@ -12,6 +12,7 @@ int main(int argc, char** argv) {
   app.set_version_flag("--version", shardplan::simulator::version());
   app.require_subcommand(1);
   std::map<std::string, shardplan::cli::Run> runs;
+  runs["plan"] = shardplan::cli::add_plan_command(app);
   runs["simulate"] = shardplan::cli::add_simulate_command(app);
   runs["models"] = shardplan::cli::add_models_command(app);
   runs["hardware"] = shardplan::cli::add_hardware_command(app);

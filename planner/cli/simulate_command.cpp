@@ -4,6 +4,7 @@
 #include <optional>
 #include <sstream>
 
+#include "cli_parse.hpp"
 #include "commands.hpp"
 #include "report.hpp"
 #include "simulator/errors.hpp"
@@ -31,15 +32,6 @@ struct SimulateOptions {
   double train_tokens = 0, dataset_tokens = 0, epochs = 1;
   bool json = false, trace = false;
 };
-
-std::vector<std::string> split_list(const std::string& s) {
-  std::vector<std::string> out;
-  std::stringstream ss(s);
-  std::string item;
-  while (std::getline(ss, item, ','))
-    if (!item.empty()) out.push_back(item);
-  return out;
-}
 
 std::vector<int> parse_partition(const std::string& s) {
   std::vector<int> out;

@@ -1,0 +1,31 @@
+#pragma once
+// Parsing of list-valued flags and configuration specs, and the search report.
+#include <nlohmann/json.hpp>
+#include <optional>
+#include <ostream>
+#include <string>
+#include <utility>
+#include <vector>
+
+#include "planner/search.hpp"
+
+namespace shardplan::cli {
+
+std::vector<std::string> split_list(const std::string& s);
+// "16", "8,16,64" or (allow_range) "8-64" = powers of two from 8 to 64. Throws InputError.
+std::vector<int> parse_int_list(const std::string& flag, const std::string& s, bool allow_range);
+std::vector<simulator::PipelineSchedule> parse_schedules(const std::string& s);
+std::vector<simulator::Recompute> parse_recomputes(const std::string& s);
+std::vector<simulator::Precision> parse_precisions(const std::string& s);
+
+// "nodes=1,tp=8,pp=1,zero=1,mbs=2,gbs=64,schedule=1f1b,v=2,recompute=full,sp,offload-optimizer,
+// offload-activations,shard=4,precision=bf16": unspecified fields come from the search space.
+std::pair<simulator::ClusterSpec, simulator::ParallelConfig> parse_config_spec(
+    const std::string& spec, const simulator::ModelSpec& model, const simulator::HardwareProfile& hw,
+    const planner::SearchSpace& space, const planner::Constraints& constraints);
+
+nlohmann::json search_json(const planner::SearchResult& r, const std::optional<std::string>& why);
+void print_search(std::ostream& out, const simulator::ModelSpec& model, const planner::SearchResult& r,
+                  const planner::SearchOptions& o, const std::optional<std::string>& why, const std::string& out_path);
+
+}  // namespace shardplan::cli

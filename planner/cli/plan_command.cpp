@@ -1,0 +1,175 @@
+// `shardplan plan`: search the configuration space, rank, explain, export the best as a plan.
+#include <csignal>
+#include <cstdio>
+#include <iostream>
+#include <optional>
+#include <sstream>
+#include <unistd.h>
+
+#include "cli_parse.hpp"
+#include "commands.hpp"
+#include "planner/plan.hpp"
+#include "planner/search.hpp"
+#include "simulator/errors.hpp"
+#include "simulator/prediction_json.hpp"
+
+namespace shardplan::cli {
+
+namespace sim = shardplan::simulator;
+namespace pl = shardplan::planner;
+
+namespace {
+
+std::atomic<bool> g_interrupted{false};
+extern "C" void on_sigint(int) { g_interrupted.store(true); }
+
+struct PlanOptions {
+  std::string model, hardware, nodes = "1", global_batch = "0", micro_batches = "1,2,4,8";
+  std::string zero_stages = "0,1,2,3", schedules = "1f1b,gpipe,interleaved", recomputes = "none,selective,full";
+  std::string precisions = "bf16", virtual_stages = "2,3,4";
+  int devices_per_node = 0, seq_len = 2048, top = 10, threads = 0, max_nodes = 0, max_tp = 0;
+  bool no_mics = false, no_offload = false, no_sp = false, tp_across_nodes = false, json = false, quiet = false;
+  int lora_rank = 0;
+  double lora_alpha = 16, lora_dropout = 0, headroom = 0.05, max_usd = 0, train_tokens = 0, dataset_tokens = 0,
+         epochs = 1;
+  std::string lora_targets, objective = "throughput", require, forbid, out, why, rank_order = "tp-dp-pp";
+};
+
+void add_options(CLI::App* cmd, PlanOptions& o) {
+  cmd->add_option("--model", o.model, "Built-in model, model card or Hugging Face config.json")->required();
+  cmd->add_option("--hardware", o.hardware, "Built-in profile or profile JSON")->required();
+  cmd->add_option("--nodes", o.nodes, "Node counts to consider: 16, 8,16,64 or 8-64 (powers of two)");
+  cmd->add_option("--devices-per-node", o.devices_per_node, "Override the profile's devices per node");
+  cmd->add_option("--global-batch-size", o.global_batch, "Sequences per step (list allowed)");
+  cmd->add_option("--seq-len", o.seq_len, "Sequence length");
+  cmd->add_option("--micro-batch-sizes", o.micro_batches, "Micro-batch sizes to try");
+  cmd->add_option("--zero-stages", o.zero_stages, "ZeRO stages to try");
+  cmd->add_option("--schedules", o.schedules, "Pipeline schedules to try (gpipe,1f1b,interleaved)");
+  cmd->add_option("--virtual-stages", o.virtual_stages, "Model chunks per stage for interleaved");
+  cmd->add_option("--recompute", o.recomputes, "Recompute modes to try (none,selective,full)");
+  cmd->add_option("--precision", o.precisions, "Precisions to try (bf16,fp16,fp32)");
+  cmd->add_flag("--no-mics", o.no_mics, "Only shard over the whole data-parallel group");
+  cmd->add_flag("--no-offload", o.no_offload, "Do not consider optimizer/activation offload");
+  cmd->add_flag("--no-sequence-parallel", o.no_sp, "Do not consider sequence parallelism");
+  cmd->add_option("--lora-rank", o.lora_rank, "LoRA rank (fixed; 0 = full training)");
+  cmd->add_option("--lora-alpha", o.lora_alpha, "LoRA alpha");
+  cmd->add_option("--lora-dropout", o.lora_dropout, "LoRA dropout");
+  cmd->add_option("--lora-targets", o.lora_targets, "LoRA target modules, comma-separated");
+  cmd->add_option("--objective", o.objective, "What to optimise")
+      ->check(CLI::IsMember({"throughput", "time", "cost", "memory"}));
+  cmd->add_option("--train-tokens", o.train_tokens, "Tokens to train on (time and cost to train)");
+  cmd->add_option("--dataset-tokens", o.dataset_tokens, "Dataset size in tokens (with --epochs)");
+  cmd->add_option("--epochs", o.epochs, "Epochs over --dataset-tokens");
+  cmd->add_option("--max-nodes", o.max_nodes, "Constraint: at most this many nodes");
+  cmd->add_option("--max-usd-per-hour", o.max_usd, "Constraint: cluster price per hour");
+  cmd->add_option("--max-tp", o.max_tp, "Constraint: largest tensor-parallel degree");
+  cmd->add_flag("--tp-across-nodes", o.tp_across_nodes, "Allow tensor parallelism across nodes");
+  cmd->add_option("--headroom", o.headroom, "Fraction of device memory kept free");
+  cmd->add_option("--require", o.require, "Features every plan must use (pp,tp,zero,zero3,mics,offload,recompute,sp,interleaved)");
+  cmd->add_option("--forbid", o.forbid, "Features no plan may use");
+  cmd->add_option("--rank-order", o.rank_order, "Rank layout, fastest-varying first");
+  cmd->add_option("--top", o.top, "How many plans to show")->check(CLI::PositiveNumber);
+  cmd->add_option("--threads", o.threads, "Worker threads (0 = all cores)");
+  cmd->add_option("--out", o.out, "Write the best plan (JSON) here");
+  cmd->add_option("--why", o.why, "Explain why a configuration is not the plan, e.g. tp=8,pp=1,zero=1,mbs=2");
+  cmd->add_flag("--json", o.json, "Print one JSON object");
+  cmd->add_flag("--quiet", o.quiet, "No progress bar");
+}
+
+pl::SearchSpace make_space(const PlanOptions& o) {
+  pl::SearchSpace s;
+  s.node_counts = parse_int_list("--nodes", o.nodes, true);
+  s.devices_per_node = o.devices_per_node;
+  s.global_batch_sizes = parse_int_list("--global-batch-size", o.global_batch, false);
+  s.seq_len = o.seq_len;
+  s.micro_batch_sizes = parse_int_list("--micro-batch-sizes", o.micro_batches, false);
+  s.zero_stages = parse_int_list("--zero-stages", o.zero_stages, false);
+  s.schedules = parse_schedules(o.schedules);
+  s.virtual_stages = parse_int_list("--virtual-stages", o.virtual_stages, false);
+  s.recomputes = parse_recomputes(o.recomputes);
+  s.precisions = parse_precisions(o.precisions);
+  s.mics = !o.no_mics;
+  if (o.no_offload) s.offload_optimizer = s.offload_activations = {false};
+  if (o.no_sp) s.sequence_parallel = {false};
+  s.lora.rank = o.lora_rank;
+  s.lora.alpha = o.lora_alpha;
+  s.lora.dropout = o.lora_dropout;
+  s.lora.targets = split_list(o.lora_targets);
+  s.rank_order = o.rank_order;
+  return s;
+}
+
+pl::Constraints make_constraints(const PlanOptions& o) {
+  pl::Constraints c;
+  c.max_nodes = o.max_nodes;
+  c.max_usd_per_hour = o.max_usd;
+  c.max_tp = o.max_tp;
+  c.tp_across_nodes = o.tp_across_nodes;
+  c.memory_headroom = o.headroom;
+  c.require = split_list(o.require);
+  c.forbid = split_list(o.forbid);
+  return c;
+}
+
+pl::Objective objective_of(const std::string& s) {
+  if (s == "time") return pl::Objective::time_to_train;
+  if (s == "cost") return pl::Objective::cost;
+  if (s == "memory") return pl::Objective::memory;
+  return pl::Objective::throughput;
+}
+
+nlohmann::json search_settings(const PlanOptions& o) {
+  return {{"nodes", o.nodes}, {"global_batch_size", o.global_batch}, {"seq_len", o.seq_len},
+          {"micro_batch_sizes", o.micro_batches}, {"zero_stages", o.zero_stages}, {"schedules", o.schedules},
+          {"recompute", o.recomputes}, {"precision", o.precisions}, {"objective", o.objective},
+          {"max_nodes", o.max_nodes}, {"max_usd_per_hour", o.max_usd}, {"max_tp", o.max_tp},
+          {"require", o.require}, {"forbid", o.forbid}, {"headroom", o.headroom}};
+}
+
+int run_plan(const PlanOptions& o) {
+  const sim::ModelSpec model = sim::load_model(o.model);
+  const sim::HardwareProfile hw = sim::load_hardware(o.hardware);
+  pl::SearchSpace space = make_space(o);
+  if (space.lora.enabled() || !space.lora.targets.empty()) {
+    sim::ParallelConfig probe;
+    probe.lora = space.lora;
+    (void)sim::resolve_lora_targets(model, probe.lora.targets);
+    if (!space.lora.enabled()) throw sim::InputError("--lora-targets: needs --lora-rank > 0");
+  }
+  const pl::Constraints constraints = make_constraints(o);
+  pl::SearchOptions opts;
+  opts.objective = objective_of(o.objective);
+  opts.train_tokens = o.train_tokens > 0 ? o.train_tokens : o.dataset_tokens * o.epochs;
+  opts.top_k = o.top;
+  opts.threads = o.threads;
+  opts.progress = !o.quiet && !o.json && ::isatty(STDERR_FILENO);
+  opts.cancel = &g_interrupted;
+  std::signal(SIGINT, on_sigint);
+  const pl::SearchResult r = pl::search(model, hw, space, constraints, opts);
+  std::signal(SIGINT, SIG_DFL);
+  std::optional<std::string> why;
+  if (!o.why.empty()) {
+    auto [cluster, cfg] = parse_config_spec(o.why, model, hw, space, constraints);
+    why = pl::why_not(model, cluster, cfg, r, constraints, opts.objective);
+  }
+  if (!o.out.empty() && !r.ranked.empty()) {
+    pl::Plan plan{sim::version(), model, r.ranked.front().candidate.cluster, r.ranked.front().candidate.config,
+                  r.ranked.front().prediction, search_settings(o)};
+    pl::save_plan(plan, o.out);
+  }
+  if (o.json) std::cout << search_json(r, why).dump(2) << "\n";
+  else print_search(std::cout, model, r, opts, why, o.out);
+  if (r.ranked.empty()) return 1;
+  return 0;
+}
+
+}  // namespace
+
+Run add_plan_command(CLI::App& app) {
+  auto* cmd = app.add_subcommand("plan", "Search all configurations; rank, explain and export the best");
+  auto o = std::make_shared<PlanOptions>();
+  add_options(cmd, *o);
+  return [o]() { return run_plan(*o); };
+}
+
+}  // namespace shardplan::cli

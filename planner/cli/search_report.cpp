@@ -1,0 +1,99 @@
+// Human and JSON output of `shardplan plan`.
+#include <algorithm>
+#include <cstdio>
+
+#include "cli_parse.hpp"
+#include "simulator/evaluator.hpp"
+#include "simulator/prediction_json.hpp"
+
+namespace shardplan::cli {
+
+namespace sim = shardplan::simulator;
+namespace pl = shardplan::planner;
+
+namespace {
+
+std::string f(const char* fmt, double v) {
+  char buf[64];
+  std::snprintf(buf, sizeof buf, fmt, v);
+  return buf;
+}
+
+std::string days_or_hours(double s) { return s >= 2 * 86400 ? f("%.1f d", s / 86400) : f("%.1f h", s / 3600); }
+
+}  // namespace
+
+nlohmann::json search_json(const pl::SearchResult& r, const std::optional<std::string>& why) {
+  nlohmann::json j;
+  j["shardplan_version"] = sim::version();
+  j["ranked"] = nlohmann::json::array();
+  for (const auto& x : r.ranked) {
+    nlohmann::json e = sim::to_json(x.prediction, false);
+    e["config"] = sim::to_json(x.candidate.config);
+    e["nodes"] = x.candidate.cluster.nodes;
+    e["description"] = x.candidate.key;
+    e["score"] = x.score;
+    e["usd_per_token"] = x.candidate.usd_per_token;
+    j["ranked"].push_back(std::move(e));
+  }
+  j["pareto"] = nlohmann::json::array();
+  for (const auto& c : r.pareto)
+    j["pareto"].push_back({{"description", c.key},
+                           {"nodes", c.cluster.nodes},
+                           {"config", sim::to_json(c.config)},
+                           {"step_seconds", c.estimate.step_s},
+                           {"tokens_per_second", c.estimate.tokens_per_s},
+                           {"usd_per_token", c.usd_per_token},
+                           {"worst_memory_bytes", c.estimate.worst_memory_bytes}});
+  j["rejected"] = nlohmann::json::array();
+  for (const auto& g : r.rejected)
+    j["rejected"].push_back({{"region", g.region}, {"evaluated", g.evaluated}, {"reason", g.reason}});
+  j["stats"] = {{"evaluated", r.evaluated}, {"pruned", r.pruned}, {"considered", r.considered},
+                {"seconds", r.seconds}, {"interrupted", r.interrupted}};
+  if (why) j["why_not"] = *why;
+  return j;
+}
+
+void print_search(std::ostream& out, const sim::ModelSpec& model, const pl::SearchResult& r,
+                  const pl::SearchOptions& o, const std::optional<std::string>& why, const std::string& out_path) {
+  out << "shardplan plan: " << model.name << ", objective " << pl::to_string(o.objective) << "\n";
+  out << "considered " << r.considered << " configurations (" << r.evaluated << " evaluated, " << r.pruned
+      << " pruned by the model-state bound) in " << f("%.2f", r.seconds) << " s"
+      << (r.interrupted ? " -- interrupted, best so far" : "") << "\n\n";
+  if (r.ranked.empty()) {
+    out << "no configuration fits the constraints\n";
+  } else {
+    out << " #  tokens/s     step   mem/dev   MFU   USD/h";
+    if (o.train_tokens > 0) out << "   train    cost";
+    out << "  configuration\n";
+    int i = 1;
+    for (const auto& x : r.ranked) {
+      const auto& p = x.prediction;
+      out << f("%2.0f", i++) << f("%10.0f", p.tokens_per_s) << f("%8.2fs", p.time.step_s)
+          << f("%7.1fGiB", p.worst.total() / (1024.0 * 1024 * 1024)) << f("%5.1f%%", 100 * p.mfu)
+          << f("%8.2f", p.price_usd_per_hour);
+      if (o.train_tokens > 0 && p.train_time_s)
+        out << std::string(std::max<std::size_t>(0, 8 - std::min<std::size_t>(8, days_or_hours(*p.train_time_s).size())), ' ')
+            << days_or_hours(*p.train_time_s)
+            << (p.train_cost_usd ? f("%8.0f", *p.train_cost_usd) : std::string("       -"));
+      out << "  " << x.candidate.key << "\n";
+    }
+  }
+  if (!r.pareto.empty()) {
+    out << "\nPareto front (time per token, cost per token, memory): " << r.pareto.size() << " configurations\n";
+    const std::size_t show = std::min<std::size_t>(r.pareto.size(), 5);
+    for (std::size_t i = 0; i < show; ++i) {
+      const auto& c = r.pareto[i];
+      out << "  " << f("%10.0f tok/s", c.estimate.tokens_per_s) << f("  %6.1f GiB", c.estimate.worst_memory_bytes / (1024.0 * 1024 * 1024))
+          << "  " << c.key << "\n";
+    }
+  }
+  if (!r.rejected.empty()) {
+    out << "\nwhy not:\n";
+    for (const auto& g : r.rejected) out << "  " << g.reason << "\n";
+  }
+  if (why) out << "\nwhy not " << *why << "\n";
+  if (!out_path.empty() && !r.ranked.empty()) out << "\nplan written to " << out_path << "\n";
+}
+
+}  // namespace shardplan::cli

@@ -1,0 +1,52 @@
+#include "plan.hpp"
+
+#include "simulator/errors.hpp"
+#include "simulator/evaluator.hpp"
+#include "simulator/json_fields.hpp"
+#include "simulator/prediction_json.hpp"
+
+namespace shardplan::planner {
+
+namespace sim = shardplan::simulator;
+
+nlohmann::json to_json(const Plan& p) {
+  nlohmann::json j;
+  j["schema"] = kPlanSchema;
+  j["shardplan_version"] = p.shardplan_version.empty() ? sim::version() : p.shardplan_version;
+  j["model"] = sim::to_card_json(p.model);
+  j["cluster"] = {{"nodes", p.cluster.nodes},
+                  {"devices_per_node", p.cluster.per_node()},
+                  {"hardware", sim::to_json(p.cluster.hardware)}};
+  j["config"] = sim::to_json(p.config);
+  j["rank_layout"] = {{"order", p.config.rank_order}, {"tp", p.config.tp}, {"dp", p.config.dp}, {"pp", p.config.pp}};
+  j["prediction"] = sim::to_json(p.prediction, false);
+  j["search"] = p.search.is_null() ? nlohmann::json::object() : p.search;
+  return j;
+}
+
+Plan plan_from_json(const nlohmann::json& j, const std::string& source) {
+  const sim::JsonContext ctx{source, ""};
+  if (!j.is_object()) throw sim::InputError(source + ": expected a JSON object (a shardplan plan)");
+  const std::string schema = sim::get_string(j, "schema", ctx);
+  if (schema != kPlanSchema) ctx.fail("schema", std::string("\"") + kPlanSchema + "\" (got \"" + schema + "\")");
+  Plan p;
+  p.shardplan_version = sim::get_string_or(j, "shardplan_version", "", ctx);
+  p.model = sim::model_from_json(sim::require(j, "model", ctx), source + " (model)");
+  const auto& cl = sim::require(j, "cluster", ctx);
+  const sim::JsonContext cctx = ctx.child("cluster");
+  p.cluster.hardware = sim::hardware_from_json(sim::require(cl, "hardware", cctx), source + " (cluster.hardware)");
+  p.cluster.nodes = static_cast<int>(sim::get_positive_int(cl, "nodes", cctx));
+  p.cluster.devices_per_node = static_cast<int>(sim::get_int_or(cl, "devices_per_node", 0, cctx));
+  p.config = sim::config_from_json(sim::require(j, "config", ctx), source);
+  p.search = j.value("search", nlohmann::json::object());
+  p.prediction = sim::simulate(p.model, p.cluster, p.config);
+  return p;
+}
+
+Plan load_plan(const std::string& path) { return plan_from_json(sim::read_json_file(path), path); }
+
+void save_plan(const Plan& plan, const std::string& path) {
+  sim::write_file_atomically(path, to_json(plan).dump(2) + "\n");
+}
+
+}  // namespace shardplan::planner

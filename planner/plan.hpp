@@ -1,0 +1,36 @@
+#pragma once
+// Plan: the versioned, self-contained output of `shardplan plan` — what the executor runs and
+// what `explain` / `simulate --plan` / the launch exporters read.
+#include <nlohmann/json.hpp>
+#include <string>
+
+#include "simulator/model_spec.hpp"
+#include "simulator/parallel_config.hpp"
+#include "simulator/prediction.hpp"
+
+namespace shardplan::planner {
+
+inline constexpr const char* kPlanSchema = "shardplan.plan/1";
+
+struct Plan {
+  std::string shardplan_version;
+  simulator::ModelSpec model;         // embedded as a model card
+  simulator::ClusterSpec cluster;     // resolved hardware profile + nodes
+  simulator::ParallelConfig config;   // incl. partition and rank order
+  simulator::Prediction prediction;   // what the simulator expects
+  nlohmann::json search;              // the search settings that chose it (informational)
+};
+
+// JSON: {"schema", "shardplan_version", "model": card, "cluster": {"nodes", "devices_per_node",
+// "hardware": resolved profile}, "config": ParallelConfig, "rank_layout": {"order", "tp", "dp",
+// "pp"}, "prediction": Prediction JSON (summary, no events), "search": {...}}.
+nlohmann::json to_json(const Plan& plan);
+// Reads a plan; errors name `source` and the field. The prediction is re-simulated from the
+// embedded model, cluster and config (the stored one is informational), so a plan can never
+// carry figures that disagree with the code reading it.
+Plan plan_from_json(const nlohmann::json& j, const std::string& source);
+Plan load_plan(const std::string& path);
+// Atomic write (temp + rename).
+void save_plan(const Plan& plan, const std::string& path);
+
+}  // namespace shardplan::planner

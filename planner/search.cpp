@@ -1,0 +1,245 @@
+// Enumeration, screening and threading of the configuration search.
+// Legend: D devices, L layers, tp/pp/dp degrees, z ZeRO stage, N sharding group, m micro-batches.
+#include "search.hpp"
+
+#include <algorithm>
+#include <chrono>
+#include <cstdio>
+#include <map>
+#include <mutex>
+#include <thread>
+#include <unistd.h>
+
+#include "search_point.hpp"
+#include "search_result.hpp"
+#include "simulator/errors.hpp"
+
+namespace shardplan::planner {
+
+namespace sim = shardplan::simulator;
+using detail::Point;
+using detail::PointKey;
+
+namespace {
+
+// The outer loop: everything the model-state lower bound depends on.
+struct Block {
+  int node_index = 0, nodes = 0;
+  int tp = 1, pp = 1, dp = 1, zero = 0, shard = 1, gbs = 0;
+  sim::Precision precision = sim::Precision::bf16;
+  bool offload_optimizer = false;
+};
+
+std::vector<int> divisors(int n) {
+  std::vector<int> d;
+  for (int i = 1; i <= n; ++i)
+    if (n % i == 0) d.push_back(i);
+  return d;
+}
+
+std::vector<Block> enumerate_blocks(const sim::ModelSpec& m, const sim::HardwareProfile& hw, const SearchSpace& sp,
+                                    const Constraints& c) {
+  std::vector<Block> blocks;
+  for (std::size_t ni = 0; ni < sp.node_counts.size(); ++ni) {
+    const int nodes = sp.node_counts[ni];
+    if (c.max_nodes > 0 && nodes > c.max_nodes) continue;
+    const int per_node = sp.devices_per_node > 0 ? sp.devices_per_node : hw.node.devices_per_node;
+    const int D = nodes * per_node;
+    const int max_tp = c.max_tp > 0 ? c.max_tp : (c.tp_across_nodes ? D : per_node);
+    for (int tp = 1; tp <= std::min(max_tp, D); tp *= 2) {
+      if (D % tp || m.num_heads % tp || m.num_kv_heads % tp) continue;
+      for (int pp : divisors(D / tp)) {
+        if (pp > m.num_layers || (!sp.uneven_pipeline && m.num_layers % pp)) continue;
+        const int dp = D / (tp * pp);
+        for (int z : sp.zero_stages) {
+          if (dp == 1 && z > 0) continue;  // nothing to shard
+          std::vector<int> shards{dp};
+          if (z > 0 && sp.mics)
+            for (int s = 2; s < dp; s *= 2)
+              if (dp % s == 0) shards.push_back(s);
+          for (int shard : shards)
+            for (int gbs : sp.global_batch_sizes)
+              for (auto prec : sp.precisions)
+                for (bool off : sp.offload_optimizer) {
+                  if (hw.device.peak(prec) <= 0 || (gbs > 0 && gbs % dp)) continue;
+                  blocks.push_back({static_cast<int>(ni), nodes, tp, pp, dp, z, z > 0 ? shard : dp, gbs, prec, off});
+                }
+        }
+      }
+    }
+  }
+  return blocks;
+}
+
+struct Shared {
+  const sim::ModelSpec* model;
+  const SearchSpace* space;
+  const Constraints* constraints;
+  const SearchOptions* options;
+  const std::vector<sim::Evaluator>* evaluators;
+  const std::vector<Block>* blocks;
+  std::atomic<std::size_t> next{0};
+  std::atomic<long long> evaluated{0}, pruned{0};
+  std::atomic<bool> stopped{false};
+};
+
+double score_of(const sim::Estimate& e, double usd_per_token, Objective o) {
+  switch (o) {
+    case Objective::throughput:
+    case Objective::time_to_train: return 1.0 / e.tokens_per_s;
+    case Objective::cost: return usd_per_token;
+    case Objective::memory: return e.worst_memory_bytes + 1e-3 / e.tokens_per_s;  // tie: faster
+  }
+  return 0;
+}
+
+// Evaluate every inner point of one block; returns false when cancelled.
+bool run_block(Shared& sh, const Block& b, detail::ThreadState& ts) {
+  const auto& sp = *sh.space;
+  const auto& m = *sh.model;
+  const sim::Evaluator& ev = (*sh.evaluators)[b.node_index];
+  sim::ParallelConfig cfg;
+  cfg.tp = b.tp;
+  cfg.pp = b.pp;
+  cfg.dp = b.dp;
+  cfg.zero_stage = b.zero;
+  cfg.sharding_degree = b.shard;
+  cfg.seq_len = sp.seq_len;
+  cfg.precision = b.precision;
+  cfg.offload_optimizer = b.offload_optimizer;
+  cfg.lora = sp.lora;
+  cfg.rank_order = sp.rank_order;
+  cfg.memory_headroom = sh.constraints->memory_headroom;
+  const bool even = m.num_layers % b.pp == 0;
+  if (!even) cfg.partition = detail::uneven_partition(static_cast<int>(m.num_layers), b.pp);
+  const double price = ev.cluster().hardware.price.usd_per_hour * b.nodes;
+  const bool price_ok = sh.constraints->max_usd_per_hour <= 0 || price <= sh.constraints->max_usd_per_hour;
+  detail::BlockTally tally;
+
+  // Model-state lower bound: smallest micro-batch, no activations. If even that does not fit,
+  // no micro-batch, schedule or recompute choice can.
+  cfg.micro_batch_size = sp.micro_batch_sizes.front();
+  cfg.global_batch_size = b.gbs > 0 ? b.gbs : cfg.micro_batch_size * b.dp;
+  const double usable = ev.cluster().hardware.device.memory_bytes * (1.0 - cfg.memory_headroom);
+  const double bound = detail::model_state_lower_bound(ev, cfg);
+  long long inner = 0;
+  for (int mbs : sp.micro_batch_sizes) {
+    const int gbs = b.gbs > 0 ? b.gbs : mbs * b.dp;
+    if (gbs % (mbs * b.dp)) continue;
+    const int micro = gbs / (mbs * b.dp);
+    cfg.micro_batch_size = mbs;
+    cfg.global_batch_size = gbs;
+    for (auto sched : sp.schedules) {
+      const bool inter = sched == sim::PipelineSchedule::interleaved;
+      if (b.pp == 1 && sched != sp.schedules.front()) continue;  // schedules coincide
+      if (inter && (b.pp == 1 || !even || micro % b.pp)) continue;
+      const std::vector<int> one{1};
+      for (int v : inter ? sp.virtual_stages : one) {
+        if (inter && (v < 2 || m.num_layers % (b.pp * v))) continue;
+        cfg.schedule = sched;
+        cfg.virtual_stages = v;
+        for (auto rc : sp.recomputes)
+          for (bool seq_par : sp.sequence_parallel) {
+            if (seq_par && (b.tp == 1 || sp.seq_len % b.tp)) continue;
+            for (bool off_act : sp.offload_activations) {
+              cfg.recompute = rc;
+              cfg.sequence_parallel = seq_par;
+              cfg.offload_activations = off_act;
+              ++inner;
+              if (bound > usable) continue;
+              Point pt;
+              pt.node_index = b.node_index;
+              pt.key = detail::key_of(cfg, b.nodes);
+              pt.estimate = ev.estimate(cfg);
+              pt.time_per_token = 1.0 / pt.estimate.tokens_per_s;
+              pt.usd_per_token = price / 3600.0 * pt.time_per_token;
+              pt.score = score_of(pt.estimate, pt.usd_per_token, sh.options->objective);
+              tally.add(pt, price_ok && detail::meets(pt.key, *sh.constraints), usable);
+              if (pt.estimate.fits && price_ok && detail::meets(pt.key, *sh.constraints)) ts.offer(pt);
+            }
+          }
+      }
+    }
+  }
+  if (bound > usable) {
+    sh.pruned += inner;
+    tally.pruned(inner, bound - usable, detail::key_of(cfg, b.nodes), b.node_index);
+  } else {
+    sh.evaluated += inner;
+  }
+  ts.record_block(b.nodes, b.tp, b.pp, b.zero, tally, price_ok);
+  return !(sh.options->cancel && sh.options->cancel->load());
+}
+
+void progress_loop(Shared& sh, std::atomic<bool>& done, std::chrono::steady_clock::time_point t0) {
+  bool shown = false;
+  while (!done.load()) {
+    std::this_thread::sleep_for(std::chrono::milliseconds(100));
+    const double secs = std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count();
+    if (secs < 1.0 || done.load()) continue;
+    const double frac = static_cast<double>(std::min(sh.next.load(), sh.blocks->size())) / sh.blocks->size();
+    const int filled = static_cast<int>(frac * 30);
+    std::fprintf(stderr, "\rsearch [%-30s] %3.0f%%  %lld evaluated  %.1f s", std::string(filled, '#').c_str(),
+                 100 * frac, sh.evaluated.load() + sh.pruned.load(), secs);
+    shown = true;
+  }
+  if (shown) std::fprintf(stderr, "\n");
+}
+
+}  // namespace
+
+const char* to_string(Objective o) {
+  switch (o) {
+    case Objective::throughput: return "throughput";
+    case Objective::time_to_train: return "time";
+    case Objective::cost: return "cost";
+    case Objective::memory: return "memory";
+  }
+  return "?";
+}
+
+SearchResult search(const sim::ModelSpec& model, const sim::HardwareProfile& hw, const SearchSpace& space,
+                    const Constraints& constraints, const SearchOptions& options) {
+  if (space.node_counts.empty()) throw sim::InputError("--nodes: expected at least one node count");
+  if (space.micro_batch_sizes.empty()) throw sim::InputError("--micro-batch-sizes: expected at least one size");
+  for (const auto& f : constraints.require)
+    if (!detail::known_feature(f)) throw sim::InputError("--require: unknown feature '" + f + "' (" + detail::feature_list() + ")");
+  for (const auto& f : constraints.forbid)
+    if (!detail::known_feature(f)) throw sim::InputError("--forbid: unknown feature '" + f + "' (" + detail::feature_list() + ")");
+  const auto t0 = std::chrono::steady_clock::now();
+  std::vector<sim::Evaluator> evaluators;
+  for (int nodes : space.node_counts) {
+    if (nodes < 1) throw sim::InputError("--nodes: expected node counts >= 1");
+    evaluators.emplace_back(model, sim::ClusterSpec{hw, nodes, space.devices_per_node}, space.lora);
+  }
+  const std::vector<Block> blocks = enumerate_blocks(model, hw, space, constraints);
+  Shared sh{&model, &space, &constraints, &options, &evaluators, &blocks};
+  const int threads = options.threads > 0 ? options.threads : std::max(1u, std::thread::hardware_concurrency());
+  std::vector<detail::ThreadState> states(threads, detail::ThreadState(std::max(options.top_k * 4, 32)));
+  std::vector<std::thread> pool;
+  for (int t = 0; t < threads; ++t) {
+    pool.emplace_back([&sh, &blocks, &state = states[t]] {
+      for (std::size_t i = sh.next++; i < blocks.size(); i = sh.next++)
+        if (!run_block(sh, blocks[i], state)) {
+          sh.stopped = true;
+          break;
+        }
+    });
+  }
+  std::atomic<bool> done{false};
+  std::thread bar;
+  if (options.progress) bar = std::thread(progress_loop, std::ref(sh), std::ref(done), t0);
+  for (auto& th : pool) th.join();
+  done = true;
+  if (bar.joinable()) bar.join();
+
+  SearchResult r = detail::finish(model, evaluators, space, constraints, options, states);
+  r.evaluated = sh.evaluated.load();
+  r.pruned = sh.pruned.load();
+  r.considered = r.evaluated + r.pruned;
+  r.interrupted = sh.stopped.load();
+  r.seconds = std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count();
+  return r;
+}
+
+}  // namespace shardplan::planner

@@ -1,0 +1,107 @@
+#pragma once
+// The configuration search: enumerate every valid (tp, pp, dp) x ZeRO/MiCS x micro-batch x
+// schedule x recompute x SP x offload x precision point for each candidate cluster size,
+// screen all with the allocation-free analytical estimate (pruning whole sub-spaces whose
+// model states alone cannot fit), re-score the top K with the full event simulation, rank by
+// the objective, keep the Pareto front of (time, cost, memory) and explain rejected regions.
+// Multi-threaded; results are identical for any thread count.
+#include <atomic>
+#include <functional>
+#include <string>
+#include <vector>
+
+#include "simulator/evaluator.hpp"
+
+namespace shardplan::planner {
+
+enum class Objective { throughput, time_to_train, cost, memory };
+const char* to_string(Objective o);
+
+struct SearchSpace {
+  std::vector<int> node_counts{1};
+  int devices_per_node = 0;                 // 0 = the profile's
+  std::vector<int> global_batch_sizes{0};   // sequences per step; 0 = smallest valid (mbs x dp)
+  int seq_len = 2048;
+  std::vector<int> micro_batch_sizes{1, 2, 4, 8};
+  std::vector<int> zero_stages{0, 1, 2, 3};
+  bool mics = true;                         // also try sharding groups smaller than dp
+  std::vector<simulator::PipelineSchedule> schedules{simulator::PipelineSchedule::one_f_one_b,
+                                                     simulator::PipelineSchedule::gpipe,
+                                                     simulator::PipelineSchedule::interleaved};
+  std::vector<int> virtual_stages{2, 3, 4};
+  std::vector<simulator::Recompute> recomputes{simulator::Recompute::none, simulator::Recompute::selective,
+                                               simulator::Recompute::full};
+  std::vector<bool> sequence_parallel{false, true};
+  std::vector<bool> offload_optimizer{false, true};
+  std::vector<bool> offload_activations{false, true};
+  std::vector<simulator::Precision> precisions{simulator::Precision::bf16};
+  simulator::LoraConfig lora;               // fixed by the user
+  std::string rank_order = "tp-dp-pp";
+  bool uneven_pipeline = true;              // pp not dividing layers, via auto-partition
+};
+
+struct Constraints {
+  int max_nodes = 0;              // 0 = no limit
+  double max_usd_per_hour = 0;    // whole cluster; 0 = no limit
+  int max_tp = 0;                 // 0 = devices per node (TP inside a node)
+  bool tp_across_nodes = false;
+  double memory_headroom = 0.05;
+  std::vector<std::string> require;  // features: pp, tp, zero, zero3, offload, recompute, lora, sp, interleaved
+  std::vector<std::string> forbid;
+};
+
+struct Candidate {
+  simulator::ClusterSpec cluster;   // nodes x profile
+  simulator::ParallelConfig config; // validated
+  simulator::Estimate estimate;
+  double score = 0;                 // lower is better, by the objective
+  double usd_per_token = 0;
+  std::string key;                  // canonical text of the configuration (ties, determinism)
+};
+
+struct Ranked {
+  Candidate candidate;
+  simulator::Prediction prediction;  // full simulation
+  double score = 0;
+};
+
+struct RegionReport {
+  std::string region;   // e.g. "pp=1", "tp=8 pp=2"
+  long long evaluated = 0;
+  long long infeasible = 0;
+  std::string reason;   // one line for a fully rejected region
+};
+
+struct SearchResult {
+  std::vector<Ranked> ranked;          // best first (top K re-scored with the full simulation)
+  std::vector<Candidate> pareto;       // (step time per token, cost per token, memory) front
+  std::vector<RegionReport> rejected;  // regions where nothing fits or nothing meets constraints
+  long long evaluated = 0;             // analytical evaluations
+  long long pruned = 0;                // skipped by the model-state lower bound
+  long long considered = 0;            // points of the space (evaluated + pruned)
+  double seconds = 0;
+  bool interrupted = false;
+};
+
+struct SearchOptions {
+  Objective objective = Objective::throughput;
+  double train_tokens = 0;   // time-to-train / cost objectives report for this many tokens
+  int top_k = 10;
+  int threads = 0;           // 0 = hardware concurrency
+  bool progress = false;     // progress bar on stderr
+  const std::atomic<bool>* cancel = nullptr;  // set to stop early (Ctrl-C): best so far
+};
+
+SearchResult search(const simulator::ModelSpec& model, const simulator::HardwareProfile& hw,
+                    const SearchSpace& space, const Constraints& constraints, const SearchOptions& options);
+
+// Canonical one-line description of a configuration ("tp=8 pp=4 dp=2 zero=1 mbs=1 ...").
+std::string describe(const simulator::ParallelConfig& cfg, int nodes);
+
+// Why a user-given configuration is not the plan: infeasible (why), violates a constraint, or
+// slower/costlier than the best by how much and where the time goes. One line.
+std::string why_not(const simulator::ModelSpec& model, const simulator::ClusterSpec& cluster,
+                    simulator::ParallelConfig cfg, const SearchResult& result, const Constraints& constraints,
+                    Objective objective);
+
+}  // namespace shardplan::planner

@@ -1,0 +1,185 @@
+// The deterministic end of a search: merge per-thread results, re-score the top candidates with
+// the full simulation, build the Pareto front and the rejected-region explanations.
+#include <algorithm>
+#include <cstdio>
+
+#include "search_result.hpp"
+#include "simulator/errors.hpp"
+
+namespace shardplan::planner {
+
+namespace sim = shardplan::simulator;
+using detail::Point;
+
+namespace {
+
+double score_of(const sim::Prediction& p, double price_per_hour, Objective o) {
+  switch (o) {
+    case Objective::throughput:
+    case Objective::time_to_train: return 1.0 / p.tokens_per_s;
+    case Objective::cost: return price_per_hour / 3600.0 / p.tokens_per_s;
+    case Objective::memory: return p.worst.total() + 1e-3 / p.tokens_per_s;
+  }
+  return 0;
+}
+
+std::string fmt_gib(double b) {
+  char buf[32];
+  std::snprintf(buf, sizeof buf, "%.2f GiB", b / (1024.0 * 1024 * 1024));
+  return buf;
+}
+
+std::vector<Ranked> rescore(const sim::ModelSpec& model, const std::vector<sim::Evaluator>& evaluators,
+                            const SearchSpace& space, const Constraints& c, const SearchOptions& o,
+                            const std::vector<Point>& points) {
+  std::vector<Ranked> ranked;
+  for (const Point& p : points) {
+    const sim::Evaluator& ev = evaluators[p.node_index];
+    sim::ParallelConfig cfg = detail::config_of(p, model, space, c);
+    sim::validate_config(model, ev.cluster(), cfg);
+    const sim::Prediction pred = ev.simulate(cfg, sim::TrainingGoal{o.train_tokens});
+    if (!pred.feasible) continue;
+    const double price = ev.cluster().hardware.price.usd_per_hour * ev.cluster().nodes;
+    Candidate cand{ev.cluster(), cfg, p.estimate, score_of(pred, price, o.objective),
+                   price / 3600.0 / pred.tokens_per_s, describe(cfg, ev.cluster().nodes)};
+    ranked.push_back({std::move(cand), pred, 0});
+    ranked.back().score = ranked.back().candidate.score;
+  }
+  std::sort(ranked.begin(), ranked.end(), [](const Ranked& a, const Ranked& b) {
+    if (a.score != b.score) return a.score < b.score;
+    return detail::key_of(a.candidate.config, a.candidate.cluster.nodes) <
+           detail::key_of(b.candidate.config, b.candidate.cluster.nodes);
+  });
+  if (static_cast<int>(ranked.size()) > o.top_k) ranked.resize(o.top_k);
+  return ranked;
+}
+
+std::string region_name(int dim, int value) {
+  static const char* names[] = {"nodes", "tp", "pp", "zero"};
+  return std::string(names[dim]) + "=" + std::to_string(value);
+}
+
+std::string region_reason(const sim::ModelSpec& model, const std::vector<sim::Evaluator>& evaluators,
+                          const SearchSpace& space, const Constraints& c, const std::string& name,
+                          const detail::RegionAcc& r) {
+  if (r.fits == 0 && r.have_closest) {
+    Point p;
+    p.key = r.closest;
+    p.node_index = r.node_index;
+    const sim::Evaluator& ev = evaluators[p.node_index];
+    sim::ParallelConfig cfg = detail::config_of(p, model, space, c);
+    std::string detail_line;
+    try {
+      sim::validate_config(model, ev.cluster(), cfg);
+      detail_line = ev.simulate(cfg).infeasible_reason;
+    } catch (const sim::InputError& e) {
+      detail_line = e.what();
+    }
+    const double usable = ev.cluster().hardware.device.memory_bytes * (1.0 - c.memory_headroom);
+    return "all " + name + " configurations exceed the " + fmt_gib(usable) + " usable per device by >= " +
+           fmt_gib(std::max(0.0, r.min_excess)) + "; closest (" + describe(cfg, ev.cluster().nodes) +
+           "): " + detail_line;
+  }
+  if (r.price_rejected) return "all " + name + " configurations that fit exceed --max-usd-per-hour";
+  return "all " + name + " configurations that fit are excluded by --require/--forbid";
+}
+
+}  // namespace
+
+std::string describe(const sim::ParallelConfig& c, int nodes) {
+  std::string s = "nodes=" + std::to_string(nodes) + " tp=" + std::to_string(c.tp) + " pp=" + std::to_string(c.pp) +
+                  " dp=" + std::to_string(c.dp) + " zero=" + std::to_string(c.zero_stage);
+  if (c.zero_stage > 0 && c.shard_group() != c.dp) s += " shard=" + std::to_string(c.shard_group());
+  s += " mbs=" + std::to_string(c.micro_batch_size) + " gbs=" + std::to_string(c.global_batch_size);
+  if (c.pp > 1) {
+    s += std::string(" ") + sim::to_string(c.schedule);
+    if (c.virtual_stages > 1) s += " v=" + std::to_string(c.virtual_stages);
+  }
+  s += std::string(" recompute=") + sim::to_string(c.recompute);
+  if (c.sequence_parallel) s += " sp";
+  if (c.offload_optimizer) s += " offload-optimizer";
+  if (c.offload_activations) s += " offload-activations";
+  s += std::string(" ") + sim::to_string(c.precision);
+  return s;
+}
+
+namespace detail {
+
+SearchResult finish(const sim::ModelSpec& model, const std::vector<sim::Evaluator>& evaluators,
+                    const SearchSpace& space, const Constraints& c, const SearchOptions& o,
+                    std::vector<ThreadState>& states) {
+  SearchResult r;
+  std::vector<Point> best, front;
+  std::map<std::pair<int, int>, RegionAcc> regions;
+  for (auto& st : states) {
+    best.insert(best.end(), st.best.begin(), st.best.end());
+    front.insert(front.end(), st.front.begin(), st.front.end());
+    for (const auto& [k, acc] : st.regions) regions[k].merge(acc);
+  }
+  std::sort(best.begin(), best.end(), better);
+  best.erase(std::unique(best.begin(), best.end(), [](const Point& a, const Point& b) { return a.key == b.key; }),
+             best.end());
+  const std::size_t keep = static_cast<std::size_t>(std::max(o.top_k * 4, 32));
+  if (best.size() > keep) best.resize(keep);
+  r.ranked = rescore(model, evaluators, space, c, o, best);
+
+  // Pareto front: recomputed from the union in key order, so thread count cannot change it.
+  std::sort(front.begin(), front.end(), [](const Point& a, const Point& b) { return a.key < b.key; });
+  ThreadState merged(1);
+  for (const auto& p : front) merged.offer(p);
+  std::sort(merged.front.begin(), merged.front.end(), [](const Point& a, const Point& b) {
+    if (a.time_per_token != b.time_per_token) return a.time_per_token < b.time_per_token;
+    return a.key < b.key;
+  });
+  for (const auto& p : merged.front) {
+    const sim::Evaluator& ev = evaluators[p.node_index];
+    sim::ParallelConfig cfg = config_of(p, model, space, c);
+    r.pareto.push_back({ev.cluster(), cfg, p.estimate, p.score, p.usd_per_token, describe(cfg, ev.cluster().nodes)});
+  }
+
+  for (const auto& [k, acc] : regions) {
+    if (acc.evaluated == 0 || acc.allowed > 0) continue;
+    const std::string name = region_name(k.first, k.second);
+    r.rejected.push_back({name, acc.evaluated, acc.evaluated - acc.allowed,
+                          region_reason(model, evaluators, space, c, name, acc)});
+  }
+  return r;
+}
+
+}  // namespace detail
+
+std::string why_not(const sim::ModelSpec& model, const sim::ClusterSpec& cluster, sim::ParallelConfig cfg,
+                    const SearchResult& result, const Constraints& c, Objective objective) {
+  try {
+    sim::validate_config(model, cluster, cfg);
+  } catch (const sim::InputError& e) {
+    return std::string("invalid: ") + e.what();
+  }
+  const sim::Prediction p = sim::simulate(model, cluster, cfg);
+  const std::string name = describe(cfg, cluster.nodes);
+  if (!p.feasible) return name + ": does not fit: " + p.infeasible_reason;
+  const double price = cluster.hardware.price.usd_per_hour * cluster.nodes;
+  if (c.max_usd_per_hour > 0 && price > c.max_usd_per_hour) return name + ": costs more than --max-usd-per-hour";
+  if (!detail::meets(detail::key_of(cfg, cluster.nodes), c)) return name + ": excluded by --require/--forbid";
+  if (result.ranked.empty()) return name + ": fits, and the search found nothing feasible to compare with";
+  const Ranked& best = result.ranked.front();
+  const double score = score_of(p, price, objective);
+  if (score <= best.score) return name + ": is as good as the plan (" + best.candidate.key + ")";
+  const auto& a = p.time;
+  const auto& b = best.prediction.time;
+  const std::pair<double, const char*> diffs[] = {
+      {a.forward_compute_s + a.backward_compute_s - b.forward_compute_s - b.backward_compute_s, "compute"},
+      {a.recompute_s - b.recompute_s, "recompute"},
+      {a.tp_comm_s - b.tp_comm_s, "TP communication"},
+      {a.pipeline_bubble_s - b.pipeline_bubble_s, "pipeline bubble"},
+      {a.dp_exposed_comm_s - b.dp_exposed_comm_s, "exposed DP/ZeRO communication"},
+      {a.offload_exposed_s - b.offload_exposed_s, "offload transfers"},
+      {a.optimizer_s - b.optimizer_s, "optimizer step"}};
+  const auto worst = *std::max_element(std::begin(diffs), std::end(diffs));
+  char buf[256];
+  std::snprintf(buf, sizeof buf, ": fits, but %.0f%% worse by %s than the plan; most of the gap: %s (%+.3f s/step)",
+                100.0 * (score / best.score - 1.0), to_string(objective), worst.second, worst.first);
+  return name + buf;
+}
+
+}  // namespace shardplan::planner

@@ -1,0 +1,62 @@
+#pragma once
+// Internal to the search: per-thread accumulators (bounded top list, Pareto front, rejected
+// regions) and the deterministic merge that turns them into a SearchResult.
+#include <limits>
+#include <map>
+#include <vector>
+
+#include "search_point.hpp"
+
+namespace shardplan::planner::detail {
+
+bool known_feature(const std::string& f);
+std::string feature_list();
+bool meets(const PointKey& k, const Constraints& c);
+
+// What one block (outer loop point) contributed to the region statistics.
+struct BlockTally {
+  long long evaluated = 0, fits = 0, allowed = 0;
+  double min_excess = std::numeric_limits<double>::infinity();
+  PointKey closest;
+  int node_index = 0;
+  bool have_closest = false;
+  void add(const Point& p, bool allowed_by_constraints, double usable);
+  void pruned(long long n, double excess, const PointKey& k, int node_index);
+};
+
+struct RegionAcc {
+  long long evaluated = 0, fits = 0, allowed = 0;
+  bool price_rejected = false;
+  double min_excess = std::numeric_limits<double>::infinity();
+  PointKey closest;
+  int node_index = 0;
+  bool have_closest = false;
+  void merge(const RegionAcc& o);
+};
+
+class ThreadState {
+ public:
+  explicit ThreadState(int capacity) : capacity_(capacity) {}
+  void offer(const Point& p);
+  void record_block(int nodes, int tp, int pp, int zero, const BlockTally& t, bool price_ok);
+  std::vector<Point> best;   // max-heap by `better` (worst on top), size <= capacity
+  std::vector<Point> front;  // non-dominated in (time/token, usd/token, memory)
+  std::map<std::pair<int, int>, RegionAcc> regions;  // (dimension, value)
+
+ private:
+  int capacity_;
+};
+
+// Lower bound on the worst stage's device memory over every micro-batch size, schedule and
+// recompute choice of `cfg`'s block: model states, buffers and reserve with no activations.
+double model_state_lower_bound(const simulator::Evaluator& ev, const simulator::ParallelConfig& cfg);
+
+// Build the ParallelConfig of a point (space supplies LoRA, sequence length, rank order...).
+simulator::ParallelConfig config_of(const Point& p, const simulator::ModelSpec& m, const SearchSpace& space,
+                                    const Constraints& c);
+
+SearchResult finish(const simulator::ModelSpec& model, const std::vector<simulator::Evaluator>& evaluators,
+                    const SearchSpace& space, const Constraints& constraints, const SearchOptions& options,
+                    std::vector<ThreadState>& states);
+
+}  // namespace shardplan::planner::detail
