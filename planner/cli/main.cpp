@@ -14,6 +14,7 @@ int main(int argc, char** argv) {
   std::map<std::string, shardplan::cli::Run> runs;
   runs["plan"] = shardplan::cli::add_plan_command(app);
   runs["simulate"] = shardplan::cli::add_simulate_command(app);
+  runs["explain"] = shardplan::cli::add_explain_command(app);
   runs["models"] = shardplan::cli::add_models_command(app);
   runs["hardware"] = shardplan::cli::add_hardware_command(app);
   try {

@@ -6,6 +6,7 @@
 
 #include "cli_parse.hpp"
 #include "commands.hpp"
+#include "planner/plan.hpp"
 #include "report.hpp"
 #include "simulator/errors.hpp"
 #include "simulator/evaluator.hpp"
@@ -31,6 +32,7 @@ struct SimulateOptions {
   std::string lora_targets, partition;
   double train_tokens = 0, dataset_tokens = 0, epochs = 1;
   bool json = false, trace = false;
+  std::string plan;
 };
 
 std::vector<int> parse_partition(const std::string& s) {
@@ -91,8 +93,9 @@ sim::ParallelConfig to_config(const SimulateOptions& o, const sim::ModelSpec& m,
 }
 
 void add_options(CLI::App* cmd, SimulateOptions& o) {
-  cmd->add_option("--model", o.model, "Built-in model name, model card or Hugging Face config.json")->required();
-  cmd->add_option("--hardware", o.hardware, "Built-in hardware profile name or profile JSON")->required();
+  cmd->add_option("--model", o.model, "Built-in model name, model card or Hugging Face config.json");
+  cmd->add_option("--hardware", o.hardware, "Built-in hardware profile name or profile JSON");
+  cmd->add_option("--plan", o.plan, "Re-simulate a plan.json (instead of --model/--hardware/config flags)");
   cmd->add_option("--nodes", o.nodes, "Number of nodes")->check(CLI::PositiveNumber);
   cmd->add_option("--devices-per-node", o.devices_per_node, "Override the profile's devices per node")
       ->check(CLI::PositiveNumber);
@@ -126,6 +129,30 @@ void add_options(CLI::App* cmd, SimulateOptions& o) {
   cmd->add_flag("--trace", o.trace, "Include the pipeline event trace in --json output");
 }
 
+sim::TrainingGoal goal_of(const SimulateOptions& o) {
+  if (o.train_tokens < 0) throw sim::InputError("--train-tokens: expected a number >= 0");
+  if (o.dataset_tokens < 0 || o.epochs <= 0)
+    throw sim::InputError("--dataset-tokens/--epochs: expected tokens >= 0 and epochs > 0");
+  return sim::TrainingGoal{o.train_tokens > 0 ? o.train_tokens : o.dataset_tokens * o.epochs};
+}
+
+void emit(const SimulateOptions& o, const sim::Prediction& p, const sim::ParallelConfig& cfg) {
+  if (o.json) {
+    nlohmann::json j = sim::to_json(p, o.trace);
+    j["config"] = sim::to_json(cfg);
+    std::cout << j.dump(2) << "\n";
+  } else {
+    print_prediction(std::cout, p, cfg);
+  }
+}
+
+int simulate_plan(const SimulateOptions& o) {
+  planner::Plan plan = planner::load_plan(o.plan);
+  sim::ParallelConfig cfg = plan.config;
+  emit(o, sim::simulate(plan.model, plan.cluster, cfg, goal_of(o)), cfg);
+  return 0;
+}
+
 }  // namespace
 
 Run add_simulate_command(CLI::App& app) {
@@ -133,22 +160,13 @@ Run add_simulate_command(CLI::App& app) {
   auto o = std::make_shared<SimulateOptions>();
   add_options(cmd, *o);
   return [o]() {
+    if (!o->plan.empty()) return simulate_plan(*o);
+    if (o->model.empty()) throw sim::InputError("--model: expected a model (or --plan plan.json)");
+    if (o->hardware.empty()) throw sim::InputError("--hardware: expected a hardware profile (or --plan plan.json)");
     const sim::ModelSpec model = sim::load_model(o->model);
     sim::ClusterSpec cluster{sim::load_hardware(o->hardware), o->nodes, o->devices_per_node};
     sim::ParallelConfig cfg = to_config(*o, model, cluster);
-    sim::TrainingGoal goal;
-    if (o->train_tokens < 0) throw sim::InputError("--train-tokens: expected a number >= 0");
-    if (o->dataset_tokens < 0 || o->epochs <= 0)
-      throw sim::InputError("--dataset-tokens/--epochs: expected tokens >= 0 and epochs > 0");
-    goal.tokens = o->train_tokens > 0 ? o->train_tokens : o->dataset_tokens * o->epochs;
-    const sim::Prediction p = sim::simulate(model, cluster, cfg, goal);
-    if (o->json) {
-      nlohmann::json j = sim::to_json(p, o->trace);
-      j["config"] = sim::to_json(cfg);
-      std::cout << j.dump(2) << "\n";
-    } else {
-      print_prediction(std::cout, p, cfg);
-    }
+    emit(*o, sim::simulate(model, cluster, cfg, goal_of(*o)), cfg);
     return 0;
   };
 }
