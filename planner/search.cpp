@@ -52,7 +52,7 @@ std::vector<Block> enumerate_blocks(const sim::ModelSpec& m, const sim::Hardware
         if (pp > m.num_layers || (!sp.uneven_pipeline && m.num_layers % pp)) continue;
         const int dp = D / (tp * pp);
         for (int z : sp.zero_stages) {
-          if (dp == 1 && z > 0) continue;  // nothing to shard
+
           std::vector<int> shards{dp};
           if (z > 0 && sp.mics)
             for (int s = 2; s < dp; s *= 2)
@@ -62,6 +62,8 @@ std::vector<Block> enumerate_blocks(const sim::ModelSpec& m, const sim::Hardware
               for (auto prec : sp.precisions)
                 for (bool off : sp.offload_optimizer) {
                   if (hw.device.peak(prec) <= 0 || (gbs > 0 && gbs % dp)) continue;
+                  if (off && z == 0) continue;            // ZeRO-Offload needs a ZeRO stage
+                  if (dp == 1 && z > 0 && !off) continue;  // nothing to shard, same as stage 0
                   blocks.push_back({static_cast<int>(ni), nodes, tp, pp, dp, z, z > 0 ? shard : dp, gbs, prec, off});
                 }
         }

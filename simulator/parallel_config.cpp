@@ -37,6 +37,8 @@ void check_zero(ParallelConfig& cfg) {
   if (cfg.sharding_degree == 0) cfg.sharding_degree = cfg.dp;
   if (cfg.sharding_degree > cfg.dp || cfg.dp % cfg.sharding_degree != 0)
     bad("--sharding-degree", "expected a divisor of --dp (" + str(cfg.dp) + "), got " + str(cfg.sharding_degree));
+  if (cfg.offload_optimizer && cfg.zero_stage == 0)
+    bad("--offload-optimizer", "needs --zero 1, 2 or 3 (ZeRO-Offload partitions what it moves to the host)");
   if (cfg.zero_stage == 0 && cfg.sharding_degree != cfg.dp)
     bad("--sharding-degree", "needs --zero 1, 2 or 3 (stage 0 shards nothing)");
 }

@@ -144,7 +144,10 @@ StageMemory stage_memory(const ConfigContext& c, const StageShape& s) {
     else m.lora += adapter_opt;
   }
   if (cfg.offload_optimizer) {
-    out.host_bytes += m.optimizer_states;
+    // ZeRO-Offload (Ren et al. 2021, §4): fp32 master weights, Adam moments and the fp32
+    // gradient partition the CPU optimizer reads all live in host memory.
+    const double grad_partition = (lora ? adapters : params) / N;
+    out.host_bytes += m.optimizer_states + 4.0 * grad_partition;
     m.optimizer_states = 0;
   }
 

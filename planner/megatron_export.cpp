@@ -1,0 +1,175 @@
+// Megatron-LM (pretrain_gpt.py) arguments from a Plan.
+#include <algorithm>
+#include <sstream>
+
+#include "launch_export.hpp"
+#include "shell_quote.hpp"
+
+namespace shardplan::planner {
+
+namespace sim = shardplan::simulator;
+
+namespace {
+
+using Args = std::vector<std::string>;
+
+void add(Args& a, const std::string& flag) { a.push_back(flag); }
+void add(Args& a, const std::string& flag, long long value) {
+  a.push_back(flag);
+  a.push_back(std::to_string(value));
+}
+void add(Args& a, const std::string& flag, const std::string& value) {
+  a.push_back(flag);
+  a.push_back(value);
+}
+
+// Megatron expresses an uneven pipeline only as "first stage X layers, last stage Y, the stages
+// between split the rest evenly" (--decoder-first/last-pipeline-num-layers), without
+// interleaving. first/last 0 = flag not needed.
+struct EdgeSplit {
+  bool expressible = true;
+  int first = 0;
+  int last = 0;
+};
+
+EdgeSplit edge_split(const sim::ParallelConfig& c) {
+  EdgeSplit e;
+  const auto& p = c.partition;
+  if (p.empty() || std::all_of(p.begin(), p.end(), [&](int l) { return l == p.front(); })) return e;
+  if (c.virtual_stages > 1 || static_cast<int>(p.size()) != c.pp) return {false, 0, 0};
+  if (c.pp == 2) return {true, p[0], p[1]};
+  const int mid = p[1];
+  for (int s = 1; s + 1 < c.pp; ++s)
+    if (p[static_cast<std::size_t>(s)] != mid) return {false, 0, 0};
+  e.first = p.front() != mid ? p.front() : 0;
+  e.last = p.back() != mid ? p.back() : 0;
+  return e;
+}
+
+void parallel_args(const Plan& plan, Args& a) {
+  const auto& c = plan.config;
+  add(a, "--tensor-model-parallel-size", c.tp);
+  add(a, "--pipeline-model-parallel-size", c.pp);
+  if (c.schedule == sim::PipelineSchedule::interleaved && edge_split(c).expressible)
+    add(a, "--num-layers-per-virtual-pipeline-stage", plan.model.num_layers / (c.pp * c.virtual_stages));
+  const EdgeSplit e = edge_split(c);
+  if (e.first > 0) add(a, "--decoder-first-pipeline-num-layers", e.first);
+  if (e.last > 0) add(a, "--decoder-last-pipeline-num-layers", e.last);
+  if (c.sequence_parallel) add(a, "--sequence-parallel");
+  if (c.rank_order == "tp-pp-dp") add(a, "--use-tp-pp-dp-mapping");
+  if (c.zero_stage >= 1) {
+    add(a, "--use-distributed-optimizer");
+    if (c.shard_group() < c.dp) add(a, "--num-distributed-optimizer-instances", c.dp / c.shard_group());
+    if (c.offload_optimizer) add(a, "--optimizer-cpu-offload");
+  }
+}
+
+void model_args(const sim::ModelSpec& m, int seq_len, Args& a) {
+  add(a, "--num-layers", m.num_layers);
+  add(a, "--hidden-size", m.hidden);
+  add(a, "--num-attention-heads", m.num_heads);
+  if (m.head_dim * m.num_heads != m.hidden) add(a, "--kv-channels", m.head_dim);
+  add(a, "--ffn-hidden-size", m.ffn_hidden);
+  if (m.num_kv_heads != m.num_heads) {
+    add(a, "--group-query-attention");
+    add(a, "--num-query-groups", m.num_kv_heads);
+  }
+  add(a, "--seq-length", seq_len);
+  add(a, "--max-position-embeddings", std::max<long long>(m.max_positions, seq_len));
+  if (m.ffn_kind == sim::FfnKind::swiglu) add(a, "--swiglu");
+  add(a, "--normalization", m.norm_kind == sim::NormKind::rmsnorm ? "RMSNorm" : "LayerNorm");
+  if (m.positional == sim::PositionalKind::rotary) {
+    add(a, "--position-embedding-type", "rope");
+    if (m.rotary_dim > 0 && m.rotary_dim < m.head_dim) {
+      std::ostringstream pct;
+      pct << static_cast<double>(m.rotary_dim) / static_cast<double>(m.head_dim);
+      add(a, "--rotary-percent", pct.str());
+    }
+  } else {
+    add(a, "--position-embedding-type", "learned_absolute");
+  }
+  if (!m.tied_embeddings) add(a, "--untie-embeddings-and-output-weights");
+  if (!m.qkv_bias && !m.out_proj_bias && !m.mlp_bias) add(a, "--disable-bias-linear");
+  if (m.qkv_bias && !m.out_proj_bias && !m.mlp_bias) {
+    add(a, "--disable-bias-linear");
+    add(a, "--add-qkv-bias");
+  }
+  std::ostringstream att, hid;
+  att << m.attention_dropout;
+  hid << m.hidden_dropout;
+  add(a, "--attention-dropout", att.str());
+  add(a, "--hidden-dropout", hid.str());
+}
+
+void training_args(const sim::ParallelConfig& c, Args& a) {
+  add(a, "--micro-batch-size", c.micro_batch_size);
+  add(a, "--global-batch-size", c.global_batch_size);
+  if (c.precision == sim::Precision::bf16) add(a, "--bf16");
+  if (c.precision == sim::Precision::fp16) add(a, "--fp16");
+  if (c.recompute == sim::Recompute::full) {
+    add(a, "--recompute-granularity", "full");
+    add(a, "--recompute-method", "uniform");
+    add(a, "--recompute-num-layers", 1);
+  } else if (c.recompute == sim::Recompute::selective) {
+    add(a, "--recompute-granularity", "selective");
+  }
+}
+
+}  // namespace
+
+std::vector<std::string> megatron_args(const Plan& plan) {
+  Args a;
+  parallel_args(plan, a);
+  model_args(plan.model, plan.config.seq_len, a);
+  training_args(plan.config, a);
+  return a;
+}
+
+std::vector<std::string> megatron_notes(const Plan& plan) {
+  const auto& c = plan.config;
+  const auto& m = plan.model;
+  std::vector<std::string> n;
+  if (!edge_split(c).expressible)
+    n.push_back("the layer partition is not expressible in Megatron-LM (only uneven first/last stages, "
+                "without interleaving); Megatron will split the layers evenly");
+  if (c.schedule == sim::PipelineSchedule::gpipe && c.pp > 1)
+    n.push_back("GPipe schedule: Megatron-LM runs 1F1B (or interleaved 1F1B)");
+  if (c.rank_order != "tp-dp-pp" && c.rank_order != "tp-pp-dp")
+    n.push_back("rank order '" + c.rank_order + "' is not expressible (Megatron: tp-dp-pp, or tp-pp-dp with "
+                "--use-tp-pp-dp-mapping)");
+  if (c.zero_stage == 2)
+    n.push_back("ZeRO-2: Megatron's distributed optimizer shards optimizer states (ZeRO-1 memory); gradients "
+                "stay whole");
+  if (c.zero_stage == 3)
+    n.push_back("ZeRO-3: parameter sharding is not expressible with the distributed optimizer; use "
+                "Megatron-DeepSpeed with ds_config.json, or Megatron's FSDP");
+  if (c.offload_optimizer && c.zero_stage == 0)
+    n.push_back("optimizer offload: --optimizer-cpu-offload needs the distributed optimizer (ZeRO >= 1)");
+  if (c.offload_activations) n.push_back("activation offload has no Megatron-LM equivalent in this export");
+  if (c.lora.enabled()) n.push_back("LoRA: Megatron-LM has no LoRA; use NeMo / Megatron-Bridge PEFT");
+  if (m.kind == sim::ModelKind::encoder) n.push_back("encoder model: use pretrain_bert.py, not pretrain_gpt.py");
+  if (m.parallel_residual) n.push_back("parallel residual (GPT-J / NeoX) is not a pretrain_gpt.py option");
+  if ((m.qkv_bias || m.out_proj_bias || m.mlp_bias) && !(m.qkv_bias && m.out_proj_bias && m.mlp_bias) &&
+      !(m.qkv_bias && !m.out_proj_bias && !m.mlp_bias))
+    n.push_back("the model's mix of linear biases is not expressible; Megatron keeps all of them");
+  return n;
+}
+
+std::string megatron_command_line(const Plan& plan, const std::vector<std::string>& launcher) {
+  std::vector<std::string> words = launcher;
+  if (words.empty())
+    words = {"torchrun", "--nnodes", std::to_string(plan.cluster.nodes), "--nproc-per-node",
+             std::to_string(plan.cluster.per_node()), "pretrain_gpt.py"};
+  std::ostringstream s;
+  for (const auto& n : megatron_notes(plan)) s << "# shardplan note: " << comment_text(n) << "\n";
+  s << shell_join(words);
+  const auto args = megatron_args(plan);
+  for (std::size_t i = 0; i < args.size(); ++i) {
+    const bool flag = args[i].rfind("--", 0) == 0;
+    s << (flag ? " \\\n  " : " ") << shell_quote(args[i]);
+  }
+  s << "\n";
+  return s.str();
+}
+
+}  // namespace shardplan::planner

@@ -1,0 +1,53 @@
+// SageMaker model parallel (v1) "parameters" from a Plan.
+#include "launch_export.hpp"
+
+namespace shardplan::planner {
+
+namespace sim = shardplan::simulator;
+using nlohmann::json;
+
+std::vector<std::string> smp_notes(const Plan& plan) {
+  const auto& c = plan.config;
+  std::vector<std::string> n;
+  n.push_back("SMP has no batch size parameter: the training script feeds micro_batch_size x microbatches = " +
+              std::to_string(c.micro_batch_size * c.micro_batches()) + " samples per data-parallel rank");
+  if (c.schedule == sim::PipelineSchedule::interleaved)
+    n.push_back("virtual pipeline stages (" + std::to_string(c.virtual_stages) +
+                ") are not expressible: SMP's \"interleaved\" pipeline is plain 1F1B");
+  if (c.zero_stage == 2)
+    n.push_back("ZeRO-2 is not expressible: exported as shard_optimizer_state (ZeRO-1)");
+  if (c.zero_stage == 1 && c.shard_group() < c.dp)
+    n.push_back("a sharding degree below dp is not expressible with shard_optimizer_state");
+  if (c.offload_optimizer) n.push_back("optimizer offload is not available in SMP v1");
+  if (c.recompute != sim::Recompute::none)
+    n.push_back(std::string("recompute '") + sim::to_string(c.recompute) +
+                "': enable it in the training script (smp.set_activation_checkpointing)");
+  if (c.lora.enabled()) n.push_back("LoRA: apply with PEFT in the training script");
+  if (!c.partition.empty())
+    n.push_back("explicit partition: auto_partition is false; assign layers with smp.partition() in the script");
+  return n;
+}
+
+nlohmann::json smp_parameters(const Plan& plan) {
+  const auto& c = plan.config;
+  json p;
+  p["partitions"] = c.pp;
+  p["microbatches"] = c.micro_batches();
+  // SMP v1: "interleaved" = 1F1B-style forward/backward interleaving, "simple" = GPipe.
+  p["pipeline"] = c.schedule == sim::PipelineSchedule::gpipe ? "simple" : "interleaved";
+  p["optimize"] = "speed";
+  p["placement_strategy"] = "cluster";
+  p["tensor_parallel_degree"] = c.tp;
+  p["ddp"] = true;
+  if (c.zero_stage == 3) p["sharded_data_parallel_degree"] = c.shard_group();
+  if (c.zero_stage == 1 || c.zero_stage == 2) p["shard_optimizer_state"] = true;
+  p["offload_activations"] = c.offload_activations;
+  p["activation_loading_horizon"] = 4;
+  p["auto_partition"] = c.partition.empty();
+  if (!c.partition.empty()) p["default_partition"] = 0;
+  if (c.precision == sim::Precision::bf16) p["bf16"] = true;
+  if (c.precision == sim::Precision::fp16) p["fp16"] = true;
+  return p;
+}
+
+}  // namespace shardplan::planner
