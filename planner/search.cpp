@@ -64,6 +64,7 @@ std::vector<Block> enumerate_blocks(const sim::ModelSpec& m, const sim::Hardware
                   if (hw.device.peak(prec) <= 0 || (gbs > 0 && gbs % dp)) continue;
                   if (off && z == 0) continue;            // ZeRO-Offload needs a ZeRO stage
                   if (dp == 1 && z > 0 && !off) continue;  // nothing to shard, same as stage 0
+                  if (dp == 1 && z > 1) continue;          // stages coincide with one rank
                   blocks.push_back({static_cast<int>(ni), nodes, tp, pp, dp, z, z > 0 ? shard : dp, gbs, prec, off});
                 }
         }

@@ -76,9 +76,10 @@ std::string region_reason(const sim::ModelSpec& model, const std::vector<sim::Ev
       detail_line = e.what();
     }
     const double usable = ev.cluster().hardware.device.memory_bytes * (1.0 - c.memory_headroom);
-    return "all " + name + " configurations exceed the " + fmt_gib(usable) + " usable per device by >= " +
-           fmt_gib(std::max(0.0, r.min_excess)) + "; closest (" + describe(cfg, ev.cluster().nodes) +
-           "): " + detail_line;
+    if (r.min_excess > 0)
+      return "all " + name + " configurations exceed the " + fmt_gib(usable) + " usable per device by >= " +
+             fmt_gib(r.min_excess) + "; closest (" + describe(cfg, ev.cluster().nodes) + "): " + detail_line;
+    return "no " + name + " configuration fits; closest (" + describe(cfg, ev.cluster().nodes) + "): " + detail_line;
   }
   if (r.price_rejected) return "all " + name + " configurations that fit exceed --max-usd-per-hour";
   return "all " + name + " configurations that fit are excluded by --require/--forbid";

@@ -89,7 +89,7 @@ Estimate Evaluator::estimate(const ParallelConfig& cfg) const {
   const int p = cfg.pp, v = cfg.virtual_stages, m = cfg.micro_batches();
   const bool uniform = cfg.partition.empty();
   Estimate e;
-  double sum_T = 0, max_T = 0, tail = 0, opt = 0;
+  double sum_T = 0, max_T = 0, tail = 0, opt = 0, host = 0;
   int evaluated = 0;
   for (int s = 0; s < p; ++s) {
     // Uniform partitions: stages 1..p-2 are identical and hold no more than stage 0.
@@ -105,6 +105,7 @@ Estimate Evaluator::estimate(const ParallelConfig& cfg) const {
                      st.max_chunk_stored};
     shape.peak_stored_bytes = std::max(st.max_chunk_stored, shape.in_flight * st.sum.stored_bytes / v);
     const StageMemory mem = stage_memory(c, shape);
+    host = std::max(host, mem.host_bytes);
     const double total = mem.device.total();
     if (total > e.worst_memory_bytes) {
       e.worst_memory_bytes = total;
@@ -123,7 +124,9 @@ Estimate Evaluator::estimate(const ParallelConfig& cfg) const {
   flops_per_micro_batch(c, &model_flops, &hw_flops);
   const double devices = cfg.devices();
   e.mfu = model_flops * m * cfg.dp / (e.step_s * devices * c.env.peak_flops);
-  e.fits = e.worst_memory_bytes <= usable_bytes(c);
+  const auto& hw = mc_.cluster.hardware;
+  e.fits = e.worst_memory_bytes <= usable_bytes(c) &&
+           host * mc_.cluster.per_node() <= hw.host.memory_bytes * (1.0 - cfg.memory_headroom);
   return e;
 }
 
