@@ -4,6 +4,7 @@
 #include <cstdio>
 
 #include "search_result.hpp"
+#include "stage_partition.hpp"
 #include "simulator/errors.hpp"
 
 namespace shardplan::planner {
@@ -37,7 +38,18 @@ std::vector<Ranked> rescore(const sim::ModelSpec& model, const std::vector<sim::
     const sim::Evaluator& ev = evaluators[p.node_index];
     sim::ParallelConfig cfg = detail::config_of(p, model, space, c);
     sim::validate_config(model, ev.cluster(), cfg);
-    const sim::Prediction pred = ev.simulate(cfg, sim::TrainingGoal{o.train_tokens});
+    sim::Prediction pred = ev.simulate(cfg, sim::TrainingGoal{o.train_tokens});
+    // Auto-partition: keep the DP's layer split when the full simulation agrees it is better.
+    if (auto part = choose_partition(ev, cfg, PartitionGoal::speed); part && *part != cfg.partition) {
+      sim::ParallelConfig alt = cfg;
+      alt.partition = *part;
+      if (std::all_of(part->begin(), part->end(), [&](int l) { return l == part->front(); })) alt.partition.clear();
+      sim::Prediction alt_pred = ev.simulate(alt, sim::TrainingGoal{o.train_tokens});
+      if (alt_pred.feasible && (!pred.feasible || alt_pred.time.step_s < pred.time.step_s)) {
+        cfg = std::move(alt);
+        pred = std::move(alt_pred);
+      }
+    }
     if (!pred.feasible) continue;
     const double price = ev.cluster().hardware.price.usd_per_hour * ev.cluster().nodes;
     Candidate cand{ev.cluster(), cfg, p.estimate, score_of(pred, price, o.objective),

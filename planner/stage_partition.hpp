@@ -1,0 +1,20 @@
+#pragma once
+// Auto-partition applied to a configuration: per-layer and per-stage costs from the simulator's
+// cost model, fed to the dynamic program of partition.hpp.
+#include <optional>
+
+#include "partition.hpp"
+#include "simulator/evaluator.hpp"
+
+namespace shardplan::planner {
+
+// The partition input of `cfg` (pipeline stages, v == 1) under the simulator's model.
+PartitionInput partition_input(const simulator::Evaluator& ev, const simulator::ParallelConfig& cfg,
+                               PartitionGoal goal, double memory_weight);
+
+// The best layers-per-stage for `cfg` (capped at the usable device memory); nullopt when pp == 1,
+// interleaved, or no split fits.
+std::optional<std::vector<int>> choose_partition(const simulator::Evaluator& ev, const simulator::ParallelConfig& cfg,
+                                                 PartitionGoal goal = PartitionGoal::speed, double memory_weight = 0.5);
+
+}  // namespace shardplan::planner
