@@ -7,6 +7,7 @@
 #include <cstdio>
 #include <map>
 #include <mutex>
+#include <optional>
 #include <thread>
 #include <unistd.h>
 
@@ -126,43 +127,50 @@ bool run_block(Shared& sh, const Block& b, detail::ThreadState& ts) {
   const double usable = ev.cluster().hardware.device.memory_bytes * (1.0 - cfg.memory_headroom);
   const double bound = detail::model_state_lower_bound(ev, cfg);
   long long inner = 0;
+  static const std::vector<int> kOneChunk{1};
+  const bool prune = bound > usable;
   for (int mbs : sp.micro_batch_sizes) {
     const int gbs = b.gbs > 0 ? b.gbs : mbs * b.dp;
     if (gbs % (mbs * b.dp)) continue;
     const int micro = gbs / (mbs * b.dp);
     cfg.micro_batch_size = mbs;
     cfg.global_batch_size = gbs;
-    for (auto sched : sp.schedules) {
-      const bool inter = sched == sim::PipelineSchedule::interleaved;
-      if (b.pp == 1 && sched != sp.schedules.front()) continue;  // schedules coincide
-      if (inter && (b.pp == 1 || !even || micro % b.pp)) continue;
-      const std::vector<int> one{1};
-      for (int v : inter ? sp.virtual_stages : one) {
-        if (inter && (v < 2 || m.num_layers % (b.pp * v))) continue;
-        cfg.schedule = sched;
-        cfg.virtual_stages = v;
-        for (auto rc : sp.recomputes)
-          for (bool seq_par : sp.sequence_parallel) {
-            if (seq_par && (b.tp == 1 || sp.seq_len % b.tp)) continue;
+    for (auto rc : sp.recomputes)
+      for (bool seq_par : sp.sequence_parallel) {
+        if (seq_par && (b.tp == 1 || sp.seq_len % b.tp)) continue;
+        cfg.recompute = rc;
+        cfg.sequence_parallel = seq_par;
+        cfg.schedule = sp.schedules.front();
+        cfg.virtual_stages = 1;
+        // Per-layer costs depend on none of the loops below: one context for all of them.
+        std::optional<sim::ConfigContext> ctx;
+        if (!prune) ctx.emplace(ev.context(), cfg);
+        for (auto sched : sp.schedules) {
+          const bool inter = sched == sim::PipelineSchedule::interleaved;
+          if (b.pp == 1 && sched != sp.schedules.front()) continue;  // schedules coincide
+          if (inter && (b.pp == 1 || !even || micro % b.pp)) continue;
+          for (int v : inter ? sp.virtual_stages : kOneChunk) {
+            if (inter && (v < 2 || m.num_layers % (b.pp * v))) continue;
+            cfg.schedule = sched;
+            cfg.virtual_stages = v;
             for (bool off_act : sp.offload_activations) {
-              cfg.recompute = rc;
-              cfg.sequence_parallel = seq_par;
               cfg.offload_activations = off_act;
               ++inner;
-              if (bound > usable) continue;
+              if (prune) continue;
               Point pt;
               pt.node_index = b.node_index;
               pt.key = detail::key_of(cfg, b.nodes);
-              pt.estimate = ev.estimate(cfg);
+              pt.estimate = ev.estimate(*ctx);
               pt.time_per_token = 1.0 / pt.estimate.tokens_per_s;
               pt.usd_per_token = price / 3600.0 * pt.time_per_token;
               pt.score = score_of(pt.estimate, pt.usd_per_token, sh.options->objective);
-              tally.add(pt, price_ok && detail::meets(pt.key, *sh.constraints), usable);
-              if (pt.estimate.fits && price_ok && detail::meets(pt.key, *sh.constraints)) ts.offer(pt);
+              const bool allowed = price_ok && detail::meets(pt.key, *sh.constraints);
+              tally.add(pt, allowed, usable);
+              if (pt.estimate.fits && allowed) ts.offer(pt);
             }
           }
+        }
       }
-    }
   }
   if (bound > usable) {
     sh.pruned += inner;

@@ -84,8 +84,10 @@ Evaluator::Evaluator(ModelSpec model, ClusterSpec cluster, LoraConfig lora) {
   mc_.counts = count_parameters(mc_.model);
 }
 
-Estimate Evaluator::estimate(const ParallelConfig& cfg) const {
-  const ConfigContext c(mc_, cfg);
+Estimate Evaluator::estimate(const ParallelConfig& cfg) const { return estimate(ConfigContext(mc_, cfg)); }
+
+Estimate Evaluator::estimate(const ConfigContext& c) const {
+  const ParallelConfig& cfg = *c.cfg;
   const int p = cfg.pp, v = cfg.virtual_stages, m = cfg.micro_batches();
   const bool uniform = cfg.partition.empty();
   Estimate e;

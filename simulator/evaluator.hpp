@@ -19,6 +19,10 @@ class Evaluator {
 
   // `cfg` must have passed validate_config with this model and cluster.
   [[nodiscard]] Estimate estimate(const ParallelConfig& cfg) const;
+  // The same with a prebuilt context: the per-layer costs in `c` depend on (tp, pp, dp, ZeRO,
+  // micro-batch, recompute, SP, precision) only, so a search can reuse one context while it
+  // varies the schedule, virtual stages and activation offload of `*c.cfg` in place.
+  [[nodiscard]] Estimate estimate(const ConfigContext& c) const;
   [[nodiscard]] Prediction simulate(const ParallelConfig& cfg, const TrainingGoal& goal = {}) const;
 
   [[nodiscard]] const ModelSpec& model() const { return mc_.model; }

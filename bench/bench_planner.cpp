@@ -1,0 +1,46 @@
+// The planner's search speed. Figures to report (targets for the planner issue):
+//   evaluations/s on one core and on all cores (>= 1,000,000/s on one core);
+//   wall time of the full GPT-3 175B search on 64 p4de nodes (<= 5 s).
+#include <benchmark/benchmark.h>
+
+#include <thread>
+
+#include "planner/search.hpp"
+
+namespace pl = shardplan::planner;
+namespace sim = shardplan::simulator;
+
+namespace {
+
+void BM_Search_GPT3_175B_64_nodes(benchmark::State& state) {
+  const sim::ModelSpec model = sim::load_model("gpt3-175b");
+  const sim::HardwareProfile hw = sim::load_hardware("p4de.24xlarge");
+  pl::SearchSpace space;
+  space.node_counts = {64};
+  space.global_batch_sizes = {1536};
+  space.seq_len = 2048;
+  space.micro_batch_sizes = {1, 2, 4, 8};
+  pl::SearchOptions opt;
+  opt.threads = static_cast<int>(state.range(0));
+  long long evaluated = 0, considered = 0;
+  for (auto _ : state) {
+    const pl::SearchResult r = pl::search(model, hw, space, pl::Constraints{}, opt);
+    evaluated += r.evaluated;
+    considered += r.considered;
+    benchmark::DoNotOptimize(r.ranked.data());
+  }
+  state.counters["threads"] = static_cast<double>(opt.threads);
+  state.counters["evaluations_per_s"] = benchmark::Counter(static_cast<double>(evaluated), benchmark::Counter::kIsRate);
+  state.counters["configurations_per_s"] =
+      benchmark::Counter(static_cast<double>(considered), benchmark::Counter::kIsRate);
+  state.counters["configurations"] = static_cast<double>(considered) / static_cast<double>(state.iterations());
+}
+
+}  // namespace
+
+BENCHMARK(BM_Search_GPT3_175B_64_nodes)
+    ->Arg(1)
+    ->Arg(static_cast<int>(std::max(1u, std::thread::hardware_concurrency())))
+    ->Unit(benchmark::kMillisecond)
+    ->UseRealTime();
+BENCHMARK_MAIN();
