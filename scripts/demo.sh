@@ -36,3 +36,34 @@ echo "==> What does TP=8, PP=4 cost for GPT-3 175B on 16 p4de nodes?"
   --schedule interleaved --virtual-stages 3 \
   --recompute selective --sequence-parallel \
   --train-tokens 300e9
+
+mkdir -p build/demo
+
+echo
+echo "==> Plan: Llama2-70B LoRA (r=4, alpha=16, dropout 0.05 on q/k/v/o_proj), ZeRO-3, bf16, one Gaudi2 HLS-2, seq 2048"
+"$SHARDPLAN" plan \
+  --model llama2-70b --hardware gaudi2-hls2 --nodes 1 \
+  --global-batch-size 32 --seq-len 2048 --precision bf16 --require zero3 \
+  --lora-rank 4 --lora-alpha 16 --lora-dropout 0.05 --lora-targets q_proj,k_proj,v_proj,o_proj \
+  --top 5 --out build/demo/llama2-70b-lora.plan.json
+"$SHARDPLAN" explain build/demo/llama2-70b-lora.plan.json
+
+echo
+echo "==> Plan: the same node, full fine-tuning (the planner says why nothing fits)"
+"$SHARDPLAN" plan \
+  --model llama2-70b --hardware gaudi2-hls2 --nodes 1 \
+  --global-batch-size 32 --seq-len 2048 --precision bf16 --top 5 || true
+
+echo
+echo "==> Plan: GPT-J 6B on one p4d.24xlarge with tensor parallelism, fp16"
+"$SHARDPLAN" plan \
+  --model gpt-j-6b --hardware p4d.24xlarge --nodes 1 \
+  --global-batch-size 64 --seq-len 2048 --precision fp16 --require tp --top 5
+
+for nodes in 8 16 64; do
+  echo
+  echo "==> Plan: GPT-3 175B on ${nodes} p4de.24xlarge nodes (300 B tokens)"
+  "$SHARDPLAN" plan \
+    --model gpt3-175b --hardware p4de.24xlarge --nodes "$nodes" \
+    --global-batch-size 1536 --seq-len 2048 --train-tokens 300e9 --top 3
+done
