@@ -62,10 +62,7 @@ std::string notes_text(const Plan& plan) {
 std::vector<std::string> export_all(const Plan& plan, const std::string& dir, const std::string& plan_path,
                                     const ExportOptions& options) {
   if (dir.empty()) throw sim::InputError("--out-dir: expected a directory for the launch files");
-  std::error_code ec;
-  fs::create_directories(dir, ec);
-  if (ec || !fs::is_directory(dir)) throw sim::InputError(dir + ": cannot create the directory (" + ec.message() + ")");
-  // Build everything first: a bad option fails before any file is written.
+  // Build everything first: a bad option fails before any file or directory is written.
   const std::vector<std::pair<std::string, std::string>> files = {
       {"launch_mpirun.sh", mpirun_script(plan, plan_path, options.mpirun)},
       {"launch_slurm.sbatch", slurm_script(plan, plan_path, options.slurm)},
@@ -74,6 +71,9 @@ std::vector<std::string> export_all(const Plan& plan, const std::string& dir, co
       {"smp_parameters.json", smp_parameters(plan).dump(2) + "\n"},
       {"NOTES.txt", notes_text(plan)},
   };
+  std::error_code ec;
+  fs::create_directories(dir, ec);
+  if (ec || !fs::is_directory(dir)) throw sim::InputError(dir + ": cannot create the directory (" + ec.message() + ")");
   std::vector<std::string> written;
   for (const auto& [name, text] : files) {
     const std::string path = (fs::path(dir) / name).string();

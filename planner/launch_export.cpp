@@ -124,8 +124,8 @@ std::string sbatch_loop(const SlurmOptions& o) {
     << "    echo \"[shardplan] attempt ${attempt} failed (exit ${status}); no retries left\" >&2\n"
     << "    exit \"${status}\"\n"
     << "  fi\n"
-    << "  echo \"[shardplan] attempt ${attempt} failed (exit ${status}); relaunching from the latest checkpoint\""
-       " \"in ${CHECKPOINT_DIR} after ${RETRY_DELAY_S}s\" >&2\n"
+    << "  echo \"[shardplan] attempt ${attempt} failed (exit ${status}); relaunching in ${RETRY_DELAY_S}s, "
+       "resuming from the latest checkpoint in ${CHECKPOINT_DIR}\" >&2\n"
     << "  sleep \"${RETRY_DELAY_S}\"\n"
     << "done\n";
   return s.str();
