@@ -11,6 +11,7 @@ using Run = std::function<int()>;
 Run add_simulate_command(CLI::App& app);
 Run add_plan_command(CLI::App& app);
 Run add_explain_command(CLI::App& app);
+Run add_export_command(CLI::App& app);
 Run add_models_command(CLI::App& app);
 Run add_hardware_command(CLI::App& app);
 

@@ -15,6 +15,7 @@ int main(int argc, char** argv) {
   runs["plan"] = shardplan::cli::add_plan_command(app);
   runs["simulate"] = shardplan::cli::add_simulate_command(app);
   runs["explain"] = shardplan::cli::add_explain_command(app);
+  runs["export"] = shardplan::cli::add_export_command(app);
   runs["models"] = shardplan::cli::add_models_command(app);
   runs["hardware"] = shardplan::cli::add_hardware_command(app);
   try {

@@ -6,6 +6,7 @@
 
 #include "cli_parse.hpp"
 #include "commands.hpp"
+#include "planner/config_import.hpp"
 #include "planner/plan.hpp"
 #include "report.hpp"
 #include "simulator/errors.hpp"
@@ -32,7 +33,7 @@ struct SimulateOptions {
   std::string lora_targets, partition;
   double train_tokens = 0, dataset_tokens = 0, epochs = 1;
   bool json = false, trace = false;
-  std::string plan;
+  std::string plan, import_file;
 };
 
 std::vector<int> parse_partition(const std::string& s) {
@@ -96,6 +97,9 @@ void add_options(CLI::App* cmd, SimulateOptions& o) {
   cmd->add_option("--model", o.model, "Built-in model name, model card or Hugging Face config.json");
   cmd->add_option("--hardware", o.hardware, "Built-in hardware profile name or profile JSON");
   cmd->add_option("--plan", o.plan, "Re-simulate a plan.json (instead of --model/--hardware/config flags)");
+  cmd->add_option("--import", o.import_file,
+                  "Evaluate a DeepSpeed ds_config.json or SageMaker model-parallel parameters JSON "
+                  "(with --model/--hardware/--nodes/--seq-len)");
   cmd->add_option("--nodes", o.nodes, "Number of nodes")->check(CLI::PositiveNumber);
   cmd->add_option("--devices-per-node", o.devices_per_node, "Override the profile's devices per node")
       ->check(CLI::PositiveNumber);
@@ -146,6 +150,21 @@ void emit(const SimulateOptions& o, const sim::Prediction& p, const sim::Paralle
   }
 }
 
+sim::ParallelConfig imported(const SimulateOptions& o, const sim::ModelSpec& m, const sim::ClusterSpec& c) {
+  planner::ImportContext ctx;
+  ctx.devices = c.devices();
+  ctx.devices_per_node = c.per_node();
+  ctx.seq_len = o.seq_len ? *o.seq_len : static_cast<int>(std::min<int64_t>(2048, m.max_positions));
+  planner::ImportResult r = planner::import_config_file(o.import_file, ctx);
+  for (const auto& w : r.warnings) std::cerr << "shardplan: note: " << w << "\n";
+  r.config.lora.rank = o.lora_rank;
+  r.config.lora.alpha = o.lora_alpha;
+  r.config.lora.dropout = o.lora_dropout;
+  r.config.lora.targets = split_list(o.lora_targets);
+  r.config.memory_headroom = o.headroom;
+  return r.config;
+}
+
 int simulate_plan(const SimulateOptions& o) {
   planner::Plan plan = planner::load_plan(o.plan);
   sim::ParallelConfig cfg = plan.config;
@@ -165,7 +184,7 @@ Run add_simulate_command(CLI::App& app) {
     if (o->hardware.empty()) throw sim::InputError("--hardware: expected a hardware profile (or --plan plan.json)");
     const sim::ModelSpec model = sim::load_model(o->model);
     sim::ClusterSpec cluster{sim::load_hardware(o->hardware), o->nodes, o->devices_per_node};
-    sim::ParallelConfig cfg = to_config(*o, model, cluster);
+    sim::ParallelConfig cfg = o->import_file.empty() ? to_config(*o, model, cluster) : imported(*o, model, cluster);
     emit(*o, sim::simulate(model, cluster, cfg, goal_of(*o)), cfg);
     return 0;
   };

@@ -1,0 +1,57 @@
+// `shardplan export plan.json --out-dir DIR`: launch files for a plan (mpirun, Slurm with
+// auto-resume, DeepSpeed ds_config, Megatron-LM arguments, SageMaker model-parallel parameters).
+#include <filesystem>
+#include <iostream>
+
+#include "commands.hpp"
+#include "planner/launch_export.hpp"
+#include "planner/plan.hpp"
+#include "simulator/errors.hpp"
+
+namespace shardplan::cli {
+
+namespace {
+
+struct ExportCli {
+  std::string plan, out_dir, data, checkpoint_dir = "checkpoints", job_name, time_limit = "24:00:00", hostfile;
+  long long steps = 0;
+  int max_retries = 3;
+};
+
+}  // namespace
+
+Run add_export_command(CLI::App& app) {
+  auto* cmd = app.add_subcommand("export", "Write launch files for a plan (mpirun, Slurm, DeepSpeed, Megatron, SMP)");
+  auto o = std::make_shared<ExportCli>();
+  cmd->add_option("plan", o->plan, "plan.json written by `shardplan plan --out`")->required();
+  cmd->add_option("--out-dir", o->out_dir, "Directory for the launch files")->required();
+  cmd->add_option("--steps", o->steps, "Training steps for shardrun (0 = its default)");
+  cmd->add_option("--data", o->data, "Training data for shardrun");
+  cmd->add_option("--checkpoint-dir", o->checkpoint_dir, "Checkpoint directory (auto-resume reads it)");
+  cmd->add_option("--job-name", o->job_name, "Slurm job name (default: from the model)");
+  cmd->add_option("--time-limit", o->time_limit, "Slurm time limit");
+  cmd->add_option("--max-retries", o->max_retries, "Relaunches from the latest checkpoint before giving up");
+  cmd->add_option("--hostfile", o->hostfile, "MPI hostfile");
+  return [o]() {
+    const planner::Plan plan = planner::load_plan(o->plan);
+    std::error_code ec;
+    std::filesystem::create_directories(o->out_dir, ec);
+    if (ec) throw simulator::InputError("--out-dir: cannot create '" + o->out_dir + "': " + ec.message());
+    planner::ExportOptions opt;
+    planner::ShardrunArgs run;
+    run.steps = o->steps;
+    run.data = o->data;
+    run.checkpoint_dir = o->checkpoint_dir;
+    run.resume_auto = true;
+    opt.mpirun.hostfile = o->hostfile;
+    opt.mpirun.run = run;
+    opt.slurm.job_name = o->job_name.empty() ? plan.model.name : o->job_name;
+    opt.slurm.time_limit = o->time_limit;
+    opt.slurm.max_retries = o->max_retries;
+    opt.slurm.run = run;
+    for (const auto& f : planner::export_all(plan, o->out_dir, o->plan, opt)) std::cout << "wrote " << f << "\n";
+    return 0;
+  };
+}
+
+}  // namespace shardplan::cli
