@@ -45,4 +45,10 @@ std::optional<std::vector<int>> choose_partition(const sim::Evaluator& ev, const
   return r.layers_per_stage;
 }
 
+std::vector<int> detail_even_split(int layers, int stages) {
+  std::vector<int> out(stages, layers / stages);
+  for (int s = 0; s < layers % stages; ++s) ++out[stages - 1 - s];
+  return out;
+}
+
 }  // namespace shardplan::planner

@@ -17,4 +17,7 @@ PartitionInput partition_input(const simulator::Evaluator& ev, const simulator::
 std::optional<std::vector<int>> choose_partition(const simulator::Evaluator& ev, const simulator::ParallelConfig& cfg,
                                                  PartitionGoal goal = PartitionGoal::speed, double memory_weight = 0.5);
 
+// L layers over p stages as evenly as possible (the DP's starting point when p does not divide L).
+std::vector<int> detail_even_split(int layers, int stages);
+
 }  // namespace shardplan::planner

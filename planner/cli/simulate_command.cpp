@@ -8,6 +8,7 @@
 #include "commands.hpp"
 #include "planner/config_import.hpp"
 #include "planner/plan.hpp"
+#include "planner/stage_partition.hpp"
 #include "report.hpp"
 #include "simulator/errors.hpp"
 #include "simulator/evaluator.hpp"
@@ -87,7 +88,7 @@ sim::ParallelConfig to_config(const SimulateOptions& o, const sim::ModelSpec& m,
   cfg.lora.alpha = o.lora_alpha;
   cfg.lora.dropout = o.lora_dropout;
   cfg.lora.targets = split_list(o.lora_targets);
-  cfg.partition = parse_partition(o.partition);
+  if (o.partition != "auto" && o.partition != "auto-memory") cfg.partition = parse_partition(o.partition);
   cfg.rank_order = o.rank_order;
   cfg.memory_headroom = o.headroom;
   return cfg;
@@ -123,7 +124,8 @@ void add_options(CLI::App* cmd, SimulateOptions& o) {
   cmd->add_option("--lora-alpha", o.lora_alpha, "LoRA alpha");
   cmd->add_option("--lora-dropout", o.lora_dropout, "LoRA dropout probability");
   cmd->add_option("--lora-targets", o.lora_targets, "Comma-separated module names (q_proj,k_proj,...)");
-  cmd->add_option("--partition", o.partition, "Layers per stage (or per model chunk), comma-separated");
+  cmd->add_option("--partition", o.partition,
+                  "Layers per stage (or per model chunk), comma-separated; or auto / auto-memory");
   cmd->add_option("--rank-order", o.rank_order, "Rank layout, fastest-varying first");
   cmd->add_option("--headroom", o.headroom, "Fraction of device memory kept free");
   cmd->add_option("--train-tokens", o.train_tokens, "Tokens to train on, for time and cost");
@@ -165,6 +167,20 @@ sim::ParallelConfig imported(const SimulateOptions& o, const sim::ModelSpec& m, 
   return r.config;
 }
 
+// --partition auto|auto-memory: the DP's layer split (SageMaker auto_partition, speed|memory).
+void auto_partition_config(const SimulateOptions& o, const sim::ModelSpec& m, const sim::ClusterSpec& c,
+                           sim::ParallelConfig& cfg) {
+  if (cfg.pp < 2 || cfg.virtual_stages != 1)
+    throw sim::InputError("--partition: auto needs --pp >= 2 without interleaving");
+  cfg.partition = planner::detail_even_split(static_cast<int>(m.num_layers), cfg.pp);
+  sim::validate_config(m, c, cfg);
+  const sim::Evaluator ev(m, c, cfg.lora);
+  const auto goal = o.partition == "auto" ? planner::PartitionGoal::speed : planner::PartitionGoal::memory;
+  const auto part = planner::choose_partition(ev, cfg, goal);
+  if (!part) throw sim::InputError("--partition: no layer split of this configuration fits the device memory");
+  cfg.partition = *part;
+}
+
 int simulate_plan(const SimulateOptions& o) {
   planner::Plan plan = planner::load_plan(o.plan);
   sim::ParallelConfig cfg = plan.config;
@@ -185,6 +201,7 @@ Run add_simulate_command(CLI::App& app) {
     const sim::ModelSpec model = sim::load_model(o->model);
     sim::ClusterSpec cluster{sim::load_hardware(o->hardware), o->nodes, o->devices_per_node};
     sim::ParallelConfig cfg = o->import_file.empty() ? to_config(*o, model, cluster) : imported(*o, model, cluster);
+    if (o->partition == "auto" || o->partition == "auto-memory") auto_partition_config(*o, model, cluster, cfg);
     emit(*o, sim::simulate(model, cluster, cfg, goal_of(*o)), cfg);
     return 0;
   };

@@ -3,6 +3,7 @@
 #include <gtest/gtest.h>
 
 #include <filesystem>
+#include <numeric>
 
 #include "planner/plan.hpp"
 #include "planner/search.hpp"
@@ -252,6 +253,45 @@ TEST(Plan, BadPlanFilesAreRejectedWithTheField) {
   } catch (const sim::InputError& e) {
     EXPECT_NE(std::string(e.what()).find("p.json: field 'schema'"), std::string::npos) << e.what();
   }
+}
+
+}  // namespace
+}  // namespace shardplan::planner
+
+#include "planner/stage_partition.hpp"
+
+namespace shardplan::planner {
+namespace {
+
+TEST(AutoPartition, BeatsTheNaiveUnevenSplitUnderTheFullSimulation) {
+  // 32 layers over 3 stages: the LM head and the embedding make the ends heavier.
+  const sim::ModelSpec m = sim::load_model("llama2-7b");
+  const sim::ClusterSpec c{sim::load_hardware("p4de.24xlarge"), 1, 6};
+  sim::ParallelConfig cfg;
+  cfg.tp = 1;
+  cfg.pp = 3;
+  cfg.dp = 2;
+  cfg.zero_stage = 1;
+  cfg.global_batch_size = 24;
+  cfg.seq_len = 2048;
+  cfg.recompute = sim::Recompute::full;
+  cfg.partition = {10, 11, 11};
+  sim::validate_config(m, c, cfg);
+  const sim::Evaluator ev(m, c, cfg.lora);
+  const auto part = choose_partition(ev, cfg, PartitionGoal::speed);
+  ASSERT_TRUE(part.has_value());
+  EXPECT_EQ(std::accumulate(part->begin(), part->end(), 0), 32);
+  EXPECT_LT(part->back(), part->at(1));  // the head's stage gets fewer layers
+  sim::ParallelConfig chosen = cfg;
+  chosen.partition = *part;
+  const double naive = ev.simulate(cfg).time.step_s, tuned = ev.simulate(chosen).time.step_s;
+  EXPECT_LE(tuned, naive * (1 + 1e-12));
+  // Memory goal: the first stage (most micro-batches in flight) gets fewer layers.
+  const auto mem = choose_partition(ev, cfg, PartitionGoal::memory);
+  ASSERT_TRUE(mem.has_value());
+  EXPECT_LE(mem->front(), part->front());
+  EXPECT_LE(ev.simulate([&] { auto x = cfg; x.partition = *mem; return x; }()).worst.total(),
+            ev.simulate(chosen).worst.total() * (1 + 1e-12));
 }
 
 }  // namespace
