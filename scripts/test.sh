@@ -69,6 +69,7 @@ fi
 # Smoke check only: the benchmark must still run; its figures are not judged here.
 begin "bench smoke run"
 build/release/bench/bench_simulator --benchmark_min_time=0.05
+build/release/bench/bench_planner --benchmark_min_time=0.05
 end
 
 echo "test.sh: ALL PASSED in $((SECONDS - script_start))s ($(joined))"

@@ -296,3 +296,28 @@ TEST(AutoPartition, BeatsTheNaiveUnevenSplitUnderTheFullSimulation) {
 
 }  // namespace
 }  // namespace shardplan::planner
+
+namespace shardplan::planner {
+namespace {
+
+TEST(Search, CancelReturnsBestSoFar) {
+  const sim::ModelSpec m = sim::load_model("gpt3-175b");
+  const sim::HardwareProfile hw = sim::load_hardware("p4de.24xlarge");
+  SearchSpace s;
+  s.node_counts = {16, 32, 64};
+  s.global_batch_sizes = {1536};
+  std::atomic<bool> cancel{true};  // as if Ctrl-C came at once: each thread finishes one block
+  SearchOptions o;
+  o.threads = 1;
+  o.cancel = &cancel;
+  const SearchResult r = search(m, hw, s, Constraints{}, o);
+  EXPECT_TRUE(r.interrupted);
+  o.cancel = nullptr;
+  const SearchResult full = search(m, hw, s, Constraints{}, o);
+  EXPECT_FALSE(full.interrupted);
+  EXPECT_LT(r.considered, full.considered);
+  if (!r.ranked.empty()) EXPECT_GE(r.ranked.front().score, full.ranked.front().score);
+}
+
+}  // namespace
+}  // namespace shardplan::planner
