@@ -23,13 +23,16 @@ namespace {
 std::atomic<bool> g_interrupted{false};
 extern "C" void on_sigint(int) { g_interrupted.store(true); }
 
+struct PlanOptions;
+int run_plan(const PlanOptions& o);
+
 struct PlanOptions {
   std::string model, hardware, nodes = "1", global_batch = "0", micro_batches = "1,2,4,8";
   std::string zero_stages = "0,1,2,3", schedules = "1f1b,gpipe,interleaved", recomputes = "none,selective,full";
   std::string precisions = "bf16", virtual_stages = "2,3,4";
   int devices_per_node = 0, seq_len = 2048, top = 10, threads = 0, max_nodes = 0, max_tp = 0;
   bool no_mics = false, no_offload = false, no_sp = false, tp_across_nodes = false, json = false, quiet = false;
-  int lora_rank = 0;
+  std::string lora_ranks = "0";
   double lora_alpha = 16, lora_dropout = 0, headroom = 0.05, max_usd = 0, train_tokens = 0, dataset_tokens = 0,
          epochs = 1;
   std::string lora_targets, objective = "throughput", require, forbid, out, why, rank_order = "tp-dp-pp";
@@ -51,7 +54,8 @@ void add_options(CLI::App* cmd, PlanOptions& o) {
   cmd->add_flag("--no-mics", o.no_mics, "Only shard over the whole data-parallel group");
   cmd->add_flag("--no-offload", o.no_offload, "Do not consider optimizer/activation offload");
   cmd->add_flag("--no-sequence-parallel", o.no_sp, "Do not consider sequence parallelism");
-  cmd->add_option("--lora-rank", o.lora_rank, "LoRA rank (fixed; 0 = full training)");
+  cmd->add_option("--lora-rank", o.lora_ranks,
+                  "LoRA rank (0 = full training); a list (4,8,16) compares the best plan of each");
   cmd->add_option("--lora-alpha", o.lora_alpha, "LoRA alpha");
   cmd->add_option("--lora-dropout", o.lora_dropout, "LoRA dropout");
   cmd->add_option("--lora-targets", o.lora_targets, "LoRA target modules, comma-separated");
@@ -91,7 +95,7 @@ pl::SearchSpace make_space(const PlanOptions& o) {
   s.mics = !o.no_mics;
   if (o.no_offload) s.offload_optimizer = s.offload_activations = {false};
   if (o.no_sp) s.sequence_parallel = {false};
-  s.lora.rank = o.lora_rank;
+  s.lora.rank = parse_int_list("--lora-rank", o.lora_ranks, false).front();
   s.lora.alpha = o.lora_alpha;
   s.lora.dropout = o.lora_dropout;
   s.lora.targets = split_list(o.lora_targets);
@@ -126,7 +130,46 @@ nlohmann::json search_settings(const PlanOptions& o) {
           {"require", o.require}, {"forbid", o.forbid}, {"headroom", o.headroom}};
 }
 
+// Several LoRA ranks: one search each, a comparison line per rank, the overall best exported.
+int compare_lora_ranks(const PlanOptions& o, const std::vector<int>& ranks) {
+  std::optional<std::pair<double, PlanOptions>> best;
+  for (int r : ranks) {
+    PlanOptions one = o;
+    one.lora_ranks = std::to_string(r);
+    one.out.clear();
+    one.json = false;
+    const sim::ModelSpec model = sim::load_model(o.model);
+    const sim::HardwareProfile hw = sim::load_hardware(o.hardware);
+    pl::SearchSpace space = make_space(one);
+    pl::SearchOptions opts;
+    opts.objective = objective_of(o.objective);
+    opts.top_k = 1;
+    opts.threads = o.threads;
+    opts.cancel = &g_interrupted;
+    const pl::SearchResult res = pl::search(model, hw, space, make_constraints(o), opts);
+    std::cout << "LoRA r=" << r << ": ";
+    if (res.ranked.empty()) {
+      std::cout << "nothing fits\n";
+      continue;
+    }
+    const auto& x = res.ranked.front();
+    std::printf("%.0f tokens/s, %.2f GiB per device, %s trainable; %s\n", x.prediction.tokens_per_s,
+                x.prediction.worst.total() / (1024.0 * 1024 * 1024),
+                std::to_string(x.prediction.trainable_parameters).c_str(), x.candidate.key.c_str());
+    std::fflush(stdout);
+    if (!best || x.score < best->first) best = {x.score, one};
+  }
+  if (!best) return 1;
+  std::cout << "\nbest: LoRA r=" << best->second.lora_ranks << "\n\n";
+  PlanOptions chosen = best->second;
+  chosen.out = o.out;
+  chosen.json = o.json;
+  return run_plan(chosen);
+}
+
 int run_plan(const PlanOptions& o) {
+  const std::vector<int> ranks = parse_int_list("--lora-rank", o.lora_ranks, false);
+  if (ranks.size() > 1) return compare_lora_ranks(o, ranks);
   const sim::ModelSpec model = sim::load_model(o.model);
   const sim::HardwareProfile hw = sim::load_hardware(o.hardware);
   pl::SearchSpace space = make_space(o);

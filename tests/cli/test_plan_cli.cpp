@@ -77,6 +77,15 @@ TEST(PlanCli, ImportEvaluatesADeepSpeedConfig) {
   EXPECT_EQ(nlohmann::json::parse(r.out)["config"]["zero_stage"], 2);
 }
 
+TEST(PlanCli, LoraRankListComparesEachRank) {
+  const Result r = run("plan --model llama2-7b --hardware p4de.24xlarge --global-batch-size 16 --seq-len 1024 "
+                       "--lora-rank 4,64 --lora-targets q_proj,v_proj --quiet --top 1");
+  ASSERT_EQ(r.code, 0);
+  EXPECT_NE(r.out.find("LoRA r=4:"), std::string::npos);
+  EXPECT_NE(r.out.find("LoRA r=64:"), std::string::npos);
+  EXPECT_NE(r.out.find("best: LoRA r="), std::string::npos);
+}
+
 TEST(PlanCli, BadPlanFileIsOneLineExitTwo) {
   const fs::path dir = temp_dir();
   const std::string bad = (dir / "bad.json").string();
