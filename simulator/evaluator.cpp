@@ -38,16 +38,7 @@ StageSummary summarize_stage(const ConfigContext& c, int stage) {
   for (int ch = 0; ch < cfg.virtual_stages; ++ch) {
     const ChunkShape shape = chunk_shape(c.mc->model, cfg, ch, stage);
     const ChunkTime t = chunk_time(c, shape);
-    s.sum.forward_s += t.forward_s;
-    s.sum.backward_s += t.backward_s;
-    s.sum.stored_bytes += t.stored_bytes;
-    s.sum.fwd_compute_s += t.fwd_compute_s;
-    s.sum.bwd_compute_s += t.bwd_compute_s;
-    s.sum.recompute_s += t.recompute_s;
-    s.sum.tp_comm_s += t.tp_comm_s;
-    s.sum.dp_exposed_s += t.dp_exposed_s;
-    s.sum.dp_total_s += t.dp_total_s;
-    s.sum.offload_exposed_s += t.offload_exposed_s;
+    s.sum += t;
     s.max_chunk_stored = std::max(s.max_chunk_stored, t.stored_bytes);
     s.layers += shape.layers;
     s.embedding |= shape.embedding;

@@ -91,6 +91,7 @@ Prediction Evaluator::simulate(const ParallelConfig& cfg, const TrainingGoal& go
   }
 
   // Per stage: memory with the simulated activation peak, end-of-step tail after its finish.
+  const auto layers = layers_per_chunk(mc_.model, cfg);
   std::vector<StageRun> runs(static_cast<std::size_t>(p));
   double tail = 0, opt = 0, host_per_device = 0;
   for (int s = 0; s < p; ++s) {
@@ -100,18 +101,9 @@ Prediction Evaluator::simulate(const ParallelConfig& cfg, const TrainingGoal& go
     for (int ch = 0; ch < v; ++ch) {
       const ChunkTime& t = chunks[ch * p + s];
       shape.max_chunk_stored = std::max(shape.max_chunk_stored, t.stored_bytes);
-      r.sum.forward_s += t.forward_s;
-      r.sum.backward_s += t.backward_s;
-      r.sum.fwd_compute_s += t.fwd_compute_s;
-      r.sum.bwd_compute_s += t.bwd_compute_s;
-      r.sum.recompute_s += t.recompute_s;
-      r.sum.tp_comm_s += t.tp_comm_s;
-      r.sum.dp_exposed_s += t.dp_exposed_s;
-      r.sum.dp_total_s += t.dp_total_s;
-      r.sum.offload_exposed_s += t.offload_exposed_s;
+      r.sum += t;
+      shape.layers += layers[ch * p + s];
     }
-    const auto layers = layers_per_chunk(mc_.model, cfg);
-    for (int ch = 0; ch < v; ++ch) shape.layers += layers[ch * p + s];
     shape.embedding = s == 0;
     shape.head = s == p - 1;
     shape.in_flight = pr.pipeline.max_in_flight[s];

@@ -57,6 +57,20 @@ ConfigContext::ConfigContext(const ModelContext& m, const ParallelConfig& config
   p2p_s = config.pp > 1 ? ::shardplan::simulator::p2p_s(act, cross, tp * config.dp, m.cluster.hardware, per_node) : 0.0;
 }
 
+ChunkTime& ChunkTime::operator+=(const ChunkTime& o) {
+  forward_s += o.forward_s;
+  backward_s += o.backward_s;
+  stored_bytes += o.stored_bytes;
+  fwd_compute_s += o.fwd_compute_s;
+  bwd_compute_s += o.bwd_compute_s;
+  recompute_s += o.recompute_s;
+  tp_comm_s += o.tp_comm_s;
+  dp_exposed_s += o.dp_exposed_s;
+  dp_total_s += o.dp_total_s;
+  offload_exposed_s += o.offload_exposed_s;
+  return *this;
+}
+
 ChunkTime chunk_time(const ConfigContext& c, const ChunkShape& sh) {
   const auto& cfg = *c.cfg;
   const auto& hw = c.mc->cluster.hardware;

@@ -54,6 +54,8 @@ struct ChunkTime {
   // Breakdown (one micro-batch):
   double fwd_compute_s = 0, bwd_compute_s = 0, recompute_s = 0, tp_comm_s = 0;
   double dp_exposed_s = 0, dp_total_s = 0, offload_exposed_s = 0;
+  // Summing chunks of one stage.
+  ChunkTime& operator+=(const ChunkTime& o);
 };
 
 ChunkTime chunk_time(const ConfigContext& c, const ChunkShape& shape);
