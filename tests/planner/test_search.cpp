@@ -316,7 +316,9 @@ TEST(Search, CancelReturnsBestSoFar) {
   const SearchResult full = search(m, hw, s, Constraints{}, o);
   EXPECT_FALSE(full.interrupted);
   EXPECT_LT(r.considered, full.considered);
-  if (!r.ranked.empty()) EXPECT_GE(r.ranked.front().score, full.ranked.front().score);
+  if (!r.ranked.empty()) {
+    EXPECT_GE(r.ranked.front().score, full.ranked.front().score);
+  }
 }
 
 }  // namespace
