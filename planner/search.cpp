@@ -14,6 +14,7 @@
 #include "search_point.hpp"
 #include "search_result.hpp"
 #include "simulator/errors.hpp"
+#include "stage_partition.hpp"
 
 namespace shardplan::planner {
 
@@ -87,16 +88,6 @@ struct Shared {
   std::atomic<bool> stopped{false};
 };
 
-double score_of(const sim::Estimate& e, double usd_per_token, Objective o) {
-  switch (o) {
-    case Objective::throughput:
-    case Objective::time_to_train: return 1.0 / e.tokens_per_s;
-    case Objective::cost: return usd_per_token;
-    case Objective::memory: return e.worst_memory_bytes + 1e-3 / e.tokens_per_s;  // tie: faster
-  }
-  return 0;
-}
-
 // Evaluate every inner point of one block; returns false when cancelled.
 bool run_block(Shared& sh, const Block& b, detail::ThreadState& ts) {
   const auto& sp = *sh.space;
@@ -115,7 +106,7 @@ bool run_block(Shared& sh, const Block& b, detail::ThreadState& ts) {
   cfg.rank_order = sp.rank_order;
   cfg.memory_headroom = sh.constraints->memory_headroom;
   const bool even = m.num_layers % b.pp == 0;
-  if (!even) cfg.partition = detail::uneven_partition(static_cast<int>(m.num_layers), b.pp);
+  if (!even) cfg.partition = default_split(static_cast<int>(m.num_layers), b.pp);
   const double price = ev.cluster().hardware.price.usd_per_hour * b.nodes;
   const bool price_ok = sh.constraints->max_usd_per_hour <= 0 || price <= sh.constraints->max_usd_per_hour;
   detail::BlockTally tally;
@@ -163,7 +154,8 @@ bool run_block(Shared& sh, const Block& b, detail::ThreadState& ts) {
               pt.estimate = ev.estimate(*ctx);
               pt.time_per_token = 1.0 / pt.estimate.tokens_per_s;
               pt.usd_per_token = price / 3600.0 * pt.time_per_token;
-              pt.score = score_of(pt.estimate, pt.usd_per_token, sh.options->objective);
+              pt.score = objective_score(sh.options->objective, pt.estimate.tokens_per_s, price,
+                                         pt.estimate.worst_memory_bytes);
               const bool allowed = price_ok && detail::meets(pt.key, *sh.constraints);
               tally.add(pt, allowed, usable);
               if (pt.estimate.fits && allowed) ts.offer(pt);

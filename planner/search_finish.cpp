@@ -14,16 +14,6 @@ using detail::Point;
 
 namespace {
 
-double score_of(const sim::Prediction& p, double price_per_hour, Objective o) {
-  switch (o) {
-    case Objective::throughput:
-    case Objective::time_to_train: return 1.0 / p.tokens_per_s;
-    case Objective::cost: return price_per_hour / 3600.0 / p.tokens_per_s;
-    case Objective::memory: return p.worst.total() + 1e-3 / p.tokens_per_s;
-  }
-  return 0;
-}
-
 std::string fmt_gib(double b) {
   char buf[32];
   std::snprintf(buf, sizeof buf, "%.2f GiB", b / (1024.0 * 1024 * 1024));
@@ -52,7 +42,7 @@ std::vector<Ranked> rescore(const sim::ModelSpec& model, const std::vector<sim::
     }
     if (!pred.feasible) continue;
     const double price = ev.cluster().hardware.price.usd_per_hour * ev.cluster().nodes;
-    Candidate cand{ev.cluster(), cfg, p.estimate, score_of(pred, price, o.objective),
+    Candidate cand{ev.cluster(), cfg, p.estimate, objective_score(o.objective, pred.tokens_per_s, price, pred.worst.total()),
                    price / 3600.0 / pred.tokens_per_s, describe(cfg, ev.cluster().nodes)};
     ranked.push_back({std::move(cand), pred, 0});
     ranked.back().score = ranked.back().candidate.score;
@@ -98,6 +88,16 @@ std::string region_reason(const sim::ModelSpec& model, const std::vector<sim::Ev
 }
 
 }  // namespace
+
+double objective_score(Objective o, double tokens_per_s, double usd_per_hour, double worst_memory_bytes) {
+  switch (o) {
+    case Objective::throughput:
+    case Objective::time_to_train: return 1.0 / tokens_per_s;
+    case Objective::cost: return usd_per_hour / 3600.0 / tokens_per_s;
+    case Objective::memory: return worst_memory_bytes + 1e-3 / tokens_per_s;  // tie: faster
+  }
+  return 0;
+}
 
 std::string describe(const sim::ParallelConfig& c, int nodes) {
   std::string s = "nodes=" + std::to_string(nodes) + " tp=" + std::to_string(c.tp) + " pp=" + std::to_string(c.pp) +
@@ -176,7 +176,7 @@ std::string why_not(const sim::ModelSpec& model, const sim::ClusterSpec& cluster
   if (!detail::meets(detail::key_of(cfg, cluster.nodes), c)) return name + ": excluded by --require/--forbid";
   if (result.ranked.empty()) return name + ": fits, and the search found nothing feasible to compare with";
   const Ranked& best = result.ranked.front();
-  const double score = score_of(p, price, objective);
+  const double score = objective_score(objective, p.tokens_per_s, price, p.worst.total());
   if (score <= best.score) return name + ": is as good as the plan (" + best.candidate.key + ")";
   const auto& a = p.time;
   const auto& b = best.prediction.time;

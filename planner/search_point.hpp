@@ -29,10 +29,6 @@ inline bool better(const Point& a, const Point& b) {
   return a.key < b.key;
 }
 
-// Layers per stage when pp does not divide L: extras to the middle stages (stage 0 holds the
-// most in-flight micro-batches and the embedding, the last stage the LM head).
-std::vector<int> uneven_partition(int layers, int pp);
-
 // Writes the point's scalars into `cfg` (lists such as LoRA targets and partition untouched).
 void apply(const PointKey& k, simulator::ParallelConfig& cfg);
 PointKey key_of(const simulator::ParallelConfig& cfg, int nodes);

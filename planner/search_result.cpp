@@ -5,6 +5,7 @@
 #include <cstdio>
 
 #include "simulator/errors.hpp"
+#include "stage_partition.hpp"
 
 namespace shardplan::planner::detail {
 
@@ -46,14 +47,6 @@ void insert_front(std::vector<Point>& front, const Point& p) {
 auto heap_cmp = [](const Point& a, const Point& b) { return better(a, b); };  // worst on top
 
 }  // namespace
-
-std::vector<int> uneven_partition(int layers, int pp) {
-  std::vector<int> part(pp, layers / pp);
-  int extra = layers % pp;
-  for (int s = 1; s < pp && extra > 0; ++s, --extra) ++part[s];
-  for (int s = 0; extra > 0; ++s, --extra) ++part[s];
-  return part;
-}
 
 void apply(const PointKey& k, sim::ParallelConfig& c) {
   const auto& v = k.v;
@@ -186,7 +179,7 @@ sim::ParallelConfig config_of(const Point& p, const sim::ModelSpec& m, const Sea
   cfg.lora = space.lora;
   cfg.rank_order = space.rank_order;
   cfg.memory_headroom = c.memory_headroom;
-  if (m.num_layers % cfg.pp) cfg.partition = uneven_partition(static_cast<int>(m.num_layers), cfg.pp);
+  if (m.num_layers % cfg.pp) cfg.partition = default_split(static_cast<int>(m.num_layers), cfg.pp);
   return cfg;
 }
 

@@ -45,10 +45,12 @@ std::optional<std::vector<int>> choose_partition(const sim::Evaluator& ev, const
   return r.layers_per_stage;
 }
 
-std::vector<int> detail_even_split(int layers, int stages) {
-  std::vector<int> out(stages, layers / stages);
-  for (int s = 0; s < layers % stages; ++s) ++out[stages - 1 - s];
-  return out;
+std::vector<int> default_split(int layers, int stages) {
+  std::vector<int> part(stages, layers / stages);
+  int extra = layers % stages;
+  for (int s = 1; s < stages && extra > 0; ++s, --extra) ++part[s];
+  for (int s = 0; extra > 0; ++s, --extra) ++part[s];
+  return part;
 }
 
 }  // namespace shardplan::planner

@@ -17,7 +17,9 @@ PartitionInput partition_input(const simulator::Evaluator& ev, const simulator::
 std::optional<std::vector<int>> choose_partition(const simulator::Evaluator& ev, const simulator::ParallelConfig& cfg,
                                                  PartitionGoal goal = PartitionGoal::speed, double memory_weight = 0.5);
 
-// L layers over p stages as evenly as possible (the DP's starting point when p does not divide L).
-std::vector<int> detail_even_split(int layers, int stages);
+// L layers over p stages when p does not divide L, before auto-partition: extras go to the
+// middle stages (stage 0 holds the most in-flight micro-batches and the embedding, the last
+// stage the LM head).
+std::vector<int> default_split(int layers, int stages);
 
 }  // namespace shardplan::planner

@@ -172,7 +172,7 @@ void auto_partition_config(const SimulateOptions& o, const sim::ModelSpec& m, co
                            sim::ParallelConfig& cfg) {
   if (cfg.pp < 2 || cfg.virtual_stages != 1)
     throw sim::InputError("--partition: auto needs --pp >= 2 without interleaving");
-  cfg.partition = planner::detail_even_split(static_cast<int>(m.num_layers), cfg.pp);
+  cfg.partition = planner::default_split(static_cast<int>(m.num_layers), cfg.pp);
   sim::validate_config(m, c, cfg);
   const sim::Evaluator ev(m, c, cfg.lora);
   const auto goal = o.partition == "auto" ? planner::PartitionGoal::speed : planner::PartitionGoal::memory;
