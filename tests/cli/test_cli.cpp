@@ -23,6 +23,8 @@
 #include <vector>
 
 #include <gtest/gtest.h>
+
+#include "support/temp_dir.hpp"
 #include <nlohmann/json.hpp>
 
 namespace {
@@ -183,31 +185,7 @@ json run_json(const std::vector<std::string>& args) {
   return j;
 }
 
-// Creates a fresh directory under the system temp dir; removes it (recursively) on destruction.
-class TempDir {
- public:
-  TempDir() {
-    std::string tmpl = (fs::temp_directory_path() / "shardplan_cli_test_XXXXXX").string();
-    if (mkdtemp(tmpl.data()) == nullptr) ADD_FAILURE() << "mkdtemp failed: " << std::strerror(errno);
-    path_ = tmpl;
-  }
-  ~TempDir() {
-    std::error_code ec;
-    fs::remove_all(path_, ec);
-  }
-  TempDir(const TempDir&) = delete;
-  TempDir& operator=(const TempDir&) = delete;
-
-  std::string write(const std::string& name, const std::string& text) const {
-    const std::string p = (fs::path(path_) / name).string();
-    std::ofstream(p) << text;
-    return p;
-  }
-  std::string write_json(const std::string& name, const json& j) const { return write(name, j.dump(2)); }
-
- private:
-  std::string path_;
-};
+using shardplan::testing::TempDir;
 
 json builtin_profile(const std::string& name) { return read_json(repo_root() + "/hardware_profiles/" + name + ".json"); }
 json builtin_model(const std::string& name) { return read_json(repo_root() + "/models/" + name + ".json"); }

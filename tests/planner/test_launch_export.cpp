@@ -2,6 +2,8 @@
 // actual run of its auto-resume loop against a fake srun), ds_config / Megatron / SMP exports and
 // their round trips through the importers.
 #include <gtest/gtest.h>
+
+#include "support/temp_dir.hpp"
 #include <sys/stat.h>
 #include <sys/wait.h>
 
@@ -52,19 +54,7 @@ Plan default_plan() {
   return make_plan([](sim::ParallelConfig&) {});
 }
 
-struct TempDir {
-  fs::path path;
-  TempDir() {
-    std::string tmpl = (fs::temp_directory_path() / "shardplan_launch_XXXXXX").string();
-    if (::mkdtemp(tmpl.data()) == nullptr) throw std::runtime_error("mkdtemp failed");
-    path = tmpl;
-  }
-  ~TempDir() {
-    std::error_code ec;
-    fs::remove_all(path, ec);
-  }
-  [[nodiscard]] std::string file(const std::string& name) const { return (path / name).string(); }
-};
+using shardplan::testing::TempDir;
 
 void write_text(const std::string& path, const std::string& text, bool executable = false) {
   std::ofstream(path, std::ios::binary) << text;
@@ -119,7 +109,7 @@ std::vector<std::string> split_nul(const std::string& s) {
 
 // A fake command on PATH that records its arguments (NUL-separated) and exits 0.
 void fake_recorder(const TempDir& dir, const std::string& name) {
-  fs::create_directories(dir.path / "bin");
+  fs::create_directories(dir.path() / "bin");
   write_text(dir.file("bin/" + name),
              "#!/bin/bash\n: > \"$RECORD\"\nfor a in \"$@\"; do printf '%s\\0' \"$a\" >> \"$RECORD\"; done\n", true);
 }
@@ -316,7 +306,7 @@ struct SlurmRun {
 
 // Runs the generated script with a fake srun that fails `fail_times` times with `code`.
 SlurmRun run_slurm(const TempDir& dir, const std::string& script, int fail_times, int code) {
-  fs::create_directories(dir.path / "bin");
+  fs::create_directories(dir.path() / "bin");
   write_text(dir.file("bin/srun"),
              "#!/bin/bash\n"
              "n=$(cat \"$STATE/count\" 2>/dev/null || echo 0); n=$((n + 1)); echo \"$n\" > \"$STATE/count\"\n"
@@ -324,11 +314,11 @@ SlurmRun run_slurm(const TempDir& dir, const std::string& script, int fail_times
              "echo \"fake srun attempt $n\"\n"
              "if [ \"$n\" -le \"$FAIL_TIMES\" ]; then exit \"$FAIL_CODE\"; fi\n",
              true);
-  fs::create_directories(dir.path / "state");
-  fs::remove(dir.path / "state" / "count");
+  fs::create_directories(dir.path() / "state");
+  fs::remove(dir.path() / "state" / "count");
   write_text(dir.file("job.sbatch"), script);
   SlurmRun r;
-  r.result = run("cd " + shell_quote(dir.path.string()) + " && PATH=" + shell_quote(dir.file("bin")) +
+  r.result = run("cd " + shell_quote(dir.path().string()) + " && PATH=" + shell_quote(dir.file("bin")) +
                  ":\"$PATH\" STATE=" + shell_quote(dir.file("state")) + " FAIL_TIMES=" + std::to_string(fail_times) +
                  " FAIL_CODE=" + std::to_string(code) + " SLURM_JOB_ID=4242 bash job.sbatch");
   r.attempts = std::atoi(read_text(dir.file("state/count")).c_str());

@@ -4,6 +4,8 @@
 #include "simulator/hardware_profile.hpp"
 
 #include <gtest/gtest.h>
+
+#include "support/temp_dir.hpp"
 #include <unistd.h>
 
 #include <algorithm>
@@ -45,33 +47,7 @@ std::string input_error_of(F&& f) {
 
 bool contains(const std::string& s, const std::string& part) { return s.find(part) != std::string::npos; }
 
-// A fresh directory per test (ctest may run tests in parallel), removed afterwards.
-class TempDir {
- public:
-  TempDir() {
-    const auto* info = testing::UnitTest::GetInstance()->current_test_info();
-    dir_ = fs::temp_directory_path() /
-           ("shardplan_hw_" + std::string(info->test_suite_name()) + "_" + info->name() + "_" +
-            std::to_string(::getpid()));
-    fs::remove_all(dir_);
-    fs::create_directories(dir_);
-  }
-  ~TempDir() {
-    std::error_code ec;
-    fs::remove_all(dir_, ec);
-  }
-  TempDir(const TempDir&) = delete;
-  TempDir& operator=(const TempDir&) = delete;
-  [[nodiscard]] const fs::path& path() const { return dir_; }
-  std::string write(const std::string& name, const nlohmann::json& j) const {
-    const std::string p = (dir_ / name).string();
-    std::ofstream(p) << j.dump(2);
-    return p;
-  }
-
- private:
-  fs::path dir_;
-};
+using shardplan::testing::TempDir;
 
 const std::vector<std::string> kBuiltins{"g5.48xlarge",   "gaudi2-hls2",  "p4d.24xlarge",
                                          "p4de.24xlarge", "p5.48xlarge", "trn1.32xlarge"};
@@ -299,7 +275,7 @@ TEST(HardwareProfiles, P4deInheritsFromP4d) {
 
 TEST(HardwareProfiles, OverlayWithOtherUnit) {
   TempDir tmp;
-  const std::string path = tmp.write("bigger.json", {
+  const std::string path = tmp.write_json("bigger.json", {
       {"schema", "shardplan.hardware/1"},
       {"name", "p4de-bigger"},
       {"base", "p4de.24xlarge"},
@@ -325,7 +301,7 @@ TEST(HardwareProfiles, OverlayWithOtherUnit) {
 
 TEST(HardwareProfiles, OverlayNullRemovesOptionalField) {
   TempDir tmp;
-  const std::string path = tmp.write("nolaunch.json", {
+  const std::string path = tmp.write_json("nolaunch.json", {
       {"name", "p4d-nolaunch"},
       {"base", "p4d.24xlarge"},
       {"device", {{"kernel_launch_us", nullptr}}},
@@ -335,8 +311,8 @@ TEST(HardwareProfiles, OverlayNullRemovesOptionalField) {
 
 TEST(HardwareProfiles, RelativeBasePath) {
   TempDir tmp;
-  tmp.write("a.json", read_json_file(profile_path("g5.48xlarge")));
-  const std::string path = tmp.write("b.json", {{"name", "g5-fast-net"}, {"base", "./a.json"},
+  tmp.write_json("a.json", read_json_file(profile_path("g5.48xlarge")));
+  const std::string path = tmp.write_json("b.json", {{"name", "g5-fast-net"}, {"base", "./a.json"},
                                                 {"network", {{"bandwidth_GBps", 50}}}});
   const auto hw = load_hardware(path);
   EXPECT_EQ(hw.network.bandwidth_Bps, 50e9);
@@ -345,19 +321,19 @@ TEST(HardwareProfiles, RelativeBasePath) {
 
 TEST(HardwareProfiles, CircularBaseChain) {
   TempDir tmp;
-  tmp.write("a.json", {{"name", "a"}, {"base", "./b.json"}});
-  const std::string b = tmp.write("b.json", {{"name", "b"}, {"base", "./a.json"}});
+  tmp.write_json("a.json", {{"name", "a"}, {"base", "./b.json"}});
+  const std::string b = tmp.write_json("b.json", {{"name", "b"}, {"base", "./a.json"}});
   const std::string msg = input_error_of([&] { load_hardware(b); });
   EXPECT_TRUE(contains(msg, "base")) << msg;
   EXPECT_TRUE(contains(msg, "circular")) << msg;
 
-  const std::string self = tmp.write("self.json", {{"name", "self"}, {"base", "./self.json"}});
+  const std::string self = tmp.write_json("self.json", {{"name", "self"}, {"base", "./self.json"}});
   EXPECT_TRUE(contains(input_error_of([&] { load_hardware(self); }), "circular"));
 }
 
 TEST(HardwareProfiles, UnknownBase) {
   TempDir tmp;
-  const std::string path = tmp.write("x.json", {{"name", "x"}, {"base", "p9.mega"}});
+  const std::string path = tmp.write_json("x.json", {{"name", "x"}, {"base", "p9.mega"}});
   const std::string msg = input_error_of([&] { load_hardware(path); });
   EXPECT_TRUE(contains(msg, path)) << msg;
   EXPECT_TRUE(contains(msg, "p9.mega")) << msg;
@@ -375,7 +351,7 @@ nlohmann::json p4d_json() { return read_json_file(profile_path("p4d.24xlarge"));
 
 // Writes `j`, loads it, returns the InputError message (checked to name the file).
 std::string load_error(const TempDir& tmp, const std::string& file, const nlohmann::json& j) {
-  const std::string path = tmp.write(file, j);
+  const std::string path = tmp.write_json(file, j);
   const std::string msg = input_error_of([&] { load_hardware(path); });
   EXPECT_TRUE(contains(msg, path)) << msg;
   return msg;
@@ -383,7 +359,7 @@ std::string load_error(const TempDir& tmp, const std::string& file, const nlohma
 
 TEST(HardwareProfiles, ValidTemplateLoads) {
   TempDir tmp;
-  EXPECT_NO_THROW(load_hardware(tmp.write("ok.json", p4d_json())));
+  EXPECT_NO_THROW(load_hardware(tmp.write_json("ok.json", p4d_json())));
 }
 
 TEST(HardwareProfiles, MissingDeviceMemory) {

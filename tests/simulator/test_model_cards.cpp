@@ -6,6 +6,8 @@
 #include "simulator/model_spec.hpp"
 
 #include <gtest/gtest.h>
+
+#include "support/temp_dir.hpp"
 #include <unistd.h>
 
 #include <algorithm>
@@ -46,32 +48,7 @@ std::string input_error_of(F&& f) {
   return {};
 }
 
-// A fresh directory per test (ctest may run tests in parallel), removed afterwards.
-class TempDir {
- public:
-  TempDir() {
-    const auto* info = testing::UnitTest::GetInstance()->current_test_info();
-    dir_ = fs::temp_directory_path() /
-           ("shardplan_model_" + std::string(info->test_suite_name()) + "_" + info->name() + "_" +
-            std::to_string(::getpid()));
-    fs::remove_all(dir_);
-    fs::create_directories(dir_);
-  }
-  ~TempDir() {
-    std::error_code ec;
-    fs::remove_all(dir_, ec);
-  }
-  TempDir(const TempDir&) = delete;
-  TempDir& operator=(const TempDir&) = delete;
-  std::string write(const std::string& name, const nlohmann::json& j) const {
-    const std::string p = (dir_ / name).string();
-    std::ofstream(p) << j.dump(2);
-    return p;
-  }
-
- private:
-  fs::path dir_;
-};
+using shardplan::testing::TempDir;
 
 // ----- parameter counts -------------------------------------------------------------------
 
@@ -289,7 +266,7 @@ nlohmann::json valid_card() { return read_json_file(card_path("tiny-llama")); }
 void expect_card_error(const TempDir& tmp, const std::string& file, const nlohmann::json& card,
                        const std::string& field) {
   SCOPED_TRACE(file);
-  const std::string path = tmp.write(file, card);
+  const std::string path = tmp.write_json(file, card);
   const std::string msg = input_error_of([&] { load_model_file(path); });
   EXPECT_NE(msg.find(path), std::string::npos) << msg;
   EXPECT_NE(msg.find("'" + field + "'"), std::string::npos) << msg;
@@ -299,7 +276,7 @@ void expect_card_error(const TempDir& tmp, const std::string& file, const nlohma
 
 TEST(ModelCards, ValidCardTemplateLoads) {
   TempDir tmp;
-  EXPECT_NO_THROW(load_model_file(tmp.write("ok.json", valid_card())));
+  EXPECT_NO_THROW(load_model_file(tmp.write_json("ok.json", valid_card())));
 }
 
 TEST(ModelCards, KvHeadsNotDividingHeads) {
@@ -391,9 +368,9 @@ TEST(ModelCards, BertHeadsFollowTheArchitecture) {
   TempDir tmp;
   nlohmann::json cfg = read_json_file(std::string(SHARDPLAN_TEST_DATA_DIR) + "/hf/bert-large-uncased.config.json");
   cfg["architectures"] = {"BertModel"};
-  EXPECT_EQ(count_parameters(load_model_file(tmp.write("base.json", cfg))).total, 335'141'888);
+  EXPECT_EQ(count_parameters(load_model_file(tmp.write_json("base.json", cfg))).total, 335'141'888);
   cfg["architectures"] = {"BertForPreTraining"};
-  EXPECT_EQ(count_parameters(load_model_file(tmp.write("pre.json", cfg))).total, 336'226'108);
+  EXPECT_EQ(count_parameters(load_model_file(tmp.write_json("pre.json", cfg))).total, 336'226'108);
 }
 
 }  // namespace
