@@ -7,6 +7,8 @@
 
 #include "planner/plan.hpp"
 #include "planner/search.hpp"
+#include "planner/stage_partition.hpp"
+#include "support/sim_config.hpp"
 #include "simulator/errors.hpp"
 
 namespace shardplan::planner {
@@ -185,15 +187,10 @@ TEST(Search, ExplainsWhyFullFineTuningOfLlama70bDoesNotFitOneGaudiNode) {
   EXPECT_TRUE(lora.ranked.front().prediction.feasible);
 
   // Why not ZeRO-0 data parallelism with LoRA? The 70B bf16 weights alone (~128 GiB) exceed 96 GB.
-  sim::ParallelConfig cfg;
-  cfg.tp = 1;
-  cfg.pp = 1;
-  cfg.dp = 8;
-  cfg.zero_stage = 0;
-  cfg.global_batch_size = 8;
-  cfg.seq_len = 2048;
+  const sim::ClusterSpec node{hw, 1, 0};
+  sim::ParallelConfig cfg = testing::config(node, 1, 1, 0, 1, 8, 2048);
   cfg.lora = s.lora;
-  const std::string why = why_not(m, sim::ClusterSpec{hw, 1, 0}, cfg, lora, c, o.objective);
+  const std::string why = why_not(m, node, cfg, lora, c, o.objective);
   EXPECT_NE(why.find("does not fit"), std::string::npos) << why;
   EXPECT_NE(why.find("parameters"), std::string::npos) << why;
 }
@@ -208,27 +205,18 @@ TEST(Search, WhyNotComparesAFeasibleConfigurationWithThePlan) {
   SearchOptions o;
   const SearchResult r = search(m, hw, s, c, o);
   ASSERT_FALSE(r.ranked.empty());
-  sim::ParallelConfig cfg;
-  cfg.tp = 1;
-  cfg.pp = 2;
-  cfg.dp = 4;
-  cfg.zero_stage = 1;
-  cfg.global_batch_size = 32;
-  cfg.seq_len = 2048;
+  const sim::ClusterSpec node{hw, 1, 0};
+  sim::ParallelConfig cfg = testing::config(node, 1, 2, 1, 1, 32, 2048);
   cfg.schedule = sim::PipelineSchedule::gpipe;
   cfg.recompute = sim::Recompute::full;
-  const std::string why = why_not(m, sim::ClusterSpec{hw, 1, 0}, cfg, r, c, o.objective);
+  const std::string why = why_not(m, node, cfg, r, c, o.objective);
   EXPECT_NE(why.find("worse"), std::string::npos) << why;
 }
 
 TEST(Plan, RoundTripsThroughJson) {
   const sim::ModelSpec m = sim::load_model("llama2-70b");
   const sim::ClusterSpec cluster{sim::load_hardware("gaudi2-hls2"), 1, 0};
-  sim::ParallelConfig cfg;
-  cfg.dp = 8;
-  cfg.zero_stage = 3;
-  cfg.global_batch_size = 16;
-  cfg.seq_len = 2048;
+  sim::ParallelConfig cfg = testing::config(cluster, 1, 1, 3, 1, 16, 2048);
   cfg.recompute = sim::Recompute::full;
   cfg.lora = {4, 16, 0.05, {"q_proj", "k_proj", "v_proj", "o_proj"}};
   Plan plan{"test", m, cluster, cfg, sim::simulate(m, cluster, cfg), {{"objective", "throughput"}}};
@@ -255,25 +243,12 @@ TEST(Plan, BadPlanFilesAreRejectedWithTheField) {
   }
 }
 
-}  // namespace
-}  // namespace shardplan::planner
-
-#include "planner/stage_partition.hpp"
-
-namespace shardplan::planner {
-namespace {
 
 TEST(AutoPartition, BeatsTheNaiveUnevenSplitUnderTheFullSimulation) {
   // 32 layers over 3 stages: the LM head and the embedding make the ends heavier.
   const sim::ModelSpec m = sim::load_model("llama2-7b");
   const sim::ClusterSpec c{sim::load_hardware("p4de.24xlarge"), 1, 6};
-  sim::ParallelConfig cfg;
-  cfg.tp = 1;
-  cfg.pp = 3;
-  cfg.dp = 2;
-  cfg.zero_stage = 1;
-  cfg.global_batch_size = 24;
-  cfg.seq_len = 2048;
+  sim::ParallelConfig cfg = testing::config(c, 1, 3, 1, 1, 24, 2048);
   cfg.recompute = sim::Recompute::full;
   cfg.partition = {10, 11, 11};
   sim::validate_config(m, c, cfg);
@@ -294,11 +269,6 @@ TEST(AutoPartition, BeatsTheNaiveUnevenSplitUnderTheFullSimulation) {
             ev.simulate(chosen).worst.total() * (1 + 1e-12));
 }
 
-}  // namespace
-}  // namespace shardplan::planner
-
-namespace shardplan::planner {
-namespace {
 
 TEST(Search, CancelReturnsBestSoFar) {
   const sim::ModelSpec m = sim::load_model("gpt3-175b");

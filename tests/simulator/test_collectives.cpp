@@ -1,7 +1,7 @@
 // Collective cost models and the rank layout that places groups on links.
 #include <gtest/gtest.h>
 
-#include "sim_test_util.hpp"
+#include "support/sim_config.hpp"
 #include "simulator/collectives.hpp"
 #include "simulator/errors.hpp"
 

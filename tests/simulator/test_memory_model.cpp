@@ -2,7 +2,7 @@
 // activations (Korthikanti et al. 2022, §4), LoRA (Hu et al. 2021).
 #include <gtest/gtest.h>
 
-#include "sim_test_util.hpp"
+#include "support/sim_config.hpp"
 
 namespace shardplan::simulator {
 namespace {

@@ -4,7 +4,7 @@
 
 #include <cmath>
 
-#include "sim_test_util.hpp"
+#include "support/sim_config.hpp"
 
 namespace shardplan::simulator {
 namespace {
