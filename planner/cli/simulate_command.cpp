@@ -71,19 +71,13 @@ sim::ParallelConfig to_config(const SimulateOptions& o, const sim::ModelSpec& m,
   cfg.micro_batch_size = o.micro_batch_size;
   cfg.global_batch_size = o.global_batch_size;
   cfg.seq_len = o.seq_len ? *o.seq_len : static_cast<int>(std::min<int64_t>(2048, m.max_positions));
-  cfg.schedule = o.schedule == "gpipe" ? sim::PipelineSchedule::gpipe
-                 : o.schedule == "interleaved" ? sim::PipelineSchedule::interleaved
-                                               : sim::PipelineSchedule::one_f_one_b;
+  cfg.schedule = parse_schedules(o.schedule).front();
   cfg.virtual_stages = o.virtual_stages;
-  cfg.recompute = o.recompute == "full" ? sim::Recompute::full
-                  : o.recompute == "selective" ? sim::Recompute::selective
-                                               : sim::Recompute::none;
+  cfg.recompute = parse_recomputes(o.recompute).front();
   cfg.sequence_parallel = o.sequence_parallel;
   cfg.offload_activations = o.offload_activations;
   cfg.offload_optimizer = o.offload_optimizer;
-  cfg.precision = o.precision == "fp32" ? sim::Precision::fp32
-                  : o.precision == "fp16" ? sim::Precision::fp16
-                                          : sim::Precision::bf16;
+  cfg.precision = parse_precisions(o.precision).front();
   cfg.lora.rank = o.lora_rank;
   cfg.lora.alpha = o.lora_alpha;
   cfg.lora.dropout = o.lora_dropout;
