@@ -133,13 +133,13 @@ nlohmann::json search_settings(const PlanOptions& o) {
 // Several LoRA ranks: one search each, a comparison line per rank, the overall best exported.
 int compare_lora_ranks(const PlanOptions& o, const std::vector<int>& ranks) {
   std::optional<std::pair<double, PlanOptions>> best;
+  const sim::ModelSpec model = sim::load_model(o.model);
+  const sim::HardwareProfile hw = sim::load_hardware(o.hardware);
   for (int r : ranks) {
     PlanOptions one = o;
     one.lora_ranks = std::to_string(r);
     one.out.clear();
     one.json = false;
-    const sim::ModelSpec model = sim::load_model(o.model);
-    const sim::HardwareProfile hw = sim::load_hardware(o.hardware);
     pl::SearchSpace space = make_space(one);
     pl::SearchOptions opts;
     opts.objective = objective_of(o.objective);
