@@ -20,20 +20,20 @@ PACKAGES=(
   libspdlog-dev       # logging library
   libfmt-dev          # string formatting (also spdlog's backend)
   libeigen3-dev       # linear algebra (header-only)
+  libtorch-dev        # executor: LibTorch C++ frontend (CPU build, 1.13)
+  libopenblas0-pthread # executor: fast BLAS for LibTorch on CPU (switches libblas.so.3)
+  libopenmpi-dev      # executor: MPI collectives between ranks
+  openmpi-bin         # executor: mpirun
+  libsentencepiece-dev # executor: tokenizer (train/load tokenizer.model)
+  zlib1g-dev          # executor: CRC-32 checksums of checkpoint shards
+  python3-torch       # bench only: the PyTorch reference loop for the shardrun benchmark
 )
 
 # Added by later issues, NOT installed yet -- move entries into PACKAGES
 # when the component that needs them lands:
-#   executor issue: libtorch-dev libopenblas0-pthread libopenmpi-dev openmpi-bin
-#                   libsentencepiece-dev
 #   GUI issue:      qt6-base-dev (and the other qt6 packages the GUI needs)
 # shellcheck disable=SC2034  # kept as the documented place for later issues
 LATER_PACKAGES=(
-  # libtorch-dev          # executor: real training runs (predicted vs measured)
-  # libopenblas0-pthread  # executor: BLAS backend for LibTorch on CPU
-  # libopenmpi-dev        # executor: multi-process launch / collectives
-  # openmpi-bin           # executor: mpirun
-  # libsentencepiece-dev  # executor: tokenizer for the real-run datasets
   # qt6-base-dev          # GUI
 )
 
