@@ -1,0 +1,86 @@
+// shardrun: train from a shardplan plan, under mpirun (one process per device).
+//   mpirun -np N shardrun --plan plan.json [--data ...] [--steps 20] [--out-dir run/]
+// Exit codes: 0 done, 2 bad input (printed once, by rank 0), 3 internal error, 4 communication
+// failure (the job is aborted so no rank waits), 130 interrupted (checkpoint written if a
+// directory was given).
+#include <CLI/CLI.hpp>
+#include <c10/util/Exception.h>
+#include <csignal>
+#include <iostream>
+
+#include "executor/comm/mpi_runtime.hpp"
+#include "executor/errors.hpp"
+#include "executor/metrics/memory_accounting.hpp"
+#include "executor/run/trainer.hpp"
+
+namespace ex = shardplan::executor;
+
+namespace {
+
+void on_signal(int) { ex::request_stop(); }
+
+void add_options(CLI::App& app, ex::RunOptions& o) {
+  app.add_option("--plan", o.plan_path, "plan.json written by `shardplan plan --out`")->required();
+  app.add_option("--steps", o.steps, "Training steps (optimizer updates)");
+  app.add_option("--data", o.data, "synthetic | text files or folders (comma-separated) | Alpaca-style .jsonl");
+  app.add_option("--tokenizer", o.tokenizer, "sentencepiece tokenizer.model (text and JSONL data)");
+  app.add_option("--synthetic-samples", o.synthetic_samples, "Samples in the synthetic data set");
+  app.add_option("--init", o.init, "seed (seeded init) or Hugging Face safetensors file/directory");
+  app.add_option("--seed", o.seed, "Seed of the init, the data order and dropout");
+  app.add_option("--lr", o.lr, "Peak learning rate");
+  app.add_option("--min-lr-ratio", o.min_lr_ratio, "Final learning rate / peak (cosine decay)");
+  app.add_option("--warmup-steps", o.warmup_steps, "Linear warm-up steps");
+  app.add_option("--weight-decay", o.weight_decay, "AdamW weight decay (not on biases and norms)");
+  app.add_option("--clip-grad", o.clip_norm, "Clip the global gradient norm to this (0 = off)");
+  app.add_option("--precision", o.precision, "Override the plan's precision: fp32 | bf16 | fp16");
+  app.add_flag("--loss-scaling", o.loss_scaling, "Dynamic loss scaling even without fp16");
+  app.add_option("--initial-loss-scale", o.initial_loss_scale, "Starting loss scale (fp16 / --loss-scaling)");
+  app.add_option("--dropout", o.dropout, "Override the card's hidden and attention dropout");
+  app.add_option("--out-dir", o.out_dir, "Where metrics.jsonl and report.json go");
+  app.add_option("--save-final", o.save_final, "Write the trained weights (Hugging Face names) to this .safetensors");
+  app.add_option("--save-adapter", o.save_adapter, "Write the LoRA adapter (PEFT format) to this directory");
+  app.add_option("--checkpoint-dir", o.checkpoint_dir, "Sharded checkpoints go here");
+  app.add_option("--checkpoint-every", o.checkpoint_every, "Checkpoint every N steps (and at the end)");
+  app.add_option("--keep-last", o.keep_last, "Complete checkpoints to keep (0 = all)");
+  app.add_option("--resume", o.resume, "none | auto (latest valid in --checkpoint-dir) | a checkpoint directory");
+  app.add_option("--stop-after", o.stop_after, "Leave after this many steps, as an interrupted job would");
+  app.add_option("--threads", o.threads, "Threads per rank (0 = cores / ranks on the node)");
+  app.add_option("--comm-timeout", o.comm_timeout_s, "Seconds before a collective is declared hung");
+  app.add_flag("--quiet", o.quiet, "No progress lines");
+}
+
+}  // namespace
+
+int main(int argc, char** argv) {
+  ex::install_memory_accounting();  // before any tensor exists
+  ex::MpiRuntime runtime(&argc, &argv);
+  const bool lead = runtime.world_rank() == 0;
+  CLI::App app{"shardrun: train a model from a shardplan plan (launch with mpirun -np <ranks>)"};
+  ex::RunOptions options;
+  add_options(app, options);
+  try {
+    app.parse(argc, argv);
+  } catch (const CLI::ParseError& e) {
+    const int code = lead ? app.exit(e) : (e.get_exit_code() == 0 ? 0 : 2);
+    return code == 0 ? 0 : 2;
+  }
+  std::signal(SIGINT, on_signal);
+  std::signal(SIGTERM, on_signal);
+  try {
+    ex::Trainer trainer(runtime, options);
+    return trainer.run();
+  } catch (const ex::InputError& e) {
+    if (lead) std::cerr << "shardrun: error: " << e.what() << "\n";
+    return 2;
+  } catch (const ex::CommError& e) {
+    std::cerr << "shardrun: rank " << runtime.world_rank() << ": error: " << e.what() << "; aborting the job\n";
+    ex::MpiRuntime::abort(4);
+ } catch (const c10::Error& e) {
+    std::cerr << "shardrun: rank " << runtime.world_rank() << ": internal error: " << e.what_without_backtrace()
+              << "; aborting the job\n";
+    ex::MpiRuntime::abort(3);
+  } catch (const std::exception& e) {
+    std::cerr << "shardrun: rank " << runtime.world_rank() << ": internal error: " << e.what() << "; aborting the job\n";
+    ex::MpiRuntime::abort(3);
+  }
+}

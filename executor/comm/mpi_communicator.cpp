@@ -1,0 +1,220 @@
+#include "mpi_communicator.hpp"
+
+#include <chrono>
+#include <climits>
+#include <thread>
+
+#include "executor/errors.hpp"
+
+namespace shardplan::executor {
+
+namespace {
+
+using Clock = std::chrono::steady_clock;
+
+void check(int rc, const char* what, const std::string& group) {
+  if (rc == MPI_SUCCESS) return;
+  char text[MPI_MAX_ERROR_STRING];
+  int len = 0;
+  MPI_Error_string(rc, text, &len);
+  throw CommError("MPI " + std::string(what) + " on group '" + group + "' failed: " +
+                  std::string(text, static_cast<size_t>(len)));
+}
+
+// The MPI type for arithmetic on dtype `d` (16-bit floats are reduced in fp32 by the caller).
+MPI_Datatype mpi_type(torch::ScalarType d) {
+  switch (d) {
+    case torch::kFloat: return MPI_FLOAT;
+    case torch::kDouble: return MPI_DOUBLE;
+    case torch::kLong: return MPI_INT64_T;
+    case torch::kInt: return MPI_INT32_T;
+    case torch::kByte: return MPI_UINT8_T;
+    case torch::kChar: return MPI_INT8_T;
+    case torch::kBool: return MPI_C_BOOL;
+    default: break;
+  }
+  EXECUTOR_CHECK(false, std::string("no MPI datatype for ") + c10::toString(d));
+}
+
+bool needs_upcast(const torch::Tensor& t) {
+  return t.scalar_type() == torch::kBFloat16 || t.scalar_type() == torch::kHalf;
+}
+
+int checked_count(int64_t n, const char* what) {
+  EXECUTOR_CHECK(n <= INT_MAX, std::string(what) + ": message over 2^31 elements; split it");
+  return static_cast<int>(n);
+}
+
+void check_dense(const torch::Tensor& t, const char* what) {
+  EXECUTOR_CHECK(t.defined() && t.is_contiguous() && t.device().is_cpu(),
+                 std::string(what) + ": the MPI backend needs contiguous CPU tensors");
+}
+
+// A request plus what must stay alive (and be cast back) until it completes.
+class MpiWork final : public Work {
+ public:
+  MpiWork(MpiCommunicator& comm, const char* what, torch::Tensor result, torch::Tensor staged,
+          torch::Tensor input)
+      : comm_(comm), what_(what), result_(std::move(result)), staged_(std::move(staged)),
+        input_(std::move(input)) {}
+  MPI_Request* request() { return &req_; }
+  void wait() override {
+    if (done_) return;
+    comm_.wait(req_, what_);
+    done_ = true;
+    if (staged_.defined() && !staged_.is_same(result_)) result_.copy_(staged_);
+  }
+  ~MpiWork() override {
+    if (!done_ && req_ != MPI_REQUEST_NULL) {
+      try {
+        wait();
+      } catch (...) {  // destructor: the error was (or will be) reported by the failing peer
+      }
+    }
+  }
+
+ private:
+  MpiCommunicator& comm_;
+  const char* what_;
+  torch::Tensor result_;  // what the caller sees
+  torch::Tensor staged_;  // what MPI writes into (fp32 copy for 16-bit floats)
+  torch::Tensor input_;   // kept alive for MPI
+  MPI_Request req_ = MPI_REQUEST_NULL;
+  bool done_ = false;
+};
+
+}  // namespace
+
+MpiCommunicator::MpiCommunicator(MPI_Comm comm, std::string name, double timeout_s)
+    : comm_(comm), name_(std::move(name)), timeout_s_(timeout_s) {
+  MPI_Comm_set_errhandler(comm_, MPI_ERRORS_RETURN);
+  MPI_Comm_rank(comm_, &rank_);
+  MPI_Comm_size(comm_, &size_);
+}
+
+MpiCommunicator::~MpiCommunicator() {
+  int finalized = 0;
+  MPI_Finalized(&finalized);
+  if (!finalized && comm_ != MPI_COMM_WORLD && comm_ != MPI_COMM_NULL) MPI_Comm_free(&comm_);
+}
+
+void MpiCommunicator::wait(MPI_Request& req, const char* what) {
+  const auto start = Clock::now();
+  int done = 0;
+  for (int spins = 0;; ++spins) {
+    check(MPI_Test(&req, &done, MPI_STATUS_IGNORE), what, name_);
+    if (done) break;
+    if (spins > 256) {
+      const double waited = std::chrono::duration<double>(Clock::now() - start).count();
+      if (waited > timeout_s_)
+        throw CommError(std::string(what) + " on group '" + name_ + "' timed out after " +
+                        std::to_string(static_cast<int>(waited)) +
+                        " s (a peer rank died, hung, or diverged)");
+      std::this_thread::yield();
+    }
+  }
+  stats_.seconds += std::chrono::duration<double>(Clock::now() - start).count();
+}
+
+std::unique_ptr<Work> MpiCommunicator::start_all_reduce(torch::Tensor t, ReduceOp op) {
+  check_dense(t, "all_reduce");
+  torch::Tensor staged = needs_upcast(t) ? t.to(torch::kFloat) : t;
+  auto work = std::make_unique<MpiWork>(*this, "all_reduce", t, staged, torch::Tensor());
+  stats_.bytes += static_cast<double>(t.nbytes());
+  ++stats_.calls;
+  if (size_ == 1) {
+    *work->request() = MPI_REQUEST_NULL;
+    return work;
+  }
+  check(MPI_Iallreduce(MPI_IN_PLACE, staged.data_ptr(), checked_count(staged.numel(), "all_reduce"),
+                       mpi_type(staged.scalar_type()), op == ReduceOp::sum ? MPI_SUM : MPI_MAX, comm_,
+                       work->request()),
+        "all_reduce", name_);
+  return work;
+}
+
+void MpiCommunicator::all_reduce(torch::Tensor& t, ReduceOp op) { start_all_reduce(t, op)->wait(); }
+
+std::unique_ptr<Work> MpiCommunicator::all_reduce_async(torch::Tensor t) {
+  return start_all_reduce(std::move(t), ReduceOp::sum);
+}
+
+std::unique_ptr<Work> MpiCommunicator::all_gather_async(torch::Tensor out, torch::Tensor in) {
+  check_dense(out, "all_gather");
+  check_dense(in, "all_gather");
+  EXECUTOR_CHECK(out.numel() == in.numel() * size_ && out.scalar_type() == in.scalar_type(),
+                 "all_gather: out must hold size() * in.numel() elements of in's dtype");
+  auto work = std::make_unique<MpiWork>(*this, "all_gather", out, out, in);
+  stats_.bytes += static_cast<double>(out.nbytes());
+  ++stats_.calls;
+  const int bytes = checked_count(static_cast<int64_t>(in.nbytes()), "all_gather");
+  check(MPI_Iallgather(in.data_ptr(), bytes, MPI_BYTE, out.data_ptr(), bytes, MPI_BYTE, comm_,
+                       work->request()),
+        "all_gather", name_);
+  return work;
+}
+
+void MpiCommunicator::all_gather(torch::Tensor& out, const torch::Tensor& in) {
+  all_gather_async(out, in)->wait();
+}
+
+std::unique_ptr<Work> MpiCommunicator::reduce_scatter_async(torch::Tensor out, torch::Tensor in) {
+  check_dense(out, "reduce_scatter");
+  check_dense(in, "reduce_scatter");
+  EXECUTOR_CHECK(in.numel() == out.numel() * size_ && out.scalar_type() == in.scalar_type(),
+                 "reduce_scatter: in must hold size() * out.numel() elements of out's dtype");
+  torch::Tensor staged_in = needs_upcast(in) ? in.to(torch::kFloat) : in;
+  torch::Tensor staged_out = needs_upcast(out) ? torch::empty(out.sizes(), out.options().dtype(torch::kFloat)) : out;
+  auto work = std::make_unique<MpiWork>(*this, "reduce_scatter", out, staged_out, staged_in);
+  stats_.bytes += static_cast<double>(in.nbytes());
+  ++stats_.calls;
+  check(MPI_Ireduce_scatter_block(staged_in.data_ptr(), staged_out.data_ptr(),
+                                  checked_count(out.numel(), "reduce_scatter"),
+                                  mpi_type(staged_out.scalar_type()), MPI_SUM, comm_, work->request()),
+        "reduce_scatter", name_);
+  return work;
+}
+
+void MpiCommunicator::reduce_scatter(torch::Tensor& out, const torch::Tensor& in) {
+  reduce_scatter_async(out, in)->wait();
+}
+
+void MpiCommunicator::broadcast(torch::Tensor& t, int root) {
+  check_dense(t, "broadcast");
+  MPI_Request req = MPI_REQUEST_NULL;
+  check(MPI_Ibcast(t.data_ptr(), checked_count(static_cast<int64_t>(t.nbytes()), "broadcast"), MPI_BYTE,
+                   root, comm_, &req),
+        "broadcast", name_);
+  stats_.bytes += static_cast<double>(t.nbytes());
+  ++stats_.calls;
+  wait(req, "broadcast");
+}
+
+void MpiCommunicator::send(const torch::Tensor& t, int peer) {
+  check_dense(t, "send");
+  MPI_Request req = MPI_REQUEST_NULL;
+  check(MPI_Isend(t.data_ptr(), checked_count(static_cast<int64_t>(t.nbytes()), "send"), MPI_BYTE, peer,
+                  0, comm_, &req),
+        "send", name_);
+  stats_.bytes += static_cast<double>(t.nbytes());
+  ++stats_.calls;
+  wait(req, "send");
+}
+
+void MpiCommunicator::recv(torch::Tensor& t, int peer) {
+  check_dense(t, "recv");
+  MPI_Request req = MPI_REQUEST_NULL;
+  check(MPI_Irecv(t.data_ptr(), checked_count(static_cast<int64_t>(t.nbytes()), "recv"), MPI_BYTE, peer,
+                  0, comm_, &req),
+        "recv", name_);
+  ++stats_.calls;
+  wait(req, "recv");
+}
+
+void MpiCommunicator::barrier() {
+  MPI_Request req = MPI_REQUEST_NULL;
+  check(MPI_Ibarrier(comm_, &req), "barrier", name_);
+  wait(req, "barrier");
+}
+
+}  // namespace shardplan::executor

@@ -1,0 +1,84 @@
+#include "process_groups.hpp"
+
+#include <mpi.h>
+
+#include "executor/errors.hpp"
+#include "mpi_communicator.hpp"
+#include "mpi_runtime.hpp"
+#include "simulator/rank_layout.hpp"
+#ifdef SHARDPLAN_WITH_NCCL
+#include "nccl_communicator.hpp"
+#endif
+
+namespace shardplan::executor {
+
+namespace {
+
+using simulator::Dim;
+
+// MPI sub-communicator of the ranks with the same `color`, ordered by `key`.
+MPI_Comm split(int color, int key) {
+  MPI_Comm out = MPI_COMM_NULL;
+  if (MPI_Comm_split(MPI_COMM_WORLD, color, key, &out) != MPI_SUCCESS)
+    throw CommError("MPI_Comm_split failed while building the process groups");
+  return out;
+}
+
+std::unique_ptr<Communicator> make(MPI_Comm comm, const std::string& name, Backend backend,
+                                   double timeout_s) {
+#ifdef SHARDPLAN_WITH_NCCL
+  if (backend == Backend::nccl) return std::make_unique<NcclCommunicator>(comm, name, timeout_s);
+#endif
+  EXECUTOR_CHECK(backend == Backend::mpi, "this shardrun was built without NCCL");
+  return std::make_unique<MpiCommunicator>(comm, name, timeout_s);
+}
+
+}  // namespace
+
+ProcessGroups::ProcessGroups(const MpiRuntime& runtime, const simulator::ParallelConfig& cfg,
+                             Backend backend, double timeout_s, const std::string& plan_source)
+    : backend_(backend) {
+  const int world = runtime.world_size();
+  if (cfg.devices() != world)
+    throw InputError(plan_source + ": field 'config': the plan needs " + std::to_string(cfg.devices()) +
+                     " ranks (tp " + std::to_string(cfg.tp) + " x dp " + std::to_string(cfg.dp) + " x pp " +
+                     std::to_string(cfg.pp) + ") but mpirun started " + std::to_string(world) +
+                     "; run mpirun -np " + std::to_string(cfg.devices()));
+  const int shard_size = cfg.shard_group();
+  if (shard_size < 1 || cfg.dp % shard_size != 0)
+    throw InputError(plan_source + ": field 'config.sharding_degree': expected a divisor of data_parallel " +
+                     std::to_string(cfg.dp) + ", got " + std::to_string(shard_size));
+  // Devices per node only affect placement, not membership: any value works here.
+  const simulator::RankLayout layout(cfg.rank_order, cfg.tp, cfg.dp, cfg.pp, 1);
+  const int r = runtime.world_rank();
+  auto coord = [&](Dim d) { return (r / layout.stride(d)) % layout.size(d); };
+  coords_.world = r;
+  coords_.tp = coord(Dim::tp);
+  coords_.dp = coord(Dim::dp);
+  coords_.pp = coord(Dim::pp);
+  coords_.shard = coords_.dp % shard_size;
+  coords_.replica = coords_.dp / shard_size;
+
+  // Colour = the lowest world rank of the group (unique per group), key = position in it.
+  auto base_without = [&](Dim d) { return r - coord(d) * layout.stride(d); };
+  const int dp_base = base_without(Dim::dp);
+  const int dp_stride = layout.stride(Dim::dp);
+  world_ = make(MPI_COMM_WORLD, "world", backend, timeout_s);
+  tp_ = make(split(base_without(Dim::tp), coords_.tp), "tp", backend, timeout_s);
+  dp_ = make(split(dp_base, coords_.dp), "dp", backend, timeout_s);
+  pp_ = make(split(base_without(Dim::pp), coords_.pp), "pp", backend, timeout_s);
+  shard_ = make(split(dp_base + coords_.replica * shard_size * dp_stride, coords_.shard), "shard", backend,
+                timeout_s);
+  replica_ = make(split(dp_base + coords_.shard * dp_stride, coords_.replica), "replica", backend, timeout_s);
+}
+
+ProcessGroups::~ProcessGroups() = default;
+
+std::string ProcessGroups::describe() const {
+  auto of = [](int i, const Communicator& c) { return std::to_string(i) + "/" + std::to_string(c.size()); };
+  return "rank " + std::to_string(coords_.world) + ": tp " + of(coords_.tp, *tp_) + ", dp " +
+         of(coords_.dp, *dp_) + " (shard " + of(coords_.shard, *shard_) + ", replica " +
+         of(coords_.replica, *replica_) + "), pp " + of(coords_.pp, *pp_) + ", backend " + world_->backend();
+}
+
+}  // namespace shardplan::executor

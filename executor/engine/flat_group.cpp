@@ -1,0 +1,84 @@
+#include "flat_group.hpp"
+
+#include "executor/errors.hpp"
+
+namespace shardplan::executor {
+
+void FlatGroup::init(std::vector<Parameter>& params, int shard_size, int shard_rank, int zero_stage) {
+  stage = zero_stage;
+  padded = (numel + shard_size - 1) / shard_size * shard_size;
+  shard = padded / shard_size;
+  own_begin = static_cast<int64_t>(shard_rank) * shard;
+  if (slots.empty()) return;
+  full = torch::zeros({padded}, torch::kFloat);
+  {
+    torch::NoGradGuard no_grad;
+    for (const ParamSlot& s : slots) full.narrow(0, s.offset, s.numel).copy_(params[static_cast<size_t>(s.index)].tensor.reshape({-1}));
+  }
+  for (const ParamSlot& s : slots) {
+    Parameter& p = params[static_cast<size_t>(s.index)];
+    p.tensor.set_data(full.narrow(0, s.offset, s.numel).view(s.shape));
+  }
+  if (trainable) {
+    exp_avg = torch::zeros({shard}, torch::kFloat);
+    exp_avg_sq = torch::zeros({shard}, torch::kFloat);
+    if (stage < 2) {
+      grad_full = torch::zeros({padded}, torch::kFloat);
+      for (const ParamSlot& s : slots) {
+        Parameter& p = params[static_cast<size_t>(s.index)];
+        p.tensor.mutable_grad() = grad_full.narrow(0, s.offset, s.numel).view(s.shape);
+      }
+    } else {
+      grad_shard = torch::zeros({shard}, torch::kFloat);
+    }
+  }
+  if (stage == 3) {
+    shard_data = full.narrow(0, own_begin, shard).clone();
+    drop(params);
+  }
+}
+
+void FlatGroup::zero_grad(std::vector<Parameter>& params, int zero_stage) {
+  if (slots.empty()) return;
+  if (zero_stage < 2) {
+    grad_full.zero_();  // the params' .grad are views of it
+  } else {
+    grad_shard.zero_();
+    for (const ParamSlot& s : slots) params[static_cast<size_t>(s.index)].tensor.mutable_grad() = torch::Tensor();
+  }
+}
+
+torch::Tensor FlatGroup::take_grads(std::vector<Parameter>& params) {
+  torch::Tensor flat = torch::zeros({padded}, torch::kFloat);
+  for (const ParamSlot& s : slots) {
+    torch::Tensor& g = params[static_cast<size_t>(s.index)].tensor.mutable_grad();
+    if (g.defined()) flat.narrow(0, s.offset, s.numel).copy_(g.reshape({-1}));
+    g = torch::Tensor();
+  }
+  return flat;
+}
+
+void FlatGroup::gather(std::vector<Parameter>& params, Communicator& shard_group) {
+  if (slots.empty()) return;
+  full = torch::empty({padded}, torch::kFloat);
+  shard_group.all_gather(full, shard_data);
+  for (const ParamSlot& s : slots) {
+    Parameter& p = params[static_cast<size_t>(s.index)];
+    p.tensor.set_data(full.narrow(0, s.offset, s.numel).view(s.shape));
+  }
+}
+
+void FlatGroup::drop(std::vector<Parameter>& params) {
+  for (const ParamSlot& s : slots) params[static_cast<size_t>(s.index)].tensor.set_data(torch::empty({0}, torch::kFloat));
+  full = torch::Tensor();
+}
+
+torch::Tensor FlatGroup::owned_params() const {
+  return stage == 3 ? shard_data : full.narrow(0, own_begin, shard);
+}
+
+torch::Tensor FlatGroup::owned_grads() const {
+  return stage < 2 ? grad_full.narrow(0, own_begin, shard) : grad_shard;
+}
+
+}  // namespace shardplan::executor

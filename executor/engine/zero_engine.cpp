@@ -1,0 +1,208 @@
+#include "zero_engine.hpp"
+
+#include <torch/csrc/autograd/function_hook.h>
+#include <torch/csrc/autograd/variable.h>
+
+#include "executor/errors.hpp"
+#include "flat_group.hpp"
+
+namespace shardplan::executor {
+
+namespace {
+
+using torch::autograd::AutogradContext;
+using torch::autograd::variable_list;
+
+// AccumulateGrad post-hook: a parameter's gradient for this backward is complete.
+class GradReadyHook final : public torch::autograd::FunctionPostHook {
+ public:
+  GradReadyHook(ZeroEngine* engine, int unit) : engine_(engine), unit_(unit) {}
+  variable_list operator()(const variable_list& outputs, const variable_list& /*inputs*/) override {
+    engine_->on_grad_ready(unit_);
+    return outputs;
+  }
+
+ private:
+  ZeroEngine* engine_;
+  int unit_;
+};
+
+ZeroEngine* engine_of(AutogradContext* ctx) {
+  return reinterpret_cast<ZeroEngine*>(ctx->saved_data["engine"].toInt());
+}
+
+// Identity whose backward re-gathers a unit's parameters before the unit's backward runs.
+struct GatherBeforeBackward : torch::autograd::Function<GatherBeforeBackward> {
+  static torch::Tensor forward(AutogradContext* ctx, torch::Tensor y, ZeroEngine* engine, int64_t unit) {
+    ctx->saved_data["engine"] = reinterpret_cast<int64_t>(engine);
+    ctx->saved_data["unit"] = unit;
+    return y.view_as(y);
+  }
+  static variable_list backward(AutogradContext* ctx, variable_list g) {
+    engine_of(ctx)->materialize(static_cast<int>(ctx->saved_data["unit"].toInt()));
+    return {g[0], torch::Tensor(), torch::Tensor()};
+  }
+};
+
+// Identity whose backward says the unit's input gradient is done (its weights are free).
+struct SignalInputGrad : torch::autograd::Function<SignalInputGrad> {
+  static torch::Tensor forward(AutogradContext* ctx, torch::Tensor x, ZeroEngine* engine, int64_t unit) {
+    ctx->saved_data["engine"] = reinterpret_cast<int64_t>(engine);
+    ctx->saved_data["unit"] = unit;
+    return x.view_as(x);
+  }
+  static variable_list backward(AutogradContext* ctx, variable_list g) {
+    engine_of(ctx)->on_input_grad(static_cast<int>(ctx->saved_data["unit"].toInt()));
+    return {g[0], torch::Tensor(), torch::Tensor()};
+  }
+};
+
+}  // namespace
+
+struct ZeroEngine::Pending {
+  int unit = 0;
+  std::unique_ptr<Work> work;
+  torch::Tensor in, out;
+  bool accumulate = false;  // add `out` into the unit's gradient shard once done
+};
+
+ZeroEngine::ZeroEngine(Transformer& model, const ProcessGroups& groups, int zero_stage, OptimizerOptions opt)
+    : model_(model), groups_(groups), stage_(zero_stage), opt_(opt) {
+  EXECUTOR_CHECK(stage_ >= 0 && stage_ <= 3, "ZeRO stage must be 0..3");
+  if (stage_ > 0) {
+    shard_size_ = groups.shard().size();
+    shard_rank_ = groups.shard().rank();
+  }
+  for (int u = 0; u < model.num_units(); ++u) setup_unit(u);
+}
+
+ZeroEngine::~ZeroEngine() = default;
+
+void ZeroEngine::setup_unit(int u) {
+  auto unit = std::make_unique<EngineUnit>();
+  auto& params = model_.parameters();
+  for (int i = 0; i < static_cast<int>(params.size()); ++i) {
+    Parameter& p = params[static_cast<size_t>(i)];
+    if (p.unit != u) continue;
+    FlatGroup& g = p.trainable ? unit->train : unit->frozen;
+    g.slots.push_back({i, g.numel, p.tensor.numel(), p.tensor.sizes().vec()});
+    g.numel += p.tensor.numel();
+    if (p.trainable) {
+      auto acc = torch::autograd::impl::grad_accumulator(p.tensor);
+      acc->add_post_hook(std::make_unique<GradReadyHook>(this, u));
+      accumulators_.push_back(std::move(acc));
+      ++unit->expected;
+    }
+  }
+  for (FlatGroup* g : {&unit->train, &unit->frozen}) {
+    g->trainable = g == &unit->train;
+    g->init(params, shard_size_, shard_rank_, stage_);
+  }
+  unit->resident = stage_ < 3;  // stage 3: init() left only the shards
+  units_.push_back(std::move(unit));
+}
+
+void ZeroEngine::begin_step() {
+  for (auto& u : units_) u->train.zero_grad(model_.parameters(), stage_);
+}
+
+void ZeroEngine::begin_backward(bool last_micro_batch) {
+  last_micro_batch_ = last_micro_batch;
+  for (auto& u : units_) {
+    u->arrived = 0;
+    u->input_done = false;
+    u->ready = false;
+  }
+}
+
+void ZeroEngine::end_backward() {
+  for (int u = static_cast<int>(units_.size()) - 1; u >= 0; --u)
+    if (!units_[static_cast<size_t>(u)]->ready) unit_ready(u);
+  wait_pending(0);
+}
+
+void ZeroEngine::on_grad_ready(int u) {
+  EngineUnit& unit = *units_[static_cast<size_t>(u)];
+  ++unit.arrived;
+  if (!unit.ready && unit.arrived >= unit.expected && (!unit.has_input || unit.input_done)) unit_ready(u);
+}
+
+void ZeroEngine::on_input_grad(int u) {
+  EngineUnit& unit = *units_[static_cast<size_t>(u)];
+  unit.input_done = true;
+  if (!unit.ready && unit.arrived >= unit.expected) unit_ready(u);
+}
+
+void ZeroEngine::unit_ready(int u) {
+  EngineUnit& unit = *units_[static_cast<size_t>(u)];
+  unit.ready = true;
+  if (!unit.train.slots.empty()) launch_grad_sync(u);
+  release(u);
+}
+
+void ZeroEngine::launch_grad_sync(int u) {
+  FlatGroup& g = units_[static_cast<size_t>(u)]->train;
+  auto pending = std::make_unique<Pending>();
+  pending->unit = u;
+  if (stage_ < 2) {
+    if (!last_micro_batch_) return;  // gradients accumulate locally until the last micro-batch
+    pending->work = groups_.dp().all_reduce_async(g.grad_full);
+  } else {
+    // Reduce-scatter this micro-batch's unit gradients; keep only this rank's shard.
+    pending->in = g.take_grads(model_.parameters());
+    pending->out = torch::empty({g.shard}, pending->in.options());
+    pending->accumulate = true;
+    pending->work = groups_.shard().reduce_scatter_async(pending->out, pending->in);
+  }
+  pending_.push_back(std::move(pending));
+  wait_pending(1);  // at most two buckets in flight bounds the extra memory
+}
+
+void ZeroEngine::wait_pending(size_t keep) {
+  while (pending_.size() > keep) {
+    Pending& p = *pending_.front();
+    p.work->wait();
+    if (p.accumulate) units_[static_cast<size_t>(p.unit)]->train.grad_shard.add_(p.out);
+    pending_.erase(pending_.begin());
+  }
+}
+
+void ZeroEngine::before_forward(int u) { materialize(u); }
+void ZeroEngine::after_forward(int u) { release(u); }
+
+torch::Tensor ZeroEngine::wrap_output(int u, const torch::Tensor& y) {
+  if (stage_ < 3 || !y.requires_grad()) return y;
+  return GatherBeforeBackward::apply(y, this, static_cast<int64_t>(u));
+}
+
+torch::Tensor ZeroEngine::wrap_input(int u, const torch::Tensor& x) {
+  if (stage_ < 3 || !x.requires_grad()) return x;
+  units_[static_cast<size_t>(u)]->has_input = true;
+  return SignalInputGrad::apply(x, this, static_cast<int64_t>(u));
+}
+
+void ZeroEngine::materialize(int u) {
+  EngineUnit& unit = *units_[static_cast<size_t>(u)];
+  if (stage_ < 3 || unit.resident) return;
+  for (FlatGroup* g : {&unit.train, &unit.frozen}) g->gather(model_.parameters(), groups_.shard());
+  unit.resident = true;
+}
+
+void ZeroEngine::release(int u) {
+  EngineUnit& unit = *units_[static_cast<size_t>(u)];
+  if (stage_ < 3 || !unit.resident) return;
+  for (FlatGroup* g : {&unit.train, &unit.frozen}) g->drop(model_.parameters());
+  unit.resident = false;
+}
+
+bool ZeroEngine::writes_checkpoint() const {
+  const auto& c = groups_.coords();
+  return stage_ == 0 ? c.dp == 0 : c.replica == 0;
+}
+
+std::string ZeroEngine::shard_key() const {
+  const auto& c = groups_.coords();
+  return "tp" + std::to_string(c.tp) + "-pp" + std::to_string(c.pp) + "-shard" + std::to_string(shard_rank_);
+}
+
+}  // namespace shardplan::executor

@@ -1,0 +1,131 @@
+// ZeroEngine's optimizer half: gradient reduction across the replica/tp groups, global norm
+// and clipping, AdamW on the owned elements, re-assembly of the parameters, and the state
+// this rank checkpoints.
+#include <cmath>
+
+#include "executor/errors.hpp"
+#include "flat_group.hpp"
+#include "zero_engine.hpp"
+
+namespace shardplan::executor {
+
+void ZeroEngine::sum_tp_partial_grads() {
+  if (groups_.tp().size() == 1) return;
+  // Replicated parameters whose gradient is partial per tp rank (sequence parallelism): sum
+  // them over tp in one message. The flat layout is identical on every rank of a tp group.
+  std::vector<torch::Tensor> parts;
+  auto& params = model_.parameters();
+  for (auto& u : units_) {
+    const FlatGroup& g = u->train;
+    if (g.slots.empty()) continue;
+    const torch::Tensor grads = g.owned_grads();
+    g.for_each_owned([&](const ParamSlot& s, int64_t b, int64_t n) {
+      if (params[static_cast<size_t>(s.index)].tp_partial_grad) parts.push_back(grads.narrow(0, b, n));
+    });
+  }
+  if (parts.empty()) return;
+  torch::Tensor flat = torch::cat(parts);
+  groups_.tp().all_reduce(flat, ReduceOp::sum);
+  int64_t at = 0;
+  for (auto& p : parts) {
+    p.copy_(flat.narrow(0, at, p.numel()));
+    at += p.numel();
+  }
+}
+
+double ZeroEngine::owned_sq_norm(const FlatGroup& g) const {
+  const auto& params = model_.parameters();
+  const bool tp_lead = groups_.coords().tp == 0;
+  const torch::Tensor grads = g.owned_grads();
+  double sq = 0;
+  g.for_each_owned([&](const ParamSlot& s, int64_t b, int64_t n) {
+    // Parameters replicated over tp have identical gradients on every tp rank: count once.
+    if (params[static_cast<size_t>(s.index)].shard.replicated() && !tp_lead) return;
+    sq += grads.narrow(0, b, n).to(torch::kDouble).pow(2).sum().item<double>();
+  });
+  return sq;
+}
+
+void ZeroEngine::adamw(FlatGroup& g, double lr, double clip_coef) {
+  // AdamW (Loshchilov & Hutter 2019, Algorithm 2), decoupled weight decay, as torch.optim.AdamW.
+  torch::NoGradGuard no_grad;
+  const auto& params = model_.parameters();
+  torch::Tensor p = g.owned_params();
+  torch::Tensor grad = g.owned_grads();
+  if (clip_coef != 1.0) grad.mul_(clip_coef);
+  if (opt_.weight_decay > 0)
+    g.for_each_owned([&](const ParamSlot& s, int64_t b, int64_t n) {
+      if (!params[static_cast<size_t>(s.index)].no_decay) p.narrow(0, b, n).mul_(1.0 - lr * opt_.weight_decay);
+    });
+  g.exp_avg.mul_(opt_.beta1).add_(grad, 1.0 - opt_.beta1);
+  g.exp_avg_sq.mul_(opt_.beta2).addcmul_(grad, grad, 1.0 - opt_.beta2);
+  const double t = static_cast<double>(adam_step_);
+  const double bc1 = 1.0 - std::pow(opt_.beta1, t), bc2 = 1.0 - std::pow(opt_.beta2, t);
+  const torch::Tensor denom = (g.exp_avg_sq.sqrt() / std::sqrt(bc2)).add_(opt_.eps);
+  p.addcdiv_(g.exp_avg, denom, -lr / bc1);
+}
+
+void ZeroEngine::reassemble(FlatGroup& g) {
+  // Stages 1 and 2: every rank updated its shard; all-gather the shards into the parameters.
+  if (g.slots.empty() || stage_ == 0 || stage_ == 3 || shard_size_ == 1) return;
+  torch::Tensor mine = g.owned_params().clone();
+  groups_.shard().all_gather(g.full, mine);
+}
+
+StepOutcome ZeroEngine::step(double lr, double inv_scale) {
+  wait_pending(0);
+  torch::NoGradGuard no_grad;
+  if (stage_ >= 2 && groups_.replica().size() > 1)  // MiCS: sum the shards across replicas
+    for (auto& u : units_)
+      if (!u->train.slots.empty()) groups_.replica().all_reduce(u->train.grad_shard, ReduceOp::sum);
+  sum_tp_partial_grads();
+  double sq = 0;
+  for (auto& u : units_) {
+    if (u->train.slots.empty()) continue;
+    if (inv_scale != 1.0) u->train.owned_grads().mul_(inv_scale);
+    sq += owned_sq_norm(u->train);
+  }
+  torch::Tensor total = torch::tensor({sq}, torch::kDouble);
+  groups_.tp().all_reduce(total, ReduceOp::sum);
+  if (stage_ > 0) groups_.shard().all_reduce(total, ReduceOp::sum);
+  StepOutcome out;
+  out.grad_norm = std::sqrt(total.item<double>());
+  out.finite = std::isfinite(out.grad_norm);
+  if (!out.finite) return out;  // skip the update (fp16 overflow); gradients are zeroed next step
+  const double clip = opt_.clip_norm > 0 && out.grad_norm > opt_.clip_norm ? opt_.clip_norm / (out.grad_norm + 1e-6) : 1.0;
+  ++adam_step_;
+  for (auto& u : units_) {
+    if (u->train.slots.empty()) continue;
+    adamw(u->train, lr, clip);
+    reassemble(u->train);
+  }
+  return out;
+}
+
+std::vector<std::pair<std::string, torch::Tensor>> ZeroEngine::owned_state() {
+  std::vector<std::pair<std::string, torch::Tensor>> out;
+  for (size_t u = 0; u < units_.size(); ++u) {
+    FlatGroup& g = units_[u]->train;
+    if (g.slots.empty()) continue;
+    const std::string prefix = "unit" + std::to_string(u) + ".";
+    out.emplace_back(prefix + "param", g.owned_params());
+    out.emplace_back(prefix + "exp_avg", g.exp_avg);
+    out.emplace_back(prefix + "exp_avg_sq", g.exp_avg_sq);
+  }
+  return out;
+}
+
+void ZeroEngine::load_state(const std::vector<std::pair<std::string, torch::Tensor>>& tensors, int64_t adam_step) {
+  torch::NoGradGuard no_grad;
+  auto mine = owned_state();
+  EXECUTOR_CHECK(mine.size() == tensors.size(), "checkpoint state does not match the engine's tensors");
+  for (size_t i = 0; i < mine.size(); ++i) {
+    EXECUTOR_CHECK(mine[i].first == tensors[i].first && mine[i].second.numel() == tensors[i].second.numel(),
+                   "checkpoint tensor " + tensors[i].first + " does not match " + mine[i].first);
+    mine[i].second.copy_(tensors[i].second.reshape(mine[i].second.sizes()));
+  }
+  for (auto& u : units_) reassemble(u->train);
+  adam_step_ = adam_step;
+}
+
+}  // namespace shardplan::executor

@@ -1,0 +1,106 @@
+#include "run_report.hpp"
+
+#include <algorithm>
+
+#include "executor/errors.hpp"
+
+namespace shardplan::executor {
+
+nlohmann::json StepRecord::to_json() const {
+  return {{"step", step},
+          {"loss", loss},
+          {"lr", lr},
+          {"grad_norm", grad_norm},
+          {"tokens", tokens},
+          {"step_seconds", step_s},
+          {"compute_seconds", compute_s},
+          {"tp_comm_seconds", tp_comm_s},
+          {"dp_comm_seconds", dp_comm_s},
+          {"optimizer_seconds", optimizer_s},
+          {"tokens_per_second", tokens_per_s},
+          {"loss_scale", loss_scale},
+          {"skipped", skipped},
+          {"peak_memory_bytes", peak_bytes}};
+}
+
+void MetricsLog::open(const std::string& path) {
+  out_.open(path, std::ios::trunc);
+  if (!out_) throw InputError(path + ": cannot write the step metrics");
+}
+
+void MetricsLog::write(const StepRecord& r) {
+  if (!out_.is_open()) return;
+  out_ << r.to_json().dump() << '\n';
+  out_.flush();
+}
+
+double median(std::vector<double> v) {
+  if (v.empty()) return 0;
+  std::sort(v.begin(), v.end());
+  const size_t n = v.size();
+  return n % 2 ? v[n / 2] : 0.5 * (v[n / 2 - 1] + v[n / 2]);
+}
+
+nlohmann::json build_report(const ReportInputs& in) {
+  const size_t skip = in.steps.size() > 2 ? 1 : 0;
+  auto med = [&](double StepRecord::*field) {
+    std::vector<double> v;
+    for (size_t i = skip; i < in.steps.size(); ++i) v.push_back(in.steps[i].*field);
+    return median(v);
+  };
+  const int64_t peak = in.peak_bytes_per_rank.empty()
+                           ? 0
+                           : *std::max_element(in.peak_bytes_per_rank.begin(), in.peak_bytes_per_rank.end());
+  const double step_s = med(&StepRecord::step_s);
+  const double tokens = in.steps.empty() ? 0 : static_cast<double>(in.steps.back().tokens);
+  nlohmann::json measured = {
+      {"steps", in.steps.size()},
+      {"steps_in_medians", in.steps.size() - skip},
+      {"step_seconds", step_s},
+      {"tokens_per_second", step_s > 0 ? tokens / step_s : 0},
+      {"compute_seconds", med(&StepRecord::compute_s)},
+      {"tp_comm_seconds", med(&StepRecord::tp_comm_s)},
+      {"dp_comm_seconds", med(&StepRecord::dp_comm_s)},
+      {"optimizer_seconds", med(&StepRecord::optimizer_s)},
+      {"peak_memory_bytes", peak},
+      {"peak_memory_bytes_per_rank", in.peak_bytes_per_rank},
+      {"memory_source", in.memory_source},
+      {"first_loss", in.steps.empty() ? 0 : in.steps.front().loss},
+      {"final_loss", in.steps.empty() ? 0 : in.steps.back().loss},
+  };
+  const auto& p = in.prediction;
+  nlohmann::json predicted = {
+      {"feasible", p.feasible},
+      {"step_seconds", p.time.step_s},
+      {"tokens_per_second", p.tokens_per_s},
+      {"tp_comm_seconds", p.time.tp_comm_s},
+      {"dp_comm_seconds", p.time.dp_exposed_comm_s},
+      {"optimizer_seconds", p.time.optimizer_s},
+      {"peak_memory_bytes", p.worst.total()},
+      {"memory_bytes",
+       {{"parameters", p.worst.parameters},
+        {"gradients", p.worst.gradients},
+        {"optimizer_states", p.worst.optimizer_states},
+        {"activations", p.worst.activations},
+        {"lora", p.worst.lora},
+        {"comm_buffers", p.worst.comm_buffers},
+        {"workspace", p.worst.workspace}}},
+  };
+  auto rel = [](double measured_v, double predicted_v) {
+    return measured_v > 0 ? (predicted_v - measured_v) / measured_v : 0.0;
+  };
+  return {{"schema", "shardplan.report/1"},
+          {"plan", in.plan_path},
+          {"model", in.model},
+          {"world_size", in.world_size},
+          {"device", in.device},
+          {"threads_per_rank", in.threads_per_rank},
+          {"layout", in.layout},
+          {"measured", measured},
+          {"predicted", predicted},
+          {"error",
+           {{"step_seconds_relative", rel(step_s, p.time.step_s)},
+            {"peak_memory_relative", rel(static_cast<double>(peak), p.worst.total())}}}};
+}
+
+}  // namespace shardplan::executor

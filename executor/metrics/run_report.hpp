@@ -1,0 +1,59 @@
+#pragma once
+// What a run measured: one JSON line per step (metrics.jsonl) and a final report.json whose
+// keys mirror the simulator's prediction (step_seconds, tokens_per_second, the time parts,
+// peak memory per rank) so predicted and measured sit side by side.
+#include <cstdint>
+#include <fstream>
+#include <nlohmann/json.hpp>
+#include <string>
+#include <vector>
+
+#include "simulator/prediction.hpp"
+
+namespace shardplan::executor {
+
+struct StepRecord {
+  int64_t step = 0;  // 1-based: steps completed after this one
+  double loss = 0;
+  double lr = 0;
+  double grad_norm = 0;
+  int64_t tokens = 0;           // target tokens in the global batch
+  double step_s = 0;
+  double compute_s = 0;         // step minus the communication below
+  double tp_comm_s = 0;         // time inside tensor-parallel collectives
+  double dp_comm_s = 0;         // time inside data-parallel / ZeRO collectives (incl. optimizer's)
+  double optimizer_s = 0;       // optimizer step without its communication
+  double tokens_per_s = 0;
+  double loss_scale = 1;
+  bool skipped = false;         // non-finite gradients: no update
+  int64_t peak_bytes = 0;       // this rank's peak tensor bytes so far
+  [[nodiscard]] nlohmann::json to_json() const;
+};
+
+class MetricsLog {
+ public:
+  MetricsLog() = default;
+  void open(const std::string& path);  // truncates
+  void write(const StepRecord& r);     // one line, flushed
+ private:
+  std::ofstream out_;
+};
+
+struct ReportInputs {
+  std::string plan_path;
+  std::string model;
+  int world_size = 1;
+  nlohmann::json layout;
+  std::vector<StepRecord> steps;           // this run's steps (rank 0's view)
+  std::vector<int64_t> peak_bytes_per_rank;
+  std::string memory_source;               // "cpu-accounting-allocator" | "cuda-caching-allocator"
+  std::string device;
+  int threads_per_rank = 1;
+  simulator::Prediction prediction;
+};
+
+// Medians skip the first step (warm-up) when there are more than two.
+nlohmann::json build_report(const ReportInputs& in);
+double median(std::vector<double> v);
+
+}  // namespace shardplan::executor

@@ -1,0 +1,184 @@
+#include "transformer.hpp"
+
+#include <algorithm>
+#include <cmath>
+#include <functional>
+
+#include "executor/errors.hpp"
+
+namespace shardplan::executor {
+
+namespace {
+
+using simulator::FfnKind;
+using simulator::LinearDesc;
+using simulator::NormKind;
+using simulator::PositionalKind;
+using simulator::TpSplit;
+
+std::string block_prefix(const simulator::ModelSpec& m, int64_t i) {
+  return (m.family == "gpt2" ? "transformer.h." : "model.layers.") + std::to_string(i) + ".";
+}
+
+bool ends_with(const std::string& s, const std::string& tail) {
+  return s.size() >= tail.size() && s.compare(s.size() - tail.size(), tail.size(), tail) == 0;
+}
+
+// Stable 64-bit seed for (seed, name): FNV-1a over the name, mixed with the seed (splitmix64).
+uint64_t param_seed(uint64_t seed, const std::string& name) {
+  uint64_t h = 1469598103934665603ULL;
+  for (unsigned char c : name) h = (h ^ c) * 1099511628211ULL;
+  uint64_t z = h + seed * 0x9E3779B97F4A7C15ULL;
+  z = (z ^ (z >> 30)) * 0xBF58476D1CE4E5B9ULL;
+  z = (z ^ (z >> 27)) * 0x94D049BB133111EBULL;
+  return z ^ (z >> 31);
+}
+
+}  // namespace
+
+Transformer::Transformer(const simulator::ModelSpec& spec, const ModelOptions& opt) : spec_(spec), opt_(opt) {
+  const std::string src = "model '" + spec.name + "'";
+  if (spec.kind != simulator::ModelKind::decoder || (spec.family != "gpt2" && spec.family != "llama"))
+    throw InputError(src + ": field 'family': shardrun builds decoder models of the gpt2 and llama families, got '" +
+                     spec.family + "'");
+  if (spec.parallel_residual || spec.lm_head_bias || spec.embedding_norm || spec.type_vocab_size > 0)
+    throw InputError(src + ": shardrun does not build parallel-residual, lm-head-bias or embedding-norm variants");
+  const int t = opt.tp;
+  if (spec.num_heads % t != 0 || spec.num_kv_heads % t != 0 || spec.ffn_hidden % t != 0)
+    throw InputError(src + ": tensor_parallel " + std::to_string(t) +
+                     " must divide the attention heads, the key/value heads and the FFN width");
+  llama_ = spec.family == "llama";
+  vocab_padded_ = (spec.vocab_size + t - 1) / t * t;  // Megatron pads the vocabulary to a multiple of tp
+  opt_.hidden_dropout = opt.hidden_dropout;
+  opt_.attention_dropout = opt.attention_dropout;
+  build();
+}
+
+int Transformer::head_unit() const {
+  return spec_.tied_embeddings ? 0 : static_cast<int>(spec_.num_layers) + 1;
+}
+
+void Transformer::add_param(const std::string& name, torch::Tensor* slot, std::vector<int64_t> full_shape,
+                            ShardSpec shard, int unit, bool no_decay, bool hf_transposed) {
+  Parameter p;
+  p.name = name;
+  p.full_shape = full_shape;
+  p.shard = shard;
+  p.unit = unit;
+  p.no_decay = no_decay;
+  p.hf_transposed = hf_transposed;
+  p.tensor = torch::zeros(shard_shape(full_shape, shard, opt_.tp), torch::kFloat);
+  const bool is_lora = ends_with(name, "lora_A.weight") || ends_with(name, "lora_B.weight");
+  p.lora = is_lora;
+  p.trainable = opt_.lora.enabled() ? is_lora : true;
+  p.tensor.set_requires_grad(p.trainable);
+  // Under sequence parallelism a tp-replicated parameter sees only this rank's sequence chunk.
+  const bool column_lora_a = is_lora && ends_with(name, "lora_A.weight") && shard.replicated();
+  const bool row_lora_b = is_lora && ends_with(name, "lora_B.weight") && shard.replicated();
+  p.tp_partial_grad = opt_.sequence_parallel && opt_.tp > 1 && shard.replicated() &&
+                      (!is_lora || column_lora_a || row_lora_b);
+  *slot = p.tensor;
+  params_.push_back(std::move(p));
+}
+
+void Transformer::build_linear(ParallelLinear& lin, const LinearDesc& d, const std::string& prefix, int unit,
+                               std::vector<int64_t> segments) {
+  lin.column = d.split == TpSplit::column;
+  const bool conv1d = spec_.family == "gpt2";  // GPT-2 stores Conv1D weights (in, out)
+  ShardSpec w_shard{lin.column ? 0 : 1, lin.column ? segments : std::vector<int64_t>{}, 0};
+  add_param(prefix + d.module + ".weight", &lin.weight, {d.d_out, d.d_in}, w_shard, unit, false, conv1d);
+  if (d.bias) {
+    ShardSpec b_shard = lin.column ? ShardSpec{0, segments, 0} : ShardSpec{};
+    add_param(prefix + d.module + ".bias", &lin.bias, {d.d_out}, b_shard, unit, true);
+  }
+  const auto& lora = opt_.lora;
+  if (!lora.enabled()) return;
+  const auto targets = simulator::resolve_lora_targets(spec_, lora.targets);
+  const bool adapted = std::any_of(targets.linears.begin(), targets.linears.end(),
+                                   [&](const LinearDesc& t) { return t.module == d.module; });
+  if (!adapted) return;
+  lin.lora.emplace();
+  lin.lora->scale = lora.alpha / lora.rank;
+  lin.lora->dropout = lora.dropout;
+  const std::string peft = "base_model.model." + prefix + d.module;
+  const ShardSpec a_shard = lin.column ? ShardSpec{} : ShardSpec{1, {}, 0};
+  const ShardSpec b_shard = lin.column ? ShardSpec{0, segments, 0} : ShardSpec{};
+  add_param(peft + ".lora_A.weight", &lin.lora->A, {lora.rank, d.d_in}, a_shard, unit, false);
+  add_param(peft + ".lora_B.weight", &lin.lora->B, {d.d_out, lora.rank}, b_shard, unit, false);
+}
+
+void Transformer::build() {
+  const auto& m = spec_;
+  const int64_t h = m.hidden;
+  const bool ln = m.norm_kind == NormKind::layernorm;
+  params_.reserve(static_cast<size_t>(m.num_layers) * 24 + 8);
+  // Unit 0: embeddings (and, when tied, the final norm + head that reuse the word embedding).
+  const std::string emb_name = m.family == "gpt2" ? "transformer.wte.weight" : "model.embed_tokens.weight";
+  add_param(emb_name, &wte_.weight, {m.vocab_size, h}, ShardSpec{0, {}, vocab_padded_}, 0, false);
+  const int64_t rows = vocab_padded_ / opt_.tp;
+  wte_.start = opt_.tp_rank * rows;
+  wte_.valid = std::clamp<int64_t>(m.vocab_size - wte_.start, 0, rows);
+  if (m.positional == PositionalKind::learned)
+    add_param("transformer.wpe.weight", &wpe_, {m.max_positions, h}, ShardSpec{}, 0, false);
+
+  blocks_.resize(static_cast<size_t>(m.num_layers));
+  for (int64_t i = 0; i < m.num_layers; ++i) {
+    Block& b = blocks_[static_cast<size_t>(i)];
+    const int unit = static_cast<int>(i) + 1;
+    const std::string p = block_prefix(m, i);
+    const std::string n1 = m.family == "gpt2" ? "ln_1" : "input_layernorm";
+    const std::string n2 = m.family == "gpt2" ? "ln_2" : "post_attention_layernorm";
+    add_param(p + n1 + ".weight", &b.norm1_w, {h}, {}, unit, true);
+    if (ln) add_param(p + n1 + ".bias", &b.norm1_b, {h}, {}, unit, true);
+    add_param(p + n2 + ".weight", &b.norm2_w, {h}, {}, unit, true);
+    if (ln) add_param(p + n2 + ".bias", &b.norm2_b, {h}, {}, unit, true);
+    for (const LinearDesc& d : m.block_linears()) {
+      const std::string& mod = d.module;
+      if (ends_with(mod, "c_attn")) build_linear(b.qkv, d, p, unit, {m.q_dim(), m.kv_dim(), m.kv_dim()});
+      else if (ends_with(mod, "q_proj")) build_linear(b.q, d, p, unit, {});
+      else if (ends_with(mod, "k_proj")) build_linear(b.k, d, p, unit, {});
+      else if (ends_with(mod, "v_proj")) build_linear(b.v, d, p, unit, {});
+      else if (mod == "attn.c_proj" || ends_with(mod, "o_proj")) build_linear(b.out, d, p, unit, {});
+      else if (ends_with(mod, "c_fc")) build_linear(b.fc, d, p, unit, {});
+      else if (ends_with(mod, "gate_proj")) build_linear(b.gate, d, p, unit, {});
+      else if (ends_with(mod, "up_proj")) build_linear(b.up, d, p, unit, {});
+      else if (mod == "mlp.c_proj" || ends_with(mod, "down_proj")) build_linear(b.down, d, p, unit, {});
+      else throw InputError("model '" + m.name + "': linear '" + mod + "' is not one shardrun builds");
+    }
+  }
+  const int hu = head_unit();
+  const std::string fn = m.family == "gpt2" ? "transformer.ln_f" : "model.norm";
+  add_param(fn + ".weight", &final_w_, {h}, {}, hu, true);
+  if (ln) add_param(fn + ".bias", &final_b_, {h}, {}, hu, true);
+  if (!m.tied_embeddings)
+    add_param("lm_head.weight", &lm_head_, {m.vocab_size, h}, ShardSpec{0, {}, vocab_padded_}, hu, false);
+  num_units_ = static_cast<int>(m.num_layers) + (m.tied_embeddings ? 1 : 2);
+}
+
+void Transformer::init_weights(uint64_t seed) {
+  torch::NoGradGuard no_grad;
+  // GPT-2 (Radford et al. 2019, §2.3): N(0, 0.02), residual projections scaled by 1/sqrt(2L).
+  const double std_dev = 0.02;
+  const double residual_std = std_dev / std::sqrt(2.0 * static_cast<double>(spec_.num_layers));
+  for (Parameter& p : params_) {
+    auto gen = at::detail::createCPUGenerator(param_seed(seed, p.name));
+    torch::Tensor full = torch::empty(p.full_shape, torch::kFloat);
+    const bool is_norm_or_bias = p.no_decay;
+    if (ends_with(p.name, "lora_B.weight")) {
+      full.zero_();  // PEFT: B = 0 so training starts from the base model
+    } else if (ends_with(p.name, "lora_A.weight")) {
+      const double bound = 1.0 / std::sqrt(static_cast<double>(p.full_shape[1]));  // kaiming_uniform(a=sqrt(5))
+      full.uniform_(-bound, bound, gen);
+    } else if (is_norm_or_bias) {
+      if (ends_with(p.name, ".bias")) full.zero_();
+      else full.fill_(1.0);
+    } else {
+      const bool residual = ends_with(p.name, "c_proj.weight") || ends_with(p.name, "o_proj.weight") ||
+                            ends_with(p.name, "down_proj.weight");
+      full.normal_(0.0, residual ? residual_std : std_dev, gen);
+    }
+    p.tensor.copy_(take_shard(full, p.shard, opt_.tp_rank, opt_.tp));
+  }
+}
+
+}  // namespace shardplan::executor

@@ -1,0 +1,144 @@
+// Transformer forward pass. Legend: B batch, S sequence (Sx = S/t under sequence parallelism),
+// H hidden, t = tp size, nh/nkv local heads (= global / t), hd head dim, V vocabulary.
+#include <cmath>
+
+#include "executor/errors.hpp"
+#include "executor/parallel/mappings.hpp"
+#include "executor/parallel/zero_linear.hpp"
+#include "transformer.hpp"
+
+namespace shardplan::executor {
+
+namespace {
+
+namespace F = torch::nn::functional;
+
+// RoPE, rotate-half form (Su et al. 2021 "RoFormer", §3.4; Hugging Face Llama), applied to the
+// first `rot` dims of each head. x: (B, n, S, hd)
+torch::Tensor rotary(const torch::Tensor& x, int64_t rot) {
+  const int64_t S = x.size(2);
+  const auto opts = torch::TensorOptions().dtype(torch::kFloat);
+  const torch::Tensor inv_freq = torch::pow(10000.0, -torch::arange(0, rot, 2, opts) / static_cast<double>(rot));
+  const torch::Tensor angles = torch::outer(torch::arange(S, opts), inv_freq);  // (S, rot/2)
+  const torch::Tensor emb = torch::cat({angles, angles}, -1);                   // (S, rot)
+  const torch::Tensor cos = emb.cos().to(x.scalar_type()), sin = emb.sin().to(x.scalar_type());
+  const torch::Tensor xr = x.narrow(-1, 0, rot);
+  const torch::Tensor x1 = xr.narrow(-1, 0, rot / 2), x2 = xr.narrow(-1, rot / 2, rot / 2);
+  const torch::Tensor rotated = xr * cos + torch::cat({-x2, x1}, -1) * sin;
+  if (rot == x.size(-1)) return rotated;
+  return torch::cat({rotated, x.narrow(-1, rot, x.size(-1) - rot)}, -1);
+}
+
+}  // namespace
+
+torch::Tensor Transformer::norm(const torch::Tensor& x, const torch::Tensor& w, const torch::Tensor& b) const {
+  constexpr double eps = 1e-5;  // GPT-2 layer_norm_epsilon and Llama-2 rms_norm_eps
+  if (!llama_) return F::layer_norm(x, F::LayerNormFuncOptions({x.size(-1)}).weight(w).bias(b).eps(eps));
+  // RMSNorm (Zhang & Sennrich 2019), computed in fp32 as Hugging Face Llama does.
+  const torch::Tensor xf = x.to(torch::kFloat);
+  const torch::Tensor y = xf * torch::rsqrt(xf.pow(2).mean(-1, true) + eps);
+  return w * y.to(x.scalar_type());
+}
+
+torch::Tensor Transformer::attention(const Block& blk, const torch::Tensor& x, const TpContext& ctx) const {
+  const int64_t hd = spec_.head_dim;
+  const int64_t nh = spec_.num_heads / opt_.tp, nkv = spec_.num_kv_heads / opt_.tp;
+  torch::Tensor q, k, v;  // (B, S, n*hd)
+  if (blk.qkv.weight.defined()) {
+    const torch::Tensor qkv = blk.qkv.forward(x, ctx);  // (B, S, (nh + 2 nkv) hd)
+    q = qkv.narrow(-1, 0, nh * hd);
+    k = qkv.narrow(-1, nh * hd, nkv * hd);
+    v = qkv.narrow(-1, (nh + nkv) * hd, nkv * hd);
+  } else {
+    q = blk.q.forward(x, ctx);
+    k = blk.k.forward(x, ctx);
+    v = blk.v.forward(x, ctx);
+  }
+  const int64_t B = q.size(0), S = q.size(1);
+  q = q.view({B, S, nh, hd}).transpose(1, 2);  // (B, nh, S, hd)
+  k = k.view({B, S, nkv, hd}).transpose(1, 2);
+  v = v.view({B, S, nkv, hd}).transpose(1, 2);
+  if (spec_.positional == simulator::PositionalKind::rotary) {
+    const int64_t rot = spec_.rotary_dim > 0 ? spec_.rotary_dim : hd;
+    q = rotary(q, rot);
+    k = rotary(k, rot);
+  }
+  if (nkv != nh) {  // grouped-query attention: each kv head serves nh/nkv query heads
+    k = k.repeat_interleave(nh / nkv, 1);
+    v = v.repeat_interleave(nh / nkv, 1);
+  }
+  // softmax(Q K^T / sqrt(hd) + causal mask) V (Vaswani et al. 2017, §3.2.1)
+  torch::Tensor scores = torch::matmul(q, k.transpose(-2, -1)) * (1.0 / std::sqrt(static_cast<double>(hd)));
+  const torch::Tensor future = torch::ones({S, S}, torch::TensorOptions().dtype(torch::kBool)).triu(1);
+  scores = scores.masked_fill(future, -INFINITY);
+  torch::Tensor probs = torch::softmax(scores.to(torch::kFloat), -1).to(q.scalar_type());
+  probs = dropout(probs, opt_.attention_dropout, ctx, /*sharded=*/true);
+  torch::Tensor context = torch::matmul(probs, v).transpose(1, 2).reshape({B, S, nh * hd});  // (B, S, nh hd)
+  return blk.out.forward(context, ctx);                                                      // (B, Sx, H)
+}
+
+torch::Tensor Transformer::mlp(const Block& blk, const torch::Tensor& x, const TpContext& ctx) const {
+  if (spec_.ffn_kind == simulator::FfnKind::swiglu) {  // Shazeer 2020, "GLU Variants", §2
+    const torch::Tensor g = blk.gate.forward(x, ctx), u = blk.up.forward(x, ctx);  // (B, S, F/t)
+    return blk.down.forward(F::silu(g) * u, ctx);
+  }
+  const torch::Tensor a = F::gelu(blk.fc.forward(x, ctx), F::GELUFuncOptions().approximate("tanh"));
+  return blk.down.forward(a, ctx);
+}
+
+torch::Tensor Transformer::block_forward(const Block& blk, const torch::Tensor& x, const TpContext& ctx) const {
+  const bool sp = ctx.sequence_parallel && opt_.tp > 1;
+  // x: (B, Sx, H); the residual stream is replicated over tp (or sequence-split under SP).
+  torch::Tensor h = x + dropout(attention(blk, norm(x, blk.norm1_w, blk.norm1_b), ctx), opt_.hidden_dropout, ctx, sp);
+  return h + dropout(mlp(blk, norm(h, blk.norm2_w, blk.norm2_b), ctx), opt_.hidden_dropout, ctx, sp);
+}
+
+LossSum Transformer::forward(const torch::Tensor& ids, const torch::Tensor& labels, TpContext& ctx,
+                             UnitHooks* hooks) {
+  Communicator& tp = *ctx.tp;
+  const bool sp = ctx.sequence_parallel && opt_.tp > 1;
+  const int64_t S = ids.size(1);
+  EXECUTOR_CHECK(!sp || S % opt_.tp == 0, "sequence length must divide by tp under sequence parallelism");
+  auto before = [&](int u) { if (hooks) hooks->before_forward(u); };
+  auto after = [&](int u, torch::Tensor y) {
+    if (!hooks) return y;
+    y = hooks->wrap_output(u, y);
+    hooks->after_forward(u);
+    return y;
+  };
+
+  before(0);
+  torch::Tensor x = wte_.forward(ids, ctx);  // (B, Sx, H)
+  if (wpe_.defined()) {
+    const int64_t Sx = x.size(1), first = sp ? tp.rank() * Sx : 0;
+    x = x + wpe_.narrow(0, first, Sx);
+  }
+  x = dropout(x, opt_.hidden_dropout, ctx, sp);
+  x = after(0, x);
+  // With a frozen embedding (LoRA) the residual stream would not require grad: make it a leaf
+  // that does, so every block's backward (and its ZeRO-3 bookkeeping) runs.
+  if (!x.requires_grad()) x = x.detach().requires_grad_(true);
+
+  for (size_t i = 0; i < blocks_.size(); ++i) {
+    const int u = static_cast<int>(i) + 1;
+    before(u);
+    if (hooks) x = hooks->wrap_input(u, x);
+    x = after(u, block_forward(blocks_[i], x, ctx));
+  }
+
+  const int hu = head_unit();
+  before(hu);
+  if (hooks && hu != 0) x = hooks->wrap_input(hu, x);
+  x = norm(x, final_w_, final_b_);
+  const torch::Tensor xin = sp ? gather_from_seq(x, tp) : copy_to_tp(x, tp);  // (B, S, H)
+  const torch::Tensor& head = lm_head_.defined() ? lm_head_ : wte_.weight;   // (V_pad/t, H)
+  torch::Tensor logits = zero_linear(xin, head);                               // (B, S, V_pad/t)
+  torch::Tensor losses = vocab_parallel_cross_entropy(logits.view({-1, logits.size(-1)}), labels.reshape({-1}),
+                                                      wte_.start, wte_.valid, tp);  // (B S)
+  LossSum out;
+  out.loss_sum = after(hu, losses.sum());
+  out.tokens = labels.ne(-100).sum().item<int64_t>();
+  return out;
+}
+
+}  // namespace shardplan::executor

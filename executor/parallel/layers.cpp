@@ -1,0 +1,105 @@
+#include "layers.hpp"
+
+#include "executor/errors.hpp"
+#include "mappings.hpp"
+#include "zero_linear.hpp"
+
+namespace shardplan::executor {
+
+torch::Tensor dropout(const torch::Tensor& x, double p, const TpContext& ctx, bool sharded) {
+  if (p <= 0.0 || !ctx.training) return x;
+  EXECUTOR_CHECK(ctx.rng != nullptr, "dropout needs a DropoutRng");
+  at::Generator& gen = sharded ? ctx.rng->sharded : ctx.rng->replicated;
+  torch::Tensor keep = torch::empty(x.sizes(), x.options().dtype(torch::kFloat)).bernoulli_(1.0 - p, gen);
+  return x * keep.to(x.scalar_type()) * (1.0 / (1.0 - p));
+}
+
+torch::Tensor ParallelLinear::forward(const torch::Tensor& x, const TpContext& ctx) const {
+  Communicator& tp = *ctx.tp;
+  const bool sp = ctx.sequence_parallel;
+  if (column) {
+    // x: (B, Sx, in) -> xin: (B, S, in) -> y: (B, S, out/t)
+    const torch::Tensor xin = sp ? gather_from_seq(x, tp) : copy_to_tp(x, tp);
+    torch::Tensor y = zero_linear(xin, weight, bias);
+    if (lora) {
+      torch::Tensor h = zero_linear(dropout(x, lora->dropout, ctx, sp), lora->A);  // (B, Sx, r)
+      h = sp ? gather_from_seq(h, tp) : copy_to_tp(h, tp);                                         // (B, S, r)
+      y = y + lora->scale * zero_linear(h, lora->B);                             // (B, S, out/t)
+    }
+    return y;
+  }
+  // x: (B, S, in/t) -> partial (B, S, out) -> y: (B, Sx, out)
+  torch::Tensor y = zero_linear(x, weight);
+  y = sp ? reduce_scatter_seq(y, tp) : reduce_from_tp(y, tp);
+  if (bias.defined()) y = y + bias;
+  if (lora) {
+    torch::Tensor h = zero_linear(dropout(x, lora->dropout, ctx, true), lora->A);  // (B, S, r) partial
+    h = sp ? reduce_scatter_seq(h, tp) : reduce_from_tp(h, tp);                                     // (B, Sx, r)
+    y = y + lora->scale * zero_linear(h, lora->B);                                // (B, Sx, out)
+  }
+  return y;
+}
+
+torch::Tensor VocabEmbedding::forward(const torch::Tensor& ids, const TpContext& ctx) const {
+  Communicator& tp = *ctx.tp;
+  const int64_t rows = weight.size(0);
+  if (tp.size() == 1 && valid == rows) {
+    torch::Tensor e = torch::embedding(weight, ids);  // (B, S, H)
+    return ctx.sequence_parallel ? scatter_to_seq(e, tp) : e;
+  }
+  const torch::Tensor outside = (ids < start) | (ids >= start + valid);
+  const torch::Tensor local = (ids - start).masked_fill(outside, 0);
+  torch::Tensor e = torch::embedding(weight, local).masked_fill(outside.unsqueeze(-1), 0.0);  // (B, S, H) partial
+  return ctx.sequence_parallel ? reduce_scatter_seq(e, tp) : reduce_from_tp(e, tp);
+}
+
+namespace {
+
+using torch::autograd::AutogradContext;
+using torch::autograd::variable_list;
+
+struct VocabParallelCE : torch::autograd::Function<VocabParallelCE> {
+  static torch::Tensor forward(AutogradContext* ctx, torch::Tensor logits, torch::Tensor targets, int64_t start,
+                               int64_t valid, Communicator* tp) {
+    torch::Tensor z = logits.to(torch::kFloat);  // (N, V/t)
+    if (valid < z.size(1)) {  // padded vocabulary rows never win
+      z = z.clone();
+      z.narrow(1, valid, z.size(1) - valid).fill_(-INFINITY);
+    }
+    torch::Tensor zmax = std::get<0>(z.max(1));  // (N)
+    tp->all_reduce(zmax, ReduceOp::max);
+    z = z - zmax.unsqueeze(1);
+    torch::Tensor ez = z.exp();
+    torch::Tensor sum = ez.sum(1);
+    tp->all_reduce(sum, ReduceOp::sum);
+    const torch::Tensor ignored = targets.eq(-100);
+    const torch::Tensor here = (targets >= start) & (targets < start + valid) & ignored.logical_not();
+    const torch::Tensor idx = (targets - start).masked_fill(here.logical_not(), 0);
+    torch::Tensor picked = z.gather(1, idx.unsqueeze(1)).squeeze(1).masked_fill(here.logical_not(), 0.0);
+    tp->all_reduce(picked, ReduceOp::sum);
+    torch::Tensor loss = (sum.log() - picked).masked_fill(ignored, 0.0);
+    ctx->save_for_backward({ez.div_(sum.unsqueeze(1)), idx, here, ignored});
+    ctx->saved_data["dtype"] = static_cast<int64_t>(logits.scalar_type());
+    return loss;
+  }
+  static variable_list backward(AutogradContext* ctx, variable_list g) {
+    auto saved = ctx->get_saved_variables();
+    torch::Tensor grad = saved[0];  // softmax (N, V/t), freed with the context
+    const torch::Tensor& idx = saved[1];
+    const torch::Tensor& here = saved[2];
+    const torch::Tensor& ignored = saved[3];
+    grad.scatter_add_(1, idx.unsqueeze(1), here.to(torch::kFloat).neg().unsqueeze(1));
+    grad.mul_((g[0] * ignored.logical_not().to(torch::kFloat)).unsqueeze(1));
+    const auto dtype = static_cast<torch::ScalarType>(ctx->saved_data["dtype"].toInt());
+    return {grad.to(dtype), torch::Tensor(), torch::Tensor(), torch::Tensor(), torch::Tensor()};
+  }
+};
+
+}  // namespace
+
+torch::Tensor vocab_parallel_cross_entropy(const torch::Tensor& logits, const torch::Tensor& targets,
+                                           int64_t start, int64_t valid, Communicator& tp) {
+  return VocabParallelCE::apply(logits, targets, start, valid, &tp);
+}
+
+}  // namespace shardplan::executor

@@ -1,0 +1,69 @@
+#pragma once
+// Megatron-style tensor-parallel layers with optional LoRA adapters and sequence parallelism.
+//
+// Legend: B batch, S sequence, H hidden, t = tp size, r = LoRA rank, V vocabulary,
+// Sx = S/t with sequence parallelism, else S.
+//   column-parallel  W: (out/t, in)   x: (B, Sx, in)   -> y: (B, S, out/t)
+//   row-parallel     W: (out, in/t)   x: (B, S, in/t)  -> y: (B, Sx, out)
+//   LoRA (Hu et al. 2021, §4.1): y += (alpha/r) * B(A(dropout(x)))
+//     column: A (r, in) replicated, B (out/t, r) sharded; A's output enters the TP region
+//             through the same mapping as x, so A's gradient is complete on every rank.
+//     row:    A (r, in/t) sharded, B (out, r) replicated; A's partial output is reduced
+//             before B, so B's gradient is complete on every rank.
+//   vocab-parallel embedding  W: (V/t, H), ids outside [start, start + V/t) give 0, summed.
+//   vocab-parallel cross-entropy over logits (N, V/t) (Megatron cross_entropy.py).
+#include <torch/torch.h>
+
+#include <optional>
+
+#include "executor/comm/communicator.hpp"
+
+namespace shardplan::executor {
+
+// Where dropout masks come from: `replicated` draws the same mask on every tp rank (for
+// tensors every tp rank holds whole), `sharded` differs per tp rank (for tp-split tensors).
+struct DropoutRng {
+  at::Generator replicated;
+  at::Generator sharded;
+};
+
+struct TpContext {
+  Communicator* tp = nullptr;
+  bool sequence_parallel = false;
+  bool training = true;
+  DropoutRng* rng = nullptr;
+};
+
+// Inverted dropout with an explicit generator (identity when p == 0 or not training).
+torch::Tensor dropout(const torch::Tensor& x, double p, const TpContext& ctx, bool sharded);
+
+struct LoraAdapter {
+  torch::Tensor A;  // (r, in) or (r, in/t)
+  torch::Tensor B;  // (out/t, r) or (out, r)
+  double scale = 1.0;    // alpha / r
+  double dropout = 0.0;
+};
+
+struct ParallelLinear {
+  bool column = true;
+  torch::Tensor weight;  // (out/t, in) column, (out, in/t) row
+  torch::Tensor bias;    // (out/t) column, (out) row; undefined when none
+  std::optional<LoraAdapter> lora;
+
+  [[nodiscard]] torch::Tensor forward(const torch::Tensor& x, const TpContext& ctx) const;
+};
+
+struct VocabEmbedding {
+  torch::Tensor weight;  // (V_pad/t, H)
+  int64_t start = 0;     // first vocabulary id of this rank
+  int64_t valid = 0;     // rows of this rank that are real tokens (the rest is padding)
+  // ids: (B, S) -> (B, Sx, H)
+  [[nodiscard]] torch::Tensor forward(const torch::Tensor& ids, const TpContext& ctx) const;
+};
+
+// Per-token losses (N) from local logits (N, V_pad/t) and targets (N) (-100 = ignored: loss 0).
+// Columns at or beyond `valid` are padding and never win the softmax.
+torch::Tensor vocab_parallel_cross_entropy(const torch::Tensor& logits, const torch::Tensor& targets,
+                                           int64_t start, int64_t valid, Communicator& tp);
+
+}  // namespace shardplan::executor

@@ -1,0 +1,50 @@
+#include "zero_linear.hpp"
+
+#include <ATen/autocast_mode.h>
+
+namespace shardplan::executor {
+
+namespace {
+
+using torch::autograd::AutogradContext;
+using torch::autograd::variable_list;
+
+torch::ScalarType compute_dtype(const torch::Tensor& x) {
+  if (x.device().is_cpu() && at::autocast::is_cpu_enabled()) return at::autocast::get_autocast_cpu_dtype();
+  if (x.device().is_cuda() && at::autocast::is_enabled()) return at::autocast::get_autocast_gpu_dtype();
+  return x.scalar_type();
+}
+
+struct ZeroLinear : torch::autograd::Function<ZeroLinear> {
+  static torch::Tensor forward(AutogradContext* ctx, torch::Tensor x, torch::Tensor w) {
+    const auto dt = compute_dtype(x);
+    const torch::Tensor xc = x.to(dt);
+    ctx->save_for_backward({xc, w});  // w: the parameter itself (see header)
+    ctx->saved_data["x_dtype"] = static_cast<int64_t>(x.scalar_type());
+    return torch::matmul(xc, w.to(dt).t());
+  }
+  static variable_list backward(AutogradContext* ctx, variable_list g) {
+    auto saved = ctx->get_saved_variables();
+    const torch::Tensor& xc = saved[0];
+    const torch::Tensor& w = saved[1];
+    const torch::Tensor gy = g[0].to(xc.scalar_type());
+    torch::Tensor dx, dw;
+    if (ctx->needs_input_grad(0))
+      dx = torch::matmul(gy, w.to(xc.scalar_type()))
+               .to(static_cast<torch::ScalarType>(ctx->saved_data["x_dtype"].toInt()));
+    const torch::Tensor g2 = gy.reshape({-1, gy.size(-1)});  // (N, out)
+    if (ctx->needs_input_grad(1))  // frozen (LoRA base) weights skip their gradient GEMM
+      dw = torch::matmul(g2.t(), xc.reshape({-1, xc.size(-1)})).to(w.scalar_type());  // (out, in)
+    return {dx, dw};
+  }
+};
+
+}  // namespace
+
+torch::Tensor zero_linear(const torch::Tensor& x, const torch::Tensor& w, const torch::Tensor& b) {
+  // (A bias is added outside: LibTorch 1.13 custom functions reject undefined inputs.)
+  torch::Tensor y = ZeroLinear::apply(x, w);
+  return b.defined() ? y + b.to(y.scalar_type()) : y;
+}
+
+}  // namespace shardplan::executor

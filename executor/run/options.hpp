@@ -1,0 +1,47 @@
+#pragma once
+// RunOptions: everything `shardrun` takes besides the plan (which fixes the model, the
+// layout and the batch). Plain data; the CLI fills it, the trainer reads it.
+#include <cstdint>
+#include <optional>
+#include <string>
+
+namespace shardplan::executor {
+
+struct RunOptions {
+  std::string plan_path;
+  int64_t steps = 20;
+  // Data: "synthetic", text files (comma-separated .txt), or one Alpaca-style .jsonl.
+  std::string data = "synthetic";
+  std::string tokenizer;              // sentencepiece tokenizer.model (text and jsonl data)
+  int64_t synthetic_samples = 65536;
+  // Weights: "seed" (seeded init) or Hugging Face safetensors (file or directory).
+  std::string init = "seed";
+  uint64_t seed = 1234;
+  // Optimizer and schedule.
+  double lr = 3e-4;
+  double min_lr_ratio = 0.1;
+  int64_t warmup_steps = 2;
+  double weight_decay = 0.1;
+  double clip_norm = 1.0;
+  double beta1 = 0.9, beta2 = 0.95, eps = 1e-8;
+  std::string precision;              // override the plan's: fp32 | bf16 | fp16
+  double initial_loss_scale = 65536;  // fp16 (and --loss-scaling) only
+  bool loss_scaling = false;          // dynamic loss scaling even without fp16
+  std::optional<double> dropout;      // override the card's hidden/attention dropout
+  // Outputs.
+  std::string out_dir = "shardrun-out";  // metrics.jsonl, report.json
+  std::string save_final;                // full weights, Hugging Face naming (.safetensors)
+  std::string save_adapter;              // LoRA adapter directory (PEFT format)
+  // Checkpoints.
+  std::string checkpoint_dir;
+  int64_t checkpoint_every = 0;       // steps; 0 = only at the end (when a dir is given)
+  int keep_last = 2;
+  std::string resume = "none";        // none | auto | <checkpoint step directory>
+  int64_t stop_after = -1;            // leave after this many steps (as an interrupted job)
+  // Runtime.
+  int threads = 0;                    // per rank; 0 = cores on the node / ranks on the node
+  double comm_timeout_s = 300;
+  bool quiet = false;
+};
+
+}  // namespace shardplan::executor

@@ -1,0 +1,32 @@
+#include "threads.hpp"
+
+#include <dlfcn.h>
+#include <torch/torch.h>
+
+#include <algorithm>
+#include <thread>
+
+namespace shardplan::executor {
+
+std::string ThreadSetup::describe() const {
+  return std::to_string(threads) + " thread(s) per rank (LibTorch" + (openblas ? " + OpenBLAS)" : "; OpenBLAS not found)");
+}
+
+ThreadSetup configure_threads(int requested, int ranks_on_node) {
+  ThreadSetup s;
+  const int cores = std::max(1u, std::thread::hardware_concurrency());
+  s.threads = requested > 0 ? requested : std::max(1, cores / std::max(1, ranks_on_node));
+  torch::set_num_threads(s.threads);
+  try {
+    at::set_num_interop_threads(1);
+  } catch (const std::exception&) {  // already set (a second trainer in the same process)
+  }
+  using SetThreads = void (*)(int);
+  if (auto fn = reinterpret_cast<SetThreads>(dlsym(RTLD_DEFAULT, "openblas_set_num_threads"))) {
+    fn(s.threads);
+    s.openblas = true;
+  }
+  return s;
+}
+
+}  // namespace shardplan::executor

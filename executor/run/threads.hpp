@@ -1,0 +1,18 @@
+#pragma once
+// Threads per rank, set explicitly for both LibTorch's pools and OpenBLAS (Debian's torch
+// does not forward set_num_threads to OpenBLAS; two pools fighting for the cores cost ~3x,
+// shared/README.md §1). ranks x threads <= cores.
+#include <string>
+
+namespace shardplan::executor {
+
+struct ThreadSetup {
+  int threads = 1;
+  bool openblas = false;  // OpenBLAS found and set
+  [[nodiscard]] std::string describe() const;
+};
+
+// `requested` 0 = hardware cores / ranks on this node (at least 1).
+ThreadSetup configure_threads(int requested, int ranks_on_node);
+
+}  // namespace shardplan::executor

@@ -1,0 +1,197 @@
+// The training loop and the end of a run (final checkpoint, report, exports).
+#include <ATen/autocast_mode.h>
+
+#include <atomic>
+#include <chrono>
+#include <cstdio>
+#include <filesystem>
+#include <iostream>
+
+#include "executor/errors.hpp"
+#include "executor/io/fs_util.hpp"
+#include "executor/metrics/memory_accounting.hpp"
+#include "tensor_io.hpp"
+#include "trainer.hpp"
+#include "trainer_state.hpp"
+
+namespace shardplan::executor {
+
+namespace {
+
+namespace fs = std::filesystem;
+using Clock = std::chrono::steady_clock;
+
+std::atomic<bool> g_stop{false};
+
+uint64_t mix(uint64_t a, uint64_t b) {  // splitmix64 of a combined key
+  uint64_t z = a * 0x9E3779B97F4A7C15ULL + b + 0x632BE59BD9B4E019ULL;
+  z = (z ^ (z >> 30)) * 0xBF58476D1CE4E5B9ULL;
+  z = (z ^ (z >> 27)) * 0x94D049BB133111EBULL;
+  return z ^ (z >> 31);
+}
+
+struct Batch {
+  torch::Tensor ids, labels;  // (n, S)
+  int64_t tokens = 0;
+};
+
+Batch make_batch(const data::Dataset& ds, const std::vector<int64_t>& idx, size_t first, size_t n) {
+  const int64_t S = ds.seq_len();
+  Batch b;
+  b.ids = torch::empty({static_cast<int64_t>(n), S}, torch::kLong);
+  b.labels = torch::empty({static_cast<int64_t>(n), S}, torch::kLong);
+  auto* ids = b.ids.data_ptr<int64_t>();
+  auto* labels = b.labels.data_ptr<int64_t>();
+  for (size_t i = 0; i < n; ++i) {
+    const data::Sample s = ds.get(idx[first + i]);
+    std::copy(s.input.begin(), s.input.end(), ids + i * S);
+    std::copy(s.labels.begin(), s.labels.end(), labels + i * S);
+    for (int64_t l : s.labels) b.tokens += l != data::kIgnoreLabel;
+  }
+  return b;
+}
+
+double seconds_since(Clock::time_point t) { return std::chrono::duration<double>(Clock::now() - t).count(); }
+
+double dp_seconds(const ProcessGroups& g) {
+  return g.dp().stats().seconds + g.shard().stats().seconds + g.replica().stats().seconds;
+}
+
+}  // namespace
+
+void request_stop() { g_stop = true; }
+
+void Trainer::train() {
+  TrainerState& s = *s_;
+  const auto& cfg = s.plan.config;
+  const auto& c = s.groups->coords();
+  const int m = cfg.micro_batches();
+  const auto mbs = static_cast<size_t>(cfg.micro_batch_size);
+  const bool autocast = s.precision == simulator::Precision::bf16;
+  for (int64_t step = s.start_step; step < s.opt.steps; ++step) {
+    const auto t0 = Clock::now();
+    const double tp0 = s.groups->tp().stats().seconds, dp0 = dp_seconds(*s.groups);
+    // The step's data and dropout masks are functions of (seed, step): nothing else to restore.
+    const auto idx = s.sampler->rank_batch(step, c.dp, cfg.dp);
+    std::vector<Batch> batches;
+    torch::Tensor tokens = torch::zeros({1}, torch::kLong);
+    for (int mb = 0; mb < m; ++mb) {
+      batches.push_back(make_batch(*s.dataset, idx, static_cast<size_t>(mb) * mbs, mbs));
+      tokens[0] += batches.back().tokens;
+    }
+    s.groups->dp().all_reduce(tokens, ReduceOp::sum);
+    const double global_tokens = static_cast<double>(std::max<int64_t>(1, tokens.item<int64_t>()));
+    s.engine->begin_step();
+    double loss_sum = 0;
+    for (int mb = 0; mb < m; ++mb) {
+      DropoutRng rng{at::detail::createCPUGenerator(mix(mix(s.opt.seed, static_cast<uint64_t>(step)), mb * 4096 + c.dp)),
+                     at::detail::createCPUGenerator(mix(mix(s.opt.seed + 1, static_cast<uint64_t>(step)),
+                                                        (mb * 4096 + c.dp) * 4096 + c.tp))};
+      TpContext ctx{&s.groups->tp(), cfg.sequence_parallel && cfg.tp > 1, true, &rng};
+      at::autocast::set_cpu_enabled(autocast);
+      if (autocast) at::autocast::set_autocast_cpu_dtype(at::kBFloat16);
+      LossSum out = s.model->forward(batches[static_cast<size_t>(mb)].ids, batches[static_cast<size_t>(mb)].labels, ctx,
+                                     s.engine.get());
+      at::autocast::set_cpu_enabled(false);
+      at::autocast::clear_cache();
+      loss_sum += out.loss_sum.item<double>();
+      s.engine->begin_backward(mb == m - 1);
+      (out.loss_sum * (s.scaler.loss_multiplier() / global_tokens)).backward();
+      s.engine->end_backward();
+    }
+    const double lr = s.lr.at(step);
+    const auto t_opt = Clock::now();
+    const double dp_before_opt = dp_seconds(*s.groups);
+    const StepOutcome res = s.engine->step(lr, 1.0 / s.scaler.loss_multiplier());
+    const double opt_comm = dp_seconds(*s.groups) - dp_before_opt;
+    const double opt_s = seconds_since(t_opt) - opt_comm;
+    const bool stepped = s.scaler.update(res.finite);
+    torch::Tensor loss_t = torch::tensor({loss_sum}, torch::kDouble);
+    s.groups->dp().all_reduce(loss_t, ReduceOp::sum);
+
+    StepRecord r;
+    r.step = step + 1;
+    r.loss = loss_t.item<double>() / global_tokens;
+    r.lr = lr;
+    r.grad_norm = res.grad_norm;
+    r.tokens = static_cast<int64_t>(global_tokens);
+    r.step_s = seconds_since(t0);
+    r.tp_comm_s = s.groups->tp().stats().seconds - tp0;
+    r.dp_comm_s = dp_seconds(*s.groups) - dp0;
+    r.optimizer_s = opt_s;
+    r.compute_s = r.step_s - r.tp_comm_s - r.dp_comm_s - r.optimizer_s;
+    r.tokens_per_s = global_tokens / r.step_s;
+    r.loss_scale = s.scaler.loss_multiplier();
+    r.skipped = !stepped;
+    r.peak_bytes = peak_tensor_bytes();
+    s.records.push_back(r);
+    s.metrics.write(r);
+    s.done_steps = step + 1;
+    if (c.world == 0 && !s.opt.quiet)
+      std::fprintf(stderr, "step %lld/%lld  loss %.4f  lr %.2e  |grad| %.3f  %.0f tok/s  %.3f s (tp %.3f, dp %.3f)%s\n",
+                   static_cast<long long>(r.step), static_cast<long long>(s.opt.steps), r.loss, r.lr, r.grad_norm,
+                   r.tokens_per_s, r.step_s, r.tp_comm_s, r.dp_comm_s, r.skipped ? "  [skipped: non-finite]" : "");
+    // Interrupts are agreed on collectively so every rank stops at the same step boundary.
+    torch::Tensor stop = torch::tensor({g_stop.load() ? 1 : 0}, torch::kInt);
+    s.groups->world().all_reduce(stop, ReduceOp::max);
+    const bool last = s.done_steps == s.opt.steps;
+    const bool due = s.checkpointer->enabled() && s.opt.checkpoint_every > 0 && s.done_steps % s.opt.checkpoint_every == 0;
+    if (s.checkpointer->enabled() && (due || last || stop.item<int>()))
+      s.checkpointer->save(*s.engine, {s.done_steps, s.engine->adam_step(), s.scaler.scale, s.scaler.good_steps});
+    if (stop.item<int>()) {
+      s.interrupted = true;
+      break;
+    }
+    if (s.opt.stop_after >= 0 && s.done_steps >= s.opt.stop_after && !last) {
+      s.stopped_early = true;
+      break;
+    }
+  }
+}
+
+void Trainer::finish() {
+  TrainerState& s = *s_;
+  const auto& c = s.groups->coords();
+  if (s.stopped_early) {
+    if (c.world == 0 && !s.opt.quiet)
+      std::cerr << "shardrun: stopped after step " << s.done_steps << " (--stop-after)\n";
+    return;
+  }
+  torch::Tensor peak = torch::tensor({peak_tensor_bytes()}, torch::kLong);
+  torch::Tensor peaks = torch::empty({s.groups->world().size()}, torch::kLong);
+  s.groups->world().all_gather(peaks, peak);
+  if (!s.opt.save_final.empty()) export_full_weights(*s.model, *s.engine, *s.groups, s.opt.save_final);
+  if (!s.opt.save_adapter.empty()) export_lora_adapter(*s.model, *s.engine, *s.groups, s.opt.save_adapter);
+  if (c.world != 0) return;
+  ReportInputs in;
+  in.plan_path = s.opt.plan_path;
+  in.model = s.plan.model.name;
+  in.world_size = s.groups->world().size();
+  in.layout = s.layout;
+  in.steps = s.records;
+  for (int64_t i = 0; i < peaks.numel(); ++i) in.peak_bytes_per_rank.push_back(peaks[i].item<int64_t>());
+  in.memory_source = "cpu-accounting-allocator";
+  in.device = "cpu";
+  in.threads_per_rank = s.threads.threads;
+  in.prediction = s.plan.prediction;
+  const nlohmann::json report = build_report(in);
+  io::atomic_write_file((fs::path(s.opt.out_dir) / "report.json").string(), report.dump(2) + "\n");
+  if (!s.opt.quiet) {
+    const auto& me = report["measured"];
+    const auto& pr = report["predicted"];
+    std::fprintf(stderr,
+                 "shardrun: done: %lld steps, loss %.4f -> %.4f\n"
+                 "                     %14s %14s\n"
+                 "  step time [s]      %14.4f %14.4f\n"
+                 "  tokens/s           %14.0f %14.0f\n"
+                 "  peak memory [MiB]  %14.1f %14.1f\n"
+                 "  report: %s\n",
+                 static_cast<long long>(s.records.size()), me["first_loss"].get<double>(), me["final_loss"].get<double>(),
+                 "measured", "predicted", me["step_seconds"].get<double>(), pr["step_seconds"].get<double>(),
+                 me["tokens_per_second"].get<double>(), pr["tokens_per_second"].get<double>(),
+                 me["peak_memory_bytes"].get<double>() / 1048576.0, pr["peak_memory_bytes"].get<double>() / 1048576.0,
+                 (fs::path(s.opt.out_dir) / "report.json").string().c_str());
+  }
+}
+
+}  // namespace shardplan::executor

@@ -1,0 +1,143 @@
+#include "trainer.hpp"
+
+#include <filesystem>
+#include <iostream>
+
+#include "data_source.hpp"
+#include "executor/errors.hpp"
+#include "executor/metrics/memory_accounting.hpp"
+#include "tensor_io.hpp"
+#include "trainer_state.hpp"
+
+namespace shardplan::executor {
+
+namespace {
+
+namespace fs = std::filesystem;
+using simulator::Precision;
+
+// Runs one set-up phase on every rank; any rank's user error becomes everyone's.
+template <typename F>
+void phase(const MpiRuntime& rt, F&& f) {
+  std::string error;
+  try {
+    f();
+  } catch (const InputError& e) {
+    error = e.what();
+  } catch (const CommError&) {
+    throw;
+  } catch (const std::exception& e) {
+    error = std::string("internal error: ") + e.what();
+  }
+  const std::string agreed = rt.agree(error);
+  if (!agreed.empty()) throw InputError(agreed);
+}
+
+Precision parse_precision(const std::string& s) {
+  if (s == "fp32") return Precision::fp32;
+  if (s == "bf16") return Precision::bf16;
+  if (s == "fp16") return Precision::fp16;
+  throw InputError("--precision: expected fp32, bf16 or fp16, got '" + s + "'");
+}
+
+// What this executor runs; the rest is the pipeline/recompute/offload issue's work.
+void check_supported(const planner::Plan& plan, const std::string& src, Precision precision) {
+  const auto& c = plan.config;
+  auto unsupported = [&](const std::string& field, const std::string& what) {
+    throw InputError(src + ": field 'config." + field + "': " + what +
+                     " is not supported by this shardrun yet (plan with --forbid pp,recompute,offload)");
+  };
+  if (c.pp > 1) unsupported("pipeline_parallel", "pipeline parallelism");
+  if (c.recompute != simulator::Recompute::none) unsupported("recompute", "activation recomputation");
+  if (c.offload_activations || c.offload_optimizer) unsupported("offload_*", "offload");
+  if (precision == Precision::fp16)
+    throw InputError(src + ": field 'config.precision': fp16 autocast needs a CUDA device; this rank runs on the CPU "
+                           "(use --precision bf16 or fp32)");
+}
+
+}  // namespace
+
+Trainer::Trainer(MpiRuntime& runtime, RunOptions options)
+    : s_(std::make_unique<TrainerState>(runtime, std::move(options))) {}
+
+Trainer::~Trainer() = default;
+
+int Trainer::run() {
+  setup();
+  train();
+  finish();
+  return s_->interrupted ? 130 : 0;
+}
+
+void Trainer::setup() {
+  TrainerState& s = *s_;
+  const RunOptions& o = s.opt;
+  phase(s.runtime, [&] {
+    s.plan = planner::load_plan(o.plan_path);
+    s.precision = o.precision.empty() ? s.plan.config.precision : parse_precision(o.precision);
+    check_supported(s.plan, o.plan_path, s.precision);
+    if (o.steps <= 0) throw InputError("--steps: expected a positive number of steps");
+  });
+  const auto& cfg = s.plan.config;
+  s.threads = configure_threads(o.threads, s.runtime.local_size());
+  phase(s.runtime, [&] {
+    s.groups = std::make_unique<ProcessGroups>(s.runtime, cfg, Backend::mpi, o.comm_timeout_s, o.plan_path);
+  });
+  const auto& c = s.groups->coords();
+  phase(s.runtime, [&] {
+    ModelOptions mo;
+    mo.tp = cfg.tp;
+    mo.tp_rank = c.tp;
+    mo.sequence_parallel = cfg.sequence_parallel;
+    mo.lora = cfg.lora;
+    mo.hidden_dropout = o.dropout.value_or(s.plan.model.hidden_dropout);
+    mo.attention_dropout = o.dropout.value_or(s.plan.model.attention_dropout);
+    s.model = std::make_unique<Transformer>(s.plan.model, mo);
+    s.model->init_weights(o.seed);  // LoRA adapters keep this init under a loaded base
+    if (o.init != "seed") load_hf_weights(*s.model, o.init);
+  });
+  phase(s.runtime, [&] {
+    if (s.runtime.world_rank() == 0) prepare_token_cache(o, s.plan.model.vocab_size, cfg.seq_len);
+  });
+  phase(s.runtime, [&] {
+    s.dataset = open_dataset(o, s.plan.model.vocab_size, cfg.seq_len);
+    s.sampler = std::make_unique<data::Sampler>(s.dataset->size(), cfg.global_batch_size, o.seed);
+    if (cfg.global_batch_size % (cfg.dp * cfg.micro_batch_size) != 0)
+      throw InputError(o.plan_path + ": field 'config.global_batch_size': expected a multiple of dp x micro_batch_size");
+  });
+  OptimizerOptions oo{o.beta1, o.beta2, o.eps, o.weight_decay, o.clip_norm};
+  s.engine = std::make_unique<ZeroEngine>(*s.model, *s.groups, cfg.zero_stage, oo);
+  s.layout = {{"model", s.plan.model.name}, {"tp", cfg.tp}, {"dp", cfg.dp}, {"pp", cfg.pp},
+              {"zero_stage", cfg.zero_stage}, {"sharding_degree", cfg.shard_group()},
+              {"lora_rank", cfg.lora.rank}, {"init", o.init == "seed" ? "seed:" + std::to_string(o.seed) : o.init}};
+  s.checkpointer = std::make_unique<Checkpointer>(o, *s.groups, s.layout);
+  s.scaler.enabled = s.precision == Precision::fp16 || o.loss_scaling;
+  s.scaler.scale = o.initial_loss_scale;
+  phase(s.runtime, [&] {
+    if (auto st = s.checkpointer->restore(*s.engine)) {
+      s.start_step = st->step;
+      if (st->loss_scale > 0) s.scaler.scale = st->loss_scale;
+      s.scaler.good_steps = st->good_steps;
+      if (s.start_step >= o.steps)
+        throw InputError("--steps " + std::to_string(o.steps) + ": the checkpoint is already at step " +
+                         std::to_string(s.start_step));
+    }
+  });
+  s.lr = LrSchedule{o.lr, o.lr * o.min_lr_ratio, o.warmup_steps, o.steps};
+  phase(s.runtime, [&] {
+    if (c.world == 0) {
+      fs::create_directories(o.out_dir);
+      s.metrics.open((fs::path(o.out_dir) / "metrics.jsonl").string());
+    }
+  });
+  if (c.world == 0 && !o.quiet) {
+    std::cerr << "shardrun: " << s.plan.model.name << " on " << s.runtime.world_size() << " rank(s), "
+              << s.threads.describe() << "; " << s.dataset->describe() << "\n";
+    std::cerr << "shardrun: " << s.groups->describe() << "; ZeRO-" << cfg.zero_stage << ", precision "
+              << simulator::to_string(s.precision) << (s.start_step ? "; resumed at step " + std::to_string(s.start_step) : "")
+              << "\n";
+  }
+  reset_peak_tensor_bytes();
+}
+
+}  // namespace shardplan::executor

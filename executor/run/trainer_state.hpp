@@ -1,0 +1,44 @@
+#pragma once
+// The trainer's working set (private to run/trainer*.cpp).
+#include <memory>
+#include <optional>
+
+#include "checkpointing.hpp"
+#include "executor/comm/process_groups.hpp"
+#include "executor/data/dataset.hpp"
+#include "executor/data/sampler.hpp"
+#include "executor/engine/loss_scaler.hpp"
+#include "executor/engine/lr_schedule.hpp"
+#include "executor/engine/zero_engine.hpp"
+#include "executor/metrics/run_report.hpp"
+#include "executor/model/transformer.hpp"
+#include "planner/plan.hpp"
+#include "threads.hpp"
+
+namespace shardplan::executor {
+
+struct TrainerState {
+  TrainerState(MpiRuntime& rt, RunOptions o) : runtime(rt), opt(std::move(o)) {}
+  MpiRuntime& runtime;
+  RunOptions opt;
+  planner::Plan plan;
+  simulator::Precision precision = simulator::Precision::fp32;
+  ThreadSetup threads;
+  std::unique_ptr<ProcessGroups> groups;
+  std::unique_ptr<Transformer> model;
+  std::unique_ptr<data::Dataset> dataset;
+  std::unique_ptr<data::Sampler> sampler;
+  std::unique_ptr<ZeroEngine> engine;
+  std::unique_ptr<Checkpointer> checkpointer;
+  nlohmann::json layout;
+  LrSchedule lr;
+  LossScaler scaler;
+  int64_t start_step = 0;  // completed steps when training starts (resume)
+  int64_t done_steps = 0;
+  bool interrupted = false;
+  bool stopped_early = false;
+  MetricsLog metrics;
+  std::vector<StepRecord> records;
+};
+
+}  // namespace shardplan::executor
