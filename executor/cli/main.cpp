@@ -47,6 +47,7 @@ void add_options(CLI::App& app, ex::RunOptions& o) {
   app.add_option("--threads", o.threads, "Threads per rank (0 = cores / ranks on the node)");
   app.add_option("--comm-timeout", o.comm_timeout_s, "Seconds before a collective is declared hung");
   app.add_flag("--quiet", o.quiet, "No progress lines");
+  app.add_option("--inject-fault", o.inject_fault, "Resilience testing: hang:RANK:STEP or exit:RANK:STEP");
 }
 
 }  // namespace

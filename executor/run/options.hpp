@@ -42,6 +42,9 @@ struct RunOptions {
   int threads = 0;                    // per rank; 0 = cores on the node / ranks on the node
   double comm_timeout_s = 300;
   bool quiet = false;
+  // Fault injection for resilience tests: "hang:RANK:STEP" (the rank stops taking part before
+  // that step; its peers' collectives time out) or "exit:RANK:STEP" (the rank dies abruptly).
+  std::string inject_fault;
 };
 
 }  // namespace shardplan::executor

@@ -2,10 +2,12 @@
 #include <ATen/autocast_mode.h>
 
 #include <atomic>
+#include <csignal>
 #include <chrono>
 #include <cstdio>
 #include <filesystem>
 #include <iostream>
+#include <thread>
 
 #include "executor/errors.hpp"
 #include "executor/io/fs_util.hpp"
@@ -57,6 +59,20 @@ double dp_seconds(const ProcessGroups& g) {
   return g.dp().stats().seconds + g.shard().stats().seconds + g.replica().stats().seconds;
 }
 
+// --inject-fault hang:RANK:STEP | exit:RANK:STEP, applied at the start of STEP (1-based).
+void maybe_inject_fault(const std::string& spec, int rank, int64_t step) {
+  if (spec.empty()) return;
+  char kind[8] = {0};
+  int at_rank = -1;
+  long long at_step = -1;
+  if (std::sscanf(spec.c_str(), "%7[a-z]:%d:%lld", kind, &at_rank, &at_step) != 3)
+    throw InputError("--inject-fault: expected hang:RANK:STEP or exit:RANK:STEP, got '" + spec + "'");
+  if (rank != at_rank || step != at_step) return;
+  std::fprintf(stderr, "shardrun: rank %d: injected fault '%s' at step %lld\n", rank, kind, at_step);
+  if (std::string(kind) == "exit") std::raise(SIGKILL);  // as kill -9 would
+  for (;;) std::this_thread::sleep_for(std::chrono::seconds(1));  // hang: never join a collective again
+}
+
 }  // namespace
 
 void request_stop() { g_stop = true; }
@@ -69,6 +85,7 @@ void Trainer::train() {
   const auto mbs = static_cast<size_t>(cfg.micro_batch_size);
   const bool autocast = s.precision == simulator::Precision::bf16;
   for (int64_t step = s.start_step; step < s.opt.steps; ++step) {
+    maybe_inject_fault(s.opt.inject_fault, c.world, step + 1);
     const auto t0 = Clock::now();
     const double tp0 = s.groups->tp().stats().seconds, dp0 = dp_seconds(*s.groups);
     // The step's data and dropout masks are functions of (seed, step): nothing else to restore.

@@ -1,0 +1,116 @@
+#pragma once
+// Runs the real `shardrun` under mpirun for the executor tests: plans written from a base plan
+// made by the real `shardplan plan`, step losses read back from metrics.jsonl, tensors from
+// safetensors files.
+#include <array>
+#include <cstdio>
+#include <filesystem>
+#include <fstream>
+#include <map>
+#include <nlohmann/json.hpp>
+#include <string>
+#include <vector>
+
+#include "executor/io/safetensors.hpp"
+#include "support/temp_dir.hpp"
+
+namespace shardplan::testing {
+
+struct RunResult {
+  int exit_code = -1;
+  std::string output;           // stdout + stderr of all ranks
+  std::vector<double> losses;   // per step, from metrics.jsonl
+  nlohmann::json report;        // report.json (null if none)
+};
+
+inline std::pair<int, std::string> run_command(const std::string& cmd) {
+  std::string out;
+  FILE* p = ::popen((cmd + " 2>&1").c_str(), "r");
+  if (!p) return {-1, "popen failed"};
+  std::array<char, 4096> buf{};
+  while (fgets(buf.data(), buf.size(), p)) out += buf.data();
+  const int status = ::pclose(p);
+  return {WIFEXITED(status) ? WEXITSTATUS(status) : 128 + WTERMSIG(status), out};
+}
+
+inline std::string quote(const std::string& s) { return "'" + s + "'"; }
+
+inline std::string corpus_dir() { return std::string(SHARDPLAN_SOURCE_DIR) + "/executor/data/corpus"; }
+
+// A plan for `model` with the given layout, derived from a plan the real planner wrote.
+inline std::string write_plan(const TempDir& dir, const std::string& name, const std::string& model,
+                              const nlohmann::json& config_overrides, int seq_len = 32, int global_batch = 8) {
+  const std::string base = dir.file(model + "-base.json");
+  if (!std::filesystem::exists(base)) {
+    const auto [rc, out] = run_command(std::string(SHARDPLAN_BINARY) + " plan --model " + model +
+                                       " --hardware local-cpu-2core --nodes 1 --precision fp32 --quiet"
+                                       " --forbid pp,recompute,offload --global-batch-size " +
+                                       std::to_string(global_batch) + " --seq-len " + std::to_string(seq_len) +
+                                       " --out " + quote(base));
+    if (rc != 0) throw std::runtime_error("shardplan plan failed: " + out);
+  }
+  nlohmann::json plan = nlohmann::json::parse(std::ifstream(base));
+  nlohmann::json& cfg = plan["config"];
+  cfg["tensor_parallel"] = 1;
+  cfg["data_parallel"] = 1;
+  cfg["zero_stage"] = 0;
+  cfg["sharding_degree"] = 0;
+  cfg["sequence_parallel"] = false;
+  cfg["micro_batch_size"] = 2;
+  cfg["lora"] = nullptr;
+  for (auto& [k, v] : config_overrides.items()) cfg[k] = v;
+  plan["cluster"]["devices_per_node"] = cfg["tensor_parallel"].get<int>() * cfg["data_parallel"].get<int>();
+  return dir.write_json(name + ".json", plan);
+}
+
+// A BPE tokenizer trained on the shipped corpus (once per directory); returns tokenizer.model.
+inline std::string corpus_tokenizer(const TempDir& dir) {
+  const std::string prefix = dir.file("tok");
+  if (!std::filesystem::exists(prefix + ".model")) {
+    const auto tool = std::filesystem::path(SHARDRUN_BINARY).parent_path() / "shardplan-tokenize";
+    const auto [rc, out] = run_command(tool.string() + " train --text " + quote(corpus_dir()) +
+                                       " --vocab-size 4096 --out-prefix " + quote(prefix));
+    if (rc != 0) throw std::runtime_error("shardplan-tokenize train failed: " + out);
+  }
+  return prefix + ".model";
+}
+
+// Training arguments on the shipped text corpus.
+inline std::string corpus_data_args(const TempDir& dir) {
+  return "--data " + quote(corpus_dir()) + " --tokenizer " + quote(corpus_tokenizer(dir));
+}
+
+inline RunResult shardrun(int ranks, const std::string& plan, const std::string& out_dir, const std::string& args) {
+  const std::string cmd = "timeout 600 mpirun --allow-run-as-root --oversubscribe --bind-to none -np " +
+                          std::to_string(ranks) + " " + SHARDRUN_BINARY + " --plan " + quote(plan) + " --out-dir " +
+                          quote(out_dir) + " --threads 1 --quiet " + args;
+  RunResult r;
+  std::tie(r.exit_code, r.output) = run_command(cmd);
+  std::ifstream metrics(std::filesystem::path(out_dir) / "metrics.jsonl");
+  for (std::string line; std::getline(metrics, line);)
+    if (!line.empty()) r.losses.push_back(nlohmann::json::parse(line)["loss"].get<double>());
+  std::ifstream report(std::filesystem::path(out_dir) / "report.json");
+  if (report) r.report = nlohmann::json::parse(report);
+  return r;
+}
+
+// All tensors of a safetensors file as float vectors.
+inline std::map<std::string, std::vector<float>> read_floats(const std::string& path) {
+  executor::io::SafetensorsReader reader(path);
+  std::map<std::string, std::vector<float>> out;
+  for (const auto& t : reader.tensors()) {
+    if (t.dtype != executor::io::DType::F32) continue;
+    std::vector<float> v(static_cast<size_t>(t.numel()));
+    reader.read(t.name, v.data(), v.size() * sizeof(float));
+    out[t.name] = std::move(v);
+  }
+  return out;
+}
+
+inline size_t count_of(const std::string& text, const std::string& needle) {
+  size_t n = 0;
+  for (size_t at = text.find(needle); at != std::string::npos; at = text.find(needle, at + 1)) ++n;
+  return n;
+}
+
+}  // namespace shardplan::testing

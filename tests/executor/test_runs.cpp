@@ -1,0 +1,174 @@
+// Runs of the real shardrun under mpirun: LoRA, checkpoint/resume, loss scaling, memory by ZeRO
+// stage, the report, and bad input (one clear error, every rank exits non-zero, no hang).
+#include <gtest/gtest.h>
+
+#include <chrono>
+#include <cmath>
+#include <cstring>
+
+#include "harness.hpp"
+
+namespace shardplan::testing {
+namespace {
+
+namespace fs = std::filesystem;
+
+// Every linear adapted: the base model is a random init, so the adapters must do the learning.
+const nlohmann::json kLora = {{"rank", 8},
+                              {"alpha", 16},
+                              {"dropout", 0.0},
+                              {"targets", {"q_proj", "k_proj", "v_proj", "o_proj", "gate_proj", "up_proj", "down_proj"}}};
+
+std::vector<std::string> step_dirs(const std::string& root) {
+  std::vector<std::string> out;
+  for (const auto& e : fs::directory_iterator(root)) out.push_back(e.path().filename().string());
+  std::sort(out.begin(), out.end());
+  return out;
+}
+
+void truncate_by(const std::string& path, uintmax_t bytes) { fs::resize_file(path, fs::file_size(path) - bytes); }
+
+TEST(Lora, BaseWeightsStayBitIdenticalOnlyAdaptersTrainAndLossFalls) {
+  TempDir dir("shardrun_lora");
+  const std::string plan = write_plan(dir, "lora", "tiny-llama", {{"tensor_parallel", 2}, {"lora", kLora}});
+  const std::string data = corpus_data_args(dir);
+  const RunResult init = shardrun(2, plan, dir.file("init"), data + " --steps 1 --lr 0 --save-final " +
+                                                                 dir.file("init.safetensors") + " --save-adapter " +
+                                                                 dir.file("init_adapter"));
+  ASSERT_EQ(init.exit_code, 0) << init.output;
+  const RunResult run = shardrun(2, plan, dir.file("run"), data + " --steps 20 --lr 3e-3 --save-final " +
+                                                               dir.file("final.safetensors") + " --save-adapter " +
+                                                               dir.file("adapter"));
+  ASSERT_EQ(run.exit_code, 0) << run.output;
+  ASSERT_EQ(run.losses.size(), 20u);
+  EXPECT_LT(run.losses.back(), run.losses.front() - 0.3);
+
+  const auto base0 = read_floats(dir.file("init.safetensors")), base1 = read_floats(dir.file("final.safetensors"));
+  ASSERT_FALSE(base0.empty());
+  ASSERT_EQ(base0.size(), base1.size());
+  for (const auto& [name, w] : base0) {
+    ASSERT_EQ(w.size(), base1.at(name).size());
+    EXPECT_EQ(std::memcmp(w.data(), base1.at(name).data(), w.size() * sizeof(float)), 0) << name << " changed";
+  }
+  const auto a0 = read_floats(dir.file("init_adapter/adapter_model.safetensors"));
+  const auto a1 = read_floats(dir.file("adapter/adapter_model.safetensors"));
+  EXPECT_EQ(a1.size(), 4u * 7u * 2u);  // 4 layers x 7 linears x {A, B}
+  const std::string b_name = "base_model.model.model.layers.0.self_attn.q_proj.lora_B.weight";
+  ASSERT_TRUE(a1.count(b_name));
+  for (const auto& [name, w] : a1) {
+    double moved = 0;
+    for (size_t i = 0; i < w.size(); ++i) moved += std::abs(w[i] - a0.at(name)[i]);
+    EXPECT_GT(moved, 0.0) << name << " did not train";
+  }
+  EXPECT_EQ(a1.at(b_name).size(), 256u * 8u);  // (out, r), gathered over tp
+  const auto cfg = nlohmann::json::parse(std::ifstream(dir.file("adapter/adapter_config.json")));
+  EXPECT_EQ(cfg["r"], 8);
+  EXPECT_EQ(cfg["peft_type"], "LORA");
+  EXPECT_EQ(cfg["target_modules"], kLora["targets"]);
+}
+
+TEST(Checkpoint, StoppedAndResumedRunReachesBitIdenticalLosses) {
+  TempDir dir("shardrun_ckpt");
+  const std::string plan = write_plan(dir, "z2", "tiny-llama", {{"data_parallel", 2}, {"zero_stage", 2}});
+  const std::string common = corpus_data_args(dir) + " --steps 12 --lr 1e-3";
+  const RunResult full = shardrun(2, plan, dir.file("full"), common);
+  ASSERT_EQ(full.exit_code, 0) << full.output;
+  ASSERT_EQ(full.losses.size(), 12u);
+  const std::string ck = " --checkpoint-dir " + quote(dir.file("ck")) + " --checkpoint-every 4 --keep-last 2";
+  const RunResult first = shardrun(2, plan, dir.file("first"), common + ck + " --stop-after 6");
+  ASSERT_EQ(first.exit_code, 0) << first.output;
+  ASSERT_EQ(first.losses.size(), 6u);
+  const RunResult resumed = shardrun(2, plan, dir.file("resumed"), common + ck + " --resume auto");
+  ASSERT_EQ(resumed.exit_code, 0) << resumed.output;
+  ASSERT_EQ(resumed.losses.size(), 8u);  // steps 5..12, from the step-4 checkpoint
+  for (size_t i = 0; i < resumed.losses.size(); ++i) EXPECT_EQ(resumed.losses[i], full.losses[i + 4]) << "step " << i + 5;
+  EXPECT_EQ(step_dirs(dir.file("ck")), (std::vector<std::string>{"step-00000008", "step-00000012"}));
+}
+
+TEST(LossScaling, OverflowingStepsAreSkippedAndTheScaleBacksOff) {
+  TempDir dir("shardrun_scale");
+  const std::string plan = write_plan(dir, "dp2", "tiny-llama", {{"data_parallel", 2}, {"zero_stage", 1}});
+  const RunResult run = shardrun(2, plan, dir.file("run"), "--steps 8 --loss-scaling --initial-loss-scale 1e38");
+  ASSERT_EQ(run.exit_code, 0) << run.output;
+  std::ifstream metrics(dir.file("run/metrics.jsonl"));
+  std::vector<nlohmann::json> steps;
+  for (std::string line; std::getline(metrics, line);) steps.push_back(nlohmann::json::parse(line));
+  ASSERT_EQ(steps.size(), 8u);
+  EXPECT_TRUE(steps.front()["skipped"].get<bool>());
+  EXPECT_FALSE(steps.back()["skipped"].get<bool>());
+  EXPECT_LT(steps.back()["loss_scale"].get<double>(), 1e38);
+  for (const auto& s : steps) EXPECT_TRUE(std::isfinite(s["loss"].get<double>()));
+}
+
+TEST(Report, PeakMemoryFallsWithEachZeroStageAndTheReportCarriesPredictions) {
+  TempDir dir("shardrun_zero_mem");
+  std::vector<double> peaks;
+  for (int stage = 0; stage <= 3; ++stage) {
+    const std::string plan = write_plan(dir, "z" + std::to_string(stage), "tiny-llama",
+                                        {{"data_parallel", 2}, {"zero_stage", stage}, {"micro_batch_size", 1}});
+    const RunResult r = shardrun(2, plan, dir.file("z" + std::to_string(stage)), "--steps 3");
+    ASSERT_EQ(r.exit_code, 0) << r.output;
+    const auto& m = r.report["measured"];
+    ASSERT_EQ(m["peak_memory_bytes_per_rank"].size(), 2u);
+    EXPECT_GT(m["step_seconds"].get<double>(), 0.0);
+    EXPECT_GT(r.report["predicted"]["peak_memory_bytes"].get<double>(), 0.0);
+    peaks.push_back(m["peak_memory_bytes"].get<double>());
+  }
+  EXPECT_GT(peaks[0], peaks[1]);
+  EXPECT_GT(peaks[1], peaks[2]);
+  EXPECT_GT(peaks[2], peaks[3]);
+}
+
+class BadInput : public ::testing::Test {
+ protected:
+  TempDir dir_{"shardrun_bad"};
+  // Exit non-zero, and the message exactly once (printed by rank 0 only).
+  static void expect_one_error(const RunResult& r, const std::string& needle) {
+    EXPECT_EQ(r.exit_code, 2) << r.output;
+    EXPECT_EQ(count_of(r.output, "shardrun: error:"), 1u) << r.output;
+    EXPECT_NE(r.output.find(needle), std::string::npos) << r.output;
+  }
+};
+
+TEST_F(BadInput, PlanWorldSizeDiffersFromMpirun) {
+  const std::string plan = write_plan(dir_, "four", "tiny-llama", {{"tensor_parallel", 2}, {"data_parallel", 2}});
+  expect_one_error(shardrun(2, plan, dir_.file("out"), "--steps 2"), "the plan needs 4 ranks");
+}
+
+TEST_F(BadInput, MissingTokenizer) {
+  const std::string plan = write_plan(dir_, "dp2", "tiny-llama", {{"data_parallel", 2}});
+  expect_one_error(shardrun(2, plan, dir_.file("out"), "--data " + quote(corpus_dir()) + " --tokenizer /nonexistent/tok.model"),
+                   "/nonexistent/tok.model: tokenizer: no such file");
+}
+
+TEST_F(BadInput, TruncatedSafetensorsWeights) {
+  const std::string plan = write_plan(dir_, "dp2", "tiny-llama", {{"data_parallel", 2}});
+  const std::string weights = dir_.file("w.safetensors");
+  ASSERT_EQ(shardrun(2, plan, dir_.file("one"), "--steps 1 --save-final " + weights).exit_code, 0);
+  truncate_by(weights, 1000);
+  expect_one_error(shardrun(2, plan, dir_.file("out"), "--steps 2 --init " + weights), "truncated");
+}
+
+TEST_F(BadInput, TruncatedCheckpointShard) {
+  const std::string plan = write_plan(dir_, "z1", "tiny-llama", {{"data_parallel", 2}, {"zero_stage", 1}});
+  const std::string ck = " --checkpoint-dir " + quote(dir_.file("ck"));
+  ASSERT_EQ(shardrun(2, plan, dir_.file("one"), "--steps 2" + ck).exit_code, 0);
+  truncate_by(dir_.file("ck/step-00000002/tp0-pp0-shard1.safetensors"), 64);
+  expect_one_error(shardrun(2, plan, dir_.file("out"), "--steps 4 --resume " + quote(dir_.file("ck/step-00000002"))),
+                   "tp0-pp0-shard1.safetensors");
+  expect_one_error(shardrun(2, plan, dir_.file("out2"), "--steps 4 --resume auto" + ck),
+                   "none of the 1 checkpoints passed verification");
+}
+
+TEST_F(BadInput, AHungRankEndsTheJobThroughTheCollectiveTimeout) {
+  const std::string plan = write_plan(dir_, "tp2", "tiny-llama", {{"tensor_parallel", 2}});
+  const auto t0 = std::chrono::steady_clock::now();
+  const RunResult r = shardrun(2, plan, dir_.file("out"), "--steps 6 --comm-timeout 5 --inject-fault hang:1:3");
+  const double seconds = std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count();
+  EXPECT_NE(r.exit_code, 0) << r.output;
+  EXPECT_NE(r.output.find("timed out"), std::string::npos) << r.output;
+  EXPECT_LT(seconds, 120.0);  // bounded by the 5 s timeout plus start-up, not by the harness's 600 s
+}
+
+}  // namespace
+}  // namespace shardplan::testing

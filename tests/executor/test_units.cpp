@@ -1,0 +1,132 @@
+// In-process checks of the executor's building blocks (no MPI: a one-rank communicator).
+#include <gtest/gtest.h>
+
+#include "executor/engine/loss_scaler.hpp"
+#include "executor/engine/lr_schedule.hpp"
+#include "executor/metrics/memory_accounting.hpp"
+#include "executor/model/parameter.hpp"
+#include "executor/parallel/layers.hpp"
+#include "executor/parallel/zero_linear.hpp"
+
+namespace shardplan::executor {
+namespace {
+
+// A group of one rank: collectives are copies.
+class SelfCommunicator final : public Communicator {
+ public:
+  int rank() const override { return 0; }
+  int size() const override { return 1; }
+  const char* backend() const override { return "self"; }
+  const std::string& name() const override { return name_; }
+  void all_reduce(torch::Tensor&, ReduceOp) override {}
+  void all_gather(torch::Tensor& out, const torch::Tensor& in) override { out.copy_(in.view(out.sizes())); }
+  void reduce_scatter(torch::Tensor& out, const torch::Tensor& in) override { out.copy_(in.view(out.sizes())); }
+  void broadcast(torch::Tensor&, int) override {}
+  void send(const torch::Tensor&, int) override {}
+  void recv(torch::Tensor&, int) override {}
+  void barrier() override {}
+  std::unique_ptr<Work> all_reduce_async(torch::Tensor) override { return nullptr; }
+  std::unique_ptr<Work> reduce_scatter_async(torch::Tensor, torch::Tensor) override { return nullptr; }
+  std::unique_ptr<Work> all_gather_async(torch::Tensor, torch::Tensor) override { return nullptr; }
+
+ private:
+  std::string name_ = "self";
+};
+
+TEST(ShardSpec, FusedSegmentsAreCutPerSegmentAndMergeBack) {
+  // A fused [q; k; v] output dim of sizes 4, 2, 2: rank r of 2 holds [q_r; k_r; v_r].
+  const torch::Tensor full = torch::arange(8 * 3, torch::kFloat).view({8, 3});
+  const ShardSpec spec{0, {4, 2, 2}, 0};
+  const torch::Tensor r0 = take_shard(full, spec, 0, 2), r1 = take_shard(full, spec, 1, 2);
+  EXPECT_TRUE(torch::equal(r0, torch::cat({full.narrow(0, 0, 2), full.narrow(0, 4, 1), full.narrow(0, 6, 1)})));
+  EXPECT_TRUE(torch::equal(r1, torch::cat({full.narrow(0, 2, 2), full.narrow(0, 5, 1), full.narrow(0, 7, 1)})));
+  EXPECT_TRUE(torch::equal(merge_shards({r0, r1}, spec, {8, 3}), full));
+}
+
+TEST(ShardSpec, PaddedVocabularyRoundTrips) {
+  const torch::Tensor full = torch::randn({5, 4});
+  const ShardSpec spec{0, {}, 6};  // 5 rows padded to 6 for tp = 2
+  const torch::Tensor r1 = take_shard(full, spec, 1, 2);
+  EXPECT_EQ(r1.size(0), 3);
+  EXPECT_EQ(r1[2].abs().sum().item<float>(), 0.0f);  // the padding row
+  EXPECT_TRUE(torch::equal(merge_shards({take_shard(full, spec, 0, 2), r1}, spec, {5, 4}), full));
+}
+
+TEST(ZeroLinear, GradientsMatchAtenLinear) {
+  torch::manual_seed(0);
+  const torch::Tensor x0 = torch::randn({2, 5, 6}, torch::kDouble), w0 = torch::randn({4, 6}, torch::kDouble),
+                      b0 = torch::randn({4}, torch::kDouble);
+  auto x1 = x0.clone().requires_grad_(), w1 = w0.clone().requires_grad_(), b1 = b0.clone().requires_grad_();
+  auto x2 = x0.clone().requires_grad_(), w2 = w0.clone().requires_grad_(), b2 = b0.clone().requires_grad_();
+  const torch::Tensor g = torch::randn({2, 5, 4}, torch::kDouble);
+  (zero_linear(x1, w1, b1) * g).sum().backward();
+  (torch::nn::functional::linear(x2, w2, b2) * g).sum().backward();
+  EXPECT_TRUE(torch::allclose(x1.grad(), x2.grad()));
+  EXPECT_TRUE(torch::allclose(w1.grad(), w2.grad()));
+  EXPECT_TRUE(torch::allclose(b1.grad(), b2.grad()));
+}
+
+TEST(VocabParallelCrossEntropy, OneRankMatchesTorchCrossEntropyAndItsGradient) {
+  SelfCommunicator self;
+  torch::manual_seed(1);
+  const torch::Tensor logits0 = torch::randn({6, 10});
+  torch::Tensor targets = torch::randint(0, 10, {6}, torch::kLong);
+  targets[2] = -100;
+  auto a = logits0.clone().requires_grad_(), b = logits0.clone().requires_grad_();
+  const torch::Tensor ours = vocab_parallel_cross_entropy(a, targets, 0, 10, self);
+  const torch::Tensor ref = torch::nn::functional::cross_entropy(
+      b, targets, torch::nn::functional::CrossEntropyFuncOptions().reduction(torch::kNone).ignore_index(-100));
+  EXPECT_TRUE(torch::allclose(ours, ref, 1e-5, 1e-6));
+  ours.sum().backward();
+  ref.sum().backward();
+  EXPECT_TRUE(torch::allclose(a.grad(), b.grad(), 1e-5, 1e-6));
+}
+
+TEST(VocabParallelCrossEntropy, PaddedColumnsNeverWin) {
+  SelfCommunicator self;
+  torch::Tensor logits = torch::zeros({1, 4});
+  logits[0][3] = 100.0;  // a padding column (valid = 3) with a huge logit
+  const torch::Tensor loss = vocab_parallel_cross_entropy(logits, torch::tensor({0}, torch::kLong), 0, 3, self);
+  EXPECT_NEAR(loss.item<float>(), std::log(3.0), 1e-5);
+}
+
+TEST(LrSchedule, WarmsUpThenDecaysToTheFloor) {
+  const LrSchedule s{1e-3, 1e-4, 4, 20};
+  EXPECT_DOUBLE_EQ(s.at(0), 2.5e-4);
+  EXPECT_DOUBLE_EQ(s.at(3), 1e-3);
+  EXPECT_GT(s.at(10), s.at(11));
+  EXPECT_NEAR(s.at(19), 1e-4 + 0.5 * 9e-4 * (1 + std::cos(M_PI * 15.0 / 16.0)), 1e-12);
+  EXPECT_NEAR(s.at(40), 1e-4, 1e-12);
+}
+
+TEST(LossScaler, BacksOffOnOverflowAndGrowsAfterAnInterval) {
+  LossScaler s;
+  s.enabled = true;
+  s.scale = 1024;
+  s.growth_interval = 3;
+  EXPECT_FALSE(s.update(false));
+  EXPECT_EQ(s.scale, 512);
+  EXPECT_TRUE(s.update(true));
+  EXPECT_TRUE(s.update(true));
+  EXPECT_EQ(s.scale, 512);
+  EXPECT_TRUE(s.update(true));
+  EXPECT_EQ(s.scale, 1024);
+  LossScaler off;
+  EXPECT_EQ(off.loss_multiplier(), 1.0);
+}
+
+TEST(MemoryAccounting, CountsTensorBytesExactly) {
+  install_memory_accounting();
+  const int64_t before = current_tensor_bytes();
+  {
+    torch::Tensor t = torch::empty({1 << 18}, torch::kFloat);  // 1 MiB
+    EXPECT_EQ(current_tensor_bytes() - before, 1 << 20);
+    reset_peak_tensor_bytes();
+    torch::Tensor u = torch::empty({1 << 16}, torch::kDouble);  // 0.5 MiB more
+    EXPECT_EQ(peak_tensor_bytes() - before, (1 << 20) + (1 << 19));
+  }
+  EXPECT_EQ(current_tensor_bytes(), before);
+}
+
+}  // namespace
+}  // namespace shardplan::executor
