@@ -1,0 +1,375 @@
+#include "nccl_communicator.hpp"
+
+#include <cuda_runtime_api.h>
+#include <nccl.h>
+
+#include <chrono>
+#include <exception>
+#include <thread>
+
+#include "executor/errors.hpp"
+
+// Non-blocking communicators, ncclConfig_t, ncclCommFinalize and ncclGetLastError.
+#if NCCL_VERSION_CODE < NCCL_VERSION(2, 14, 0)
+#error "the NCCL backend needs NCCL 2.14 or newer"
+#endif
+
+namespace shardplan::executor {
+
+namespace {
+
+using Clock = std::chrono::steady_clock;
+
+double since(Clock::time_point start) { return std::chrono::duration<double>(Clock::now() - start).count(); }
+
+// The NCCL type of dtype `d`; bool travels as uint8 (fine for data movement and max).
+ncclDataType_t nccl_type(torch::ScalarType d, const char* what) {
+  switch (d) {
+    case torch::kFloat: return ncclFloat32;
+    case torch::kHalf: return ncclFloat16;
+    case torch::kBFloat16: return ncclBfloat16;
+    case torch::kDouble: return ncclFloat64;
+    case torch::kLong: return ncclInt64;
+    case torch::kInt: return ncclInt32;
+    case torch::kByte:
+    case torch::kBool: return ncclUint8;
+    case torch::kChar: return ncclInt8;
+    default: break;
+  }
+  EXECUTOR_CHECK(false, std::string(what) + ": no NCCL datatype for " + c10::toString(d));
+}
+
+// Polls the communicator's state until it leaves ncclInProgress or `timeout_s` passes (then
+// returns ncclInProgress). A failing query is returned as the state.
+ncclResult_t poll_state(ncclComm_t comm, double timeout_s) {
+  const auto start = Clock::now();
+  for (int spins = 0;; ++spins) {
+    ncclResult_t state = ncclSuccess;
+    const ncclResult_t rc = ncclCommGetAsyncError(comm, &state);
+    if (rc != ncclSuccess) return rc;
+    if (state != ncclInProgress) return state;
+    if (spins > 256) {
+      if (since(start) > timeout_s) return ncclInProgress;
+      std::this_thread::yield();
+    }
+  }
+}
+
+// Makes `device` current for the scope of one call and restores the caller's device.
+class DeviceScope {
+ public:
+  explicit DeviceScope(int device) {
+    if (cudaGetDevice(&previous_) == cudaSuccess && previous_ != device && cudaSetDevice(device) == cudaSuccess)
+      switched_ = true;
+  }
+  ~DeviceScope() {
+    if (switched_) cudaSetDevice(previous_);
+  }
+  DeviceScope(const DeviceScope&) = delete;
+  DeviceScope& operator=(const DeviceScope&) = delete;
+
+ private:
+  int previous_ = 0;
+  bool switched_ = false;
+};
+
+}  // namespace
+
+// One enqueued op: its completion event and the tensors that must outlive it.
+class NcclWork final : public Work {
+ public:
+  NcclWork(NcclCommunicator& comm, const char* what, std::vector<torch::Tensor> keep)
+      : comm_(comm), what_(what), keep_(std::move(keep)) {}
+  ~NcclWork() override {
+    if (armed_ && !done_) {
+      try {
+        wait();
+      } catch (...) {  // destructor: the error was (or will be) reported by the failing call
+      }
+    }
+    if (event_ != nullptr) cudaEventDestroy(event_);
+  }
+  NcclWork(const NcclWork&) = delete;
+  NcclWork& operator=(const NcclWork&) = delete;
+
+  void wait() override {
+    if (done_ || !armed_) return;
+    comm_.wait_event(event_, what_);
+    done_ = true;
+    keep_.clear();
+  }
+
+  cudaEvent_t event_ = nullptr;
+  bool armed_ = false;  // the event was recorded after the op
+
+ private:
+  NcclCommunicator& comm_;
+  const char* what_;
+  std::vector<torch::Tensor> keep_;
+  bool done_ = false;
+};
+
+NcclCommunicator::NcclCommunicator(MPI_Comm comm, std::string name, double timeout_s)
+    : mpi_comm_(comm), name_(std::move(name)), timeout_s_(timeout_s) {
+  MPI_Comm_set_errhandler(mpi_comm_, MPI_ERRORS_RETURN);
+  MPI_Comm_rank(mpi_comm_, &rank_);
+  MPI_Comm_size(mpi_comm_, &size_);
+  try {
+    check_cuda(cudaGetDevice(&device_), "cudaGetDevice");
+    // Bootstrap: rank 0's unique id reaches every rank over MPI (non-blocking, with the timeout).
+    ncclUniqueId id{};
+    if (rank_ == 0) {
+      const ncclResult_t rc = ncclGetUniqueId(&id);
+      if (rc != ncclSuccess) fail("ncclGetUniqueId", rc);
+    }
+    MPI_Request req = MPI_REQUEST_NULL;
+    int done = 0;
+    if (MPI_Ibcast(&id, static_cast<int>(sizeof id), MPI_BYTE, 0, mpi_comm_, &req) != MPI_SUCCESS)
+      throw CommError("MPI_Ibcast of the NCCL unique id on group '" + name_ + "' failed");
+    const auto start = Clock::now();
+    for (int spins = 0; !done; ++spins) {
+      if (MPI_Test(&req, &done, MPI_STATUS_IGNORE) != MPI_SUCCESS)
+        throw CommError("MPI_Ibcast of the NCCL unique id on group '" + name_ + "' failed");
+      if (!done && spins > 256) {
+        if (since(start) > timeout_s_) timed_out("NCCL bootstrap (MPI_Ibcast of the unique id)", since(start));
+        std::this_thread::yield();
+      }
+    }
+    // Non-blocking init: returns at once (ncclInProgress); the state is polled with the timeout.
+    ncclConfig_t config = NCCL_CONFIG_INITIALIZER;
+    config.blocking = 0;
+#if NCCL_VERSION_CODE >= NCCL_VERSION(2, 19, 0)
+    config.commName = name_.c_str();  // shows in NCCL's logs
+#endif
+    ncclComm_t created = nullptr;
+    const ncclResult_t rc = ncclCommInitRankConfig(&created, size_, id, rank_, &config);
+    comm_ = created;
+    if (rc != ncclSuccess && rc != ncclInProgress) fail("ncclCommInitRankConfig", rc);
+    if (comm_ == nullptr) fail("ncclCommInitRankConfig", ncclInternalError);
+    settle("ncclCommInitRankConfig", timeout_s_);
+  } catch (...) {  // the destructor will not run: release what the constructor took
+    abort_comm();
+    int finalized = 0;
+    MPI_Finalized(&finalized);
+    if (!finalized && mpi_comm_ != MPI_COMM_WORLD && mpi_comm_ != MPI_COMM_NULL) MPI_Comm_free(&mpi_comm_);
+    throw;
+  }
+}
+
+NcclCommunicator::~NcclCommunicator() {
+  barrier_ = torch::Tensor();
+  if (comm_ != nullptr) {
+    // Clean shutdown waits for the peers (ncclCommFinalize is global); while an exception is
+    // unwinding (a peer may be dead) or if that does not settle in time, abort instead.
+    bool clean = !broken_ && std::uncaught_exceptions() == 0;
+    if (clean) {
+      DeviceScope scope(device_);
+      const ncclResult_t rc = ncclCommFinalize(comm_);
+      clean = (rc == ncclSuccess || rc == ncclInProgress) && poll_state(comm_, timeout_s_) == ncclSuccess;
+      if (clean) ncclCommDestroy(comm_);
+    }
+    if (!clean) ncclCommAbort(comm_);
+    comm_ = nullptr;
+  }
+  int finalized = 0;
+  MPI_Finalized(&finalized);
+  if (!finalized && mpi_comm_ != MPI_COMM_WORLD && mpi_comm_ != MPI_COMM_NULL) MPI_Comm_free(&mpi_comm_);
+}
+
+void NcclCommunicator::abort_comm() {
+  broken_ = true;
+  if (comm_ == nullptr) return;
+  ncclCommAbort(comm_);  // also stops this communicator's kernels still running on the device
+  comm_ = nullptr;
+}
+
+void NcclCommunicator::fail(const char* what, int nccl_result) {
+  std::string message = "NCCL " + std::string(what) + " on group '" + name_ + "' failed: " +
+                        ncclGetErrorString(static_cast<ncclResult_t>(nccl_result));
+  const char* last = ncclGetLastError(comm_);
+  if (last != nullptr && *last != '\0') message += " (" + std::string(last) + ")";
+  abort_comm();
+  throw CommError(message + "; NCCL communicator aborted");
+}
+
+void NcclCommunicator::timed_out(const char* what, double waited) {
+  abort_comm();
+  throw CommError(std::string(what) + " on group '" + name_ + "' timed out after " +
+                  std::to_string(static_cast<int>(waited)) +
+                  " s (a peer rank died, hung, or diverged); NCCL communicator aborted");
+}
+
+void NcclCommunicator::check_cuda(int cuda_error, const char* what) {
+  if (cuda_error == cudaSuccess) return;
+  throw CommError("CUDA " + std::string(what) + " on group '" + name_ + "' failed: " +
+                  cudaGetErrorString(static_cast<cudaError_t>(cuda_error)));
+}
+
+void NcclCommunicator::check_usable(const char* what) const {
+  if (broken_ || comm_ == nullptr)
+    throw CommError(std::string(what) + " on group '" + name_ +
+                    "': the NCCL communicator was aborted after an earlier error or timeout");
+}
+
+void NcclCommunicator::check_tensor(const torch::Tensor& t, const char* what) const {
+  EXECUTOR_CHECK(t.defined() && t.is_cuda() && t.is_contiguous() && t.device().index() == device_,
+                 std::string(what) + ": the NCCL backend needs contiguous CUDA tensors on cuda:" +
+                     std::to_string(device_) + " (got " +
+                     (t.defined() ? t.device().str() + (t.is_contiguous() ? "" : ", non-contiguous") : "undefined") +
+                     "); CPU tensors need the MPI backend");
+}
+
+void NcclCommunicator::settle(const char* what, double timeout_s) {
+  const auto start = Clock::now();
+  const ncclResult_t state = poll_state(comm_, timeout_s);
+  if (state == ncclInProgress) timed_out(what, since(start));
+  if (state != ncclSuccess) fail(what, state);
+}
+
+void NcclCommunicator::wait_event(CUevent_st* done, const char* what) {
+  check_usable(what);
+  const auto start = Clock::now();
+  for (int spins = 0;; ++spins) {
+    const cudaError_t q = cudaEventQuery(done);
+    if (q == cudaSuccess) break;
+    if (q != cudaErrorNotReady) {
+      abort_comm();
+      check_cuda(q, what);
+    }
+    if (spins > 256) {
+      ncclResult_t state = ncclSuccess;
+      const ncclResult_t rc = ncclCommGetAsyncError(comm_, &state);
+      if (rc != ncclSuccess) fail(what, rc);
+      if (state != ncclSuccess && state != ncclInProgress) fail(what, state);
+      const double waited = since(start);
+      if (waited > timeout_s_) timed_out(what, waited);
+      std::this_thread::yield();
+    }
+  }
+  // An op can end early because a peer failed: the event fires, the data is invalid.
+  ncclResult_t state = ncclSuccess;
+  const ncclResult_t rc = ncclCommGetAsyncError(comm_, &state);
+  if (rc != ncclSuccess) fail(what, rc);
+  if (state != ncclSuccess && state != ncclInProgress) fail(what, state);
+  stats_.seconds += since(start);
+}
+
+template <class Enqueue>
+std::unique_ptr<NcclWork> NcclCommunicator::launch(const char* what, std::vector<torch::Tensor> keep,
+                                                   double bytes, bool count, Enqueue&& enqueue) {
+  check_usable(what);
+  const auto start = Clock::now();
+  DeviceScope scope(device_);
+  auto work = std::make_unique<NcclWork>(*this, what, std::move(keep));
+  check_cuda(cudaEventCreateWithFlags(&work->event_, cudaEventDisableTiming), "cudaEventCreateWithFlags");
+  const ncclResult_t rc = enqueue();
+  if (rc == ncclInProgress) settle(what, timeout_s_);  // non-blocking communicator: still enqueuing
+  else if (rc != ncclSuccess) fail(what, rc);
+  check_cuda(cudaEventRecord(work->event_, cudaStreamLegacy), "cudaEventRecord");
+  work->armed_ = true;
+  if (count) {
+    stats_.bytes += bytes;
+    ++stats_.calls;
+  }
+  stats_.seconds += since(start);
+  return work;
+}
+
+std::unique_ptr<NcclWork> NcclCommunicator::start_all_reduce(torch::Tensor t, ReduceOp op) {
+  check_tensor(t, "all_reduce");
+  EXECUTOR_CHECK(op == ReduceOp::max || t.scalar_type() != torch::kBool, "all_reduce: sum of bool tensors");
+  const ncclDataType_t type = nccl_type(t.scalar_type(), "all_reduce");
+  void* data = t.data_ptr();
+  const auto n = static_cast<size_t>(t.numel());
+  return launch("all_reduce", {t}, static_cast<double>(t.nbytes()), true, [&] {
+    return ncclAllReduce(data, data, n, type, op == ReduceOp::sum ? ncclSum : ncclMax, comm_, cudaStreamLegacy);
+  });
+}
+
+void NcclCommunicator::all_reduce(torch::Tensor& t, ReduceOp op) { start_all_reduce(t, op)->wait(); }
+
+std::unique_ptr<Work> NcclCommunicator::all_reduce_async(torch::Tensor t) {
+  return start_all_reduce(std::move(t), ReduceOp::sum);
+}
+
+std::unique_ptr<Work> NcclCommunicator::all_gather_async(torch::Tensor out, torch::Tensor in) {
+  check_tensor(out, "all_gather");
+  check_tensor(in, "all_gather");
+  EXECUTOR_CHECK(out.numel() == in.numel() * size_ && out.scalar_type() == in.scalar_type(),
+                 "all_gather: out must hold size() * in.numel() elements of in's dtype");
+  const ncclDataType_t type = nccl_type(in.scalar_type(), "all_gather");
+  const void* src = in.data_ptr();
+  void* dst = out.data_ptr();
+  const auto n = static_cast<size_t>(in.numel());
+  return launch("all_gather", {out, in}, static_cast<double>(out.nbytes()), true,
+                [&] { return ncclAllGather(src, dst, n, type, comm_, cudaStreamLegacy); });
+}
+
+void NcclCommunicator::all_gather(torch::Tensor& out, const torch::Tensor& in) {
+  all_gather_async(out, in)->wait();
+}
+
+std::unique_ptr<Work> NcclCommunicator::reduce_scatter_async(torch::Tensor out, torch::Tensor in) {
+  check_tensor(out, "reduce_scatter");
+  check_tensor(in, "reduce_scatter");
+  EXECUTOR_CHECK(in.numel() == out.numel() * size_ && out.scalar_type() == in.scalar_type(),
+                 "reduce_scatter: in must hold size() * out.numel() elements of out's dtype");
+  EXECUTOR_CHECK(in.scalar_type() != torch::kBool, "reduce_scatter: sum of bool tensors");
+  const ncclDataType_t type = nccl_type(in.scalar_type(), "reduce_scatter");
+  const void* src = in.data_ptr();
+  void* dst = out.data_ptr();
+  const auto n = static_cast<size_t>(out.numel());
+  return launch("reduce_scatter", {out, in}, static_cast<double>(in.nbytes()), true,
+                [&] { return ncclReduceScatter(src, dst, n, type, ncclSum, comm_, cudaStreamLegacy); });
+}
+
+void NcclCommunicator::reduce_scatter(torch::Tensor& out, const torch::Tensor& in) {
+  reduce_scatter_async(out, in)->wait();
+}
+
+void NcclCommunicator::broadcast(torch::Tensor& t, int root) {
+  check_tensor(t, "broadcast");
+  EXECUTOR_CHECK(root >= 0 && root < size_, "broadcast: root " + std::to_string(root) + " outside the group");
+  const ncclDataType_t type = nccl_type(t.scalar_type(), "broadcast");
+  void* data = t.data_ptr();
+  const auto n = static_cast<size_t>(t.numel());
+  launch("broadcast", {t}, static_cast<double>(t.nbytes()), true, [&] {
+    return ncclBroadcast(data, data, n, type, root, comm_, cudaStreamLegacy);
+  })->wait();
+}
+
+void NcclCommunicator::send(const torch::Tensor& t, int peer) {
+  check_tensor(t, "send");
+  EXECUTOR_CHECK(peer >= 0 && peer < size_ && peer != rank_, "send: peer " + std::to_string(peer) + " invalid");
+  const ncclDataType_t type = nccl_type(t.scalar_type(), "send");
+  const void* data = t.data_ptr();
+  const auto n = static_cast<size_t>(t.numel());
+  launch("send", {t}, static_cast<double>(t.nbytes()), true, [&] {
+    return ncclSend(data, n, type, peer, comm_, cudaStreamLegacy);
+  })->wait();
+}
+
+void NcclCommunicator::recv(torch::Tensor& t, int peer) {
+  check_tensor(t, "recv");
+  EXECUTOR_CHECK(peer >= 0 && peer < size_ && peer != rank_, "recv: peer " + std::to_string(peer) + " invalid");
+  const ncclDataType_t type = nccl_type(t.scalar_type(), "recv");
+  void* data = t.data_ptr();
+  const auto n = static_cast<size_t>(t.numel());
+  // Like the MPI backend: a receive counts as a call, its bytes are the sender's.
+  auto work = launch("recv", {t}, 0, false, [&] { return ncclRecv(data, n, type, peer, comm_, cudaStreamLegacy); });
+  ++stats_.calls;
+  work->wait();
+}
+
+void NcclCommunicator::barrier() {
+  check_usable("barrier");
+  // An all-reduce of one int32 on the device; waiting on it makes it a host barrier too.
+  if (!barrier_.defined())
+    barrier_ = torch::zeros({1}, torch::TensorOptions().dtype(torch::kInt).device(torch::kCUDA, device_));
+  void* data = barrier_.data_ptr();
+  launch("barrier", {barrier_}, 0, false, [&] {
+    return ncclAllReduce(data, data, 1, ncclInt32, ncclSum, comm_, cudaStreamLegacy);
+  })->wait();
+}
+
+}  // namespace shardplan::executor

@@ -1,0 +1,96 @@
+#pragma once
+// NcclCommunicator: the Communicator interface over NCCL, for CUDA tensors.
+//
+//   bootstrap  rank 0 of the MPI communicator makes an ncclUniqueId and broadcasts it over MPI;
+//              every rank then calls ncclCommInitRankConfig with a non-blocking config and
+//              polls ncclCommGetAsyncError until the communicator is ready (or the timeout).
+//   device     the CUDA device current when the communicator is built (cudaGetDevice): the
+//              trainer selects it per local rank before building the process groups. Every
+//              tensor must live on that device.
+//   stream     work is enqueued on the legacy default stream (cudaStreamLegacy), which orders
+//              it with LibTorch's default-stream kernels without c10/cuda headers (the CPU
+//              LibTorch has none). Collectives therefore do not overlap compute; a stream-aware
+//              version (c10::cuda::getCurrentCUDAStream + a side stream) is the GPU issue's work.
+//   completion an event is recorded after each op; Work::wait() polls cudaEventQuery and
+//              ncclCommGetAsyncError. Past the timeout the communicator is aborted
+//              (ncclCommAbort, which also stops its kernels) and CommError is thrown; every later
+//              call on this group throws CommError too.
+//   stats      seconds = time inside enqueue + waits (a wait also covers compute queued before
+//              the op on the same stream); bytes and calls as in the MPI backend.
+//   dtypes     float32/16, bfloat16, float64, int64, int32, uint8, int8 (bool: data movement
+//              and max only). Sums run in the native dtype.
+#include <mpi.h>
+
+#include <vector>
+
+#include "communicator.hpp"
+
+// Opaque handles of nccl.h / CUDA's driver_types.h, so that this header needs neither.
+struct ncclComm;    // ncclComm_t  = ncclComm*
+struct CUevent_st;  // cudaEvent_t = CUevent_st*
+
+namespace shardplan::executor {
+
+class NcclWork;
+
+class NcclCommunicator final : public Communicator {
+ public:
+  // Collective over `comm` (every rank of it must construct one, in the same order). Takes
+  // ownership of `comm` (freed on destruction) unless it is MPI_COMM_WORLD.
+  NcclCommunicator(MPI_Comm comm, std::string name, double timeout_s);
+  ~NcclCommunicator() override;
+  NcclCommunicator(const NcclCommunicator&) = delete;
+  NcclCommunicator& operator=(const NcclCommunicator&) = delete;
+
+  [[nodiscard]] int rank() const override { return rank_; }
+  [[nodiscard]] int size() const override { return size_; }
+  [[nodiscard]] const char* backend() const override { return "nccl"; }
+  [[nodiscard]] const std::string& name() const override { return name_; }
+  [[nodiscard]] int device() const { return device_; }
+
+  void all_reduce(torch::Tensor& t, ReduceOp op) override;
+  void all_gather(torch::Tensor& out, const torch::Tensor& in) override;
+  void reduce_scatter(torch::Tensor& out, const torch::Tensor& in) override;
+  void broadcast(torch::Tensor& t, int root) override;
+  void send(const torch::Tensor& t, int peer) override;
+  void recv(torch::Tensor& t, int peer) override;
+  void barrier() override;
+
+  std::unique_ptr<Work> all_reduce_async(torch::Tensor t) override;
+  std::unique_ptr<Work> reduce_scatter_async(torch::Tensor out, torch::Tensor in) override;
+  std::unique_ptr<Work> all_gather_async(torch::Tensor out, torch::Tensor in) override;
+
+ private:
+  friend class NcclWork;
+
+  // Runs `enqueue()` (an NCCL call on cudaStreamLegacy returning ncclResult_t) on this
+  // communicator's device, waits out ncclInProgress, records the completion event.
+  // `keep`: tensors held until the op completes.
+  template <class Enqueue>
+  std::unique_ptr<NcclWork> launch(const char* what, std::vector<torch::Tensor> keep, double bytes,
+                                   bool count, Enqueue&& enqueue);
+  std::unique_ptr<NcclWork> start_all_reduce(torch::Tensor t, ReduceOp op);
+  // Blocks until the event `done` has fired (and NCCL reports no error) or throws CommError.
+  void wait_event(CUevent_st* done, const char* what);
+  // Polls ncclCommGetAsyncError until it leaves ncclInProgress; throws on error or timeout.
+  void settle(const char* what, double timeout_s);
+  // Aborts the NCCL communicator (once) and throws CommError with NCCL's error text.
+  [[noreturn]] void fail(const char* what, int nccl_result);
+  [[noreturn]] void timed_out(const char* what, double waited);
+  void check_cuda(int cuda_error, const char* what);
+  void check_usable(const char* what) const;
+  void check_tensor(const torch::Tensor& t, const char* what) const;
+  void abort_comm();
+
+  MPI_Comm mpi_comm_;
+  std::string name_;
+  double timeout_s_;
+  int rank_ = 0;
+  int size_ = 1;
+  int device_ = 0;
+  ncclComm* comm_ = nullptr;
+  bool broken_ = false;     // aborted after an error or timeout
+  torch::Tensor barrier_;   // one int32 on device_, allocated on first barrier()
+};
+
+}  // namespace shardplan::executor
