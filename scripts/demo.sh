@@ -2,7 +2,7 @@
 # shardplan demo: install dependencies, build the release preset, and ask the
 # simulator two realistic questions.
 #
-# Later issues extend this demo into the full loop:
+# It ends with the full loop on this machine:
 #   plan (search the configuration space) -> real run (executor) ->
 #   predicted vs measured (memory and step time).
 set -euo pipefail
@@ -67,3 +67,31 @@ for nodes in 8 16 64; do
     --model gpt3-175b --hardware p4de.24xlarge --nodes "$nodes" \
     --global-batch-size 1536 --seq-len 2048 --train-tokens 300e9 --top 3
 done
+
+# ---------------------------------------------------------------------------------------------
+# The loop on this machine: plan a tiny model for the local 2-core profile, run the plan for real
+# with 2 MPI ranks, and print what was measured beside what was predicted.
+MPIRUN=(mpirun -np 2 --oversubscribe --bind-to none)
+if [[ "$(id -u)" -eq 0 ]]; then MPIRUN+=(--allow-run-as-root); fi
+DEMO=build/demo/tiny-llama
+
+echo
+echo "==> Tokenizer: train a 4096-piece BPE tokenizer on the shipped public-domain corpus"
+build/release/executor/shardplan-tokenize train \
+  --text executor/data/corpus --vocab-size 4096 --out-prefix build/demo/tokenizer
+
+echo
+echo "==> Plan: tiny-llama (5 M parameters) on this machine's two cores, fp32"
+"$SHARDPLAN" plan \
+  --model tiny-llama --hardware local-cpu-2core --nodes 1 \
+  --global-batch-size 8 --seq-len 128 --precision fp32 \
+  --forbid pp,recompute,offload --top 3 --quiet --out "$DEMO.plan.json"
+
+echo
+echo "==> Run: mpirun -np 2 shardrun (20 steps on the corpus, checkpoints, final weights)"
+rm -rf "$DEMO"
+"${MPIRUN[@]}" build/release/executor/shardrun --plan "$DEMO.plan.json" \
+  --data executor/data/corpus --tokenizer build/demo/tokenizer.model --steps 20 --lr 1e-3 \
+  --out-dir "$DEMO" --checkpoint-dir "$DEMO/checkpoints" --checkpoint-every 10 \
+  --save-final "$DEMO/final.safetensors"
+echo "(step metrics: $DEMO/metrics.jsonl; report with predicted vs measured: $DEMO/report.json)"

@@ -103,10 +103,11 @@ TEST(LossScaling, OverflowingStepsAreSkippedAndTheScaleBacksOff) {
 TEST(Report, PeakMemoryFallsWithEachZeroStageAndTheReportCarriesPredictions) {
   TempDir dir("shardrun_zero_mem");
   std::vector<double> peaks;
-  for (int stage = 0; stage <= 3; ++stage) {
-    const std::string plan = write_plan(dir, "z" + std::to_string(stage), "tiny-llama",
+  for (const char* name : {"z0", "z1", "z2", "z3"}) {
+    const int stage = name[1] - '0';
+    const std::string plan = write_plan(dir, name, "tiny-llama",
                                         {{"data_parallel", 2}, {"zero_stage", stage}, {"micro_batch_size", 1}});
-    const RunResult r = shardrun(2, plan, dir.file("z" + std::to_string(stage)), "--steps 3");
+    const RunResult r = shardrun(2, plan, dir.file(name), "--steps 3");
     ASSERT_EQ(r.exit_code, 0) << r.output;
     const auto& m = r.report["measured"];
     ASSERT_EQ(m["peak_memory_bytes_per_rank"].size(), 2u);
@@ -117,6 +118,24 @@ TEST(Report, PeakMemoryFallsWithEachZeroStageAndTheReportCarriesPredictions) {
   EXPECT_GT(peaks[0], peaks[1]);
   EXPECT_GT(peaks[1], peaks[2]);
   EXPECT_GT(peaks[2], peaks[3]);
+}
+
+TEST(Weights, HuggingFaceSafetensorsLoadIntoAnotherLayoutUnchanged) {
+  // GPT-2 naming and layout (Conv1D weights stored (in, out), tied head, no lm_head tensor).
+  TempDir dir("shardrun_weights");
+  const std::string one = write_plan(dir, "one", "tiny-gpt", nlohmann::json::object());
+  const std::string tp2 = write_plan(dir, "tp2", "tiny-gpt", {{"tensor_parallel", 2}});
+  const std::string a = dir.file("a.safetensors"), b = dir.file("b.safetensors");
+  ASSERT_EQ(shardrun(1, one, dir.file("ra"), "--steps 3 --dropout 0 --save-final " + a).exit_code, 0);
+  const RunResult r = shardrun(2, tp2, dir.file("rb"), "--steps 1 --lr 0 --dropout 0 --init " + a + " --save-final " + b);
+  ASSERT_EQ(r.exit_code, 0) << r.output;
+  executor::io::SafetensorsReader reader(a);
+  EXPECT_EQ(reader.at("transformer.h.0.attn.c_attn.weight").shape, (std::vector<int64_t>{256, 768}));
+  EXPECT_EQ(reader.find("lm_head.weight"), nullptr);
+  const auto wa = read_floats(a), wb = read_floats(b);
+  ASSERT_EQ(wa.size(), wb.size());
+  for (const auto& [name, w] : wa)
+    EXPECT_EQ(std::memcmp(w.data(), wb.at(name).data(), w.size() * sizeof(float)), 0) << name;
 }
 
 class BadInput : public ::testing::Test {

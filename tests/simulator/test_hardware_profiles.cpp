@@ -72,8 +72,10 @@ TEST(HardwareProfiles, EveryBuiltinLoadsWithPositiveFigures) {
     EXPECT_FALSE(hw.measured);
     EXPECT_FALSE(hw.device.name.empty());
     EXPECT_GT(hw.device.memory_bytes, 1e9);
-    EXPECT_GT(hw.device.memory_bandwidth_Bps, 1e11);
-    EXPECT_GT(hw.device.peak(Precision::bf16), 1e13);
+    // Loose floors that still catch a unit slip (GB/s vs B/s, TFLOP/s vs FLOP/s); the local CPU
+    // profile (one core per rank) is the smallest.
+    EXPECT_GT(hw.device.memory_bandwidth_Bps, 1e9);
+    EXPECT_GT(hw.device.peak(Precision::bf16), 1e10);
     EXPECT_GT(hw.device.peak(Precision::fp32), 0);
     EXPECT_GE(hw.device.kernel_launch_s, 0);
     EXPECT_LT(hw.device.runtime_reserved_bytes, hw.device.memory_bytes);
