@@ -3,6 +3,8 @@
 #include <c10/core/CPUAllocator.h>
 
 #include <atomic>
+#include <mutex>
+#include <unordered_map>
 
 namespace shardplan::executor {
 
@@ -18,31 +20,45 @@ void add(int64_t n) {
   }
 }
 
+// The data pointer is also the DataPtr's context (LibTorch's raw_allocate() insists on it), so
+// the inner allocation and its size live in a side table keyed by the pointer.
 class AccountingAllocator final : public c10::Allocator {
  public:
-  explicit AccountingAllocator(c10::Allocator* inner) : inner_(inner) {}
+  explicit AccountingAllocator(c10::Allocator* inner) : inner_(inner) { self_ = this; }
 
   c10::DataPtr allocate(size_t n) const override {
     c10::DataPtr inner = inner_->allocate(n);
     void* data = inner.get();
     const c10::Device device = inner.device();
-    auto* ctx = new Context{std::move(inner), static_cast<int64_t>(n)};
-    add(ctx->bytes);
-    return {data, ctx, &AccountingAllocator::free, device};
+    {
+      std::lock_guard<std::mutex> lock(mutex_);
+      live_.emplace(data, Entry{std::move(inner), static_cast<int64_t>(n)});
+    }
+    add(static_cast<int64_t>(n));
+    return {data, data, &AccountingAllocator::free, device};
   }
-  c10::DeleterFnPtr raw_deleter() const override { return nullptr; }
+  c10::DeleterFnPtr raw_deleter() const override { return &AccountingAllocator::free; }
 
  private:
-  struct Context {
+  struct Entry {
     c10::DataPtr inner;  // frees through LibTorch's allocator when destroyed
     int64_t bytes;
   };
-  static void free(void* ctx) {
-    auto* c = static_cast<Context*>(ctx);
-    g_current.fetch_sub(c->bytes);
-    delete c;
+  static void free(void* data) {
+    Entry entry;
+    {
+      std::lock_guard<std::mutex> lock(self_->mutex_);
+      auto it = self_->live_.find(data);
+      if (it == self_->live_.end()) return;
+      entry = std::move(it->second);
+      self_->live_.erase(it);
+    }
+    g_current.fetch_sub(entry.bytes);
   }
+  static inline AccountingAllocator* self_ = nullptr;
   c10::Allocator* inner_;
+  mutable std::mutex mutex_;
+  mutable std::unordered_map<void*, Entry> live_;
 };
 
 }  // namespace

@@ -138,6 +138,23 @@ TEST(Weights, HuggingFaceSafetensorsLoadIntoAnotherLayoutUnchanged) {
     EXPECT_EQ(std::memcmp(w.data(), wb.at(name).data(), w.size() * sizeof(float)), 0) << name;
 }
 
+TEST(Precision, Bf16AutocastTracksFp32) {
+  TempDir dir("shardrun_bf16");
+  const std::string plan = write_plan(dir, "tp2", "tiny-llama", {{"tensor_parallel", 2}});
+  const std::string args = corpus_data_args(dir) + " --steps 6 --lr 1e-3";
+  const RunResult fp32 = shardrun(2, plan, dir.file("fp32"), args);
+  const RunResult bf16 = shardrun(2, plan, dir.file("bf16"), args + " --precision bf16");
+  ASSERT_EQ(fp32.exit_code, 0) << fp32.output;
+  ASSERT_EQ(bf16.exit_code, 0) << bf16.output;
+  ASSERT_EQ(bf16.losses.size(), fp32.losses.size());
+  bool any_difference = false;
+  for (size_t i = 0; i < fp32.losses.size(); ++i) {
+    EXPECT_NEAR(bf16.losses[i], fp32.losses[i], 2e-2 * fp32.losses[i]) << "step " << i + 1;
+    any_difference |= bf16.losses[i] != fp32.losses[i];
+  }
+  EXPECT_TRUE(any_difference) << "bf16 autocast did not change any arithmetic";
+}
+
 class BadInput : public ::testing::Test {
  protected:
   TempDir dir_{"shardrun_bad"};
