@@ -77,92 +77,112 @@ void maybe_inject_fault(const std::string& spec, int rank, int64_t step) {
 
 void request_stop() { g_stop = true; }
 
-void Trainer::train() {
-  TrainerState& s = *s_;
+namespace {
+
+// The rank's micro-batches of `step` and the target tokens of the whole global batch.
+std::vector<Batch> load_step(TrainerState& s, int64_t step, double& global_tokens) {
+  const auto& cfg = s.plan.config;
+  const auto mbs = static_cast<size_t>(cfg.micro_batch_size);
+  // The step's data (and dropout masks) are functions of (seed, step): nothing else to restore.
+  const auto idx = s.sampler->rank_batch(step, s.groups->coords().dp, cfg.dp);
+  std::vector<Batch> batches;
+  torch::Tensor tokens = torch::zeros({1}, torch::kLong);
+  for (int mb = 0; mb < cfg.micro_batches(); ++mb) {
+    batches.push_back(make_batch(*s.dataset, idx, static_cast<size_t>(mb) * mbs, mbs));
+    tokens[0] += batches.back().tokens;
+  }
+  s.groups->dp().all_reduce(tokens, ReduceOp::sum);
+  global_tokens = static_cast<double>(std::max<int64_t>(1, tokens.item<int64_t>()));
+  return batches;
+}
+
+// Forward + backward of every micro-batch (gradient accumulation); returns this rank's loss sum.
+// The loss is normalised by the global token count, so gradients are sums over dp ranks.
+double forward_backward(TrainerState& s, int64_t step, const std::vector<Batch>& batches, double global_tokens) {
   const auto& cfg = s.plan.config;
   const auto& c = s.groups->coords();
-  const int m = cfg.micro_batches();
-  const auto mbs = static_cast<size_t>(cfg.micro_batch_size);
   const bool autocast = s.precision == simulator::Precision::bf16;
+  const int m = static_cast<int>(batches.size());
+  double loss_sum = 0;
+  for (int mb = 0; mb < m; ++mb) {
+    const uint64_t key = mix(s.opt.seed, static_cast<uint64_t>(step));
+    DropoutRng rng{at::detail::createCPUGenerator(mix(key, static_cast<uint64_t>(mb) * 4096 + c.dp)),
+                   at::detail::createCPUGenerator(mix(key + 1, (static_cast<uint64_t>(mb) * 4096 + c.dp) * 4096 + c.tp))};
+    TpContext ctx{&s.groups->tp(), cfg.sequence_parallel && cfg.tp > 1, true, &rng};
+    at::autocast::set_cpu_enabled(autocast);
+    if (autocast) at::autocast::set_autocast_cpu_dtype(at::kBFloat16);
+    const Batch& b = batches[static_cast<size_t>(mb)];
+    LossSum out = s.model->forward(b.ids, b.labels, ctx, s.engine.get());
+    at::autocast::set_cpu_enabled(false);
+    at::autocast::clear_cache();
+    loss_sum += out.loss_sum.item<double>();
+    s.engine->begin_backward(mb == m - 1);
+    (out.loss_sum * (s.scaler.loss_multiplier() / global_tokens)).backward();
+    s.engine->end_backward();
+  }
+  return loss_sum;
+}
+
+void print_step(const StepRecord& r, int64_t steps) {
+  std::fprintf(stderr, "step %lld/%lld  loss %.4f  lr %.2e  |grad| %.3f  %.0f tok/s  %.3f s (tp %.3f, dp %.3f)%s\n",
+               static_cast<long long>(r.step), static_cast<long long>(steps), r.loss, r.lr, r.grad_norm, r.tokens_per_s,
+               r.step_s, r.tp_comm_s, r.dp_comm_s, r.skipped ? "  [skipped: non-finite]" : "");
+}
+
+// Checkpoint if due; returns false when the run must stop here (interrupt or --stop-after).
+bool end_of_step(TrainerState& s) {
+  // Interrupts are agreed on collectively so every rank stops at the same step boundary.
+  torch::Tensor stop = torch::tensor({g_stop.load() ? 1 : 0}, torch::kInt);
+  s.groups->world().all_reduce(stop, ReduceOp::max);
+  const bool interrupted = stop.item<int>() != 0;
+  const bool last = s.done_steps == s.opt.steps;
+  const bool due = s.opt.checkpoint_every > 0 && s.done_steps % s.opt.checkpoint_every == 0;
+  if (s.checkpointer->enabled() && (due || last || interrupted))
+    s.checkpointer->save(*s.engine, {s.done_steps, s.engine->adam_step(), s.scaler.scale, s.scaler.good_steps});
+  s.interrupted = interrupted;
+  s.stopped_early = !interrupted && !last && s.opt.stop_after >= 0 && s.done_steps >= s.opt.stop_after;
+  return !s.interrupted && !s.stopped_early;
+}
+
+}  // namespace
+
+void Trainer::train() {
+  TrainerState& s = *s_;
+  const auto& c = s.groups->coords();
   for (int64_t step = s.start_step; step < s.opt.steps; ++step) {
     maybe_inject_fault(s.opt.inject_fault, c.world, step + 1);
     const auto t0 = Clock::now();
     const double tp0 = s.groups->tp().stats().seconds, dp0 = dp_seconds(*s.groups);
-    // The step's data and dropout masks are functions of (seed, step): nothing else to restore.
-    const auto idx = s.sampler->rank_batch(step, c.dp, cfg.dp);
-    std::vector<Batch> batches;
-    torch::Tensor tokens = torch::zeros({1}, torch::kLong);
-    for (int mb = 0; mb < m; ++mb) {
-      batches.push_back(make_batch(*s.dataset, idx, static_cast<size_t>(mb) * mbs, mbs));
-      tokens[0] += batches.back().tokens;
-    }
-    s.groups->dp().all_reduce(tokens, ReduceOp::sum);
-    const double global_tokens = static_cast<double>(std::max<int64_t>(1, tokens.item<int64_t>()));
+    double global_tokens = 0;
+    const std::vector<Batch> batches = load_step(s, step, global_tokens);
     s.engine->begin_step();
-    double loss_sum = 0;
-    for (int mb = 0; mb < m; ++mb) {
-      DropoutRng rng{at::detail::createCPUGenerator(mix(mix(s.opt.seed, static_cast<uint64_t>(step)), mb * 4096 + c.dp)),
-                     at::detail::createCPUGenerator(mix(mix(s.opt.seed + 1, static_cast<uint64_t>(step)),
-                                                        (mb * 4096 + c.dp) * 4096 + c.tp))};
-      TpContext ctx{&s.groups->tp(), cfg.sequence_parallel && cfg.tp > 1, true, &rng};
-      at::autocast::set_cpu_enabled(autocast);
-      if (autocast) at::autocast::set_autocast_cpu_dtype(at::kBFloat16);
-      LossSum out = s.model->forward(batches[static_cast<size_t>(mb)].ids, batches[static_cast<size_t>(mb)].labels, ctx,
-                                     s.engine.get());
-      at::autocast::set_cpu_enabled(false);
-      at::autocast::clear_cache();
-      loss_sum += out.loss_sum.item<double>();
-      s.engine->begin_backward(mb == m - 1);
-      (out.loss_sum * (s.scaler.loss_multiplier() / global_tokens)).backward();
-      s.engine->end_backward();
-    }
-    const double lr = s.lr.at(step);
-    const auto t_opt = Clock::now();
-    const double dp_before_opt = dp_seconds(*s.groups);
-    const StepOutcome res = s.engine->step(lr, 1.0 / s.scaler.loss_multiplier());
-    const double opt_comm = dp_seconds(*s.groups) - dp_before_opt;
-    const double opt_s = seconds_since(t_opt) - opt_comm;
-    const bool stepped = s.scaler.update(res.finite);
-    torch::Tensor loss_t = torch::tensor({loss_sum}, torch::kDouble);
-    s.groups->dp().all_reduce(loss_t, ReduceOp::sum);
+    const double loss_sum = forward_backward(s, step, batches, global_tokens);
 
     StepRecord r;
     r.step = step + 1;
+    r.lr = s.lr.at(step);
+    const auto t_opt = Clock::now();
+    const double dp_before_opt = dp_seconds(*s.groups);
+    const StepOutcome res = s.engine->step(r.lr, 1.0 / s.scaler.loss_multiplier());
+    r.optimizer_s = seconds_since(t_opt) - (dp_seconds(*s.groups) - dp_before_opt);  // without its communication
+    r.skipped = !s.scaler.update(res.finite);
+    torch::Tensor loss_t = torch::tensor({loss_sum}, torch::kDouble);
+    s.groups->dp().all_reduce(loss_t, ReduceOp::sum);
     r.loss = loss_t.item<double>() / global_tokens;
-    r.lr = lr;
     r.grad_norm = res.grad_norm;
     r.tokens = static_cast<int64_t>(global_tokens);
     r.step_s = seconds_since(t0);
     r.tp_comm_s = s.groups->tp().stats().seconds - tp0;
     r.dp_comm_s = dp_seconds(*s.groups) - dp0;
-    r.optimizer_s = opt_s;
     r.compute_s = r.step_s - r.tp_comm_s - r.dp_comm_s - r.optimizer_s;
     r.tokens_per_s = global_tokens / r.step_s;
     r.loss_scale = s.scaler.loss_multiplier();
-    r.skipped = !stepped;
     r.peak_bytes = peak_tensor_bytes();
     s.records.push_back(r);
     s.metrics.write(r);
     s.done_steps = step + 1;
-    if (c.world == 0 && !s.opt.quiet)
-      std::fprintf(stderr, "step %lld/%lld  loss %.4f  lr %.2e  |grad| %.3f  %.0f tok/s  %.3f s (tp %.3f, dp %.3f)%s\n",
-                   static_cast<long long>(r.step), static_cast<long long>(s.opt.steps), r.loss, r.lr, r.grad_norm,
-                   r.tokens_per_s, r.step_s, r.tp_comm_s, r.dp_comm_s, r.skipped ? "  [skipped: non-finite]" : "");
-    // Interrupts are agreed on collectively so every rank stops at the same step boundary.
-    torch::Tensor stop = torch::tensor({g_stop.load() ? 1 : 0}, torch::kInt);
-    s.groups->world().all_reduce(stop, ReduceOp::max);
-    const bool last = s.done_steps == s.opt.steps;
-    const bool due = s.checkpointer->enabled() && s.opt.checkpoint_every > 0 && s.done_steps % s.opt.checkpoint_every == 0;
-    if (s.checkpointer->enabled() && (due || last || stop.item<int>()))
-      s.checkpointer->save(*s.engine, {s.done_steps, s.engine->adam_step(), s.scaler.scale, s.scaler.good_steps});
-    if (stop.item<int>()) {
-      s.interrupted = true;
-      break;
-    }
-    if (s.opt.stop_after >= 0 && s.done_steps >= s.opt.stop_after && !last) {
-      s.stopped_early = true;
-      break;
-    }
+    if (c.world == 0 && !s.opt.quiet) print_step(r, s.opt.steps);
+    if (!end_of_step(s)) break;
   }
 }
 
