@@ -1,7 +1,8 @@
 #!/usr/bin/env bash
 # Benchmark (not a test): tokens/s of single-rank shardrun against a bare LibTorch loop and the
 # Debian python3-torch loop on the same model (bench/reference/), one thread each, synthetic
-# data, seq 128, micro-batch 4, fp32. Prints each figure and the ratios.
+# data, seq 128, micro-batch 4, fp32, no dropout (the reference loops have none). Prints each
+# figure and the ratios.
 #   bash bench/shardrun_vs_reference.sh [model] [steps] [repeats]    (after scripts/test.sh or demo.sh)
 set -euo pipefail
 cd "$(dirname "${BASH_SOURCE[0]}")/.."
@@ -20,7 +21,7 @@ mkdir -p "$OUT"
 median() { sort -g | awk '{a[NR]=$1} END {print (NR%2 ? a[(NR+1)/2] : (a[NR/2]+a[NR/2+1])/2)}'; }
 
 shardrun_tps() {
-  "$B/executor/shardrun" --plan "$OUT/plan.json" --steps "$STEPS" --threads 1 --quiet --data synthetic \
+  "$B/executor/shardrun" --plan "$OUT/plan.json" --steps "$STEPS" --threads 1 --quiet --data synthetic --dropout 0 \
     --out-dir "$OUT/run" > /dev/null
   # Median over the steps after the warm-up, as the reference loops do.
   tail -n +$((WARMUP + 1)) "$OUT/run/metrics.jsonl" | sed 's/.*"step_seconds":\([0-9.e-]*\).*/\1/' | median |
