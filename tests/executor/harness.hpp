@@ -2,7 +2,6 @@
 // Runs the real `shardrun` under mpirun for the executor tests: plans written from a base plan
 // made by the real `shardplan plan`, step losses read back from metrics.jsonl, tensors from
 // safetensors files.
-#include <array>
 #include <cstdio>
 #include <filesystem>
 #include <fstream>
@@ -12,6 +11,8 @@
 #include <vector>
 
 #include "executor/io/safetensors.hpp"
+#include "planner/shell_quote.hpp"
+#include "support/run_command.hpp"
 #include "support/temp_dir.hpp"
 
 namespace shardplan::testing {
@@ -23,17 +24,7 @@ struct RunResult {
   nlohmann::json report;        // report.json (null if none)
 };
 
-inline std::pair<int, std::string> run_command(const std::string& cmd) {
-  std::string out;
-  FILE* p = ::popen((cmd + " 2>&1").c_str(), "r");
-  if (!p) return {-1, "popen failed"};
-  std::array<char, 4096> buf{};
-  while (fgets(buf.data(), buf.size(), p)) out += buf.data();
-  const int status = ::pclose(p);
-  return {WIFEXITED(status) ? WEXITSTATUS(status) : 128 + WTERMSIG(status), out};
-}
-
-inline std::string quote(const std::string& s) { return "'" + s + "'"; }
+inline std::string quote(const std::string& s) { return planner::shell_quote(s); }
 
 inline std::string corpus_dir() { return std::string(SHARDPLAN_SOURCE_DIR) + "/executor/data/corpus"; }
 
@@ -85,7 +76,9 @@ inline RunResult shardrun(int ranks, const std::string& plan, const std::string&
                           std::to_string(ranks) + " " + SHARDRUN_BINARY + " --plan " + quote(plan) + " --out-dir " +
                           quote(out_dir) + " --threads 1 --quiet " + args;
   RunResult r;
-  std::tie(r.exit_code, r.output) = run_command(cmd);
+  const CommandResult c = run_command(cmd);
+  r.exit_code = c.status;
+  r.output = c.out;
   std::ifstream metrics(std::filesystem::path(out_dir) / "metrics.jsonl");
   for (std::string line; std::getline(metrics, line);)
     if (!line.empty()) r.losses.push_back(nlohmann::json::parse(line)["loss"].get<double>());

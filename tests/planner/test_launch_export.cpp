@@ -3,6 +3,7 @@
 // their round trips through the importers.
 #include <gtest/gtest.h>
 
+#include "support/run_command.hpp"
 #include "support/temp_dir.hpp"
 #include <sys/stat.h>
 #include <sys/wait.h>
@@ -68,29 +69,14 @@ std::string read_text(const std::string& path) {
   return s.str();
 }
 
-struct Result {
-  int status = -1;
-  std::string out;
-};
-
-// Runs `command` with /bin/sh (popen), stdout and stderr captured.
-Result run(const std::string& command) {
-  Result r;
-  FILE* f = ::popen((command + " 2>&1").c_str(), "r");
-  if (f == nullptr) return r;
-  char buf[4096];
-  std::size_t n;
-  while ((n = std::fread(buf, 1, sizeof buf, f)) > 0) r.out.append(buf, n);
-  const int st = ::pclose(f);
-  r.status = WIFEXITED(st) ? WEXITSTATUS(st) : -1;
-  return r;
-}
+using shardplan::testing::run_command;
+using Result = shardplan::testing::CommandResult;
 
 // `bash -n`: syntax check only, nothing executed.
 Result bash_syntax(const TempDir& dir, const std::string& script) {
   const std::string path = dir.file("syntax_check.sh");
   write_text(path, script);
-  return run("bash -n " + shell_quote(path));
+  return run_command("bash -n " + shell_quote(path));
 }
 
 std::vector<std::string> split_nul(const std::string& s) {
@@ -169,11 +155,11 @@ TEST(ShellQuote, HostileStringsRoundTripThroughBash) {
     const std::string script = "printf %s " + shell_quote(s) + "\n";
     ASSERT_EQ(bash_syntax(dir, script).status, 0);
     write_text(dir.file("print.sh"), script);
-    const Result direct = run("bash " + shell_quote(dir.file("print.sh")));
+    const Result direct = run_command("bash " + shell_quote(dir.file("print.sh")));
     EXPECT_EQ(direct.status, 0);
     EXPECT_EQ(direct.out, s);
     // Nested: through /bin/sh (popen) into bash -c, quoted twice.
-    const Result nested = run("bash -c " + shell_quote("printf %s " + shell_quote(s)));
+    const Result nested = run_command("bash -c " + shell_quote("printf %s " + shell_quote(s)));
     EXPECT_EQ(nested.status, 0);
     EXPECT_EQ(nested.out, s);
   }
@@ -229,7 +215,7 @@ TEST(Mpirun, HostilePathsReachMpirunVerbatim) {
   const std::string line = mpirun_command(plan, plan_path, o);
   ASSERT_EQ(bash_syntax(dir, line + "\n").status, 0) << line;
   write_text(dir.file("launch.sh"), line + "\n");
-  const Result r = run("PATH=" + shell_quote(dir.file("bin")) + ":\"$PATH\" RECORD=" + shell_quote(dir.file("args")) +
+  const Result r = run_command("PATH=" + shell_quote(dir.file("bin")) + ":\"$PATH\" RECORD=" + shell_quote(dir.file("args")) +
                        " bash " + shell_quote(dir.file("launch.sh")));
   ASSERT_EQ(r.status, 0) << r.out;
   std::vector<std::string> expected = {"-np",         "8",      "--map-by", "ppr:8:node", "--hostfile",
@@ -318,7 +304,7 @@ SlurmRun run_slurm(const TempDir& dir, const std::string& script, int fail_times
   fs::remove(dir.path() / "state" / "count");
   write_text(dir.file("job.sbatch"), script);
   SlurmRun r;
-  r.result = run("cd " + shell_quote(dir.path().string()) + " && PATH=" + shell_quote(dir.file("bin")) +
+  r.result = run_command("cd " + shell_quote(dir.path().string()) + " && PATH=" + shell_quote(dir.file("bin")) +
                  ":\"$PATH\" STATE=" + shell_quote(dir.file("state")) + " FAIL_TIMES=" + std::to_string(fail_times) +
                  " FAIL_CODE=" + std::to_string(code) + " SLURM_JOB_ID=4242 bash job.sbatch");
   r.attempts = std::atoi(read_text(dir.file("state/count")).c_str());
@@ -564,7 +550,7 @@ TEST(MegatronExport, CommandLineRunsVerbatim) {
   ASSERT_EQ(bash_syntax(dir, cmd).status, 0) << cmd;
   EXPECT_EQ(cmd.rfind("# shardplan note: ZeRO-3", 0), 0u) << cmd;
   write_text(dir.file("megatron.sh"), cmd);
-  const Result r = run("PATH=" + shell_quote(dir.file("bin")) + ":\"$PATH\" RECORD=" + shell_quote(dir.file("args")) +
+  const Result r = run_command("PATH=" + shell_quote(dir.file("bin")) + ":\"$PATH\" RECORD=" + shell_quote(dir.file("args")) +
                        " bash " + shell_quote(dir.file("megatron.sh")));
   ASSERT_EQ(r.status, 0) << r.out;
   std::vector<std::string> expected = {"--nnodes", "1", "--nproc-per-node", "8", "pretrain_gpt.py"};
@@ -646,7 +632,7 @@ TEST(ExportAll, WritesEveryFile) {
   EXPECT_EQ(json::parse(read_text(dir.file("out/launch/smp_parameters.json"))), smp_parameters(plan));
   for (const char* script : {"launch_mpirun.sh", "launch_slurm.sbatch", "megatron_args.sh"}) {
     const std::string path = dir.file(std::string("out/launch/") + script);
-    EXPECT_EQ(run("bash -n " + shell_quote(path)).status, 0) << script;
+    EXPECT_EQ(run_command("bash -n " + shell_quote(path)).status, 0) << script;
     EXPECT_NE(fs::status(path).permissions() & fs::perms::owner_exec, fs::perms::none) << script;
   }
   const std::string notes = read_text(dir.file("out/launch/NOTES.txt"));
