@@ -3,17 +3,10 @@
 
 #include "executor/data/dataset.hpp"
 #include "executor/errors.hpp"
+#include "executor/seed_hash.hpp"
 
 namespace shardplan::executor::data {
 namespace {
-
-// splitmix64 finaliser: a portable, well-mixed hash of a 64-bit value.
-uint64_t mix64(uint64_t x) {
-  x += 0x9e3779b97f4a7c15ULL;
-  x = (x ^ (x >> 30)) * 0xbf58476d1ce4e5b9ULL;
-  x = (x ^ (x >> 27)) * 0x94d049bb133111ebULL;
-  return x ^ (x >> 31);
-}
 
 class SyntheticDataset final : public Dataset {
  public:
@@ -33,9 +26,9 @@ class SyntheticDataset final : public Dataset {
 
   Sample get(int64_t index) const override {
     EXECUTOR_CHECK(index >= 0 && index < size_, "synthetic dataset: index out of range");
-    const uint64_t h = mix64(seed_ ^ mix64(static_cast<uint64_t>(index)));
+    const uint64_t h = splitmix64(seed_ ^ splitmix64(static_cast<uint64_t>(index)));
     const auto start = static_cast<int64_t>(h % static_cast<uint64_t>(vocab_));
-    const int64_t stride = kSyntheticStrides[mix64(h) % std::size(kSyntheticStrides)];
+    const int64_t stride = kSyntheticStrides[splitmix64(h) % std::size(kSyntheticStrides)];
     Sample s;
     s.input.resize(static_cast<size_t>(seq_len_));
     s.labels.resize(static_cast<size_t>(seq_len_));

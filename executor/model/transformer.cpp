@@ -5,6 +5,7 @@
 #include <functional>
 
 #include "executor/errors.hpp"
+#include "executor/seed_hash.hpp"
 
 namespace shardplan::executor {
 
@@ -20,18 +21,11 @@ std::string block_prefix(const simulator::ModelSpec& m, int64_t i) {
   return (m.family == "gpt2" ? "transformer.h." : "model.layers.") + std::to_string(i) + ".";
 }
 
-bool ends_with(const std::string& s, const std::string& tail) {
-  return s.size() >= tail.size() && s.compare(s.size() - tail.size(), tail.size(), tail) == 0;
-}
-
 // Stable 64-bit seed for (seed, name): FNV-1a over the name, mixed with the seed (splitmix64).
 uint64_t param_seed(uint64_t seed, const std::string& name) {
   uint64_t h = 1469598103934665603ULL;
   for (unsigned char c : name) h = (h ^ c) * 1099511628211ULL;
-  uint64_t z = h + seed * 0x9E3779B97F4A7C15ULL;
-  z = (z ^ (z >> 30)) * 0xBF58476D1CE4E5B9ULL;
-  z = (z ^ (z >> 27)) * 0x94D049BB133111EBULL;
-  return z ^ (z >> 31);
+  return splitmix64_finalize(h + seed * kGoldenGamma);
 }
 
 }  // namespace
@@ -49,8 +43,6 @@ Transformer::Transformer(const simulator::ModelSpec& spec, const ModelOptions& o
                      " must divide the attention heads, the key/value heads and the FFN width");
   llama_ = spec.family == "llama";
   vocab_padded_ = (spec.vocab_size + t - 1) / t * t;  // Megatron pads the vocabulary to a multiple of tp
-  opt_.hidden_dropout = opt.hidden_dropout;
-  opt_.attention_dropout = opt.attention_dropout;
   build();
 }
 
@@ -68,13 +60,13 @@ void Transformer::add_param(const std::string& name, torch::Tensor* slot, std::v
   p.no_decay = no_decay;
   p.hf_transposed = hf_transposed;
   p.tensor = torch::zeros(shard_shape(full_shape, shard, opt_.tp), torch::kFloat);
-  const bool is_lora = ends_with(name, "lora_A.weight") || ends_with(name, "lora_B.weight");
+  const bool is_lora = name.ends_with("lora_A.weight") || name.ends_with("lora_B.weight");
   p.lora = is_lora;
   p.trainable = opt_.lora.enabled() ? is_lora : true;
   p.tensor.set_requires_grad(p.trainable);
   // Under sequence parallelism a tp-replicated parameter sees only this rank's sequence chunk.
-  const bool column_lora_a = is_lora && ends_with(name, "lora_A.weight") && shard.replicated();
-  const bool row_lora_b = is_lora && ends_with(name, "lora_B.weight") && shard.replicated();
+  const bool column_lora_a = is_lora && name.ends_with("lora_A.weight") && shard.replicated();
+  const bool row_lora_b = is_lora && name.ends_with("lora_B.weight") && shard.replicated();
   p.tp_partial_grad = opt_.sequence_parallel && opt_.tp > 1 && shard.replicated() &&
                       (!is_lora || column_lora_a || row_lora_b);
   *slot = p.tensor;
@@ -134,15 +126,15 @@ void Transformer::build() {
     if (ln) add_param(p + n2 + ".bias", &b.norm2_b, {h}, {}, unit, true);
     for (const LinearDesc& d : m.block_linears()) {
       const std::string& mod = d.module;
-      if (ends_with(mod, "c_attn")) build_linear(b.qkv, d, p, unit, {m.q_dim(), m.kv_dim(), m.kv_dim()});
-      else if (ends_with(mod, "q_proj")) build_linear(b.q, d, p, unit, {});
-      else if (ends_with(mod, "k_proj")) build_linear(b.k, d, p, unit, {});
-      else if (ends_with(mod, "v_proj")) build_linear(b.v, d, p, unit, {});
-      else if (mod == "attn.c_proj" || ends_with(mod, "o_proj")) build_linear(b.out, d, p, unit, {});
-      else if (ends_with(mod, "c_fc")) build_linear(b.fc, d, p, unit, {});
-      else if (ends_with(mod, "gate_proj")) build_linear(b.gate, d, p, unit, {});
-      else if (ends_with(mod, "up_proj")) build_linear(b.up, d, p, unit, {});
-      else if (mod == "mlp.c_proj" || ends_with(mod, "down_proj")) build_linear(b.down, d, p, unit, {});
+      if (mod.ends_with("c_attn")) build_linear(b.qkv, d, p, unit, {m.q_dim(), m.kv_dim(), m.kv_dim()});
+      else if (mod.ends_with("q_proj")) build_linear(b.q, d, p, unit, {});
+      else if (mod.ends_with("k_proj")) build_linear(b.k, d, p, unit, {});
+      else if (mod.ends_with("v_proj")) build_linear(b.v, d, p, unit, {});
+      else if (mod == "attn.c_proj" || mod.ends_with("o_proj")) build_linear(b.out, d, p, unit, {});
+      else if (mod.ends_with("c_fc")) build_linear(b.fc, d, p, unit, {});
+      else if (mod.ends_with("gate_proj")) build_linear(b.gate, d, p, unit, {});
+      else if (mod.ends_with("up_proj")) build_linear(b.up, d, p, unit, {});
+      else if (mod == "mlp.c_proj" || mod.ends_with("down_proj")) build_linear(b.down, d, p, unit, {});
       else throw InputError("model '" + m.name + "': linear '" + mod + "' is not one shardrun builds");
     }
   }
@@ -164,17 +156,17 @@ void Transformer::init_weights(uint64_t seed) {
     auto gen = at::detail::createCPUGenerator(param_seed(seed, p.name));
     torch::Tensor full = torch::empty(p.full_shape, torch::kFloat);
     const bool is_norm_or_bias = p.no_decay;
-    if (ends_with(p.name, "lora_B.weight")) {
+    if (p.name.ends_with("lora_B.weight")) {
       full.zero_();  // PEFT: B = 0 so training starts from the base model
-    } else if (ends_with(p.name, "lora_A.weight")) {
+    } else if (p.name.ends_with("lora_A.weight")) {
       const double bound = 1.0 / std::sqrt(static_cast<double>(p.full_shape[1]));  // kaiming_uniform(a=sqrt(5))
       full.uniform_(-bound, bound, gen);
     } else if (is_norm_or_bias) {
-      if (ends_with(p.name, ".bias")) full.zero_();
+      if (p.name.ends_with(".bias")) full.zero_();
       else full.fill_(1.0);
     } else {
-      const bool residual = ends_with(p.name, "c_proj.weight") || ends_with(p.name, "o_proj.weight") ||
-                            ends_with(p.name, "down_proj.weight");
+      const bool residual = p.name.ends_with("c_proj.weight") || p.name.ends_with("o_proj.weight") ||
+                            p.name.ends_with("down_proj.weight");
       full.normal_(0.0, residual ? residual_std : std_dev, gen);
     }
     p.tensor.copy_(take_shard(full, p.shard, opt_.tp_rank, opt_.tp));

@@ -85,8 +85,7 @@ class Transformer {
   std::vector<Block> blocks_;
   torch::Tensor final_w_, final_b_;
   torch::Tensor lm_head_;           // (V_pad/t, H); undefined when tied
-  std::vector<Parameter> params_;
-  std::vector<torch::Tensor*> slots_;  // params_[i].tensor lives in *slots_[i]
+  std::vector<Parameter> params_;  // their tensors share storage with the members above
 };
 
 }  // namespace shardplan::executor

@@ -22,10 +22,6 @@ namespace {
 
 namespace fs = std::filesystem;
 
-bool ends_with(const std::string& s, const std::string& tail) {
-  return s.size() >= tail.size() && s.compare(s.size() - tail.size(), tail.size(), tail) == 0;
-}
-
 std::string tool_path() {
   if (const char* env = std::getenv("SHARDPLAN_TOKENIZE")) return env;
   return (fs::read_symlink("/proc/self/exe").parent_path() / "shardplan-tokenize").string();
@@ -70,7 +66,7 @@ void run_tool(const std::vector<std::string>& args, const std::string& log) {
 }  // namespace
 
 std::string prepare_token_cache(const RunOptions& o, int64_t model_vocab, int seq_len) {
-  if (o.data == "synthetic" || ends_with(o.data, ".safetensors")) return "";
+  if (o.data == "synthetic" || o.data.ends_with(".safetensors")) return "";
   if (o.tokenizer.empty())
     throw InputError("--tokenizer: required for --data " + o.data + " (a sentencepiece tokenizer.model)");
   if (!fs::is_regular_file(o.tokenizer)) throw InputError(o.tokenizer + ": tokenizer: no such file");
@@ -88,7 +84,7 @@ std::string prepare_token_cache(const RunOptions& o, int64_t model_vocab, int se
 std::unique_ptr<data::Dataset> open_dataset(const RunOptions& o, int64_t model_vocab, int seq_len) {
   if (o.data == "synthetic")
     return data::make_synthetic_dataset(o.synthetic_samples, seq_len, static_cast<int>(model_vocab), o.seed);
-  const std::string path = ends_with(o.data, ".safetensors") ? o.data : cache_path(o, cache_key(o, seq_len));
+  const std::string path = o.data.ends_with(".safetensors") ? o.data : cache_path(o, cache_key(o, seq_len));
   auto ds = data::load_token_cache(path);
   if (ds->seq_len() != seq_len)
     throw InputError(path + ": token cache has seq_len " + std::to_string(ds->seq_len()) + ", the plan needs " +

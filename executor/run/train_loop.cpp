@@ -10,6 +10,7 @@
 #include <thread>
 
 #include "executor/errors.hpp"
+#include "executor/seed_hash.hpp"
 #include "executor/io/fs_util.hpp"
 #include "executor/metrics/memory_accounting.hpp"
 #include "tensor_io.hpp"
@@ -26,10 +27,7 @@ using Clock = std::chrono::steady_clock;
 std::atomic<bool> g_stop{false};
 
 uint64_t mix(uint64_t a, uint64_t b) {  // splitmix64 of a combined key
-  uint64_t z = a * 0x9E3779B97F4A7C15ULL + b + 0x632BE59BD9B4E019ULL;
-  z = (z ^ (z >> 30)) * 0xBF58476D1CE4E5B9ULL;
-  z = (z ^ (z >> 27)) * 0x94D049BB133111EBULL;
-  return z ^ (z >> 31);
+  return splitmix64_finalize(a * kGoldenGamma + b + 0x632BE59BD9B4E019ULL);
 }
 
 struct Batch {

@@ -33,7 +33,7 @@ std::vector<std::string> expand(const std::string& spec) {
   return files;
 }
 
-bool is_jsonl(const std::string& s) { return s.size() > 6 && s.substr(s.size() - 6) == ".jsonl"; }
+bool is_jsonl(const std::string& s) { return s.size() > 6 && s.ends_with(".jsonl"); }
 
 }  // namespace
 
