@@ -58,6 +58,11 @@ class Communicator {
   void reset_stats() { stats_ = {}; }
 
  protected:
+  // One call handing `bytes` of payload to the backend.
+  void count_call(double bytes) {
+    stats_.bytes += bytes;
+    ++stats_.calls;
+  }
   CommStats stats_;
 };
 

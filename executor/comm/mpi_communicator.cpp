@@ -120,8 +120,7 @@ std::unique_ptr<Work> MpiCommunicator::start_all_reduce(torch::Tensor t, ReduceO
   check_dense(t, "all_reduce");
   torch::Tensor staged = needs_upcast(t) ? t.to(torch::kFloat) : t;
   auto work = std::make_unique<MpiWork>(*this, "all_reduce", t, staged, torch::Tensor());
-  stats_.bytes += static_cast<double>(t.nbytes());
-  ++stats_.calls;
+  count_call(static_cast<double>(t.nbytes()));
   if (size_ == 1) {
     *work->request() = MPI_REQUEST_NULL;
     return work;
@@ -145,8 +144,7 @@ std::unique_ptr<Work> MpiCommunicator::all_gather_async(torch::Tensor out, torch
   EXECUTOR_CHECK(out.numel() == in.numel() * size_ && out.scalar_type() == in.scalar_type(),
                  "all_gather: out must hold size() * in.numel() elements of in's dtype");
   auto work = std::make_unique<MpiWork>(*this, "all_gather", out, out, in);
-  stats_.bytes += static_cast<double>(out.nbytes());
-  ++stats_.calls;
+  count_call(static_cast<double>(out.nbytes()));
   const int bytes = checked_count(static_cast<int64_t>(in.nbytes()), "all_gather");
   check(MPI_Iallgather(in.data_ptr(), bytes, MPI_BYTE, out.data_ptr(), bytes, MPI_BYTE, comm_,
                        work->request()),
@@ -166,8 +164,7 @@ std::unique_ptr<Work> MpiCommunicator::reduce_scatter_async(torch::Tensor out, t
   torch::Tensor staged_in = needs_upcast(in) ? in.to(torch::kFloat) : in;
   torch::Tensor staged_out = needs_upcast(out) ? torch::empty(out.sizes(), out.options().dtype(torch::kFloat)) : out;
   auto work = std::make_unique<MpiWork>(*this, "reduce_scatter", out, staged_out, staged_in);
-  stats_.bytes += static_cast<double>(in.nbytes());
-  ++stats_.calls;
+  count_call(static_cast<double>(in.nbytes()));
   check(MPI_Ireduce_scatter_block(staged_in.data_ptr(), staged_out.data_ptr(),
                                   checked_count(out.numel(), "reduce_scatter"),
                                   mpi_type(staged_out.scalar_type()), MPI_SUM, comm_, work->request()),
@@ -185,8 +182,7 @@ void MpiCommunicator::broadcast(torch::Tensor& t, int root) {
   check(MPI_Ibcast(t.data_ptr(), checked_count(static_cast<int64_t>(t.nbytes()), "broadcast"), MPI_BYTE,
                    root, comm_, &req),
         "broadcast", name_);
-  stats_.bytes += static_cast<double>(t.nbytes());
-  ++stats_.calls;
+  count_call(static_cast<double>(t.nbytes()));
   wait(req, "broadcast");
 }
 
@@ -196,8 +192,7 @@ void MpiCommunicator::send(const torch::Tensor& t, int peer) {
   check(MPI_Isend(t.data_ptr(), checked_count(static_cast<int64_t>(t.nbytes()), "send"), MPI_BYTE, peer,
                   0, comm_, &req),
         "send", name_);
-  stats_.bytes += static_cast<double>(t.nbytes());
-  ++stats_.calls;
+  count_call(static_cast<double>(t.nbytes()));
   wait(req, "send");
 }
 
@@ -207,7 +202,7 @@ void MpiCommunicator::recv(torch::Tensor& t, int peer) {
   check(MPI_Irecv(t.data_ptr(), checked_count(static_cast<int64_t>(t.nbytes()), "recv"), MPI_BYTE, peer,
                   0, comm_, &req),
         "recv", name_);
-  ++stats_.calls;
+  count_call(0);
   wait(req, "recv");
 }
 

@@ -268,8 +268,7 @@ std::unique_ptr<NcclWork> NcclCommunicator::launch(const char* what, std::vector
   check_cuda(cudaEventRecord(work->event_, cudaStreamLegacy), "cudaEventRecord");
   work->armed_ = true;
   if (count) {
-    stats_.bytes += bytes;
-    ++stats_.calls;
+    count_call(bytes);
   }
   stats_.seconds += since(start);
   return work;
@@ -357,7 +356,7 @@ void NcclCommunicator::recv(torch::Tensor& t, int peer) {
   const auto n = static_cast<size_t>(t.numel());
   // Like the MPI backend: a receive counts as a call, its bytes are the sender's.
   auto work = launch("recv", {t}, 0, false, [&] { return ncclRecv(data, n, type, peer, comm_, cudaStreamLegacy); });
-  ++stats_.calls;
+  count_call(0);
   work->wait();
 }
 

@@ -27,35 +27,24 @@ class GradReadyHook final : public torch::autograd::FunctionPostHook {
   int unit_;
 };
 
-ZeroEngine* engine_of(AutogradContext* ctx) {
-  return reinterpret_cast<ZeroEngine*>(ctx->saved_data["engine"].toInt());
-}
-
-// Identity whose backward re-gathers a unit's parameters before the unit's backward runs.
-struct GatherBeforeBackward : torch::autograd::Function<GatherBeforeBackward> {
-  static torch::Tensor forward(AutogradContext* ctx, torch::Tensor y, ZeroEngine* engine, int64_t unit) {
-    ctx->saved_data["engine"] = reinterpret_cast<int64_t>(engine);
-    ctx->saved_data["unit"] = unit;
-    return y.view_as(y);
-  }
-  static variable_list backward(AutogradContext* ctx, variable_list g) {
-    engine_of(ctx)->materialize(static_cast<int>(ctx->saved_data["unit"].toInt()));
-    return {g[0], torch::Tensor(), torch::Tensor()};
-  }
-};
-
-// Identity whose backward says the unit's input gradient is done (its weights are free).
-struct SignalInputGrad : torch::autograd::Function<SignalInputGrad> {
+// Identity in forward; in backward calls `OnBackward` of the engine for the unit first. Wraps a
+// unit's output with materialize (gather the parameters before the unit's backward) and its
+// input with on_input_grad (the unit's input gradient is done, so its weights are free).
+template <void (ZeroEngine::*OnBackward)(int)>
+struct BackwardHook : torch::autograd::Function<BackwardHook<OnBackward>> {
   static torch::Tensor forward(AutogradContext* ctx, torch::Tensor x, ZeroEngine* engine, int64_t unit) {
     ctx->saved_data["engine"] = reinterpret_cast<int64_t>(engine);
     ctx->saved_data["unit"] = unit;
     return x.view_as(x);
   }
   static variable_list backward(AutogradContext* ctx, variable_list g) {
-    engine_of(ctx)->on_input_grad(static_cast<int>(ctx->saved_data["unit"].toInt()));
+    auto* engine = reinterpret_cast<ZeroEngine*>(ctx->saved_data["engine"].toInt());
+    (engine->*OnBackward)(static_cast<int>(ctx->saved_data["unit"].toInt()));
     return {g[0], torch::Tensor(), torch::Tensor()};
   }
 };
+using GatherBeforeBackward = BackwardHook<&ZeroEngine::materialize>;
+using SignalInputGrad = BackwardHook<&ZeroEngine::on_input_grad>;
 
 }  // namespace
 
