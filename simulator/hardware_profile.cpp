@@ -89,6 +89,17 @@ DeviceProfile parse_device(const nlohmann::json& d, const JsonContext& ctx) {
     ctx.fail("peak_TFLOPs", "at least one precision with a peak > 0");
   dev.gemm_efficiency = parse_curve(d, "gemm_efficiency_by_flop", ctx);
   dev.memory_efficiency = parse_curve(d, "memory_efficiency_by_bytes", ctx);
+  if (auto it = d.find("gemm_efficiency_by_precision"); it != d.end() && !it->is_null()) {
+    if (!it->is_object()) ctx.fail("gemm_efficiency_by_precision", "an object {\"bf16\": [[FLOP, efficiency], ...], ...}");
+    auto cctx = ctx.child("gemm_efficiency_by_precision");
+    for (const auto& [key, curve] : it->items()) {
+      int index = -1;
+      for (Precision p : {Precision::fp32, Precision::fp16, Precision::bf16})
+        if (key == to_string(p)) index = static_cast<int>(p);
+      if (index < 0) cctx.fail(key.c_str(), "a precision name: fp32, fp16 or bf16");
+      dev.gemm_efficiency_by_precision[static_cast<std::size_t>(index)] = parse_curve(*it, key.c_str(), cctx);
+    }
+  }
   dev.kernel_launch_s = get_quantity(d, "kernel_launch", Quantity::seconds, ctx, false, true).value_or(0.0);
   dev.runtime_reserved_bytes =
       get_quantity(d, "runtime_reserved", Quantity::bytes, ctx, false, true).value_or(0.0);
@@ -226,7 +237,7 @@ nlohmann::json curve_json(const EfficiencyCurve& c) {
 
 nlohmann::json to_json(const HardwareProfile& hw) {
   const auto& d = hw.device;
-  return {{"schema", "shardplan.hardware/1"},
+  nlohmann::json j = {{"schema", "shardplan.hardware/1"},
           {"name", hw.name},
           {"description", hw.description},
           {"measured", hw.measured},
@@ -257,6 +268,11 @@ nlohmann::json to_json(const HardwareProfile& hw) {
             {"link_bandwidth_bytes_per_s", hw.host.link_bandwidth_Bps},
             {"cpu_cores", hw.host.cpu_cores}}},
           {"price", {{"usd_per_hour", hw.price.usd_per_hour}, {"as_of", hw.price.as_of}, {"note", hw.price.note}}}};
+  for (Precision p : {Precision::fp32, Precision::fp16, Precision::bf16}) {
+    const auto& c = d.gemm_efficiency_by_precision[static_cast<std::size_t>(p)];
+    if (!c.log10_x.empty()) j["device"]["gemm_efficiency_by_precision"][to_string(p)] = curve_json(c);
+  }
+  return j;
 }
 
 HardwareProfile load_hardware_file(const std::string& path) {

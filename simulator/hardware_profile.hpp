@@ -28,10 +28,17 @@ struct DeviceProfile {
   // Dense peak FLOP/s per precision; 0 = unsupported.
   std::array<double, 3> peak_flops{};  // indexed by Precision
   EfficiencyCurve gemm_efficiency;     // by GEMM FLOP (2mnk)
+  // Optional per-precision GEMM curves (measured profiles: bf16 kernels on a CPU scale with size
+  // quite unlike fp32 ones); an empty one falls back to gemm_efficiency.
+  std::array<EfficiencyCurve, 3> gemm_efficiency_by_precision;
   EfficiencyCurve memory_efficiency;   // by bytes moved
   double kernel_launch_s = 0;          // fixed cost per kernel
   double runtime_reserved_bytes = 0;   // context, library workspaces, allocator slack
   [[nodiscard]] double peak(Precision p) const { return peak_flops[static_cast<int>(p)]; }
+  [[nodiscard]] const EfficiencyCurve& gemm_curve(Precision p) const {
+    const auto& c = gemm_efficiency_by_precision[static_cast<int>(p)];
+    return c.log10_x.empty() ? gemm_efficiency : c;
+  }
 };
 
 struct LinkProfile {

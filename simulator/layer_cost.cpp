@@ -74,7 +74,7 @@ double gemm_time_s(const CostEnv& env, double m, double k, double n, double batc
   const DeviceProfile& dev = env.hw->device;
   const double flops = 2.0 * batch * m * k * n;
   const double bytes = env.act_bytes * batch * (m * k + k * n + m * n);
-  const double compute = flops / (env.peak_flops * dev.gemm_efficiency.at(flops));
+  const double compute = flops / (env.peak_flops * env.gemm_curve->at(flops));
   const double memory = bytes / (dev.memory_bandwidth_Bps * dev.memory_efficiency.at(bytes));
   return std::max(compute, memory) + dev.kernel_launch_s;
 }
@@ -99,6 +99,7 @@ CostEnv make_cost_env(const ModelSpec& m, const ClusterSpec& c, const ParallelCo
   env.recompute = cfg.recompute;
   env.act_bytes = cfg.precision == Precision::fp32 ? 4.0 : 2.0;
   env.peak_flops = c.hardware.device.peak(cfg.precision);
+  env.gemm_curve = &c.hardware.device.gemm_curve(cfg.precision);
   env.lora = cfg.lora.enabled();
   env.linears = &linears;
   env.lora_mask = &lora_mask;
@@ -232,7 +233,7 @@ PartCost head_cost(const CostEnv& env) {
   // Vocab-parallel cross-entropy in fp32 (Korthikanti et al. 2022, §4.3: 4sbv/t).
   elementwise(env, a, (e + 4 + 4) * M * V / t);
   c.stored_activation_bytes += 4 * M * V / t;
-  c.transient_bytes = 4 * M * V / t;              // the fp32 logits' gradient
+  c.transient_bytes = e * M * V / t;              // the logits, alive beside the fp32 softmax
   c.forward_s = a.fwd_s;
   c.backward_s = a.bwd_s;
   c.forward_flops = a.fwd_flops;

@@ -21,6 +21,7 @@ struct CostEnv {
   Recompute recompute = Recompute::none;
   double act_bytes = 2;         // bytes per activation element (2 for bf16/fp16, 4 for fp32)
   double peak_flops = 0;        // device peak for the precision
+  const EfficiencyCurve* gemm_curve = nullptr;  // the device's GEMM curve for the precision
   const std::vector<LinearDesc>* linears = nullptr;  // the block's linears (precomputed)
   bool lora = false;            // base weights frozen; adapters where lora_mask[i] != 0
   const std::vector<char>* lora_mask = nullptr;     // parallel to *linears
@@ -44,7 +45,7 @@ struct PartCost {
   double recompute_flops = 0;
   double stored_activation_bytes = 0;  // kept from forward to backward under the recompute policy
   double full_activation_bytes = 0;    // what no recompute would keep (working set when recomputing)
-  double transient_bytes = 0;          // largest short-lived buffer (e.g. fp32 logits' gradient)
+  double transient_bytes = 0;          // largest short-lived buffer (e.g. the logits beside the fp32 softmax)
   [[nodiscard]] double forward_total_s() const { return forward_s + tp_comm_forward_s; }
   [[nodiscard]] double backward_total_s() const { return backward_s + recompute_s + tp_comm_backward_s; }
 };

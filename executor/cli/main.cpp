@@ -1,5 +1,6 @@
 // shardrun: train from a shardplan plan, under mpirun (one process per device).
 //   mpirun -np N shardrun --plan plan.json [--data ...] [--steps 20] [--out-dir run/]
+//   [mpirun -np N] shardrun profile [--out measured.json] [--quick]   (measure this machine)
 // Exit codes: 0 done, 2 bad input (printed once, by rank 0), 3 internal error, 4 communication
 // failure (the job is aborted so no rank waits), 130 interrupted (checkpoint written if a
 // directory was given).
@@ -11,13 +12,46 @@
 #include "executor/comm/mpi_runtime.hpp"
 #include "executor/errors.hpp"
 #include "executor/metrics/memory_accounting.hpp"
+#include "executor/profile/profile.hpp"
 #include "executor/run/trainer.hpp"
 
 namespace ex = shardplan::executor;
 
 namespace {
 
-void on_signal(int) { ex::request_stop(); }
+void on_signal(int) {
+  ex::request_stop();
+  ex::request_profile_stop();
+}
+
+void add_profile_options(CLI::App& app, ex::ProfileOptions& o) {
+  app.add_option("--out", o.out, "Where the measured profile (hardware_profiles/ schema) is written");
+  app.add_option("--base", o.base, "Profile the unmeasured figures (network, price, ...) come from")
+      ->default_str("local-cpu-2core");
+  app.add_option("--name", o.name, "Name of the written profile (default: <hostname>-measured)");
+  app.add_option("--dtypes", o.dtypes, "GEMM dtypes, comma-separated, fp32 first (default fp32,bf16; +fp16 on CUDA)");
+  app.add_option("--device", o.device, "auto | cpu | cuda");
+  app.add_option("--min-time", o.min_time_s, "Seconds each measurement runs (after a warm-up call)");
+  app.add_option("--threads", o.threads, "Threads per rank (0 = cores / ranks on the node)");
+  app.add_option("--comm-timeout", o.comm_timeout_s, "Seconds before a collective is declared hung");
+  app.add_flag("--quick", o.quick, "Small grids and short timings (a smoke test, not a profile to plan with)");
+  app.add_flag("--quiet", o.quiet, "No progress lines");
+}
+
+// `shardrun profile ...`: its own option set; returns the exit code.
+int profile_main(ex::MpiRuntime& runtime, int argc, char** argv) {
+  const bool lead = runtime.world_rank() == 0;
+  CLI::App app{"shardrun profile: measure this machine and write a hardware profile (under mpirun for links)"};
+  ex::ProfileOptions options;
+  add_profile_options(app, options);
+  try {
+    app.parse(argc - 1, argv + 1);
+  } catch (const CLI::ParseError& e) {
+    const int code = lead ? app.exit(e) : (e.get_exit_code() == 0 ? 0 : 2);
+    return code == 0 ? 0 : 2;
+  }
+  return ex::run_profile(runtime, options);
+}
 
 void add_options(CLI::App& app, ex::RunOptions& o) {
   app.add_option("--plan", o.plan_path, "plan.json written by `shardplan plan --out`")->required();
@@ -47,7 +81,7 @@ void add_options(CLI::App& app, ex::RunOptions& o) {
   app.add_option("--threads", o.threads, "Threads per rank (0 = cores / ranks on the node)");
   app.add_option("--comm-timeout", o.comm_timeout_s, "Seconds before a collective is declared hung");
   app.add_flag("--quiet", o.quiet, "No progress lines");
-  app.add_option("--inject-fault", o.inject_fault, "Resilience testing: hang:RANK:STEP or exit:RANK:STEP");
+  app.add_option("--inject-fault", o.inject_fault, "Resilience testing: hang:RANK:STEP, exit:RANK:STEP or overflow:RANK:STEP");
 }
 
 }  // namespace
@@ -56,18 +90,22 @@ int main(int argc, char** argv) {
   ex::install_memory_accounting();  // before any tensor exists
   ex::MpiRuntime runtime(&argc, &argv);
   const bool lead = runtime.world_rank() == 0;
+  const bool profile = argc > 1 && std::string(argv[1]) == "profile";
   CLI::App app{"shardrun: train a model from a shardplan plan (launch with mpirun -np <ranks>)"};
   ex::RunOptions options;
   add_options(app, options);
-  try {
-    app.parse(argc, argv);
-  } catch (const CLI::ParseError& e) {
-    const int code = lead ? app.exit(e) : (e.get_exit_code() == 0 ? 0 : 2);
-    return code == 0 ? 0 : 2;
+  if (!profile) {
+    try {
+      app.parse(argc, argv);
+    } catch (const CLI::ParseError& e) {
+      const int code = lead ? app.exit(e) : (e.get_exit_code() == 0 ? 0 : 2);
+      return code == 0 ? 0 : 2;
+    }
   }
   std::signal(SIGINT, on_signal);
   std::signal(SIGTERM, on_signal);
   try {
+    if (profile) return profile_main(runtime, argc, argv);
     ex::Trainer trainer(runtime, options);
     return trainer.run();
   } catch (const ex::InputError& e) {

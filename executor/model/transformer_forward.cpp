@@ -29,15 +29,40 @@ torch::Tensor rotary(const torch::Tensor& x, int64_t rot) {
   return torch::cat({rotated, x.narrow(-1, rot, x.size(-1) - rot)}, -1);
 }
 
+// RMSNorm (Zhang & Sennrich 2019) computed in fp32 as Hugging Face Llama does, as one autograd
+// node that saves its input and the (rows, 1) inverse RMS only (like fused RMSNorm kernels),
+// instead of the three (rows, H) tensors the op-by-op form keeps. x: (.., H), w: (H)
+struct RmsNorm : torch::autograd::Function<RmsNorm> {
+  static torch::Tensor forward(torch::autograd::AutogradContext* ctx, torch::Tensor x, torch::Tensor w, double eps) {
+    const torch::Tensor xf = x.to(torch::kFloat);
+    const torch::Tensor rstd = torch::rsqrt(xf.pow(2).mean(-1, true) + eps);  // (.., 1)
+    ctx->save_for_backward({x, w, rstd});
+    return w * (xf * rstd).to(x.scalar_type());
+  }
+  static torch::autograd::variable_list backward(torch::autograd::AutogradContext* ctx,
+                                                 torch::autograd::variable_list g) {
+    const auto saved = ctx->get_saved_variables();
+    const torch::Tensor &x = saved[0], &w = saved[1], &rstd = saved[2];
+    const torch::Tensor n = x.to(torch::kFloat) * rstd;  // normalised input
+    const torch::Tensor gy = g[0].to(torch::kFloat);
+    torch::Tensor grad_w;
+    if (ctx->needs_input_grad(1)) {
+      const torch::Tensor gw_rows = gy * n.to(x.scalar_type()).to(torch::kFloat);
+      grad_w = gw_rows.reshape({-1, gw_rows.size(-1)}).sum(0).to(w.scalar_type());
+    }
+    // d/dx of w * x * rstd: rstd * (gw - n * mean(gw * n)), gw = g * w
+    const torch::Tensor gw = gy * w.to(torch::kFloat);
+    const torch::Tensor grad_x = rstd * (gw - n * (gw * n).mean(-1, true));
+    return {grad_x.to(x.scalar_type()), grad_w, torch::Tensor()};
+  }
+};
+
 }  // namespace
 
 torch::Tensor Transformer::norm(const torch::Tensor& x, const torch::Tensor& w, const torch::Tensor& b) const {
   constexpr double eps = 1e-5;  // GPT-2 layer_norm_epsilon and Llama-2 rms_norm_eps
   if (!llama_) return F::layer_norm(x, F::LayerNormFuncOptions({x.size(-1)}).weight(w).bias(b).eps(eps));
-  // RMSNorm (Zhang & Sennrich 2019), computed in fp32 as Hugging Face Llama does.
-  const torch::Tensor xf = x.to(torch::kFloat);
-  const torch::Tensor y = xf * torch::rsqrt(xf.pow(2).mean(-1, true) + eps);
-  return w * y.to(x.scalar_type());
+  return RmsNorm::apply(x, w, eps);
 }
 
 torch::Tensor Transformer::attention(const Block& blk, const torch::Tensor& x, const TpContext& ctx) const {
@@ -63,17 +88,19 @@ torch::Tensor Transformer::attention(const Block& blk, const torch::Tensor& x, c
     q = rotary(q, rot);
     k = rotary(k, rot);
   }
-  if (nkv != nh) {  // grouped-query attention: each kv head serves nh/nkv query heads
-    k = k.repeat_interleave(nh / nkv, 1);
-    v = v.repeat_interleave(nh / nkv, 1);
-  }
+  // Grouped-query attention without repeating K and V (Ainslie et al. 2023): the nh/nkv query
+  // heads sharing a KV head are stacked along the rows, so every GEMM is a plain batched one and
+  // autograd keeps K and V at their own size. qg: (B, nkv, g*S, hd), k, v: (B, nkv, S, hd)
+  const int64_t group = nh / nkv;
+  const torch::Tensor qg = q.reshape({B, nkv, group * S, hd});
   // softmax(Q K^T / sqrt(hd) + causal mask) V (Vaswani et al. 2017, §3.2.1)
-  torch::Tensor scores = torch::matmul(q, k.transpose(-2, -1)) * (1.0 / std::sqrt(static_cast<double>(hd)));
-  const torch::Tensor future = torch::ones({S, S}, torch::TensorOptions().dtype(torch::kBool)).triu(1);
-  scores = scores.masked_fill(future, -INFINITY);
+  torch::Tensor scores = torch::matmul(qg, k.transpose(-2, -1)) * (1.0 / std::sqrt(static_cast<double>(hd)));
+  torch::Tensor future = torch::ones({S, S}, torch::TensorOptions().dtype(torch::kBool)).triu(1);
+  if (group > 1) future = future.repeat({group, 1});  // row j*S + i is query position i
+  scores = scores.masked_fill(future, -INFINITY);     // (B, nkv, g*S, S)
   torch::Tensor probs = torch::softmax(scores.to(torch::kFloat), -1).to(q.scalar_type());
   probs = dropout(probs, opt_.attention_dropout, ctx, /*sharded=*/true);
-  torch::Tensor context = torch::matmul(probs, v).transpose(1, 2).reshape({B, S, nh * hd});  // (B, S, nh hd)
+  torch::Tensor context = torch::matmul(probs, v).view({B, nh, S, hd}).transpose(1, 2).reshape({B, S, nh * hd});
   return blk.out.forward(context, ctx);                                                      // (B, Sx, H)
 }
 

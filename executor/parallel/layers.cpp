@@ -61,21 +61,19 @@ using torch::autograd::variable_list;
 struct VocabParallelCE : torch::autograd::Function<VocabParallelCE> {
   static torch::Tensor forward(AutogradContext* ctx, torch::Tensor logits, torch::Tensor targets, int64_t start,
                                int64_t valid, Communicator* tp) {
-    torch::Tensor z = logits.to(torch::kFloat);  // (N, V/t)
-    if (valid < z.size(1)) {  // padded vocabulary rows never win
-      z = z.clone();
-      z.narrow(1, valid, z.size(1) - valid).fill_(-INFINITY);
-    }
-    torch::Tensor zmax = std::get<0>(z.max(1));  // (N)
+    // One (N, V/t) fp32 buffer beside the logits: shifted, exponentiated and normalised in place.
+    const bool padded = valid < logits.size(1);  // padded vocabulary rows never win
+    torch::Tensor zmax = std::get<0>((padded ? logits.narrow(1, 0, valid) : logits).max(1)).to(torch::kFloat);  // (N)
     tp->all_reduce(zmax, ReduceOp::max);
-    z = z - zmax.unsqueeze(1);
-    torch::Tensor ez = z.exp();
+    torch::Tensor ez = logits.to(torch::kFloat, /*non_blocking=*/false, /*copy=*/true).sub_(zmax.unsqueeze(1)).exp_();
+    if (padded) ez.narrow(1, valid, ez.size(1) - valid).zero_();
     torch::Tensor sum = ez.sum(1);
     tp->all_reduce(sum, ReduceOp::sum);
     const torch::Tensor ignored = targets.eq(-100);
     const torch::Tensor here = (targets >= start) & (targets < start + valid) & ignored.logical_not();
     const torch::Tensor idx = (targets - start).masked_fill(here.logical_not(), 0);
-    torch::Tensor picked = z.gather(1, idx.unsqueeze(1)).squeeze(1).masked_fill(here.logical_not(), 0.0);
+    torch::Tensor picked = (logits.gather(1, idx.unsqueeze(1)).squeeze(1).to(torch::kFloat) - zmax)
+                               .masked_fill(here.logical_not(), 0.0);
     tp->all_reduce(picked, ReduceOp::sum);
     torch::Tensor loss = (sum.log() - picked).masked_fill(ignored, 0.0);
     ctx->save_for_backward({ez.div_(sum.unsqueeze(1)), idx, here, ignored});

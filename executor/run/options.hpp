@@ -43,7 +43,8 @@ struct RunOptions {
   double comm_timeout_s = 300;
   bool quiet = false;
   // Fault injection for resilience tests: "hang:RANK:STEP" (the rank stops taking part before
-  // that step; its peers' collectives time out) or "exit:RANK:STEP" (the rank dies abruptly).
+  // that step; its peers' collectives time out), "exit:RANK:STEP" (the rank dies abruptly) or
+  // "overflow:RANK:STEP" (the rank's gradients become infinite in that step, as on fp16 overflow).
   std::string inject_fault;
 };
 

@@ -57,18 +57,39 @@ double dp_seconds(const ProcessGroups& g) {
   return g.dp().stats().seconds + g.shard().stats().seconds + g.replica().stats().seconds;
 }
 
-// --inject-fault hang:RANK:STEP | exit:RANK:STEP, applied at the start of STEP (1-based).
-void maybe_inject_fault(const std::string& spec, int rank, int64_t step) {
-  if (spec.empty()) return;
-  char kind[8] = {0};
+struct Fault {
+  std::string kind;  // hang | exit | overflow
+  int rank = -1;
+  int64_t step = -1;  // 1-based
+};
+
+// --inject-fault KIND:RANK:STEP; a malformed spec is the same InputError on every rank.
+Fault parse_fault(const std::string& spec) {
+  char kind[10] = {0};
   int at_rank = -1;
   long long at_step = -1;
-  if (std::sscanf(spec.c_str(), "%7[a-z]:%d:%lld", kind, &at_rank, &at_step) != 3)
-    throw InputError("--inject-fault: expected hang:RANK:STEP or exit:RANK:STEP, got '" + spec + "'");
-  if (rank != at_rank || step != at_step) return;
-  std::fprintf(stderr, "shardrun: rank %d: injected fault '%s' at step %lld\n", rank, kind, at_step);
-  if (std::string(kind) == "exit") std::raise(SIGKILL);  // as kill -9 would
+  if (std::sscanf(spec.c_str(), "%9[a-z]:%d:%lld", kind, &at_rank, &at_step) != 3 ||
+      (std::string(kind) != "hang" && std::string(kind) != "exit" && std::string(kind) != "overflow"))
+    throw InputError("--inject-fault: expected hang:RANK:STEP, exit:RANK:STEP or overflow:RANK:STEP, got '" + spec + "'");
+  return {kind, at_rank, at_step};
+}
+
+// hang and exit apply at the start of STEP; overflow makes the rank's scaled loss gradient
+// infinite in STEP (as an fp16 overflow would), see forward_backward.
+void maybe_inject_fault(const std::string& spec, int rank, int64_t step) {
+  if (spec.empty()) return;
+  const Fault f = parse_fault(spec);
+  if (rank != f.rank || step != f.step || f.kind == "overflow") return;
+  std::fprintf(stderr, "shardrun: rank %d: injected fault '%s' at step %lld\n", rank, f.kind.c_str(),
+               static_cast<long long>(f.step));
+  if (f.kind == "exit") std::raise(SIGKILL);  // as kill -9 would
   for (;;) std::this_thread::sleep_for(std::chrono::seconds(1));  // hang: never join a collective again
+}
+
+bool injected_overflow(const std::string& spec, int rank, int64_t step) {
+  if (spec.empty()) return false;
+  const Fault f = parse_fault(spec);
+  return f.kind == "overflow" && f.rank == rank && f.step == step;
 }
 
 }  // namespace
@@ -115,7 +136,9 @@ double forward_backward(TrainerState& s, int64_t step, const std::vector<Batch>&
     at::autocast::clear_cache();
     loss_sum += out.loss_sum.item<double>();
     s.engine->begin_backward(mb == m - 1);
-    (out.loss_sum * (s.scaler.loss_multiplier() / global_tokens)).backward();
+    double multiplier = s.scaler.loss_multiplier() / global_tokens;
+    if (injected_overflow(s.opt.inject_fault, c.world, step + 1)) multiplier = INFINITY;
+    (out.loss_sum * multiplier).backward();
     s.engine->end_backward();
   }
   return loss_sum;

@@ -14,5 +14,7 @@ Run add_explain_command(CLI::App& app);
 Run add_export_command(CLI::App& app);
 Run add_models_command(CLI::App& app);
 Run add_hardware_command(CLI::App& app);
+Run add_validate_command(CLI::App& app);
+Run add_calibrate_command(CLI::App& app);
 
 }  // namespace shardplan::cli

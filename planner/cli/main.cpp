@@ -18,6 +18,8 @@ int main(int argc, char** argv) {
   runs["export"] = shardplan::cli::add_export_command(app);
   runs["models"] = shardplan::cli::add_models_command(app);
   runs["hardware"] = shardplan::cli::add_hardware_command(app);
+  runs["validate"] = shardplan::cli::add_validate_command(app);
+  runs["calibrate"] = shardplan::cli::add_calibrate_command(app);
   try {
     app.parse(argc, argv);
   } catch (const CLI::CallForHelp& e) {

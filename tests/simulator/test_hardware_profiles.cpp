@@ -535,3 +535,30 @@ TEST(WriteFileAtomically, MissingDirectoryIsInputError) {
 
 }  // namespace
 }  // namespace shardplan::simulator
+
+namespace shardplan::simulator {
+namespace {
+
+// Measured profiles may carry a GEMM curve per precision; the cost model uses it for that
+// precision and falls back to gemm_efficiency_by_flop for the others.
+TEST(HardwareProfiles, PerPrecisionGemmCurve) {
+  TempDir tmp;
+  auto j = p4d_json();
+  j["device"]["gemm_efficiency_by_precision"] = {{"bf16", {{1e6, 0.1}, {1e12, 0.2}}}};
+  const HardwareProfile hw = load_hardware(tmp.write_json("prec.json", j));
+  EXPECT_DOUBLE_EQ(hw.device.gemm_curve(Precision::bf16).at(1e6), 0.1);
+  EXPECT_DOUBLE_EQ(hw.device.gemm_curve(Precision::fp32).at(1e6), hw.device.gemm_efficiency.at(1e6));
+  // Round trip through the resolved JSON keeps it.
+  const HardwareProfile back = hardware_from_json(to_json(hw), "resolved");
+  EXPECT_EQ(back.device.gemm_curve(Precision::bf16).efficiency, hw.device.gemm_curve(Precision::bf16).efficiency);
+  EXPECT_TRUE(back.device.gemm_efficiency_by_precision[static_cast<int>(Precision::fp16)].log10_x.empty());
+
+  auto bad = p4d_json();
+  bad["device"]["gemm_efficiency_by_precision"] = {{"int8", {{1e6, 0.1}}}};
+  const std::string msg = load_error(tmp, "badprec.json", bad);
+  EXPECT_TRUE(contains(msg, "device.gemm_efficiency_by_precision.int8")) << msg;
+  EXPECT_TRUE(contains(msg, "fp32, fp16 or bf16")) << msg;
+}
+
+}  // namespace
+}  // namespace shardplan::simulator

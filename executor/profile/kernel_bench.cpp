@@ -1,0 +1,207 @@
+// Legend: m, n, k GEMM dims ((m x k) @ (k x n)), e bytes per element, B batch (micro-batch x
+// heads), s sequence, d head dim, h hidden, V vocabulary, M tokens.
+// FLOP and byte counts are the ones the simulator charges for the same op
+// (simulator/layer_cost.cpp, step_model.cpp), so an efficiency sample means the same thing there.
+#include "kernel_bench.hpp"
+
+#include <torch/cuda.h>
+
+#include <algorithm>
+#include <chrono>
+#include <cstdio>
+
+namespace shardplan::executor {
+namespace {
+
+using Clock = std::chrono::steady_clock;
+
+double element_bytes(torch::ScalarType t) { return static_cast<double>(c10::elementSize(t)); }
+
+class Bench {
+ public:
+  explicit Bench(const BenchContext& c) : c_(c) {}
+
+  // Median seconds per call of `fn` (after a warm-up call), averaged over ranks.
+  double time(const std::function<void()>& fn) {
+    if (c_.stop_requested && c_.stop_requested()) throw ProfileInterrupted{};
+    fn();
+    sync();
+    std::vector<double> t;
+    const auto begin = Clock::now();
+    while (static_cast<int>(t.size()) < c_.min_reps ||
+           (std::chrono::duration<double>(Clock::now() - begin).count() < c_.min_time_s && t.size() < 2000)) {
+      const auto s = Clock::now();
+      fn();
+      sync();
+      t.push_back(std::chrono::duration<double>(Clock::now() - s).count());
+    }
+    std::nth_element(t.begin(), t.begin() + static_cast<long>(t.size() / 2), t.end());
+    const double median = t[t.size() / 2];
+    return c_.combine ? c_.combine(median) : median;
+  }
+
+  void add(KernelSample s, const std::function<void()>& fn) {
+    s.seconds = time(fn);
+    if (c_.progress) {
+      char line[200];
+      if (s.flops > 0)
+        std::snprintf(line, sizeof line, "%-14s %-4s %-18s %9.3f ms  %8.2f GFLOP/s", s.kind.c_str(), s.dtype.c_str(),
+                      s.shape.c_str(), s.seconds * 1e3, s.flops / s.seconds / 1e9);
+      else
+        std::snprintf(line, sizeof line, "%-14s %-4s %-18s %9.3f ms  %8.2f GB/s", s.kind.c_str(), s.dtype.c_str(),
+                      s.shape.c_str(), s.seconds * 1e3, s.bytes / s.seconds / 1e9);
+      c_.progress(line);
+    }
+    samples_.push_back(std::move(s));
+  }
+
+  torch::TensorOptions opts(torch::ScalarType t) const { return torch::TensorOptions().dtype(t).device(c_.device); }
+  [[nodiscard]] bool quick() const { return c_.quick; }
+  [[nodiscard]] bool cuda() const { return c_.device.is_cuda(); }
+  std::vector<KernelSample> take() { return std::move(samples_); }
+
+ private:
+  void sync() const {
+    if (c_.device.is_cuda()) torch::cuda::synchronize();
+  }
+  const BenchContext& c_;
+  std::vector<KernelSample> samples_;
+};
+
+std::string dims(std::initializer_list<int64_t> d) {
+  std::string s;
+  for (int64_t x : d) s += (s.empty() ? "" : "x") + std::to_string(x);
+  return s;
+}
+
+void gemms(Bench& b, torch::ScalarType t) {
+  // (m x k) @ (k x n); the grid spans cache-resident to bandwidth- and compute-bound shapes.
+  std::vector<int64_t> grid = b.quick() ? std::vector<int64_t>{64, 512}
+                              : b.cuda() ? std::vector<int64_t>{256, 1024, 4096, 8192}
+                                         : std::vector<int64_t>{64, 256, 1024};
+  std::vector<std::array<int64_t, 3>> shapes;
+  for (int64_t m : grid)
+    for (int64_t n : grid)
+      for (int64_t k : grid) shapes.push_back({m, n, k});
+  if (!b.quick()) shapes.push_back(b.cuda() ? std::array<int64_t, 3>{16384, 8192, 8192} : std::array<int64_t, 3>{2048, 2048, 2048});
+  const double e = element_bytes(t);
+  for (const auto& [m, n, k] : shapes) {
+    torch::Tensor x = torch::randn({m, k}, b.opts(t)), w = torch::randn({k, n}, b.opts(t));
+    KernelSample s{"gemm", dtype_name(t), dims({m, n, k}), 2.0 * m * n * k, e * (m * k + k * n + m * n), 0};
+    b.add(s, [&] { (void)torch::matmul(x, w); });
+  }
+}
+
+void attention(Bench& b, torch::ScalarType t) {
+  const double e = element_bytes(t);
+  const std::vector<int64_t> seqs = b.quick() ? std::vector<int64_t>{128} : b.cuda() ? std::vector<int64_t>{512, 2048}
+                                                                            : std::vector<int64_t>{128, 512};
+  for (int64_t s : seqs)
+    for (int64_t d : {int64_t{64}, int64_t{128}}) {
+      const int64_t B = b.cuda() ? 64 : 8;
+      torch::Tensor q = torch::randn({B, s, d}, b.opts(t)), k = torch::randn({B, d, s}, b.opts(t));
+      torch::Tensor p = torch::randn({B, s, s}, b.opts(t)), v = torch::randn({B, s, d}, b.opts(t));
+      // q @ k^T: (B, s, s); p @ v: (B, s, d)
+      b.add({"attention_gemm", dtype_name(t), dims({B, s, s, d}), 2.0 * B * s * s * d, e * B * (2.0 * s * d + s * s), 0},
+            [&] { (void)torch::bmm(q, k); });
+      b.add({"attention_gemm", dtype_name(t), dims({B, s, d, s}), 2.0 * B * s * s * d, e * B * (2.0 * s * d + s * s), 0},
+            [&] { (void)torch::bmm(p, v); });
+      if (d == 64)  // softmax over the scores: read + write (B, s, s)
+        b.add({"softmax", dtype_name(t), dims({B, s, s}), 0, 2 * e * B * s * s, 0},
+              [&] { (void)torch::softmax(p, -1); });
+    }
+}
+
+void memory_bound(Bench& b, torch::ScalarType t) {
+  const double e = element_bytes(t);
+  // Elementwise a + b -> c over 4 KB .. 256 MB (operands + result).
+  const int64_t top = b.quick() ? (int64_t{1} << 20) : (int64_t{1} << 24);
+  for (int64_t n = 1024; n <= top; n *= 4) {
+    torch::Tensor x = torch::randn({n}, b.opts(t)), y = torch::randn({n}, b.opts(t));
+    b.add({"elementwise", dtype_name(t), std::to_string(n), 0, 3 * e * n, 0}, [&] { (void)torch::add(x, y); });
+  }
+  // Norms over (M, h): read x, write y (the simulator's 2eMh).
+  const std::vector<int64_t> tokens = b.quick() ? std::vector<int64_t>{512} : std::vector<int64_t>{512, 8192};
+  for (int64_t M : tokens)
+    for (int64_t h : {int64_t{256}, int64_t{1024}}) {
+      torch::Tensor x = torch::randn({M, h}, b.opts(t)), w = torch::ones({h}, b.opts(t)), bias = torch::zeros({h}, b.opts(t));
+      b.add({"layer_norm", dtype_name(t), dims({M, h}), 0, 2 * e * M * h, 0},
+            [&] { (void)torch::layer_norm(x, {h}, w, bias, 1e-5); });
+      b.add({"rms_norm", dtype_name(t), dims({M, h}), 0, 2 * e * M * h, 0},
+            [&] { (void)(x * torch::rsqrt(x.pow(2).mean(-1, true) + 1e-6) * w); });
+    }
+}
+
+void embedding_and_head(Bench& b, torch::ScalarType t) {
+  const double e = element_bytes(t);
+  const int64_t M = b.quick() ? 512 : 2048;
+  for (int64_t V : {int64_t{4096}, int64_t{32000}})
+    for (int64_t h : {int64_t{256}, int64_t{1024}}) {
+      if (b.quick() && V > 4096) continue;
+      torch::Tensor table = torch::randn({V, h}, b.opts(t));
+      torch::Tensor ids = torch::randint(V, {M}, torch::TensorOptions().dtype(torch::kLong).device(table.device()));
+      torch::Tensor x = torch::randn({M, h}, b.opts(t));
+      // Gather M rows of (V, h): read + write (M, h); logits (M, h) @ (h, V).
+      b.add({"embedding", dtype_name(t), dims({M, V, h}), 0, 2 * e * M * h, 0},
+            [&] { (void)torch::embedding(table, ids); });
+      b.add({"lm_head", dtype_name(t), dims({M, V, h}), 2.0 * M * V * h, e * (M * h + V * h + M * V), 0},
+            [&] { (void)torch::matmul(x, table.t()); });
+    }
+}
+
+void optimizer(Bench& b) {
+  // AdamW over fp32 master flat shards, the same ops as engine/zero_optimizer.cpp; bytes as the
+  // simulator charges them: gradient + weight (4 + 4) and read/write of master and moments (24).
+  const std::vector<int64_t> sizes = b.quick() ? std::vector<int64_t>{1 << 18} : std::vector<int64_t>{1 << 18, 1 << 22};
+  for (int64_t n : sizes) {
+    const auto o = b.opts(torch::kFloat);
+    torch::Tensor p = torch::randn({n}, o), g = torch::randn({n}, o), m = torch::zeros({n}, o), v = torch::zeros({n}, o);
+    torch::NoGradGuard no_grad;
+    b.add({"optimizer", "fp32", std::to_string(n), 0, 32.0 * n, 0}, [&] {
+      p.mul_(1.0 - 1e-5);
+      m.mul_(0.9).add_(g, 0.1);
+      v.mul_(0.999).addcmul_(g, g, 0.001);
+      const torch::Tensor denom = (v.sqrt() / 0.1).add_(1e-8);
+      p.addcdiv_(m, denom, -1e-4);
+    });
+  }
+}
+
+void launch_and_copies(Bench& b) {
+  torch::Tensor one = torch::ones({1}, b.opts(torch::kFloat));
+  b.add({"launch", "fp32", "1", 0, 12, 0}, [&] { (void)torch::add(one, one); });
+  if (!b.cuda()) return;
+  for (int64_t n : {int64_t{1} << 20, int64_t{1} << 26}) {  // 4 MB, 256 MB
+    torch::Tensor host = torch::empty({n}, torch::TensorOptions().dtype(torch::kFloat).pinned_memory(true));
+    torch::Tensor dev = torch::empty({n}, b.opts(torch::kFloat));
+    b.add({"h2d", "fp32", std::to_string(n), 0, 4.0 * n, 0}, [&] { dev.copy_(host, true); });
+    b.add({"d2h", "fp32", std::to_string(n), 0, 4.0 * n, 0}, [&] { host.copy_(dev, true); });
+  }
+}
+
+}  // namespace
+
+const char* dtype_name(torch::ScalarType t) {
+  switch (t) {
+    case torch::kFloat: return "fp32";
+    case torch::kBFloat16: return "bf16";
+    case torch::kHalf: return "fp16";
+    default: return "?";
+  }
+}
+
+std::vector<KernelSample> bench_kernels(const BenchContext& ctx, const std::vector<torch::ScalarType>& dtypes) {
+  torch::NoGradGuard no_grad;
+  Bench b(ctx);
+  launch_and_copies(b);
+  for (auto t : dtypes) {
+    gemms(b, t);
+    attention(b, t);
+    memory_bound(b, t);
+    embedding_and_head(b, t);
+  }
+  optimizer(b);
+  return b.take();
+}
+
+}  // namespace shardplan::executor

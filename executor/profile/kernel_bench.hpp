@@ -1,0 +1,37 @@
+#pragma once
+// Microbenchmarks of the kernels a transformer step is made of, on this rank's device: GEMMs
+// over an (m, n, k) grid per dtype, the attention core (batched GEMMs + softmax), norms,
+// elementwise ops, embedding gather, LM head, the AdamW update, a minimal op (per-kernel
+// overhead) and, on CUDA, host<->device copies. Every rank runs the same sequence at the same
+// time (ranks share the machine as they do in training); timings are averaged over ranks.
+#include <torch/torch.h>
+
+#include <functional>
+#include <string>
+#include <vector>
+
+#include "profile_samples.hpp"
+
+namespace shardplan::executor {
+
+struct BenchContext {
+  torch::Device device{torch::kCPU};
+  double min_time_s = 0.05;  // per measurement (after one warm-up call)
+  int min_reps = 3;
+  bool quick = false;        // smaller grids (tests)
+  // Averages a per-rank time over all ranks (collective; identity on one rank).
+  std::function<double(double)> combine;
+  // Collective: true when any rank was asked to stop (SIGINT/SIGTERM).
+  std::function<bool()> stop_requested;
+  // Progress line (rank 0 prints it).
+  std::function<void(const std::string&)> progress;
+};
+
+// Thrown between measurements when a stop was requested on any rank.
+struct ProfileInterrupted {};
+
+std::vector<KernelSample> bench_kernels(const BenchContext& ctx, const std::vector<torch::ScalarType>& dtypes);
+
+const char* dtype_name(torch::ScalarType t);
+
+}  // namespace shardplan::executor

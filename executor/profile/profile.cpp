@@ -1,0 +1,228 @@
+// Legend: n ranks, S buffer bytes of a collective (nccl-tests' convention: the full buffer;
+// all-gather's output, reduce-scatter's input), t seconds per call (slowest rank).
+// Bus bandwidth (nccl-tests, doc/PERFORMANCE.md): all-reduce S/t * 2(n-1)/n, all-gather and
+// reduce-scatter S/t * (n-1)/n, send/recv S/t.
+#include "profile.hpp"
+
+#include <mpi.h>
+#include <torch/cuda.h>
+#include <unistd.h>
+
+#include <chrono>
+#include <cstdio>
+#include <ctime>
+#include <thread>
+
+#include "executor/comm/mpi_communicator.hpp"
+#include "executor/errors.hpp"
+#include "executor/io/fs_util.hpp"
+#include "executor/run/threads.hpp"
+#include "executor/run/trainer.hpp"
+#include "kernel_bench.hpp"
+#include "simulator/hardware_profile.hpp"
+
+namespace shardplan::executor {
+namespace {
+
+using Clock = std::chrono::steady_clock;
+
+std::vector<torch::ScalarType> parse_dtypes(const std::string& list, bool cuda) {
+  const std::string s = list.empty() ? (cuda ? "fp32,bf16,fp16" : "fp32,bf16") : list;
+  std::vector<torch::ScalarType> out;
+  std::size_t start = 0;
+  while (start <= s.size()) {
+    const std::size_t end = std::min(s.find(',', start), s.size());
+    const std::string d = s.substr(start, end - start);
+    if (d == "fp32") out.push_back(torch::kFloat);
+    else if (d == "bf16") out.push_back(torch::kBFloat16);
+    else if (d == "fp16" && cuda) out.push_back(torch::kHalf);
+    else if (d == "fp16") throw InputError("--dtypes: fp16 GEMMs are not profiled on CPU (shardrun refuses fp16 there)");
+    else throw InputError("--dtypes: unknown dtype '" + d + "' (expected fp32, bf16 or fp16)");
+    start = end + 1;
+  }
+  if (out.empty() || out.front() != torch::kFloat) throw InputError("--dtypes: must start with fp32");
+  return out;
+}
+
+bool any_rank(bool mine) {
+  int v = mine ? 1 : 0, all = 0;
+  MPI_Allreduce(&v, &all, 1, MPI_INT, MPI_MAX, MPI_COMM_WORLD);
+  return all != 0;
+}
+
+double reduce(double v, MPI_Op op) {
+  double out = 0;
+  MPI_Allreduce(&v, &out, 1, MPI_DOUBLE, op, MPI_COMM_WORLD);
+  return out;
+}
+
+std::atomic<bool> g_stop{false};
+
+// Median seconds per call of `fn` on the slowest rank.
+double time_collective(Communicator& comm, const std::function<void()>& fn, double min_time_s) {
+  fn();
+  comm.barrier();
+  std::vector<double> t;
+  const auto begin = Clock::now();
+  for (;;) {
+    const auto s = Clock::now();
+    fn();
+    t.push_back(std::chrono::duration<double>(Clock::now() - s).count());
+    // Every rank must make the same number of calls: decide together.
+    const bool more = t.size() < 5 || std::chrono::duration<double>(Clock::now() - begin).count() < min_time_s;
+    if (!any_rank(more && t.size() < 1000)) break;
+  }
+  std::nth_element(t.begin(), t.begin() + static_cast<long>(t.size() / 2), t.end());
+  return reduce(t[t.size() / 2], MPI_MAX);
+}
+
+std::vector<simulator::LinkSample> bench_links(Communicator& comm, torch::Device dev, const ProfileOptions& o,
+                                               const std::function<void(const std::string&)>& progress) {
+  const int n = comm.size(), r = comm.rank();
+  std::vector<simulator::LinkSample> out;
+  const int64_t top = o.quick ? (int64_t{1} << 20) : (int64_t{1} << 26);  // bytes: 1 MB / 64 MB
+  for (int64_t bytes = 64; bytes <= top; bytes *= 4) {
+    const int64_t elems = std::max<int64_t>(n, bytes / 4 / n * n);
+    const double S = 4.0 * static_cast<double>(elems);
+    const auto f32 = torch::TensorOptions().dtype(torch::kFloat).device(dev);
+    torch::Tensor full = torch::ones({elems}, f32), part = torch::ones({elems / n}, f32);
+    struct Op {
+      const char* name;
+      double hops, wire, bus;
+      std::function<void()> fn;
+    };
+    const double k = n - 1.0;
+    std::vector<Op> ops{
+        {"all_reduce", 2 * k, 2 * k / n * S, 2 * k / n, [&] { comm.all_reduce(full); }},
+        {"all_gather", k, k / n * S, k / n, [&] { comm.all_gather(full, part); }},
+        {"reduce_scatter", k, k / n * S, k / n, [&] { comm.reduce_scatter(part, full); }},
+        // Pairs (0,1), (2,3), ...: one message each way per call, so a call is two transfers.
+        {"send_recv", 2, 2 * S, 1, [&] {
+           const int peer = r ^ 1;
+           if (peer >= n) return;
+           if (r % 2 == 0) { comm.send(full, peer); comm.recv(full, peer); }
+           else { comm.recv(full, peer); comm.send(full, peer); }
+         }}};
+    for (auto& op : ops) {
+      if (any_rank(g_stop.load())) throw ProfileInterrupted{};
+      const double t = time_collective(comm, op.fn, o.quick ? 0.01 : o.min_time_s);
+      out.push_back({op.name, S, op.hops, op.wire, t});
+      char line[160];
+      const double per = std::string(op.name) == "send_recv" ? t / 2 : t;
+      std::snprintf(line, sizeof line, "%-14s %10.0f B  %9.3f us  bus %8.3f GB/s", op.name, S, per * 1e6,
+                    op.bus * S / per / 1e9);
+      progress(line);
+    }
+  }
+  return out;
+}
+
+std::string today() {
+  const std::time_t now = std::time(nullptr);
+  char buf[32];
+  std::strftime(buf, sizeof buf, "%Y-%m-%d", std::gmtime(&now));
+  return buf;
+}
+
+std::string hostname() {
+  char buf[256] = {0};
+  gethostname(buf, sizeof buf - 1);
+  return buf[0] ? buf : "localhost";
+}
+
+std::string cpu_model() {
+  FILE* f = std::fopen("/proc/cpuinfo", "r");
+  if (!f) return "CPU";
+  char line[512];
+  std::string model = "CPU";
+  while (std::fgets(line, sizeof line, f)) {
+    std::string s(line);
+    if (s.rfind("model name", 0) == 0) {
+      model = s.substr(s.find(':') + 2);
+      if (!model.empty() && model.back() == '\n') model.pop_back();
+      break;
+    }
+  }
+  std::fclose(f);
+  return model;
+}
+
+torch::Device pick_device(const std::string& want, int local_rank) {
+  const bool have_cuda = torch::cuda::is_available();
+  if (want == "cuda" && !have_cuda) throw InputError("--device cuda: this LibTorch sees no CUDA device");
+  if (want != "auto" && want != "cpu" && want != "cuda")
+    throw InputError("--device: expected auto, cpu or cuda, got '" + want + "'");
+  if (want == "cpu" || !have_cuda) return torch::Device(torch::kCPU);
+  return torch::Device(torch::kCUDA, static_cast<c10::DeviceIndex>(local_rank % torch::cuda::device_count()));
+}
+
+}  // namespace
+
+void request_profile_stop() { g_stop = true; }
+
+int run_profile(MpiRuntime& rt, const ProfileOptions& o) {
+  const bool lead = rt.world_rank() == 0;
+  auto progress = [&](const std::string& line) {
+    if (lead && !o.quiet) std::printf("[profile] %s\n", line.c_str()), std::fflush(stdout);
+  };
+  ProfileRun run;
+  torch::Device dev(torch::kCPU);
+  std::vector<torch::ScalarType> dtypes;
+  std::string err;
+  try {
+    dev = pick_device(o.device, rt.local_rank());
+    dtypes = parse_dtypes(o.dtypes, dev.is_cuda());
+    run.base_name = o.base.empty() ? "local-cpu-2core" : o.base;
+    run.base = simulator::load_hardware(run.base_name);
+  } catch (const std::exception& e) {
+    err = e.what();
+  }
+  if (const std::string all = rt.agree(err); !all.empty()) throw InputError(all);
+  const ThreadSetup threads = configure_threads(o.threads, rt.local_size());
+  run.cuda = dev.is_cuda();
+  run.world_size = rt.world_size();
+  run.ranks_on_node = rt.local_size();
+  run.threads_per_rank = threads.threads;
+  run.cpu_cores = static_cast<int>(std::thread::hardware_concurrency());
+  run.host_memory_bytes = static_cast<double>(sysconf(_SC_PHYS_PAGES)) * static_cast<double>(sysconf(_SC_PAGESIZE));
+  run.date = today();
+  run.name = o.name.empty() ? hostname() + "-measured" : o.name;
+  run.device_name = run.cuda ? "CUDA device " + std::to_string(dev.index())
+                             : std::to_string(threads.threads) + " thread(s) of " + cpu_model() + " (LibTorch, " +
+                                   (threads.openblas ? "OpenBLAS)" : "no OpenBLAS)");
+  progress("device " + run.device_name + "; " + std::to_string(rt.world_size()) + " rank(s), " + threads.describe());
+
+  BenchContext ctx;
+  ctx.device = dev;
+  ctx.quick = o.quick;
+  ctx.min_time_s = o.quick ? 0.005 : o.min_time_s;
+  ctx.combine = [](double t) { return reduce(t, MPI_SUM) / [] { int n = 1; MPI_Comm_size(MPI_COMM_WORLD, &n); return n; }(); };
+  ctx.stop_requested = [] { return any_rank(g_stop.load()); };
+  ctx.progress = progress;
+  const auto start = Clock::now();
+  try {
+    run.kernels = bench_kernels(ctx, dtypes);
+    if (rt.world_size() > 1) {
+      MpiCommunicator world(MPI_COMM_WORLD, "world", o.comm_timeout_s);
+      run.links = bench_links(world, dev, o, progress);
+    }
+  } catch (const ProfileInterrupted&) {
+    if (lead) std::fprintf(stderr, "shardrun profile: interrupted; nothing written\n");
+    return 130;
+  }
+  std::string write_err;
+  if (lead) {
+    try {
+      io::atomic_write_file(o.out, measured_profile_json(run).dump(2) + "\n");
+    } catch (const std::exception& e) {
+      write_err = e.what();
+    }
+  }
+  if (const std::string all = rt.agree(write_err); !all.empty()) throw InputError(all);
+  const double took = std::chrono::duration<double>(Clock::now() - start).count();
+  progress("wrote " + o.out + " (" + std::to_string(run.kernels.size()) + " kernel and " +
+           std::to_string(run.links.size()) + " collective samples in " + std::to_string(took).substr(0, 5) + " s)");
+  return 0;
+}
+
+}  // namespace shardplan::executor

@@ -1,0 +1,43 @@
+#pragma once
+// What `shardrun profile` measures, as plain data (no LibTorch): kernel samples and timed
+// collectives, and everything the measured profile records about the run that took them.
+#include <string>
+#include <vector>
+
+#include "simulator/efficiency_fit.hpp"
+#include "simulator/hardware_profile.hpp"
+
+namespace shardplan::executor {
+
+struct KernelSample {
+  std::string kind;   // gemm | attention_gemm | lm_head | softmax | layer_norm | rms_norm |
+                      // elementwise | embedding | optimizer | launch | h2d | d2h
+  std::string dtype;  // fp32 | bf16 | fp16
+  std::string shape;  // e.g. "1024x1024x1024" (m x n x k), "65536" (elements)
+  double flops = 0;   // 0 for memory-bound kinds
+  double bytes = 0;   // bytes moved (memory-bound kinds; operands + result for GEMMs)
+  double seconds = 0; // median per call, averaged over ranks
+};
+
+struct ProfileRun {
+  simulator::HardwareProfile base;  // node/host/price figures not measured come from here
+  std::string base_name;
+  std::string name;                 // of the measured profile
+  std::string device_name;          // e.g. "1 CPU core (AMD EPYC 7B13), LibTorch 1.13 + OpenBLAS"
+  bool cuda = false;
+  int world_size = 1;
+  int ranks_on_node = 1;
+  int threads_per_rank = 1;
+  int cpu_cores = 1;
+  double host_memory_bytes = 0;
+  std::string date;                 // ISO date of the measurement
+  std::vector<KernelSample> kernels;
+  std::vector<simulator::LinkSample> links;  // empty with one rank
+};
+
+// The measured profile (schema shardplan.hardware/1, "measured": true) with fitted curves,
+// sources per figure and the raw samples; loads back with simulator::hardware_from_json.
+// InputError when a figure the profile needs was not measured (e.g. no GEMM of a dtype).
+nlohmann::json measured_profile_json(const ProfileRun& run);
+
+}  // namespace shardplan::executor

@@ -1,0 +1,161 @@
+// Legend: peak_d best GEMM rate of dtype d (FLOP/s), bw best memory-bound rate (bytes/s),
+// t_launch the minimal op's time; efficiency sample = rate / best rate with the launch cost
+// taken out, as the simulator adds it back (layer_cost.cpp: gemm_time_s, memory_time_s).
+#include <algorithm>
+#include <cmath>
+#include <map>
+#include <set>
+
+#include "profile_samples.hpp"
+#include "simulator/errors.hpp"
+
+namespace shardplan::executor {
+namespace {
+
+namespace sim = shardplan::simulator;
+
+bool is_gemm(const KernelSample& s) { return s.flops > 0; }
+bool is_memory(const KernelSample& s) {
+  static const std::set<std::string> kinds{"elementwise", "softmax", "layer_norm", "rms_norm", "embedding", "optimizer"};
+  return kinds.count(s.kind) > 0;
+}
+
+double busy_seconds(const KernelSample& s, double launch_s) { return std::max(s.seconds - launch_s, 0.05 * s.seconds); }
+
+nlohmann::json curve_json(const sim::EfficiencyCurve& c) {
+  nlohmann::json a = nlohmann::json::array();
+  for (std::size_t i = 0; i < c.log10_x.size(); ++i) a.push_back({std::pow(10.0, c.log10_x[i]), c.efficiency[i]});
+  return a;
+}
+
+nlohmann::json samples_json(const ProfileRun& run) {
+  nlohmann::json kernels = nlohmann::json::array(), links = nlohmann::json::array();
+  for (const auto& s : run.kernels)
+    kernels.push_back({{"kind", s.kind}, {"dtype", s.dtype}, {"shape", s.shape}, {"flops", s.flops},
+                       {"bytes", s.bytes}, {"seconds", s.seconds}});
+  for (const auto& l : run.links)
+    links.push_back({{"op", l.op}, {"bytes", l.bytes}, {"hops", l.hops}, {"wire_bytes", l.wire_bytes},
+                     {"seconds", l.seconds}});
+  return {{"kernels", kernels}, {"collectives", links}};
+}
+
+struct Fits {
+  std::map<std::string, double> peak;  // by dtype
+  double launch_s = 0, bandwidth = 0;
+  std::map<std::string, sim::CurveFit> gemm;  // by dtype
+  sim::CurveFit memory;
+};
+
+Fits fit_device(const ProfileRun& run) {
+  Fits f;
+  for (const auto& s : run.kernels)
+    if (s.kind == "launch") f.launch_s = s.seconds;
+  for (const auto& s : run.kernels) {
+    const double busy = busy_seconds(s, f.launch_s);
+    if (is_gemm(s)) f.peak[s.dtype] = std::max(f.peak[s.dtype], s.flops / busy);
+    if (is_memory(s)) f.bandwidth = std::max(f.bandwidth, s.bytes / busy);
+  }
+  if (f.peak.count("fp32") == 0) throw sim::InputError("shardrun profile: no fp32 GEMM was measured");
+  if (f.bandwidth <= 0) throw sim::InputError("shardrun profile: no memory-bound kernel was measured");
+  std::map<std::string, std::vector<sim::EfficiencySample>> gemm;
+  std::vector<sim::EfficiencySample> memory;
+  for (const auto& s : run.kernels) {
+    const double busy = busy_seconds(s, f.launch_s);
+    if (is_gemm(s)) gemm[s.dtype].push_back({s.flops, s.flops / busy / f.peak.at(s.dtype)});
+    if (is_memory(s)) memory.push_back({s.bytes, s.bytes / busy / f.bandwidth});
+  }
+  for (const auto& [dtype, samples] : gemm) f.gemm[dtype] = sim::fit_efficiency_curve(samples, /*monotone=*/true);
+  f.memory = sim::fit_efficiency_curve(memory, /*monotone=*/false);
+  return f;
+}
+
+std::string gbps(double bytes_per_s) { return std::to_string(bytes_per_s / 1e9).substr(0, 6) + " GB/s"; }
+
+}  // namespace
+
+nlohmann::json measured_profile_json(const ProfileRun& run) {
+  const Fits f = fit_device(run);
+  nlohmann::json j = sim::to_json(run.base);
+  nlohmann::json sources = nlohmann::json::object();
+  const std::string by = "shardrun profile on " + run.date + " (" + std::to_string(run.world_size) + " rank(s) x " +
+                         std::to_string(run.threads_per_rank) + " thread(s), all ranks measuring at once): ";
+  j["name"] = run.name;
+  j["measured"] = true;
+  j["description"] = "Measured by shardrun profile on " + run.date + ": " + run.device_name + "; " +
+                     std::to_string(run.ranks_on_node) + " rank(s) per node. Unmeasured figures from '" +
+                     run.base_name + "'.";
+  auto& d = j["device"];
+  d["name"] = run.device_name;
+  for (const char* dt : {"fp32", "bf16", "fp16"}) {
+    if (!f.peak.count(dt)) {
+      sources["device.peak_TFLOPs." + std::string(dt)] = "not measured (dtype not profiled): from " + run.base_name;
+      continue;
+    }
+    d["peak_TFLOPs"][dt] = f.peak.at(dt) / 1e12;
+    sources["device.peak_TFLOPs." + std::string(dt)] = by + "best " + dt + " GEMM rate over the grid (samples.kernels)";
+  }
+  d["memory_bandwidth_bytes_per_s"] = f.bandwidth;
+  sources["device.memory_bandwidth_bytes_per_s"] = by + "best memory-bound kernel rate, " + gbps(f.bandwidth);
+  nlohmann::json fit = nlohmann::json::object();
+  for (const auto& [dtype, g] : f.gemm) {
+    const std::string how = by + "degree-" + std::to_string(g.degree) + " least-squares fit in log10(FLOP) of the " +
+                            dtype + " GEMM samples / the best " + dtype + " rate (rms residual " +
+                            std::to_string(g.rms_residual).substr(0, 5) + ")";
+    d["gemm_efficiency_by_precision"][dtype] = curve_json(g.curve);
+    sources["device.gemm_efficiency_by_precision." + dtype] = how;
+    fit["gemm_" + dtype + "_rms_residual"] = g.rms_residual;
+    if (dtype != "fp32") continue;
+    d["gemm_efficiency_by_flop"] = curve_json(g.curve);
+    sources["device.gemm_efficiency_by_flop"] = "the fp32 curve (precisions without their own curve use it)";
+  }
+  d["memory_efficiency_by_bytes"] = curve_json(f.memory.curve);
+  sources["device.memory_efficiency_by_bytes"] = by + "degree-" + std::to_string(f.memory.degree) +
+      " least-squares fit in log10(bytes) of the memory-bound samples / best (rms residual " +
+      std::to_string(f.memory.rms_residual).substr(0, 5) + ")";
+  d["kernel_launch_s"] = f.launch_s;
+  sources["device.kernel_launch_s"] = by + "median time of a one-element add";
+  j["node"]["devices_per_node"] = run.ranks_on_node;
+  sources["node.devices_per_node"] = by + "ranks on this node";
+  j["host"]["cpu_cores"] = run.cpu_cores;
+  if (run.host_memory_bytes > 0) j["host"]["memory_bytes"] = run.host_memory_bytes;
+  sources["host.cpu_cores"] = by + "std::thread::hardware_concurrency";
+  sources["host.memory_bytes"] = by + "sysconf physical pages";
+  if (!run.cuda && run.host_memory_bytes > 0) {
+    // A CPU rank's "device" memory is its share of the host's, less 15 % for the OS and MPI.
+    d["memory_bytes"] = 0.85 * run.host_memory_bytes / std::max(1, run.ranks_on_node);
+    sources["device.memory_bytes"] = by + "host memory / ranks on the node, less 15 % for the OS and MPI";
+  }
+  double h2d = 0;
+  for (const auto& s : run.kernels)
+    if (s.kind == "h2d" || s.kind == "d2h") h2d = std::max(h2d, s.bytes / s.seconds);
+  if (h2d > 0) {
+    j["host"]["link_bandwidth_bytes_per_s"] = h2d;
+    sources["host.link_bandwidth_bytes_per_s"] = by + "best pinned host<->device copy, " + gbps(h2d);
+  }
+  fit["memory_rms_residual"] = f.memory.rms_residual;
+  if (run.links.size() >= 2) {
+    const sim::LinkFit link = sim::fit_link(run.links);
+    auto& intra = j["node"]["intra_node"];
+    intra["bandwidth_bytes_per_s"] = link.bandwidth_Bps;
+    intra["latency_s"] = link.latency_s;
+    intra["efficiency"] = 1.0;
+    const std::string how = by + "alpha-beta least-squares fit over all timed collectives (rms relative error " +
+                            std::to_string(link.rms_relative_error).substr(0, 5) + ")";
+    sources["node.intra_node.bandwidth_bytes_per_s"] = how + ", " + gbps(link.bandwidth_Bps);
+    sources["node.intra_node.latency_s"] = how;
+    sources["node.intra_node.efficiency"] = "1: the fitted bandwidth is already an achieved figure";
+    fit["link_rms_relative_error"] = link.rms_relative_error;
+  } else {
+    sources["node.intra_node"] = "not measured (one rank): from " + run.base_name;
+  }
+  j["sources"] = sources;
+  j["fit"] = fit;
+  j["profiled"] = {{"date", run.date}, {"world_size", run.world_size}, {"ranks_on_node", run.ranks_on_node},
+                   {"threads_per_rank", run.threads_per_rank}, {"device", run.cuda ? "cuda" : "cpu"},
+                   {"base", run.base_name}};
+  j["samples"] = samples_json(run);
+  (void)sim::hardware_from_json(j, run.name);  // what we write must load
+  return j;
+}
+
+}  // namespace shardplan::executor

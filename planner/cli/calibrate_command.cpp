@@ -1,0 +1,131 @@
+// `shardplan calibrate`: refit a hardware profile's efficiency / overhead terms to the measured
+// step times of `shardplan validate --json` runs; write the calibrated profile and show the
+// error before and after, on the fitting runs and on hold-out runs the fit never saw.
+#include <cstdarg>
+#include <cstdio>
+#include <filesystem>
+#include <iostream>
+#include <memory>
+
+#include "cli_parse.hpp"
+#include "commands.hpp"
+#include "planner/calibration.hpp"
+#include "simulator/errors.hpp"
+#include "simulator/json_fields.hpp"
+#include "simulator/paths.hpp"
+
+namespace shardplan::cli {
+
+namespace sim = shardplan::simulator;
+
+namespace {
+
+struct CalibrateOptions {
+  std::vector<std::string> runs;
+  std::string hardware, out, holdout, fit, json;
+  int max_iterations = 100;
+};
+
+std::string line(const char* f, ...) __attribute__((format(printf, 1, 2)));
+std::string line(const char* f, ...) {
+  char buf[512];
+  va_list ap;
+  va_start(ap, f);
+  std::vsnprintf(buf, sizeof buf, f, ap);
+  va_end(ap);
+  return buf;
+}
+
+std::string percent(double relative) { return line("%+.1f%%", 100 * relative); }
+
+sim::HardwareProfile base_profile(const CalibrateOptions& o, const planner::MeasuredRuns& loaded) {
+  if (!o.hardware.empty()) return sim::load_hardware(o.hardware);
+  const std::string& hw = loaded.hardware_file;
+  if (hw.empty())
+    throw sim::InputError(o.runs.front() + ": field 'hardware_file': expected a profile (or give --hardware)");
+  if (sim::looks_like_path(hw) && !std::filesystem::is_regular_file(hw))
+    throw sim::InputError(o.runs.front() + ": field 'hardware_file': expected an existing profile (no file '" + hw +
+                          "'; give --hardware)");
+  return sim::load_hardware(hw);
+}
+
+void print_parameters(std::ostream& out, const planner::CalibrationResult& r) {
+  out << line("%-18s %12s %12s %12s  %s\n", "parameter", "prior", "fitted", "std error", "identified");
+  for (const auto& p : r.parameters) {
+    const std::string se = p.std_error >= 0 ? line("%12.4g", p.std_error) : line("%12s", "-");
+    const char* ident = !p.fitted ? "not fitted" : p.identified ? "yes" : "not identified";
+    out << line("%-18s %12.4g %12.4g %s  %s\n", p.name.c_str(), p.prior, p.value, se.c_str(), ident);
+  }
+  if (!r.parameters.empty())
+    out << line("%s: %d iterations, %s\n", "Levenberg-Marquardt on log step time", r.iterations,
+                r.converged ? "converged" : "not converged");
+}
+
+void print_runs(std::ostream& out, const planner::CalibrationResult& r) {
+  out << line("\n%-28s %-8s %12s %12s %12s %10s %10s\n", "run", "set", "measured_s", "before_s", "after_s",
+              "err_before", "err_after");
+  for (const auto& run : r.runs)
+    out << line("%-28s %-8s %12.5g %12.5g %12.5g %10s %10s\n", run.name.c_str(), run.holdout ? "holdout" : "fit",
+                run.measured_s, run.before_s, run.after_s, percent(run.error_before()).c_str(),
+                percent(run.error_after()).c_str());
+  out << line("\n%-22s %5s %10s %10s %10s\n", "|relative error|", "runs", "mean", "median", "worst");
+  auto row = [&](const char* label, const planner::ErrorStats& s) {
+    if (s.runs == 0) return;
+    out << line("%-22s %5d %9.2f%% %9.2f%% %9.2f%%\n", label, s.runs, 100 * s.mean, 100 * s.median, 100 * s.worst);
+  };
+  row("fit, before", r.fit_before);
+  row("fit, after", r.fit_after);
+  row("hold-out, before", r.holdout_before);
+  row("hold-out, after", r.holdout_after);
+}
+
+int run_calibrate(const CalibrateOptions& o) {
+  planner::MeasuredRuns loaded = planner::load_measured_runs(o.runs);
+  const sim::HardwareProfile base = base_profile(o, loaded);
+  planner::CalibrationOptions opts;
+  opts.parameters = split_list(o.fit);
+  opts.max_iterations = o.max_iterations;
+  const std::string split_note =
+      planner::assign_holdout(loaded.runs, split_list(o.holdout), planner::free_parameters(opts));
+  planner::CalibrationResult r = planner::calibrate(base, loaded.runs, opts);
+  if (!split_note.empty()) r.notes.insert(r.notes.begin(), split_note);
+  for (const auto& ignored : loaded.ignored) r.notes.push_back("ignored run " + ignored);
+  sim::write_file_atomically(o.out, planner::calibrated_profile_json(r).dump(2) + "\n");
+  if (!o.json.empty()) sim::write_file_atomically(o.json, planner::to_json(r).dump(2) + "\n");
+
+  std::ostream& out = std::cout;
+  int fit = 0;
+  for (const auto& run : r.runs) fit += run.holdout ? 0 : 1;
+  out << line("calibrate %s from %zu runs (%d fit, %zu hold-out)\n\n", base.name.c_str(), r.runs.size(), fit,
+              r.runs.size() - static_cast<std::size_t>(fit));
+  print_parameters(out, r);
+  print_runs(out, r);
+  for (const auto& n : r.notes) out << "note: " << n << "\n";
+  out << "\nwrote " << o.out << " (profile " << r.calibrated.name << ")";
+  if (!o.json.empty()) out << " and " << o.json;
+  out << "\n";
+  return 0;
+}
+
+}  // namespace
+
+Run add_calibrate_command(CLI::App& app) {
+  auto* cmd = app.add_subcommand(
+      "calibrate", "Refit a hardware profile's compute/memory/communication/kernel-launch terms to measured runs");
+  auto o = std::make_shared<CalibrateOptions>();
+  cmd->add_option("--runs", o->runs, "`shardplan validate --json` output (repeat to merge several)")->required();
+  cmd->add_option("--hardware", o->hardware,
+                  "Profile to calibrate: built-in name or JSON (default: the first runs file's hardware_file)");
+  cmd->add_option("--out", o->out, "Write the calibrated profile here")->required();
+  cmd->add_option("--holdout", o->holdout,
+                  "Runs kept out of the fit, comma-separated (default: every third run in name order)");
+  cmd->add_option("--fit", o->fit,
+                  "Parameters to fit, comma-separated (default: compute_scale,memory_scale,comm_scale,"
+                  "kernel_launch_us)");
+  cmd->add_option("--max-iterations", o->max_iterations, "Levenberg-Marquardt iterations at most")
+      ->check(CLI::PositiveNumber);
+  cmd->add_option("--json", o->json, "Also write the calibration report (JSON) here");
+  return [o]() { return run_calibrate(*o); };
+}
+
+}  // namespace shardplan::cli

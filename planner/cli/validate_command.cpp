@@ -1,0 +1,227 @@
+// `shardplan validate`: plan each configuration of a suite, train it for a few steps with the
+// real `shardrun` under mpirun, and compare the measured step time and per-rank peak memory
+// with the prediction (table, summary, --json results, --plot SVG).
+#include <unistd.h>
+
+#include <atomic>
+#include <csignal>
+#include <cstdio>
+#include <filesystem>
+#include <iostream>
+#include <thread>
+
+#include "cli_parse.hpp"
+#include "commands.hpp"
+#include "planner/validation.hpp"
+#include "simulator/errors.hpp"
+#include "simulator/json_fields.hpp"
+
+namespace shardplan::cli {
+
+namespace sim = shardplan::simulator;
+namespace pl = shardplan::planner;
+namespace fs = std::filesystem;
+
+namespace {
+
+std::atomic<bool> g_stop{false};
+extern "C" void on_stop_signal(int) { g_stop.store(true); }
+
+struct ValidateOptions {
+  std::string hardware = "local-cpu-2core", suite = "builtin", configs, only, out_dir = "build/validate";
+  std::string json, plot, shardrun, mpirun = "mpirun";
+  int steps = 8, threads = 1;
+  double timeout_s = 900;
+  bool list = false;
+};
+
+void add_options(CLI::App* cmd, ValidateOptions& o) {
+  cmd->add_option("--hardware", o.hardware, "Built-in profile or profile JSON (measured profiles too)");
+  auto* suite = cmd->add_option("--suite", o.suite, "Configurations to run: builtin")->check(CLI::IsMember({"builtin"}));
+  cmd->add_option("--configs", o.configs, "JSON array of configurations (same form as the built-in suite)")
+      ->excludes(suite);
+  cmd->add_option("--only", o.only, "Run only these configurations (comma-separated names)");
+  cmd->add_option("--steps", o.steps, "Training steps per run")->check(CLI::PositiveNumber);
+  cmd->add_option("--threads", o.threads, "Threads per rank")->check(CLI::PositiveNumber);
+  cmd->add_option("--out-dir", o.out_dir, "One sub-directory per configuration: plan.json, output.log, report.json");
+  cmd->add_option("--json", o.json, "Write the results (schema shardplan.validation/1) to this file");
+  cmd->add_option("--plot", o.plot, "Write an SVG of predicted vs measured to this file");
+  cmd->add_option("--shardrun", o.shardrun, "shardrun binary (default: ../executor/shardrun next to shardplan)");
+  cmd->add_option("--mpirun", o.mpirun, "mpirun to launch shardrun with");
+  cmd->add_option("--timeout", o.timeout_s, "Seconds one run may take before it is killed and counted failed")
+      ->check(CLI::PositiveNumber);
+  cmd->add_flag("--list", o.list, "Print the configurations and exit");
+}
+
+std::string find_shardrun(const std::string& given) {
+  if (!given.empty()) {
+    if (!fs::is_regular_file(given) || ::access(given.c_str(), X_OK) != 0)
+      throw sim::InputError("--shardrun: '" + given + "' is not an executable file");
+    return fs::absolute(given).string();
+  }
+  std::error_code ec;
+  const fs::path self = fs::read_symlink("/proc/self/exe", ec);
+  const fs::path guess = ec ? fs::path() : (self.parent_path() / ".." / "executor" / "shardrun").lexically_normal();
+  if (guess.empty() || ::access(guess.c_str(), X_OK) != 0)
+    throw sim::InputError("--shardrun: not given, and no shardrun at '" + guess.string() +
+                          "' (build the shardrun target or pass --shardrun PATH)");
+  return guess.string();
+}
+
+std::string describe(const pl::ValidationEntry& e) {
+  std::string s = e.model + ": tp " + std::to_string(e.tp) + ", pp " + std::to_string(e.pp) + ", dp " +
+                  std::to_string(e.dp) + ", zero " + std::to_string(e.zero_stage);
+  if (e.sharding_degree > 0) s += " (shard " + std::to_string(e.sharding_degree) + ")";
+  s += ", mbs " + std::to_string(e.micro_batch_size) + ", gbs " + std::to_string(e.global_batch_size) + ", seq " +
+       std::to_string(e.seq_len) + ", " + sim::to_string(e.precision);
+  if (e.sequence_parallel) s += ", sp";
+  if (e.recompute != sim::Recompute::none) s += std::string(", recompute ") + sim::to_string(e.recompute);
+  if (e.pp > 1) s += std::string(", ") + sim::to_string(e.schedule);
+  if (e.lora.enabled()) s += ", LoRA r" + std::to_string(e.lora.rank);
+  return s;
+}
+
+void print_list(const std::vector<pl::ValidationEntry>& suite) {
+  for (const auto& e : suite)
+    std::printf("%-28s %d rank%s  %s%s\n", e.name.c_str(), e.ranks(), e.ranks() == 1 ? " " : "s", describe(e).c_str(),
+                pl::refused_by_executor(e) ? "  [refused by the current shardrun]" : "");
+}
+
+std::string mib(double bytes) {
+  char b[32];
+  std::snprintf(b, sizeof b, "%.1f MiB", bytes / 1048576.0);
+  return b;
+}
+
+std::string pct(double e) {
+  char b[32];
+  std::snprintf(b, sizeof b, "%+.1f %%", 100 * e);
+  return b;
+}
+
+std::string first_line(const std::string& s) { return s.substr(0, s.find('\n')); }
+
+// The finished half of a progress line.
+std::string outcome(const pl::ValidationRun& r) {
+  if (r.status == pl::RunStatus::skipped) return "skipped: " + r.reason;
+  if (r.status == pl::RunStatus::failed) return "FAILED: " + first_line(r.reason) + " (see " + r.output_log + ")";
+  char b[96];
+  std::snprintf(b, sizeof b, "%.3f s/step, %s", r.measured_step_s, mib(r.measured_peak_bytes).c_str());
+  return b + (r.time_judged ? std::string() : " (" + r.time_note + ": time not judged)");
+}
+
+void print_table(const std::vector<pl::ValidationRun>& runs, int cores) {
+  std::printf("\n%-28s %5s %10s %10s %10s %12s %12s %9s\n", "configuration", "ranks", "step pred", "step meas",
+              "step err", "mem pred", "mem meas", "mem err");
+  bool note = false;
+  for (const auto& r : runs) {
+    std::printf("%-28s %5d ", r.entry.name.c_str(), r.ranks);
+    if (r.status != pl::RunStatus::ran) {
+      std::printf("%s: %s\n", pl::to_string(r.status), first_line(r.reason).c_str());
+      continue;
+    }
+    const std::size_t k = static_cast<std::size_t>(r.memory_error_rank);
+    const double mp = k < r.predicted_peak_per_rank.size() ? r.predicted_peak_per_rank[k] : r.predicted_peak_bytes;
+    const double mm = k < r.measured_peak_per_rank.size() ? r.measured_peak_per_rank[k] : r.measured_peak_bytes;
+    const std::string te = r.time_judged ? pct(r.step_error) : "(" + pct(r.step_error) + ")*";
+    note = note || !r.time_judged;
+    std::printf("%8.3f s %8.3f s %10s %12s %12s %9s\n", r.predicted_step_s, r.measured_step_s, te.c_str(),
+                mib(mp).c_str(), mib(mm).c_str(), pct(r.memory_error).c_str());
+  }
+  if (note)
+    std::printf("* oversubscribed (ranks x threads > %d cores): step time not judged, left out of the statistics\n",
+                cores);
+}
+
+void print_stats(const char* what, const pl::ValidationErrorStats& s) {
+  if (s.count == 0) {
+    std::printf("%-12s no runs\n", what);
+    return;
+  }
+  std::printf("%-12s %2d run%s: mean |error| %.1f %%, median %.1f %%, worst %.1f %% (%s)\n", what, s.count,
+              s.count == 1 ? " " : "s", 100 * s.mean_abs, 100 * s.median_abs, 100 * s.worst_abs, s.worst_run.c_str());
+}
+
+void prepare_parent(const std::string& path, const char* flag) {
+  const fs::path parent = fs::path(path).parent_path();
+  std::error_code ec;
+  if (!parent.empty()) fs::create_directories(parent, ec);
+  if (ec) throw sim::InputError(std::string(flag) + ": cannot create the directory '" + parent.string() + "'");
+}
+
+void write_outputs(const ValidateOptions& o, const pl::ValidationReport& report) {
+  if (!o.json.empty()) {
+    const std::string base = fs::path(o.json).parent_path().string();
+    sim::write_file_atomically(o.json, pl::to_json(report, base).dump(2) + "\n");
+    std::printf("results: %s\n", o.json.c_str());
+  }
+  if (!o.plot.empty()) {
+    pl::write_svg_plot(report, o.plot);
+    std::printf("plot: %s\n", o.plot.c_str());
+  }
+}
+
+int run_validate(const ValidateOptions& o) {
+  const sim::HardwareProfile hw = sim::load_hardware(o.hardware);
+  std::vector<pl::ValidationEntry> suite = o.configs.empty() ? pl::builtin_suite() : pl::load_suite_file(o.configs);
+  if (!o.only.empty()) suite = pl::select_entries(suite, split_list(o.only));
+  if (o.list) {
+    print_list(suite);
+    return 0;
+  }
+  pl::RunnerOptions ro;
+  ro.shardrun = find_shardrun(o.shardrun);
+  ro.mpirun = o.mpirun;
+  ro.out_dir = o.out_dir;
+  ro.steps = o.steps;
+  ro.threads = o.threads;
+  ro.cores = static_cast<int>(std::max(1u, std::thread::hardware_concurrency()));
+  ro.timeout_s = o.timeout_s;
+  ro.cancel = &g_stop;
+  if (!o.json.empty()) prepare_parent(o.json, "--json");
+  if (!o.plot.empty()) prepare_parent(o.plot, "--plot");
+  pl::ValidationReport report{hw.name, o.hardware, o.steps, o.threads, ro.cores, {}};
+  std::printf("validating %zu configuration%s on %s (%d steps, %d thread%s per rank, %d cores)\n", suite.size(),
+              suite.size() == 1 ? "" : "s", hw.name.c_str(), o.steps, o.threads, o.threads == 1 ? "" : "s", ro.cores);
+  std::signal(SIGINT, on_stop_signal);
+  std::signal(SIGTERM, on_stop_signal);
+  bool interrupted = false;
+  for (std::size_t i = 0; i < suite.size() && !interrupted; ++i) {
+    const auto& e = suite[i];
+    std::printf("[%zu/%zu] %s: %d rank%s ... ", i + 1, suite.size(), e.name.c_str(), e.ranks(), e.ranks() == 1 ? "" : "s");
+    std::fflush(stdout);
+    auto run = pl::run_entry(e, hw, ro);
+    interrupted = !run || g_stop.load();
+    if (!run) {
+      std::printf("interrupted\n");
+      break;
+    }
+    std::printf("%s\n", outcome(*run).c_str());
+    std::fflush(stdout);
+    report.runs.push_back(std::move(*run));
+  }
+  std::signal(SIGINT, SIG_DFL);
+  std::signal(SIGTERM, SIG_DFL);
+  print_table(report.runs, ro.cores);
+  const pl::ValidationSummary s = pl::summarize(report.runs);
+  std::printf("\nran %d, skipped %d, failed %d (of %zu)\n", s.ran, s.skipped, s.failed, report.runs.size());
+  print_stats("step time", s.step_seconds);
+  print_stats("peak memory", s.peak_memory);
+  write_outputs(o, report);
+  if (interrupted) {
+    std::printf("interrupted: %zu of %zu configurations finished\n", report.runs.size(), suite.size());
+    return 130;
+  }
+  return s.failed > 0 ? 1 : 0;
+}
+
+}  // namespace
+
+Run add_validate_command(CLI::App& app) {
+  auto* cmd = app.add_subcommand("validate", "Run configurations with shardrun and compare measured with predicted");
+  auto o = std::make_shared<ValidateOptions>();
+  add_options(cmd, *o);
+  return [o]() { return run_validate(*o); };
+}
+
+}  // namespace shardplan::cli

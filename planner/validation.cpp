@@ -1,0 +1,728 @@
+// Validation: the built-in suite, entries <-> JSON, the plan of an entry, running it under
+// mpirun (posix_spawn, output to a log, cancel and timeout), reading shardrun's report, summary
+// statistics and the results JSON. The SVG is in validation_plot.cpp.
+#include "validation.hpp"
+
+#include <fcntl.h>
+#include <signal.h>
+#include <spawn.h>
+#include <sys/wait.h>
+#include <unistd.h>
+
+#include <algorithm>
+#include <cerrno>
+#include <chrono>
+#include <cmath>
+#include <cstring>
+#include <filesystem>
+#include <fstream>
+#include <set>
+#include <sstream>
+#include <thread>
+
+#include "simulator/errors.hpp"
+#include "simulator/evaluator.hpp"
+#include "simulator/json_fields.hpp"
+#include "simulator/paths.hpp"
+#include "simulator/prediction_json.hpp"
+#include "simulator/rank_layout.hpp"
+
+namespace shardplan::planner {
+
+namespace sim = shardplan::simulator;
+namespace fs = std::filesystem;
+using nlohmann::json;
+
+namespace {
+
+template <typename E>
+E parse_enum(const json& j, const char* key, const sim::JsonContext& ctx,
+             std::initializer_list<std::pair<const char*, E>> options, E fallback) {
+  const std::string v = sim::get_string_or(j, key, "", ctx);
+  if (v.empty()) return fallback;
+  std::string names;
+  for (const auto& [name, value] : options) {
+    if (v == name) return value;
+    names += (names.empty() ? "" : ", ") + std::string(name);
+  }
+  ctx.fail(key, "one of " + names + " (got '" + v + "')");
+}
+
+sim::Precision precision_of(const json& j, const sim::JsonContext& ctx) {
+  return parse_enum(j, "precision", ctx,
+                    {{"fp32", sim::Precision::fp32}, {"bf16", sim::Precision::bf16}, {"fp16", sim::Precision::fp16}},
+                    sim::Precision::fp32);
+}
+
+sim::Recompute recompute_of(const json& j, const sim::JsonContext& ctx) {
+  return parse_enum(j, "recompute", ctx,
+                    {{"none", sim::Recompute::none}, {"selective", sim::Recompute::selective},
+                     {"full", sim::Recompute::full}},
+                    sim::Recompute::none);
+}
+
+int int_field(const json& j, const char* key, const sim::JsonContext& ctx, int fallback, int min) {
+  const long long v = sim::get_int_or(j, key, fallback, ctx);
+  if (v < min || v > 1'000'000) ctx.fail(key, "an integer >= " + std::to_string(min));
+  return static_cast<int>(v);
+}
+
+bool valid_name(const std::string& s) {
+  if (s.empty() || s == "." || s == ".." || s.size() > 100) return false;
+  return std::all_of(s.begin(), s.end(), [](char c) {
+    return std::isalnum(static_cast<unsigned char>(c)) || c == '.' || c == '_' || c == '-';
+  });
+}
+
+std::string check_model(const json& j, const sim::JsonContext& ctx) {
+  const std::string m = sim::get_string(j, "model", ctx);
+  if (sim::looks_like_path(m)) {
+    if (!fs::exists(m)) ctx.fail("model", "an existing model card file (no file '" + m + "')");
+    return m;
+  }
+  const auto names = sim::builtin_model_names();
+  if (std::find(names.begin(), names.end(), m) != names.end()) return m;
+  std::string list;
+  for (const auto& n : names) list += (list.empty() ? "" : ", ") + n;
+  ctx.fail("model", "a built-in model (" + list + ") or a model card path (got '" + m + "')");
+}
+
+sim::LoraConfig lora_of(const json& j, const sim::JsonContext& parent) {
+  sim::LoraConfig l;
+  auto it = j.find("lora");
+  if (it == j.end() || it->is_null()) return l;
+  const sim::JsonContext ctx = parent.child("lora");
+  if (!it->is_object()) parent.fail("lora", "null or an object {rank, alpha, dropout, targets}");
+  l.rank = static_cast<int>(sim::get_positive_int(*it, "rank", ctx));
+  l.alpha = sim::get_number_or(*it, "alpha", 16.0, ctx);
+  l.dropout = sim::get_number_or(*it, "dropout", 0.0, ctx);
+  const json& t = sim::require(*it, "targets", ctx);
+  if (!t.is_array() || t.empty()) ctx.fail("targets", "a non-empty array of module names");
+  for (const auto& x : t) {
+    if (!x.is_string()) ctx.fail("targets", "an array of strings");
+    l.targets.push_back(x.get<std::string>());
+  }
+  return l;
+}
+
+ValidationEntry entry(std::string name, std::string model, int tp, int pp, int dp, int zero, int mbs, int gbs) {
+  ValidationEntry e;
+  e.name = std::move(name);
+  e.model = std::move(model);
+  e.tp = tp;
+  e.pp = pp;
+  e.dp = dp;
+  e.zero_stage = zero;
+  e.micro_batch_size = mbs;
+  e.global_batch_size = gbs;
+  return e;
+}
+
+sim::LoraConfig lora(int rank, double alpha, std::vector<std::string> targets) {
+  sim::LoraConfig l;
+  l.rank = rank;
+  l.alpha = alpha;
+  l.targets = std::move(targets);
+  return l;
+}
+
+}  // namespace
+
+sim::ParallelConfig ValidationEntry::parallel_config() const {
+  sim::ParallelConfig c;
+  c.tp = tp;
+  c.pp = pp;
+  c.dp = dp;
+  c.zero_stage = zero_stage;
+  c.sharding_degree = sharding_degree;
+  c.micro_batch_size = micro_batch_size;
+  c.global_batch_size = global_batch_size;
+  c.seq_len = seq_len;
+  c.precision = precision;
+  c.sequence_parallel = sequence_parallel;
+  c.recompute = recompute;
+  c.schedule = schedule;
+  c.virtual_stages = virtual_stages;
+  c.lora = lora;
+  c.rank_order = "tp-dp-pp";
+  return c;
+}
+
+std::vector<ValidationEntry> builtin_suite() {
+  std::vector<ValidationEntry> s;
+  s.push_back(entry("tiny-llama-1r", "tiny-llama", 1, 1, 1, 0, 4, 8));
+  s.push_back(entry("tiny-llama-dp2-z0", "tiny-llama", 1, 1, 2, 0, 4, 8));
+  s.push_back(entry("tiny-llama-dp2-z1", "tiny-llama", 1, 1, 2, 1, 4, 8));
+  s.push_back(entry("tiny-llama-dp2-z2", "tiny-llama", 1, 1, 2, 2, 2, 8));
+  s.push_back(entry("tiny-llama-dp2-z3", "tiny-llama", 1, 1, 2, 3, 2, 8));
+  s.push_back(entry("tiny-llama-tp2", "tiny-llama", 2, 1, 1, 0, 4, 8));
+  s.push_back(entry("tiny-llama-tp2-sp", "tiny-llama", 2, 1, 1, 0, 8, 16));
+  s.back().sequence_parallel = true;
+  s.push_back(entry("tiny-llama-lora8-dp2", "tiny-llama", 1, 1, 2, 0, 4, 8));
+  s.back().lora = lora(8, 16, {"q_proj", "v_proj"});
+  s.push_back(entry("tiny-gpt-1r", "tiny-gpt", 1, 1, 1, 0, 8, 8));
+  s.back().precision = sim::Precision::bf16;
+  s.push_back(entry("tiny-gpt-dp2-z2-bf16", "tiny-gpt", 1, 1, 2, 2, 4, 8));
+  s.back().precision = sim::Precision::bf16;
+  s.push_back(entry("tiny-gpt-tp2-lora", "tiny-gpt", 2, 1, 1, 0, 4, 8));
+  s.back().lora = lora(8, 16, {"c_attn"});
+  s.push_back(entry("tiny-llama-tp2-dp2-z1", "tiny-llama", 2, 1, 2, 1, 2, 8));
+  s.push_back(entry("gpt2-lora16-1r", "gpt2", 1, 1, 1, 0, 2, 2));
+  s.back().lora = lora(16, 32, {"c_attn"});
+  s.push_back(entry("gpt2-dp2-z3", "gpt2", 1, 1, 2, 3, 1, 2));
+  s.push_back(entry("tiny-llama-pp2-1f1b", "tiny-llama", 1, 2, 1, 0, 2, 8));
+  s.push_back(entry("tiny-llama-recompute-full", "tiny-llama", 1, 1, 1, 0, 4, 8));
+  s.back().recompute = sim::Recompute::full;
+  return s;
+}
+
+bool refused_by_executor(const ValidationEntry& e) { return e.pp > 1 || e.recompute != sim::Recompute::none; }
+
+json to_json(const ValidationEntry& e) {
+  json j = {{"name", e.name},
+            {"model", e.model},
+            {"tp", e.tp},
+            {"pp", e.pp},
+            {"dp", e.dp},
+            {"zero_stage", e.zero_stage},
+            {"sharding_degree", e.sharding_degree},
+            {"micro_batch_size", e.micro_batch_size},
+            {"global_batch_size", e.global_batch_size},
+            {"seq_len", e.seq_len},
+            {"precision", sim::to_string(e.precision)},
+            {"sequence_parallel", e.sequence_parallel},
+            {"recompute", sim::to_string(e.recompute)},
+            {"schedule", sim::to_string(e.schedule)},
+            {"virtual_stages", e.virtual_stages}};
+  if (e.lora.enabled())
+    j["lora"] = {{"rank", e.lora.rank}, {"alpha", e.lora.alpha}, {"dropout", e.lora.dropout}, {"targets", e.lora.targets}};
+  else
+    j["lora"] = nullptr;
+  return j;
+}
+
+ValidationEntry entry_from_json(const json& j, const std::string& where) {
+  const sim::JsonContext ctx{where, ""};
+  if (!j.is_object()) throw sim::InputError(where + ": expected an object {name, model, tp, pp, dp, ...}");
+  static const std::set<std::string> known = {
+      "name",     "model",          "tp",        "pp",          "dp",        "zero_stage",        "sharding_degree",
+      "micro_batch_size", "global_batch_size", "seq_len", "precision", "sequence_parallel", "recompute",
+      "schedule", "virtual_stages", "lora"};
+  for (const auto& [k, v] : j.items())
+    if (!known.count(k)) ctx.fail(k, "no such field (known: name, model, tp, pp, dp, zero_stage, sharding_degree, "
+                                     "micro_batch_size, global_batch_size, seq_len, precision, sequence_parallel, "
+                                     "recompute, schedule, virtual_stages, lora)");
+  ValidationEntry e;
+  e.name = sim::get_string(j, "name", ctx);
+  if (!valid_name(e.name)) ctx.fail("name", "letters, digits, '.', '_' or '-' (it names a directory)");
+  e.model = check_model(j, ctx);
+  e.tp = static_cast<int>(sim::get_positive_int(j, "tp", ctx));
+  e.pp = static_cast<int>(sim::get_positive_int(j, "pp", ctx));
+  e.dp = static_cast<int>(sim::get_positive_int(j, "dp", ctx));
+  e.micro_batch_size = static_cast<int>(sim::get_positive_int(j, "micro_batch_size", ctx));
+  e.global_batch_size = static_cast<int>(sim::get_positive_int(j, "global_batch_size", ctx));
+  e.seq_len = static_cast<int>(sim::get_positive_int(j, "seq_len", ctx));
+  e.zero_stage = int_field(j, "zero_stage", ctx, 0, 0);
+  e.sharding_degree = int_field(j, "sharding_degree", ctx, 0, 0);
+  e.virtual_stages = int_field(j, "virtual_stages", ctx, 1, 1);
+  e.precision = precision_of(j, ctx);
+  e.sequence_parallel = sim::get_bool_or(j, "sequence_parallel", false, ctx);
+  e.recompute = recompute_of(j, ctx);
+  e.schedule = parse_enum(j, "schedule", ctx,
+                          {{"1f1b", sim::PipelineSchedule::one_f_one_b}, {"gpipe", sim::PipelineSchedule::gpipe},
+                           {"interleaved", sim::PipelineSchedule::interleaved}},
+                          sim::PipelineSchedule::one_f_one_b);
+  e.lora = lora_of(j, ctx);
+  return e;
+}
+
+std::vector<ValidationEntry> load_suite_file(const std::string& path) {
+  const json j = sim::read_json_file(path);
+  if (!j.is_array() || j.empty())
+    throw sim::InputError(path + ": expected a non-empty JSON array of configurations {name, model, tp, ...}");
+  std::vector<ValidationEntry> out;
+  for (std::size_t i = 0; i < j.size(); ++i) {
+    const std::string where = path + ": entry " + std::to_string(i);
+    out.push_back(entry_from_json(j[i], where));
+    for (std::size_t k = 0; k + 1 < out.size(); ++k)
+      if (out[k].name == out.back().name)
+        throw sim::InputError(where + ": field 'name': expected a unique name ('" + out.back().name +
+                              "' is also entry " + std::to_string(k) + ")");
+  }
+  return out;
+}
+
+std::vector<ValidationEntry> select_entries(const std::vector<ValidationEntry>& suite,
+                                            const std::vector<std::string>& names) {
+  for (const auto& n : names) {
+    if (std::any_of(suite.begin(), suite.end(), [&](const ValidationEntry& e) { return e.name == n; })) continue;
+    std::string list;
+    for (const auto& e : suite) list += (list.empty() ? "" : ", ") + e.name;
+    throw sim::InputError("--only: unknown configuration '" + n + "' (valid: " + list + ")");
+  }
+  std::vector<ValidationEntry> out;
+  for (const auto& e : suite)
+    if (std::find(names.begin(), names.end(), e.name) != names.end()) out.push_back(e);
+  return out;
+}
+
+Plan build_plan(const ValidationEntry& e, const sim::HardwareProfile& hw) {
+  Plan p;
+  p.shardplan_version = sim::version();
+  p.model = sim::load_model(e.model);
+  p.cluster = sim::ClusterSpec{hw, 1, e.ranks()};
+  p.config = e.parallel_config();
+  sim::validate_config(p.model, p.cluster, p.config);
+  p.prediction = sim::Evaluator(p.model, p.cluster, p.config.lora).simulate(p.config);
+  p.search = {{"validate", e.name}};
+  return p;
+}
+
+std::vector<double> predicted_peak_per_rank(const Plan& plan) {
+  const auto& c = plan.config;
+  const sim::RankLayout layout(c.rank_order, c.tp, c.dp, c.pp, plan.cluster.per_node());
+  std::vector<double> out(static_cast<std::size_t>(c.devices()));
+  for (int r = 0; r < c.devices(); ++r) {
+    const int stage = (r / layout.stride(sim::Dim::pp)) % c.pp;
+    out[r] = plan.prediction.stages.at(static_cast<std::size_t>(stage)).memory.total();
+  }
+  return out;
+}
+
+const char* to_string(RunStatus s) {
+  switch (s) {
+    case RunStatus::ran: return "ran";
+    case RunStatus::skipped: return "skipped";
+    case RunStatus::failed: return "failed";
+  }
+  return "?";
+}
+
+void apply_report(ValidationRun& run, const json& report, const std::string& source) {
+  const sim::JsonContext ctx{source, "measured"};
+  const json& m = sim::require(report, "measured", sim::JsonContext{source, ""});
+  run.measured_step_s = sim::get_positive(m, "step_seconds", ctx);
+  run.measured_peak_bytes = sim::get_positive(m, "peak_memory_bytes", ctx);
+  run.measured_peak_per_rank.clear();
+  if (auto it = m.find("peak_memory_bytes_per_rank"); it != m.end() && it->is_array())
+    for (const auto& v : *it) {
+      if (!v.is_number() || !(v.get<double>() > 0)) ctx.fail("peak_memory_bytes_per_rank", "positive numbers");
+      run.measured_peak_per_rank.push_back(v.get<double>());
+    }
+  if (run.measured_peak_per_rank.empty()) run.measured_peak_per_rank = {run.measured_peak_bytes};
+  run.has_measurement = true;
+  run.step_error = (run.predicted_step_s - run.measured_step_s) / run.measured_step_s;
+  run.memory_error = 0;
+  run.memory_error_rank = 0;
+  for (std::size_t r = 0; r < run.measured_peak_per_rank.size(); ++r) {
+    const double pred = r < run.predicted_peak_per_rank.size() ? run.predicted_peak_per_rank[r] : run.predicted_peak_bytes;
+    const double err = (pred - run.measured_peak_per_rank[r]) / run.measured_peak_per_rank[r];
+    if (r == 0 || std::abs(err) > std::abs(run.memory_error)) {
+      run.memory_error = err;
+      run.memory_error_rank = static_cast<int>(r);
+    }
+  }
+}
+
+namespace {
+
+ValidationErrorStats stats_of(std::vector<std::pair<double, std::string>> v) {
+  ValidationErrorStats s;
+  s.count = static_cast<int>(v.size());
+  if (v.empty()) return s;
+  std::vector<double> a;
+  for (auto& [e, name] : v) {
+    a.push_back(std::abs(e));
+    s.mean_abs += std::abs(e) / static_cast<double>(v.size());
+    if (std::abs(e) > s.worst_abs || s.worst_run.empty()) {
+      s.worst_abs = std::abs(e);
+      s.worst_run = name;
+    }
+  }
+  std::sort(a.begin(), a.end());
+  const std::size_t n = a.size();
+  s.median_abs = n % 2 ? a[n / 2] : 0.5 * (a[n / 2 - 1] + a[n / 2]);
+  return s;
+}
+
+}  // namespace
+
+ValidationSummary summarize(const std::vector<ValidationRun>& runs) {
+  ValidationSummary s;
+  std::vector<std::pair<double, std::string>> time, mem;
+  for (const auto& r : runs) {
+    if (r.status == RunStatus::ran) ++s.ran;
+    if (r.status == RunStatus::skipped) ++s.skipped;
+    if (r.status == RunStatus::failed) ++s.failed;
+    if (r.status != RunStatus::ran || !r.has_measurement) continue;
+    mem.emplace_back(r.memory_error, r.entry.name);
+    if (r.time_judged) time.emplace_back(r.step_error, r.entry.name);
+  }
+  s.step_seconds = stats_of(std::move(time));
+  s.peak_memory = stats_of(std::move(mem));
+  return s;
+}
+
+// ---- running one entry ---------------------------------------------------------------------
+
+namespace {
+
+struct JobResult {
+  bool cancelled = false, timed_out = false;
+  int exit_code = -1;  // -1 when ended by a signal
+  int signal = 0;
+};
+
+// Runs `args` (no shell) in its own process group, stdout + stderr into `log`; polls for the
+// end, `o.cancel` and the timeout (SIGTERM to mpirun, SIGKILL to its group 10 s later).
+JobResult run_job(const std::vector<std::string>& args, const std::string& log, const RunnerOptions& o) {
+  posix_spawn_file_actions_t fa;
+  ::posix_spawn_file_actions_init(&fa);
+  ::posix_spawn_file_actions_addopen(&fa, STDIN_FILENO, "/dev/null", O_RDONLY, 0);
+  ::posix_spawn_file_actions_addopen(&fa, STDOUT_FILENO, log.c_str(), O_WRONLY | O_CREAT | O_TRUNC, 0644);
+  ::posix_spawn_file_actions_adddup2(&fa, STDOUT_FILENO, STDERR_FILENO);
+  posix_spawnattr_t attr;
+  ::posix_spawnattr_init(&attr);
+  ::posix_spawnattr_setflags(&attr, POSIX_SPAWN_SETPGROUP);
+  ::posix_spawnattr_setpgroup(&attr, 0);
+  std::vector<char*> argv;
+  for (const auto& a : args) argv.push_back(const_cast<char*>(a.c_str()));
+  argv.push_back(nullptr);
+  pid_t pid = 0;
+  const int rc = ::posix_spawnp(&pid, argv[0], &fa, &attr, argv.data(), environ);
+  ::posix_spawn_file_actions_destroy(&fa);
+  ::posix_spawnattr_destroy(&attr);
+  if (rc != 0) throw sim::InputError("--mpirun: cannot start '" + args[0] + "': " + std::strerror(rc));
+  using clock = std::chrono::steady_clock;
+  const auto start = clock::now();
+  std::optional<clock::time_point> term_at;
+  bool killed = false;
+  JobResult r;
+  int status = 0;
+  for (;;) {
+    const pid_t w = ::waitpid(pid, &status, WNOHANG);
+    if (w == pid) break;
+    if (w < 0 && errno != EINTR) throw std::runtime_error(std::string("waitpid: ") + std::strerror(errno));
+    const auto now = clock::now();
+    const bool cancel = o.cancel != nullptr && o.cancel->load();
+    if (!term_at && (cancel || std::chrono::duration<double>(now - start).count() > o.timeout_s)) {
+      r.cancelled = cancel;
+      r.timed_out = !cancel;
+      ::kill(pid, SIGTERM);
+      term_at = now;
+    } else if (term_at && !killed && now - *term_at > std::chrono::seconds(10)) {
+      ::kill(-pid, SIGKILL);
+      killed = true;
+    }
+    std::this_thread::sleep_for(std::chrono::milliseconds(20));
+  }
+  if (WIFEXITED(status)) r.exit_code = WEXITSTATUS(status);
+  if (WIFSIGNALED(status)) r.signal = WTERMSIG(status);
+  return r;
+}
+
+std::string read_text(const std::string& path) {
+  std::ifstream in(path, std::ios::binary);
+  std::ostringstream s;
+  s << in.rdbuf();
+  return s.str();
+}
+
+std::vector<std::string> lines_of(const std::string& text) {
+  std::vector<std::string> out;
+  std::istringstream in(text);
+  for (std::string line; std::getline(in, line);)
+    if (!line.empty()) out.push_back(line);
+  return out;
+}
+
+// shardrun's own one-line refusal: the last line starting "shardrun: error:", prefix removed.
+std::string refusal_message(const std::string& log) {
+  static const std::string prefix = "shardrun: error:";
+  std::string found;
+  for (const auto& l : lines_of(log)) {
+    if (l.rfind(prefix, 0) != 0) continue;
+    const auto at = l.find_first_not_of(' ', prefix.size());
+    found = at == std::string::npos ? "" : l.substr(at);
+  }
+  return found;
+}
+
+std::string tail_of(const std::string& log, std::size_t max_lines = 15) {
+  const auto lines = lines_of(log);
+  std::string out;
+  for (std::size_t i = lines.size() > max_lines ? lines.size() - max_lines : 0; i < lines.size(); ++i)
+    out += lines[i] + "\n";
+  if (out.size() > 3000) out = "..." + out.substr(out.size() - 3000);
+  return out.empty() ? "(no output)" : out;
+}
+
+std::vector<std::string> job_command(const RunnerOptions& o, const std::string& plan, const fs::path& dir, int ranks) {
+  std::vector<std::string> a = {o.mpirun, "-np", std::to_string(ranks), "--oversubscribe", "--bind-to", "none"};
+  if (::geteuid() == 0) a.push_back("--allow-run-as-root");
+  for (const std::string& s : {o.shardrun, std::string("--plan"), plan, std::string("--steps"), std::to_string(o.steps),
+                               std::string("--data"), std::string("synthetic"), std::string("--out-dir"), dir.string(),
+                               std::string("--threads"), std::to_string(o.threads), std::string("--quiet")})
+    a.push_back(s);
+  return a;
+}
+
+ValidationRun new_run(const ValidationEntry& e, const RunnerOptions& o) {
+  ValidationRun r;
+  r.entry = e;
+  r.ranks = e.ranks();
+  r.resolved_sharding_degree = e.sharding_degree > 0 ? e.sharding_degree : e.dp;
+  r.time_judged = static_cast<long long>(r.ranks) * o.threads <= o.cores;
+  if (!r.time_judged)
+    r.time_note = "oversubscribed: " + std::to_string(r.ranks) + (r.ranks == 1 ? " rank x " : " ranks x ") +
+                  std::to_string(o.threads) + (o.threads == 1 ? " thread on " : " threads on ") +
+                  std::to_string(o.cores) + (o.cores == 1 ? " core" : " cores");
+  return r;
+}
+
+ValidationRun finish_run(ValidationRun r, const JobResult& job, const fs::path& dir, const RunnerOptions& o) {
+  const std::string log = read_text(r.output_log);
+  if (job.exit_code == 0) {
+    const std::string report = (dir / "report.json").string();
+    try {
+      apply_report(r, sim::read_json_file(report), report);
+      r.report_file = report;
+      r.status = RunStatus::ran;
+    } catch (const sim::InputError& x) {
+      r.status = RunStatus::failed;
+      r.reason = x.what();
+    }
+    return r;
+  }
+  if (job.exit_code == 2 && !job.timed_out) {
+    if (std::string msg = refusal_message(log); !msg.empty()) {
+      r.status = RunStatus::skipped;
+      r.reason = msg;
+      return r;
+    }
+  }
+  r.status = RunStatus::failed;
+  char head[160];
+  if (job.timed_out)
+    std::snprintf(head, sizeof head, "timed out after %.0f s", o.timeout_s);
+  else if (job.signal != 0)
+    std::snprintf(head, sizeof head, "mpirun ended by signal %d", job.signal);
+  else
+    std::snprintf(head, sizeof head, "mpirun exited with code %d", job.exit_code);
+  r.reason = std::string(head) + "; last output:\n" + tail_of(log);
+  return r;
+}
+
+}  // namespace
+
+std::optional<ValidationRun> run_entry(const ValidationEntry& e, const sim::HardwareProfile& hw,
+                                       const RunnerOptions& o) {
+  ValidationRun r = new_run(e, o);
+  const fs::path dir = fs::absolute(fs::path(o.out_dir) / e.name);
+  std::error_code ec;
+  fs::create_directories(dir, ec);
+  if (ec) throw sim::InputError("--out-dir: cannot create '" + dir.string() + "': " + ec.message());
+  for (const char* f : {"report.json", "metrics.jsonl", "plan.json", "output.log"}) fs::remove(dir / f, ec);
+  Plan plan;
+  try {
+    plan = build_plan(e, hw);
+  } catch (const sim::InputError& x) {
+    r.reason = x.what();
+    return r;
+  }
+  r.resolved_sharding_degree = plan.config.shard_group();
+  r.has_prediction = true;
+  r.predicted_step_s = plan.prediction.time.step_s;
+  r.predicted_peak_bytes = plan.prediction.worst.total();
+  r.predicted_peak_per_rank = predicted_peak_per_rank(plan);
+  r.plan_file = (dir / "plan.json").string();
+  save_plan(plan, r.plan_file);
+  if (!plan.prediction.feasible) {
+    r.reason = "predicted memory does not fit the device: " + plan.prediction.infeasible_reason;
+    return r;
+  }
+  r.output_log = (dir / "output.log").string();
+  const JobResult job = run_job(job_command(o, r.plan_file, dir, e.ranks()), r.output_log, o);
+  if (job.cancelled) return std::nullopt;
+  return finish_run(std::move(r), job, dir, o);
+}
+
+// ---- results JSON --------------------------------------------------------------------------
+
+namespace {
+
+std::string relative_to(const std::string& p, const std::string& base_dir) {
+  if (p.empty()) return "";
+  const fs::path a = fs::weakly_canonical(fs::absolute(p));
+  const fs::path b = fs::weakly_canonical(fs::absolute(base_dir.empty() ? "." : base_dir));
+  const fs::path rel = a.lexically_relative(b);
+  if (!rel.empty() && *rel.begin() != "..") return rel.string();
+  return a.string();
+}
+
+std::string resolve_from(const std::string& p, const std::string& base_dir) {
+  if (p.empty() || fs::path(p).is_absolute()) return p;
+  return (fs::path(base_dir.empty() ? "." : base_dir) / p).lexically_normal().string();
+}
+
+json layout_json(const ValidationRun& r) {
+  const ValidationEntry& e = r.entry;
+  return {{"model", e.model},
+          {"tp", e.tp},
+          {"pp", e.pp},
+          {"dp", e.dp},
+          {"zero_stage", e.zero_stage},
+          {"sharding_degree", r.resolved_sharding_degree},
+          {"micro_batch_size", e.micro_batch_size},
+          {"global_batch_size", e.global_batch_size},
+          {"seq_len", e.seq_len},
+          {"precision", sim::to_string(e.precision)},
+          {"sequence_parallel", e.sequence_parallel},
+          {"recompute", sim::to_string(e.recompute)},
+          {"schedule", sim::to_string(e.schedule)},
+          {"lora_rank", e.lora.rank}};
+}
+
+json run_json(const ValidationRun& r, const std::string& base_dir) {
+  json j = {{"name", r.entry.name},
+            {"status", to_string(r.status)},
+            {"reason", r.reason},
+            {"ranks", r.ranks},
+            {"time_judged", r.time_judged},
+            {"plan_file", relative_to(r.plan_file, base_dir)},
+            {"report_file", relative_to(r.report_file, base_dir)},
+            {"layout", layout_json(r)}};
+  if (!r.time_note.empty()) j["time_note"] = r.time_note;
+  if (!r.output_log.empty()) j["output_log"] = relative_to(r.output_log, base_dir);
+  if (r.has_prediction)
+    j["predicted"] = {{"step_seconds", r.predicted_step_s},
+                      {"peak_memory_bytes", r.predicted_peak_bytes},
+                      {"peak_memory_bytes_per_rank", r.predicted_peak_per_rank}};
+  if (r.has_measurement) {
+    j["measured"] = {{"step_seconds", r.measured_step_s},
+                     {"peak_memory_bytes", r.measured_peak_bytes},
+                     {"peak_memory_bytes_per_rank", r.measured_peak_per_rank}};
+    j["error"] = {{"step_seconds_relative", r.step_error},
+                  {"peak_memory_relative", r.memory_error},
+                  {"peak_memory_worst_rank", r.memory_error_rank}};
+  }
+  return j;
+}
+
+json stats_json(const ValidationErrorStats& s) {
+  return {{"count", s.count},
+          {"mean_abs_relative", s.mean_abs},
+          {"median_abs_relative", s.median_abs},
+          {"worst_abs_relative", s.worst_abs},
+          {"worst_run", s.worst_run}};
+}
+
+std::vector<double> numbers(const json& j, const char* key, const sim::JsonContext& ctx) {
+  std::vector<double> out;
+  auto it = j.find(key);
+  if (it == j.end()) return out;
+  if (!it->is_array()) ctx.fail(key, "an array of numbers");
+  for (const auto& v : *it) {
+    if (!v.is_number()) ctx.fail(key, "an array of numbers");
+    out.push_back(v.get<double>());
+  }
+  return out;
+}
+
+ValidationEntry entry_of_layout(const json& l, const std::string& name, const sim::JsonContext& ctx) {
+  ValidationEntry e;
+  e.name = name;
+  e.model = sim::get_string(l, "model", ctx);
+  e.tp = static_cast<int>(sim::get_positive_int(l, "tp", ctx));
+  e.pp = static_cast<int>(sim::get_positive_int(l, "pp", ctx));
+  e.dp = static_cast<int>(sim::get_positive_int(l, "dp", ctx));
+  e.zero_stage = int_field(l, "zero_stage", ctx, 0, 0);
+  e.sharding_degree = int_field(l, "sharding_degree", ctx, 0, 0);
+  e.micro_batch_size = static_cast<int>(sim::get_positive_int(l, "micro_batch_size", ctx));
+  e.global_batch_size = static_cast<int>(sim::get_positive_int(l, "global_batch_size", ctx));
+  e.seq_len = static_cast<int>(sim::get_positive_int(l, "seq_len", ctx));
+  e.precision = precision_of(l, ctx);
+  e.sequence_parallel = sim::get_bool_or(l, "sequence_parallel", false, ctx);
+  e.recompute = recompute_of(l, ctx);
+  e.lora.rank = int_field(l, "lora_rank", ctx, 0, 0);
+  return e;
+}
+
+ValidationRun run_from_json(const json& j, const sim::JsonContext& ctx, const std::string& base_dir) {
+  ValidationRun r;
+  const std::string name = sim::get_string(j, "name", ctx);
+  r.entry = entry_of_layout(sim::require(j, "layout", ctx), name, ctx.child("layout"));
+  r.resolved_sharding_degree = r.entry.sharding_degree;
+  const std::string status = sim::get_string(j, "status", ctx);
+  if (status == "ran") r.status = RunStatus::ran;
+  else if (status == "failed") r.status = RunStatus::failed;
+  else if (status == "skipped") r.status = RunStatus::skipped;
+  else ctx.fail("status", "ran, skipped or failed");
+  r.reason = sim::get_string_or(j, "reason", "", ctx);
+  r.ranks = static_cast<int>(sim::get_positive_int(j, "ranks", ctx));
+  r.time_judged = sim::get_bool_or(j, "time_judged", true, ctx);
+  r.time_note = sim::get_string_or(j, "time_note", "", ctx);
+  r.plan_file = resolve_from(sim::get_string_or(j, "plan_file", "", ctx), base_dir);
+  r.report_file = resolve_from(sim::get_string_or(j, "report_file", "", ctx), base_dir);
+  r.output_log = resolve_from(sim::get_string_or(j, "output_log", "", ctx), base_dir);
+  if (auto it = j.find("predicted"); it != j.end()) {
+    const auto c = ctx.child("predicted");
+    r.has_prediction = true;
+    r.predicted_step_s = sim::get_number(*it, "step_seconds", c);
+    r.predicted_peak_bytes = sim::get_number(*it, "peak_memory_bytes", c);
+    r.predicted_peak_per_rank = numbers(*it, "peak_memory_bytes_per_rank", c);
+  }
+  if (auto it = j.find("measured"); it != j.end()) {
+    const auto c = ctx.child("measured");
+    r.has_measurement = true;
+    r.measured_step_s = sim::get_number(*it, "step_seconds", c);
+    r.measured_peak_bytes = sim::get_number(*it, "peak_memory_bytes", c);
+    r.measured_peak_per_rank = numbers(*it, "peak_memory_bytes_per_rank", c);
+    const json& e = sim::require(j, "error", ctx);
+    r.step_error = sim::get_number(e, "step_seconds_relative", ctx.child("error"));
+    r.memory_error = sim::get_number(e, "peak_memory_relative", ctx.child("error"));
+    r.memory_error_rank = static_cast<int>(sim::get_int_or(e, "peak_memory_worst_rank", 0, ctx.child("error")));
+  }
+  return r;
+}
+
+}  // namespace
+
+json to_json(const ValidationReport& r, const std::string& base_dir) {
+  json runs = json::array();
+  for (const auto& run : r.runs) runs.push_back(run_json(run, base_dir));
+  const ValidationSummary s = summarize(r.runs);
+  return {{"schema", kValidationSchema},
+          {"hardware", r.hardware},
+          {"hardware_file", r.hardware_file},
+          {"steps", r.steps},
+          {"threads_per_rank", r.threads_per_rank},
+          {"cores", r.cores},
+          {"runs", std::move(runs)},
+          {"summary",
+           {{"ran", s.ran},
+            {"skipped", s.skipped},
+            {"failed", s.failed},
+            {"step_seconds", stats_json(s.step_seconds)},
+            {"peak_memory", stats_json(s.peak_memory)}}}};
+}
+
+ValidationReport validation_from_json(const json& j, const std::string& source, const std::string& base_dir) {
+  const sim::JsonContext ctx{source, ""};
+  if (!j.is_object()) throw sim::InputError(source + ": expected a JSON object (shardplan validate --json output)");
+  const std::string schema = sim::get_string(j, "schema", ctx);
+  if (schema != kValidationSchema) ctx.fail("schema", std::string("\"") + kValidationSchema + "\" (got \"" + schema + "\")");
+  ValidationReport r;
+  r.hardware = sim::get_string(j, "hardware", ctx);
+  r.hardware_file = sim::get_string_or(j, "hardware_file", r.hardware, ctx);
+  r.steps = static_cast<int>(sim::get_int_or(j, "steps", 0, ctx));
+  r.threads_per_rank = static_cast<int>(sim::get_int_or(j, "threads_per_rank", 1, ctx));
+  r.cores = static_cast<int>(sim::get_int_or(j, "cores", 1, ctx));
+  const json& runs = sim::require(j, "runs", ctx);
+  if (!runs.is_array()) ctx.fail("runs", "an array");
+  for (std::size_t i = 0; i < runs.size(); ++i)
+    r.runs.push_back(run_from_json(runs[i], ctx.child("runs[" + std::to_string(i) + "]"), base_dir));
+  return r;
+}
+
+}  // namespace shardplan::planner

@@ -1,0 +1,328 @@
+// `shardplan validate`: summary statistics, the built-in suite, --configs errors, and end-to-end
+// runs of the real shardrun under mpirun.
+#include <fcntl.h>
+#include <gtest/gtest.h>
+#include <signal.h>
+#include <sys/wait.h>
+#include <unistd.h>
+
+#include <algorithm>
+#include <cmath>
+#include <filesystem>
+#include <fstream>
+#include <set>
+
+#include "planner/validation.hpp"
+#include "simulator/errors.hpp"
+#include "support/run_command.hpp"
+#include "support/temp_dir.hpp"
+
+namespace {
+
+namespace fs = std::filesystem;
+namespace pl = shardplan::planner;
+namespace sim = shardplan::simulator;
+using shardplan::testing::CommandResult;
+using shardplan::testing::run_command;
+using shardplan::testing::TempDir;
+
+std::string validate_cmd(const std::string& args) {
+  return std::string(SHARDPLAN_BINARY) + " validate --shardrun " + SHARDRUN_BINARY + " " + args;
+}
+
+pl::ValidationRun made_run(const std::string& name, pl::RunStatus status, double step_err, double mem_err,
+                           bool judged = true) {
+  pl::ValidationRun r;
+  r.entry.name = name;
+  r.status = status;
+  r.time_judged = judged;
+  r.has_prediction = true;
+  r.has_measurement = status == pl::RunStatus::ran;
+  r.step_error = step_err;
+  r.memory_error = mem_err;
+  return r;
+}
+
+size_t count_of(const std::string& text, const std::string& needle) {
+  size_t n = 0;
+  for (size_t at = text.find(needle); at != std::string::npos; at = text.find(needle, at + 1)) ++n;
+  return n;
+}
+
+std::string read_text(const std::string& path) {
+  std::ifstream in(path);
+  return {std::istreambuf_iterator<char>(in), std::istreambuf_iterator<char>()};
+}
+
+TEST(ValidateSummary, MeanMedianWorstAndOversubscribedTimesLeftOut) {
+  std::vector<pl::ValidationRun> runs = {
+      made_run("a", pl::RunStatus::ran, 0.10, -0.20),
+      made_run("b", pl::RunStatus::ran, -0.30, 0.10),
+      made_run("c", pl::RunStatus::ran, 0.05, 0.05),
+      made_run("d", pl::RunStatus::ran, 2.00, -0.40, /*judged=*/false),
+      made_run("e", pl::RunStatus::skipped, 9.0, 9.0),
+      made_run("f", pl::RunStatus::failed, 9.0, 9.0),
+  };
+  const pl::ValidationSummary s = pl::summarize(runs);
+  EXPECT_EQ(s.ran, 4);
+  EXPECT_EQ(s.skipped, 1);
+  EXPECT_EQ(s.failed, 1);
+  // Step time: a, b, c only (d is oversubscribed): |errors| 0.10, 0.30, 0.05.
+  EXPECT_EQ(s.step_seconds.count, 3);
+  EXPECT_NEAR(s.step_seconds.mean_abs, 0.15, 1e-12);
+  EXPECT_NEAR(s.step_seconds.median_abs, 0.10, 1e-12);
+  EXPECT_NEAR(s.step_seconds.worst_abs, 0.30, 1e-12);
+  EXPECT_EQ(s.step_seconds.worst_run, "b");
+  // Memory: all four ran runs: |errors| 0.20, 0.10, 0.05, 0.40 -> median of 0.10 and 0.20.
+  EXPECT_EQ(s.peak_memory.count, 4);
+  EXPECT_NEAR(s.peak_memory.mean_abs, 0.1875, 1e-12);
+  EXPECT_NEAR(s.peak_memory.median_abs, 0.15, 1e-12);
+  EXPECT_NEAR(s.peak_memory.worst_abs, 0.40, 1e-12);
+  EXPECT_EQ(s.peak_memory.worst_run, "d");
+}
+
+TEST(ValidateSummary, EmptyInputHasZeroCounts) {
+  const pl::ValidationSummary s = pl::summarize({made_run("x", pl::RunStatus::skipped, 0, 0)});
+  EXPECT_EQ(s.ran, 0);
+  EXPECT_EQ(s.step_seconds.count, 0);
+  EXPECT_EQ(s.peak_memory.count, 0);
+  EXPECT_TRUE(s.peak_memory.worst_run.empty());
+}
+
+TEST(ValidateReport, PerRankMemoryErrorTakesTheWorstRank) {
+  pl::ValidationRun r;
+  r.predicted_step_s = 0.3;
+  r.predicted_peak_bytes = 110;
+  r.predicted_peak_per_rank = {110, 110};
+  const nlohmann::json report = {
+      {"measured", {{"step_seconds", 0.25}, {"peak_memory_bytes", 200}, {"peak_memory_bytes_per_rank", {100, 200}}}}};
+  pl::apply_report(r, report, "report.json");
+  EXPECT_TRUE(r.has_measurement);
+  EXPECT_NEAR(r.step_error, (0.3 - 0.25) / 0.25, 1e-12);
+  EXPECT_EQ(r.memory_error_rank, 1);  // rank 0 is +10 %, rank 1 is -45 %
+  EXPECT_NEAR(r.memory_error, (110.0 - 200.0) / 200.0, 1e-12);
+  EXPECT_EQ(r.measured_peak_bytes, 200);
+  EXPECT_THROW(pl::apply_report(r, {{"measured", {{"step_seconds", 0}}}}, "report.json"), sim::InputError);
+}
+
+TEST(ValidateSuite, AtLeastFourteenUniqueEntriesThatPassValidateConfig) {
+  const auto suite = pl::builtin_suite();
+  ASSERT_GE(suite.size(), 14u);
+  std::set<std::string> names;
+  int refused = 0;
+  const sim::HardwareProfile hw = sim::load_hardware("local-cpu-2core");
+  for (const auto& e : suite) {
+    EXPECT_TRUE(names.insert(e.name).second) << "duplicate " << e.name;
+    refused += pl::refused_by_executor(e) ? 1 : 0;
+    pl::Plan plan;
+    EXPECT_NO_THROW(plan = pl::build_plan(e, hw)) << e.name;
+    EXPECT_TRUE(plan.prediction.feasible) << e.name << ": " << plan.prediction.infeasible_reason;
+    EXPECT_EQ(plan.cluster.devices(), e.ranks()) << e.name;
+    EXPECT_EQ(pl::predicted_peak_per_rank(plan).size(), static_cast<size_t>(e.ranks())) << e.name;
+  }
+  EXPECT_GE(refused, 2);  // pipeline and recompute entries wait for the executor
+  EXPECT_GE(static_cast<int>(suite.size()) - refused, 12);
+}
+
+TEST(ValidateSuite, EntryJsonRoundTrips) {
+  for (const auto& e : pl::builtin_suite()) {
+    const nlohmann::json j = pl::to_json(e);
+    EXPECT_EQ(pl::to_json(pl::entry_from_json(j, "suite")), j) << e.name;
+  }
+}
+
+TEST(ValidateSuite, PipelineStagesGetTheirOwnPeakPerRank) {
+  const auto suite = pl::builtin_suite();
+  const auto it = std::find_if(suite.begin(), suite.end(), [](const auto& e) { return e.pp > 1; });
+  ASSERT_NE(it, suite.end());
+  const pl::Plan plan = pl::build_plan(*it, sim::load_hardware("local-cpu-2core"));
+  const auto per_rank = pl::predicted_peak_per_rank(plan);
+  ASSERT_EQ(per_rank.size(), static_cast<size_t>(it->ranks()));
+  // tp-dp-pp order with tp = dp = 1: rank r is stage r.
+  for (int r = 0; r < it->ranks(); ++r) EXPECT_EQ(per_rank[r], plan.prediction.stages[r].memory.total());
+}
+
+void expect_config_error(const nlohmann::json& entries, const std::string& field, int entry) {
+  TempDir dir("validate_cfg");
+  const std::string file = dir.write_json("configs.json", entries);
+  const CommandResult r = run_command(validate_cmd("--list --configs " + file));
+  EXPECT_EQ(r.status, 2) << r.out;
+  EXPECT_NE(r.out.find(file), std::string::npos) << r.out;
+  EXPECT_NE(r.out.find("entry " + std::to_string(entry)), std::string::npos) << r.out;
+  EXPECT_NE(r.out.find("'" + field + "'"), std::string::npos) << r.out;
+  EXPECT_EQ(count_of(r.out, "\n"), 1u) << r.out;
+}
+
+nlohmann::json good_named(nlohmann::json j, const std::string& name) {
+  j["name"] = name;
+  return j;
+}
+
+TEST(ValidateCli, ConfigsFileErrorsNameFileEntryAndField) {
+  nlohmann::json good = pl::to_json(pl::builtin_suite().front());
+  nlohmann::json missing = good;
+  missing.erase("tp");
+  missing["name"] = "second";
+  expect_config_error(nlohmann::json::array({good, missing}), "tp", 1);
+  nlohmann::json wrong = good;
+  wrong["micro_batch_size"] = "four";
+  expect_config_error(nlohmann::json::array({wrong}), "micro_batch_size", 0);
+  nlohmann::json unknown = good;
+  unknown["model"] = "no-such-model";
+  unknown["name"] = "third";
+  expect_config_error(nlohmann::json::array({good, good_named(good, "second"), unknown}), "model", 2);
+}
+
+TEST(ValidateCli, ListPrintsTheSuiteAndUnknownOnlyNamesTheValidOnes) {
+  const CommandResult list = run_command(validate_cmd("--list"));
+  EXPECT_EQ(list.status, 0) << list.out;
+  for (const auto& e : pl::builtin_suite()) EXPECT_NE(list.out.find(e.name), std::string::npos) << e.name;
+  const CommandResult bad = run_command(validate_cmd("--list --only tiny-llama-1r,nope"));
+  EXPECT_EQ(bad.status, 2) << bad.out;
+  EXPECT_NE(bad.out.find("'nope'"), std::string::npos) << bad.out;
+  EXPECT_NE(bad.out.find("tiny-llama-dp2-z1"), std::string::npos) << bad.out;
+}
+
+TEST(ValidateEndToEnd, RunsTwoConfigurationsSkipsThePipelineOneAndPlots) {
+  TempDir dir("validate_e2e");
+  const std::string json_path = dir.file("results.json"), svg = dir.file("plot.svg");
+  const CommandResult r =
+      run_command(validate_cmd("--only tiny-llama-1r,tiny-llama-dp2-z1,tiny-llama-pp2-1f1b --steps 3 --out-dir " +
+                               dir.file("runs") + " --json " + json_path + " --plot " + svg));
+  ASSERT_EQ(r.status, 0) << r.out;
+  EXPECT_NE(r.out.find("step pred"), std::string::npos) << r.out;
+  EXPECT_NE(r.out.find("[3/3] tiny-llama-pp2-1f1b"), std::string::npos) << r.out;
+  const nlohmann::json j = nlohmann::json::parse(read_text(json_path));
+  EXPECT_EQ(j["schema"], "shardplan.validation/1");
+  EXPECT_EQ(j["steps"], 3);
+  ASSERT_EQ(j["runs"].size(), 3u);
+  int ran = 0;
+  for (const auto& run : j["runs"]) {
+    const std::string name = run["name"];
+    EXPECT_EQ(run["layout"]["model"], "tiny-llama") << name;
+    EXPECT_TRUE(fs::exists(dir.path() / run["plan_file"].get<std::string>())) << name;
+    if (name == "tiny-llama-pp2-1f1b") {
+      EXPECT_EQ(run["status"], "skipped") << run.dump();
+      EXPECT_NE(run["reason"].get<std::string>().find("pipeline"), std::string::npos) << run.dump();
+      continue;
+    }
+    ++ran;
+    ASSERT_EQ(run["status"], "ran") << run.dump();
+    const std::string report_file = run["report_file"];
+    ASSERT_FALSE(fs::path(report_file).is_absolute()) << report_file;  // under the JSON's directory
+    const nlohmann::json report = nlohmann::json::parse(read_text((dir.path() / report_file).string()));
+    const double step = run["measured"]["step_seconds"], peak = run["measured"]["peak_memory_bytes"];
+    EXPECT_GT(step, 0);
+    EXPECT_GT(peak, 0);
+    EXPECT_EQ(step, report["measured"]["step_seconds"].get<double>());
+    EXPECT_EQ(peak, report["measured"]["peak_memory_bytes"].get<double>());
+    EXPECT_EQ(run["measured"]["peak_memory_bytes_per_rank"].size(), static_cast<size_t>(run["ranks"].get<int>()));
+    const double pred_step = run["predicted"]["step_seconds"];
+    EXPECT_NEAR(run["error"]["step_seconds_relative"].get<double>(), (pred_step - step) / step, 1e-9);
+    EXPECT_TRUE(run["time_judged"].get<bool>());  // 1 or 2 ranks x 1 thread
+  }
+  EXPECT_EQ(ran, 2);
+  EXPECT_EQ(j["summary"]["ran"], 2);
+  EXPECT_EQ(j["summary"]["skipped"], 1);
+  EXPECT_EQ(j["summary"]["peak_memory"]["count"], 2);
+  const std::string plot = read_text(svg);
+  EXPECT_TRUE(plot.rfind("<?xml", 0) == 0 || plot.rfind("<svg", 0) == 0) << plot.substr(0, 80);
+  EXPECT_NE(plot.find("</svg>"), std::string::npos);
+  EXPECT_EQ(count_of(plot, "<circle"), 4u);  // 2 ran runs x 2 panels
+  EXPECT_EQ(count_of(plot, "<text"), count_of(plot, "</text>"));
+  EXPECT_NE(plot.find("tiny-llama-dp2-z1"), std::string::npos);
+  // The JSON reads back.
+  const pl::ValidationReport back = pl::validation_from_json(j, json_path, dir.path().string());
+  ASSERT_EQ(back.runs.size(), 3u);
+  EXPECT_EQ(pl::summarize(back.runs).ran, 2);
+}
+
+TEST(ValidateEndToEnd, ConfigurationOverDeviceMemoryIsSkippedWithoutRunning) {
+  TempDir dir("validate_mem");
+  const std::string hw = dir.write_json(
+      "tiny-device.json", {{"base", "local-cpu-2core"}, {"device", {{"memory_MiB", 1}}}});
+  const std::string json_path = dir.file("results.json");
+  // A mpirun that does not exist: any attempt to run would be an error.
+  const CommandResult r = run_command(validate_cmd("--hardware " + hw + " --only tiny-llama-1r --mpirun " +
+                                                   dir.file("no-mpirun") + " --out-dir " + dir.file("runs") +
+                                                   " --json " + json_path));
+  ASSERT_EQ(r.status, 0) << r.out;
+  const nlohmann::json j = nlohmann::json::parse(read_text(json_path));
+  ASSERT_EQ(j["runs"].size(), 1u);
+  const auto& run = j["runs"][0];
+  EXPECT_EQ(run["status"], "skipped");
+  EXPECT_NE(run["reason"].get<std::string>().find("memory"), std::string::npos) << run.dump();
+  EXPECT_TRUE(run.contains("predicted"));
+  EXPECT_FALSE(run.contains("measured"));
+  EXPECT_FALSE(fs::exists(dir.path() / "runs" / "tiny-llama-1r" / "report.json"));
+}
+
+TEST(ValidateEndToEnd, FailedRunIsReportedAndExitCodeIsNonZero) {
+  TempDir dir("validate_fail");
+  // A "shardrun" that crashes: every rank exits 3 with a message.
+  const std::string fake = dir.write("crash.sh", "#!/bin/sh\necho 'boom: out of cheese' >&2\nexit 3\n");
+  fs::permissions(fake, fs::perms::owner_all);
+  const std::string json_path = dir.file("results.json");
+  const CommandResult r = run_command(std::string(SHARDPLAN_BINARY) + " validate --shardrun " + fake +
+                                      " --only tiny-llama-1r,tiny-gpt-1r --steps 2 --out-dir " + dir.file("runs") +
+                                      " --json " + json_path);
+  EXPECT_EQ(r.status, 1) << r.out;
+  const nlohmann::json j = nlohmann::json::parse(read_text(json_path));
+  ASSERT_EQ(j["runs"].size(), 2u);  // the second one still ran after the first failed
+  for (const auto& run : j["runs"]) {
+    EXPECT_EQ(run["status"], "failed") << run.dump();
+    EXPECT_NE(run["reason"].get<std::string>().find("out of cheese"), std::string::npos) << run.dump();
+  }
+  EXPECT_EQ(j["summary"]["failed"], 2);
+}
+
+// Starts `args` with stdout+stderr on a pipe; returns the pid and the read end.
+std::pair<pid_t, int> spawn_piped(const std::vector<std::string>& args) {
+  int fds[2];
+  if (::pipe(fds) != 0) throw std::runtime_error("pipe failed");
+  const pid_t pid = ::fork();
+  if (pid == 0) {
+    ::dup2(fds[1], STDOUT_FILENO);
+    ::dup2(fds[1], STDERR_FILENO);
+    ::close(fds[0]);
+    std::vector<char*> argv;
+    for (const auto& a : args) argv.push_back(const_cast<char*>(a.c_str()));
+    argv.push_back(nullptr);
+    ::execv(argv[0], argv.data());
+    ::_exit(127);
+  }
+  ::close(fds[1]);
+  return {pid, fds[0]};
+}
+
+TEST(ValidateEndToEnd, CtrlCEndsTheRunningJobAndWritesWhatFinished) {
+  TempDir dir("validate_int");
+  const std::string json_path = dir.file("results.json");
+  // gpt2 with ZeRO-3 takes seconds per step: it is still running when the signal comes.
+  const auto [pid, fd] = spawn_piped({SHARDPLAN_BINARY, "validate", "--shardrun", SHARDRUN_BINARY, "--only",
+                                      "tiny-llama-1r,gpt2-dp2-z3", "--steps", "3", "--out-dir", dir.file("runs"),
+                                      "--json", json_path});
+  // The second configuration has started once its progress line is out: interrupt it then.
+  std::string out;
+  char buf[512];
+  bool sent = false;
+  for (ssize_t n; (n = ::read(fd, buf, sizeof buf)) > 0;) {
+    out.append(buf, static_cast<size_t>(n));
+    if (!sent && out.find("[2/2]") != std::string::npos) {
+      ::kill(pid, SIGINT);
+      sent = true;
+    }
+  }
+  ::close(fd);
+  int status = 0;
+  ::waitpid(pid, &status, 0);
+  ASSERT_TRUE(sent) << out;
+  ASSERT_TRUE(WIFEXITED(status)) << out;
+  EXPECT_EQ(WEXITSTATUS(status), 130) << out;
+  const nlohmann::json j = nlohmann::json::parse(read_text(json_path));
+  ASSERT_EQ(j["runs"].size(), 1u) << j.dump();
+  EXPECT_EQ(j["runs"][0]["name"], "tiny-llama-1r");
+  EXPECT_EQ(j["runs"][0]["status"], "ran");
+}
+
+}  // namespace
