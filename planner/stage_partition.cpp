@@ -8,14 +8,19 @@ PartitionInput partition_input(const sim::Evaluator& ev, const sim::ParallelConf
                                double memory_weight) {
   const sim::ConfigContext c(ev.context(), cfg);
   const int p = cfg.pp, L = static_cast<int>(ev.model().num_layers), m = cfg.micro_batches();
-  // Memory of a stage with n layers and no activations: linear in n, so two points give it.
-  auto states = [&](int stage, int layers) {
+  // Memory of a stage with n layers and no activations: its model states are linear in n, so two
+  // points give them; the workspace (transients) is taken once per stage, at one layer.
+  auto memory = [&](int stage, int layers) {
     sim::StageShape shape;
     shape.stage = stage;
     shape.layers = layers;
     shape.embedding = stage == 0;
     shape.head = stage == p - 1;
-    return sim::stage_memory(c, shape).device.total();
+    return sim::stage_memory(c, shape).device;
+  };
+  auto states = [&](int stage, int layers) {
+    const sim::MemoryBreakdown m = memory(stage, layers);
+    return m.total() - m.workspace;
   };
   const double per_layer_states = states(p > 2 ? 1 : 0, 1) - states(p > 2 ? 1 : 0, 0);
   const sim::ChunkTime layer = sim::chunk_time(c, {1, false, false});
@@ -28,7 +33,7 @@ PartitionInput partition_input(const sim::Evaluator& ev, const sim::ParallelConf
     const sim::ChunkTime edge = sim::chunk_time(c, {0, s == 0, s == p - 1});
     const double in_flight = sim::in_flight_micro_batches(cfg.schedule, p, s, m, 1);
     in.stage_extra_time_s.push_back(edge.forward_s + edge.backward_s);
-    in.stage_extra_bytes.push_back(states(s, 0) + in_flight * edge.stored_bytes);
+    in.stage_extra_bytes.push_back(states(s, 0) + memory(s, 1).workspace + in_flight * edge.stored_bytes);
     in.stage_in_flight.push_back(in_flight);
   }
   in.goal = goal;

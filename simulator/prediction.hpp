@@ -15,8 +15,9 @@ struct MemoryBreakdown {  // bytes on one device
   double optimizer_states = 0;  // fp32 master + Adam moments of base weights (on device)
   double activations = 0;       // stored for backward, all in-flight micro-batches
   double lora = 0;              // LoRA adapters: weights + gradients + optimizer states
-  double comm_buffers = 0;      // DP buckets, ZeRO-3 gathered layers, p2p and TP buffers
-  double workspace = 0;         // runtime reserve + transient working set
+  double comm_buffers = 0;      // p2p and TP buffers held across the step
+  double workspace = 0;         // runtime reserve + the largest transient (outputs in flight, logits,
+                                // ZeRO gradient buckets and gathered units)
   [[nodiscard]] double total() const {
     return parameters + gradients + optimizer_states + activations + lora + comm_buffers + workspace;
   }

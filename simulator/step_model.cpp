@@ -128,6 +128,69 @@ ChunkTime chunk_time(const ConfigContext& c, const ChunkShape& sh) {
   return t;
 }
 
+namespace {
+
+// Gradient-phase buffers of shardrun's ZeRO engine (executor/engine/zero_engine.hpp), which keeps
+// one flat buffer per unit (the embedding, each block, the head), as FSDP does:
+//   stage 0/1  gradients accumulate in place in the flat buffer and are all-reduced in place;
+//              autograd's fresh gradient of the largest parameter exists before it is added in;
+//   stage 2    a unit's gradients as autograd made them + their flat copy + the reduced shard,
+//              with the previous unit's flat copy and shard possibly still in flight;
+//   stage 3    the same, plus the unit's gathered parameters (one unit resident at a time).
+struct UnitBuffers {
+  double gathered = 0;  // forward: the largest gathered unit (stage 3)
+  double first = 0;     // backward of the stage's first unit (head or last block)
+  double next = 0;      // backward of the unit after it, with the first one's buckets in flight
+};
+
+UnitBuffers unit_buffers(const ConfigContext& c, const StageShape& s) {
+  const auto& cfg = *c.cfg;
+  const auto& mc = *c.mc;
+  const bool lora = mc.lora.enabled();
+  const double w = c.param_bytes, N = c.shard, t = cfg.tp;
+  const double vocab_param = static_cast<double>(mc.model.vocab_size * mc.model.hidden) / t;
+  double block_largest = 0;  // largest trainable parameter of a block
+  for (std::size_t i = 0; i < mc.linears.size(); ++i) {
+    const auto& lin = mc.linears[i];
+    const double full = static_cast<double>(lin.d_in * lin.d_out) / t;
+    const double lr = lora && mc.lora_mask[i] ? static_cast<double>(std::max(lin.d_in, lin.d_out)) * mc.lora.rank : 0.0;
+    block_largest = std::max(block_largest, lora ? lr : full);
+  }
+  // The stage's units in backward order: head first, then blocks.
+  struct Unit {
+    double params, trainable, largest;
+  };
+  const bool tied_here = mc.model.tied_embeddings && s.embedding && s.head;
+  const Unit block{c.block_params + c.block_lora, c.block_trainable, block_largest};
+  Unit first = block, next = block;
+  if (s.head) {
+    double params = c.head_params + (tied_here ? c.embedding_params : 0.0);
+    first = {params, lora ? 0.0 : params, lora ? 0.0 : vocab_param};
+    if (s.layers == 0 && s.embedding && !tied_here)
+      next = {c.embedding_params, lora ? 0.0 : c.embedding_params, lora ? 0.0 : vocab_param};
+  } else if (s.layers == 0 && s.embedding) {
+    first = {c.embedding_params, lora ? 0.0 : c.embedding_params, lora ? 0.0 : vocab_param};
+  }
+  auto grads = [&](const Unit& u) {  // while this unit's gradients are handled
+    // Mixed precision: the weight's cast, its gradient in the compute dtype and in fp32.
+    if (cfg.zero_stage < 2) return (w < 4 ? 2 * w + 4 : w) * u.largest;
+    return w * u.trainable * (2 + 1 / N) + (cfg.zero_stage == 3 ? w * u.params : 0.0);
+  };
+  auto in_flight = [&](const Unit& u) { return cfg.zero_stage < 2 ? 0.0 : w * u.trainable * (1 + 1 / N); };
+  UnitBuffers out;
+  if (cfg.zero_stage == 3) {
+    double largest = s.layers > 0 ? block.params : 0.0;
+    if (s.embedding) largest = std::max(largest, c.embedding_params);
+    if (s.head) largest = std::max(largest, first.params);
+    out.gathered = w * largest;
+  }
+  out.first = grads(first);
+  out.next = grads(next) + in_flight(first);
+  return out;
+}
+
+}  // namespace
+
 StageMemory stage_memory(const ConfigContext& c, const StageShape& s) {
   const auto& cfg = *c.cfg;
   const auto& dev = c.mc->cluster.hardware.device;
@@ -173,26 +236,23 @@ StageMemory stage_memory(const ConfigContext& c, const StageShape& s) {
     m.activations = kept;
   }
 
-  // Communication buffers.
+  // Communication buffers that live across the step: p2p activations and TP gather buffers.
   const double e = c.env.act_bytes, M = c.env.s * c.env.b, h = c.mc->model.hidden;
-  if (cfg.zero_stage == 3 && N > 1) {
-    // Two gathered blocks (current + prefetched) and one block's unsharded gradients.
-    double gathered = 2 * w * c.block_params + w * c.block_trainable;
-    if (s.embedding) gathered = std::max(gathered, w * c.embedding_params);
-    if (s.head) gathered = std::max(gathered, w * c.head_params);
-    m.comm_buffers += gathered;
-  } else if (cfg.dp > 1) {
-    m.comm_buffers += 2 * std::min(kBucketBytes, w * trainable);  // bucket being filled + in flight
-  }
   if (cfg.pp > 1) m.comm_buffers += 2 * e * M * h / cfg.tp;       // received activations + gradients
   if (cfg.tp > 1) m.comm_buffers += e * M * h;                     // all-gathered / reduced (s, b, h)
 
-  // Workspace: runtime reserve, activation gradients in flight, recompute working set and
-  // the fp32 logits' gradient on the last stage.
-  double transient = 2 * e * M * h;
+  // Workspace: runtime reserve plus the largest transient, in forward or in backward.
+  const UnitBuffers u = unit_buffers(c, s);
+  double fwd = 2 * e * M * h;  // activation gradients / outputs in flight
+  if (s.head) fwd = std::max(fwd, c.head.transient_bytes);
+  fwd += u.gathered;
+  // Backward of the first unit (the head's gradients arrive while every activation is stored),
+  // then of the next one (the head's saved tensors are freed, its buckets may be in flight).
+  const double bwd_first = 2 * e * M * h + u.first;
+  const double bwd_next = 2 * e * M * h + u.next - (s.head ? c.head.stored_activation_bytes : 0.0);
+  double transient = std::max({fwd, bwd_first, bwd_next});
   if (cfg.recompute != Recompute::none)
     transient += c.block.full_activation_bytes - c.block.stored_activation_bytes;
-  if (s.head) transient = std::max(transient, c.head.transient_bytes);
   m.workspace = dev.runtime_reserved_bytes + transient;
   return out;
 }

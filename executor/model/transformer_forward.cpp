@@ -2,6 +2,8 @@
 // H hidden, t = tp size, nh/nkv local heads (= global / t), hd head dim, V vocabulary.
 #include <cmath>
 
+#include <ATen/autocast_mode.h>
+
 #include "executor/errors.hpp"
 #include "executor/parallel/mappings.hpp"
 #include "executor/parallel/zero_linear.hpp"
@@ -57,11 +59,30 @@ struct RmsNorm : torch::autograd::Function<RmsNorm> {
   }
 };
 
+// Softmax over the last dim computed in fp32 that keeps only its output, in the input's dtype,
+// for backward (as fused softmax kernels do): dx = y * (dy - sum(dy * y)). x: (.., S)
+struct Softmax32 : torch::autograd::Function<Softmax32> {
+  static torch::Tensor forward(torch::autograd::AutogradContext* ctx, torch::Tensor x) {
+    torch::Tensor y = torch::softmax(x.to(torch::kFloat), -1).to(x.scalar_type());
+    ctx->save_for_backward({y});
+    return y;
+  }
+  static torch::autograd::variable_list backward(torch::autograd::AutogradContext* ctx,
+                                                 torch::autograd::variable_list g) {
+    const torch::Tensor y = ctx->get_saved_variables()[0];
+    const torch::Tensor yf = y.to(torch::kFloat), gf = g[0].to(torch::kFloat);
+    return {(yf * (gf - (gf * yf).sum(-1, true))).to(y.scalar_type())};
+  }
+};
+
 }  // namespace
 
 torch::Tensor Transformer::norm(const torch::Tensor& x, const torch::Tensor& w, const torch::Tensor& b) const {
   constexpr double eps = 1e-5;  // GPT-2 layer_norm_epsilon and Llama-2 rms_norm_eps
-  if (!llama_) return F::layer_norm(x, F::LayerNormFuncOptions({x.size(-1)}).weight(w).bias(b).eps(eps));
+  if (!llama_) {  // in the activations' dtype (bf16 under autocast), which backward then keeps
+    const auto dt = x.scalar_type();
+    return F::layer_norm(x, F::LayerNormFuncOptions({x.size(-1)}).weight(w.to(dt)).bias(b.to(dt)).eps(eps));
+  }
   return RmsNorm::apply(x, w, eps);
 }
 
@@ -98,7 +119,7 @@ torch::Tensor Transformer::attention(const Block& blk, const torch::Tensor& x, c
   torch::Tensor future = torch::ones({S, S}, torch::TensorOptions().dtype(torch::kBool)).triu(1);
   if (group > 1) future = future.repeat({group, 1});  // row j*S + i is query position i
   scores = scores.masked_fill(future, -INFINITY);     // (B, nkv, g*S, S)
-  torch::Tensor probs = torch::softmax(scores.to(torch::kFloat), -1).to(q.scalar_type());
+  torch::Tensor probs = Softmax32::apply(scores.to(q.scalar_type()));
   probs = dropout(probs, opt_.attention_dropout, ctx, /*sharded=*/true);
   torch::Tensor context = torch::matmul(probs, v).view({B, nh, S, hd}).transpose(1, 2).reshape({B, S, nh * hd});
   return blk.out.forward(context, ctx);                                                      // (B, Sx, H)
@@ -140,6 +161,9 @@ LossSum Transformer::forward(const torch::Tensor& ids, const torch::Tensor& labe
     const int64_t Sx = x.size(1), first = sp ? tp.rank() * Sx : 0;
     x = x + wpe_.narrow(0, first, Sx);
   }
+  // Under bf16 autocast the residual stream is kept in bf16 too (as with Megatron's bf16
+  // activations), not promoted to fp32 by the fp32 embedding.
+  if (at::autocast::is_cpu_enabled()) x = x.to(at::autocast::get_autocast_cpu_dtype());
   x = dropout(x, opt_.hidden_dropout, ctx, sp);
   x = after(0, x);
   // With a frozen embedding (LoRA) the residual stream would not require grad: make it a leaf

@@ -10,8 +10,10 @@ torch::Tensor dropout(const torch::Tensor& x, double p, const TpContext& ctx, bo
   if (p <= 0.0 || !ctx.training) return x;
   EXECUTOR_CHECK(ctx.rng != nullptr, "dropout needs a DropoutRng");
   at::Generator& gen = sharded ? ctx.rng->sharded : ctx.rng->replicated;
-  torch::Tensor keep = torch::empty(x.sizes(), x.options().dtype(torch::kFloat)).bernoulli_(1.0 - p, gen);
-  return x * keep.to(x.scalar_type()) * (1.0 / (1.0 - p));
+  // A one-byte mask is what backward keeps (masked_fill saves it), as Megatron's dropout does.
+  const torch::Tensor dropped =
+      torch::empty(x.sizes(), x.options().dtype(torch::kFloat)).bernoulli_(1.0 - p, gen).eq(0.0);
+  return x.masked_fill(dropped, 0.0) * (1.0 / (1.0 - p));
 }
 
 torch::Tensor ParallelLinear::forward(const torch::Tensor& x, const TpContext& ctx) const {
