@@ -81,9 +81,14 @@ build/release/executor/shardplan-tokenize train \
   --text executor/data/corpus --vocab-size 4096 --out-prefix build/demo/tokenizer
 
 echo
-echo "==> Plan: tiny-llama (5 M parameters) on this machine's two cores, fp32"
+echo "==> Profile this machine: mpirun -np 2 shardrun profile (GEMMs, memory-bound kernels, collectives; ~1 min)"
+"${MPIRUN[@]}" build/release/executor/shardrun profile --out build/demo/measured.json --quiet
+echo "profile written: build/demo/measured.json (fitted curves, raw samples, a source per figure)"
+
+echo
+echo "==> Plan: tiny-llama (5 M parameters) on this machine's two cores, fp32, with the measured profile"
 "$SHARDPLAN" plan \
-  --model tiny-llama --hardware local-cpu-2core --nodes 1 \
+  --model tiny-llama --hardware build/demo/measured.json --nodes 1 \
   --global-batch-size 8 --seq-len 128 --precision fp32 \
   --forbid pp,recompute,offload --top 3 --quiet --out "$DEMO.plan.json"
 
@@ -95,3 +100,10 @@ rm -rf "$DEMO"
   --out-dir "$DEMO" --checkpoint-dir "$DEMO/checkpoints" --checkpoint-every 10 \
   --save-final "$DEMO/final.safetensors"
 echo "(step metrics: $DEMO/metrics.jsonl; report with predicted vs measured: $DEMO/report.json)"
+
+echo
+echo "==> Predicted vs measured: shardplan validate plans and runs four more layouts (6 steps each)"
+"$SHARDPLAN" validate --hardware build/demo/measured.json --steps 6 \
+  --only tiny-llama-1r,tiny-llama-dp2-z1,tiny-llama-tp2,tiny-llama-lora8-dp2,tiny-llama-pp2-1f1b \
+  --out-dir build/demo/validate --json build/demo/validation.json --plot build/demo/validation.svg
+echo "(the whole suite: shardplan validate; refit the profile to it: shardplan calibrate --runs ...)"

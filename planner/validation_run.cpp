@@ -1,0 +1,213 @@
+// Validation, running one entry: its plan written, `mpirun ... shardrun` started with
+// posix_spawn (no shell, own process group, output to a log), polled for its end, a cancel or
+// the timeout, and its report read back.
+#include <fcntl.h>
+#include <signal.h>
+#include <spawn.h>
+#include <sys/wait.h>
+#include <unistd.h>
+
+#include <algorithm>
+#include <cerrno>
+#include <chrono>
+#include <cstring>
+#include <filesystem>
+#include <fstream>
+#include <sstream>
+#include <thread>
+
+#include "simulator/errors.hpp"
+#include "simulator/json_fields.hpp"
+#include "validation.hpp"
+
+namespace shardplan::planner {
+
+namespace sim = shardplan::simulator;
+namespace fs = std::filesystem;
+using json = nlohmann::json;
+
+// ---- running one entry ---------------------------------------------------------------------
+
+namespace {
+
+struct JobResult {
+  bool cancelled = false, timed_out = false;
+  int exit_code = -1;  // -1 when ended by a signal
+  int signal = 0;
+};
+
+// Runs `args` (no shell) in its own process group, stdout + stderr into `log`; polls for the
+// end, `o.cancel` and the timeout (SIGTERM to mpirun, SIGKILL to its group 10 s later).
+JobResult run_job(const std::vector<std::string>& args, const std::string& log, const RunnerOptions& o) {
+  posix_spawn_file_actions_t fa;
+  ::posix_spawn_file_actions_init(&fa);
+  ::posix_spawn_file_actions_addopen(&fa, STDIN_FILENO, "/dev/null", O_RDONLY, 0);
+  ::posix_spawn_file_actions_addopen(&fa, STDOUT_FILENO, log.c_str(), O_WRONLY | O_CREAT | O_TRUNC, 0644);
+  ::posix_spawn_file_actions_adddup2(&fa, STDOUT_FILENO, STDERR_FILENO);
+  posix_spawnattr_t attr;
+  ::posix_spawnattr_init(&attr);
+  ::posix_spawnattr_setflags(&attr, POSIX_SPAWN_SETPGROUP);
+  ::posix_spawnattr_setpgroup(&attr, 0);
+  std::vector<char*> argv;
+  for (const auto& a : args) argv.push_back(const_cast<char*>(a.c_str()));
+  argv.push_back(nullptr);
+  pid_t pid = 0;
+  const int rc = ::posix_spawnp(&pid, argv[0], &fa, &attr, argv.data(), environ);
+  ::posix_spawn_file_actions_destroy(&fa);
+  ::posix_spawnattr_destroy(&attr);
+  if (rc != 0) throw sim::InputError("--mpirun: cannot start '" + args[0] + "': " + std::strerror(rc));
+  using clock = std::chrono::steady_clock;
+  const auto start = clock::now();
+  std::optional<clock::time_point> term_at;
+  bool killed = false;
+  JobResult r;
+  int status = 0;
+  for (;;) {
+    const pid_t w = ::waitpid(pid, &status, WNOHANG);
+    if (w == pid) break;
+    if (w < 0 && errno != EINTR) throw std::runtime_error(std::string("waitpid: ") + std::strerror(errno));
+    const auto now = clock::now();
+    const bool cancel = o.cancel != nullptr && o.cancel->load();
+    if (!term_at && (cancel || std::chrono::duration<double>(now - start).count() > o.timeout_s)) {
+      r.cancelled = cancel;
+      r.timed_out = !cancel;
+      ::kill(pid, SIGTERM);
+      term_at = now;
+    } else if (term_at && !killed && now - *term_at > std::chrono::seconds(10)) {
+      ::kill(-pid, SIGKILL);
+      killed = true;
+    }
+    std::this_thread::sleep_for(std::chrono::milliseconds(20));
+  }
+  if (WIFEXITED(status)) r.exit_code = WEXITSTATUS(status);
+  if (WIFSIGNALED(status)) r.signal = WTERMSIG(status);
+  return r;
+}
+
+std::string read_text(const std::string& path) {
+  std::ifstream in(path, std::ios::binary);
+  std::ostringstream s;
+  s << in.rdbuf();
+  return s.str();
+}
+
+std::vector<std::string> lines_of(const std::string& text) {
+  std::vector<std::string> out;
+  std::istringstream in(text);
+  for (std::string line; std::getline(in, line);)
+    if (!line.empty()) out.push_back(line);
+  return out;
+}
+
+// shardrun's own one-line refusal: the last line starting "shardrun: error:", prefix removed.
+std::string refusal_message(const std::string& log) {
+  static const std::string prefix = "shardrun: error:";
+  std::string found;
+  for (const auto& l : lines_of(log)) {
+    if (l.rfind(prefix, 0) != 0) continue;
+    const auto at = l.find_first_not_of(' ', prefix.size());
+    found = at == std::string::npos ? "" : l.substr(at);
+  }
+  return found;
+}
+
+std::string tail_of(const std::string& log, std::size_t max_lines = 15) {
+  const auto lines = lines_of(log);
+  std::string out;
+  for (std::size_t i = lines.size() > max_lines ? lines.size() - max_lines : 0; i < lines.size(); ++i)
+    out += lines[i] + "\n";
+  if (out.size() > 3000) out = "..." + out.substr(out.size() - 3000);
+  return out.empty() ? "(no output)" : out;
+}
+
+std::vector<std::string> job_command(const RunnerOptions& o, const std::string& plan, const fs::path& dir, int ranks) {
+  std::vector<std::string> a = {o.mpirun, "-np", std::to_string(ranks), "--oversubscribe", "--bind-to", "none"};
+  if (::geteuid() == 0) a.push_back("--allow-run-as-root");
+  for (const std::string& s : {o.shardrun, std::string("--plan"), plan, std::string("--steps"), std::to_string(o.steps),
+                               std::string("--data"), std::string("synthetic"), std::string("--out-dir"), dir.string(),
+                               std::string("--threads"), std::to_string(o.threads), std::string("--quiet")})
+    a.push_back(s);
+  return a;
+}
+
+ValidationRun new_run(const ValidationEntry& e, const RunnerOptions& o) {
+  ValidationRun r;
+  r.entry = e;
+  r.ranks = e.ranks();
+  r.resolved_sharding_degree = e.sharding_degree > 0 ? e.sharding_degree : e.dp;
+  r.time_judged = static_cast<long long>(r.ranks) * o.threads <= o.cores;
+  if (!r.time_judged)
+    r.time_note = "oversubscribed: " + std::to_string(r.ranks) + (r.ranks == 1 ? " rank x " : " ranks x ") +
+                  std::to_string(o.threads) + (o.threads == 1 ? " thread on " : " threads on ") +
+                  std::to_string(o.cores) + (o.cores == 1 ? " core" : " cores");
+  return r;
+}
+
+ValidationRun finish_run(ValidationRun r, const JobResult& job, const fs::path& dir, const RunnerOptions& o) {
+  const std::string log = read_text(r.output_log);
+  if (job.exit_code == 0) {
+    const std::string report = (dir / "report.json").string();
+    try {
+      apply_report(r, sim::read_json_file(report), report);
+      r.report_file = report;
+      r.status = RunStatus::ran;
+    } catch (const sim::InputError& x) {
+      r.status = RunStatus::failed;
+      r.reason = x.what();
+    }
+    return r;
+  }
+  if (job.exit_code == 2 && !job.timed_out) {
+    if (std::string msg = refusal_message(log); !msg.empty()) {
+      r.status = RunStatus::skipped;
+      r.reason = msg;
+      return r;
+    }
+  }
+  r.status = RunStatus::failed;
+  char head[160];
+  if (job.timed_out)
+    std::snprintf(head, sizeof head, "timed out after %.0f s", o.timeout_s);
+  else if (job.signal != 0)
+    std::snprintf(head, sizeof head, "mpirun ended by signal %d", job.signal);
+  else
+    std::snprintf(head, sizeof head, "mpirun exited with code %d", job.exit_code);
+  r.reason = std::string(head) + "; last output:\n" + tail_of(log);
+  return r;
+}
+
+}  // namespace
+
+std::optional<ValidationRun> run_entry(const ValidationEntry& e, const sim::HardwareProfile& hw,
+                                       const RunnerOptions& o) {
+  ValidationRun r = new_run(e, o);
+  const fs::path dir = fs::absolute(fs::path(o.out_dir) / e.name);
+  std::error_code ec;
+  fs::create_directories(dir, ec);
+  if (ec) throw sim::InputError("--out-dir: cannot create '" + dir.string() + "': " + ec.message());
+  for (const char* f : {"report.json", "metrics.jsonl", "plan.json", "output.log"}) fs::remove(dir / f, ec);
+  Plan plan;
+  try {
+    plan = build_plan(e, hw);
+  } catch (const sim::InputError& x) {
+    r.reason = x.what();
+    return r;
+  }
+  r.resolved_sharding_degree = plan.config.shard_group();
+  r.has_prediction = true;
+  r.predicted_step_s = plan.prediction.time.step_s;
+  r.predicted_peak_bytes = plan.prediction.worst.total();
+  r.predicted_peak_per_rank = predicted_peak_per_rank(plan);
+  r.plan_file = (dir / "plan.json").string();
+  save_plan(plan, r.plan_file);
+  if (!plan.prediction.feasible) {
+    r.reason = "predicted memory does not fit the device: " + plan.prediction.infeasible_reason;
+    return r;
+  }
+  r.output_log = (dir / "output.log").string();
+  const JobResult job = run_job(job_command(o, r.plan_file, dir, e.ranks()), r.output_log, o);
+  if (job.cancelled) return std::nullopt;
+  return finish_run(std::move(r), job, dir, o);
+}
+
+}  // namespace shardplan::planner
