@@ -6,13 +6,13 @@
 #include <cmath>
 #include <cstdio>
 #include <filesystem>
-#include <numeric>
 #include <set>
 
 #include "simulator/errors.hpp"
 #include "simulator/evaluator.hpp"
 #include "simulator/json_fields.hpp"
 #include "simulator/paths.hpp"
+#include "validation.hpp"
 
 namespace shardplan::planner {
 
@@ -24,7 +24,6 @@ using nlohmann::json;
 namespace {
 
 constexpr const char* kMethod = "Levenberg-Marquardt on log step time";
-constexpr const char* kRunsSchema = "shardplan.validation/1";  // `shardplan validate --json`
 
 std::string num(const char* f, double v) {
   char buf[64];
@@ -73,7 +72,7 @@ void read_runs_file(const std::string& path, bool first, MeasuredRuns& out, std:
   if (!j.is_object()) throw sim::InputError(path + ": expected a JSON object (`shardplan validate --json` output)");
   const sim::JsonContext ctx{path, ""};
   const std::string schema = sim::get_string(j, "schema", ctx);
-  if (schema != kRunsSchema) ctx.fail("schema", std::string("\"") + kRunsSchema + "\" (got \"" + schema + "\")");
+  if (schema != kValidationSchema) ctx.fail("schema", std::string("\"") + kValidationSchema + "\" (got \"" + schema + "\")");
   if (first) {
     const std::string hw = sim::get_string_or(j, "hardware_file", "", ctx);
     const bool beside = sim::looks_like_path(hw) && fs::is_regular_file(resolve_relative(path, hw));
@@ -177,17 +176,10 @@ double predicted_step_s(const MeasuredRun& run, const HW& hw) {
 }
 
 ErrorStats error_stats(const std::vector<double>& relative_errors) {
-  ErrorStats s;
-  if (relative_errors.empty()) return s;
-  std::vector<double> a;
-  for (double e : relative_errors) a.push_back(std::fabs(e));
-  std::sort(a.begin(), a.end());
-  const std::size_t n = a.size();
-  s.runs = static_cast<int>(n);
-  s.mean = std::accumulate(a.begin(), a.end(), 0.0) / static_cast<double>(n);
-  s.median = n % 2 == 1 ? a[n / 2] : 0.5 * (a[n / 2 - 1] + a[n / 2]);
-  s.worst = a.back();
-  return s;
+  std::vector<std::pair<double, std::string>> named;
+  for (double e : relative_errors) named.emplace_back(e, std::string());
+  const ValidationErrorStats v = abs_error_stats(named);
+  return {v.count, v.mean_abs, v.median_abs, v.worst_abs};
 }
 
 namespace {
@@ -503,18 +495,14 @@ json summary_json(const CalibrationResult& r) {
           {"notes", r.notes}};
 }
 
-// "device.memory_MiB" -> "device.memory_bytes": the written profile's key for the same figure.
-std::string quantity_base(const std::string& key) {
-  static const char* kUnits[] = {"bytes_per_s", "bytes", "KiB",    "MiB",    "GiB",    "KB",    "MB", "GB",
-                                 "TB",          "GBps",  "GiBps",  "MBps",   "TBps",   "Gbps",  "TFLOPs",
-                                 "GFLOPs",      "PFLOPs", "FLOPs", "s",      "ms",     "us",    "ns"};
-  for (const char* u : kUnits) {
-    const std::string suffix = std::string("_") + u;
-    if (key.size() > suffix.size() && key.ends_with(suffix)) return key.substr(0, key.size() - suffix.size());
-  }
-  return key;
+// The quantity a key names ("memory_MiB" and "memory_bytes": "memory"); the key itself when it
+// carries no unit.
+std::string quantity_of(const std::string& key) {
+  const std::string base = sim::quantity_base(key);
+  return base.empty() ? key : base;
 }
 
+// "device.memory_MiB" -> "device.memory_bytes": the written profile's key for the same figure.
 std::string rekey(const std::string& dotted, const json& written) {
   const json* node = &written;
   std::string out;
@@ -524,7 +512,7 @@ std::string rekey(const std::string& dotted, const json& written) {
     std::string key = dotted.substr(start, dot - start);
     if (node != nullptr && node->is_object() && !node->contains(key))
       for (auto it = node->begin(); it != node->end(); ++it)
-        if (quantity_base(it.key()) == quantity_base(key)) key = it.key();
+        if (quantity_of(it.key()) == quantity_of(key)) key = it.key();
     out += (out.empty() ? "" : ".") + key;
     node = node != nullptr && node->is_object() && node->contains(key) ? &(*node)[key] : nullptr;
     start = dot + 1;

@@ -324,28 +324,24 @@ void apply_report(ValidationRun& run, const json& report, const std::string& sou
   }
 }
 
-namespace {
-
-ValidationErrorStats stats_of(std::vector<std::pair<double, std::string>> v) {
+ValidationErrorStats abs_error_stats(const std::vector<std::pair<double, std::string>>& v) {
   ValidationErrorStats s;
   s.count = static_cast<int>(v.size());
   if (v.empty()) return s;
   std::vector<double> a;
-  for (auto& [e, name] : v) {
-    a.push_back(std::abs(e));
-    s.mean_abs += std::abs(e) / static_cast<double>(v.size());
-    if (std::abs(e) > s.worst_abs || s.worst_run.empty()) {
+  for (const auto& [e, name] : v) {
+    if (a.empty() || std::abs(e) > s.worst_abs) {
       s.worst_abs = std::abs(e);
       s.worst_run = name;
     }
+    a.push_back(std::abs(e));
+    s.mean_abs += std::abs(e) / static_cast<double>(v.size());
   }
   std::sort(a.begin(), a.end());
   const std::size_t n = a.size();
   s.median_abs = n % 2 ? a[n / 2] : 0.5 * (a[n / 2 - 1] + a[n / 2]);
   return s;
 }
-
-}  // namespace
 
 ValidationSummary summarize(const std::vector<ValidationRun>& runs) {
   ValidationSummary s;
@@ -358,8 +354,8 @@ ValidationSummary summarize(const std::vector<ValidationRun>& runs) {
     mem.emplace_back(r.memory_error, r.entry.name);
     if (r.time_judged) time.emplace_back(r.step_error, r.entry.name);
   }
-  s.step_seconds = stats_of(std::move(time));
-  s.peak_memory = stats_of(std::move(mem));
+  s.step_seconds = abs_error_stats(time);
+  s.peak_memory = abs_error_stats(mem);
   return s;
 }
 

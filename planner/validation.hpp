@@ -116,6 +116,8 @@ struct ValidationErrorStats {
   double mean_abs = 0, median_abs = 0, worst_abs = 0;
   std::string worst_run;
 };
+// Mean, median and worst |relative error| of (relative error, run name) pairs.
+ValidationErrorStats abs_error_stats(const std::vector<std::pair<double, std::string>>& errors);
 
 struct ValidationSummary {
   int ran = 0, skipped = 0, failed = 0;

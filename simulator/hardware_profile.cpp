@@ -13,19 +13,6 @@
 namespace shardplan::simulator {
 namespace {
 
-constexpr const char* kUnitSuffixes[] = {"bytes", "KiB",  "MiB",  "GiB",   "KB",    "MB",         "GB",
-                                         "TB",    "GBps", "GiBps", "MBps", "TBps", "Gbps", "bytes_per_s",
-                                         "s",     "ms",   "us",   "ns",    "TFLOPs", "GFLOPs", "PFLOPs", "FLOPs"};
-
-// "memory_GiB" -> "memory"; "" if the key carries no known unit suffix.
-std::string quantity_base(const std::string& key) {
-  for (const char* u : kUnitSuffixes) {
-    std::string suffix = std::string("_") + u;
-    if (key.size() > suffix.size() && key.ends_with(suffix)) return key.substr(0, key.size() - suffix.size());
-  }
-  return {};
-}
-
 // Overlay `patch` on `target` (JSON merge patch, RFC 7396) — but a quantity given in another
 // unit replaces the base's variant instead of conflicting with it.
 void overlay(nlohmann::json& target, const nlohmann::json& patch) {
@@ -227,13 +214,11 @@ HardwareProfile hardware_from_json(const nlohmann::json& j, const std::string& s
   return hw;
 }
 
-namespace {
-nlohmann::json curve_json(const EfficiencyCurve& c) {
+nlohmann::json to_json(const EfficiencyCurve& c) {
   nlohmann::json a = nlohmann::json::array();
   for (std::size_t i = 0; i < c.log10_x.size(); ++i) a.push_back({std::pow(10.0, c.log10_x[i]), c.efficiency[i]});
   return a;
 }
-}  // namespace
 
 nlohmann::json to_json(const HardwareProfile& hw) {
   const auto& d = hw.device;
@@ -247,8 +232,8 @@ nlohmann::json to_json(const HardwareProfile& hw) {
             {"memory_bandwidth_bytes_per_s", d.memory_bandwidth_Bps},
             {"peak_TFLOPs", {{"fp32", d.peak(Precision::fp32) / 1e12}, {"fp16", d.peak(Precision::fp16) / 1e12},
                              {"bf16", d.peak(Precision::bf16) / 1e12}}},
-            {"gemm_efficiency_by_flop", curve_json(d.gemm_efficiency)},
-            {"memory_efficiency_by_bytes", curve_json(d.memory_efficiency)},
+            {"gemm_efficiency_by_flop", to_json(d.gemm_efficiency)},
+            {"memory_efficiency_by_bytes", to_json(d.memory_efficiency)},
             {"kernel_launch_s", d.kernel_launch_s},
             {"runtime_reserved_bytes", d.runtime_reserved_bytes}}},
           {"node",
@@ -270,7 +255,7 @@ nlohmann::json to_json(const HardwareProfile& hw) {
           {"price", {{"usd_per_hour", hw.price.usd_per_hour}, {"as_of", hw.price.as_of}, {"note", hw.price.note}}}};
   for (Precision p : {Precision::fp32, Precision::fp16, Precision::bf16}) {
     const auto& c = d.gemm_efficiency_by_precision[static_cast<std::size_t>(p)];
-    if (!c.log10_x.empty()) j["device"]["gemm_efficiency_by_precision"][to_string(p)] = curve_json(c);
+    if (!c.log10_x.empty()) j["device"]["gemm_efficiency_by_precision"][to_string(p)] = to_json(c);
   }
   return j;
 }

@@ -12,6 +12,21 @@
 #include "errors.hpp"
 
 namespace shardplan::simulator {
+
+namespace {
+constexpr const char* kUnitSuffixes[] = {"bytes", "KiB",  "MiB",  "GiB",   "KB",    "MB",         "GB",
+                                         "TB",    "GBps", "GiBps", "MBps", "TBps", "Gbps", "bytes_per_s",
+                                         "s",     "ms",   "us",   "ns",    "TFLOPs", "GFLOPs", "PFLOPs", "FLOPs"};
+}  // namespace
+
+std::string quantity_base(const std::string& key) {
+  for (const char* u : kUnitSuffixes) {
+    std::string suffix = std::string("_") + u;
+    if (key.size() > suffix.size() && key.ends_with(suffix)) return key.substr(0, key.size() - suffix.size());
+  }
+  return {};
+}
+
 namespace {
 
 struct UnitScale {

@@ -36,6 +36,10 @@ std::string get_string(const nlohmann::json& obj, std::string_view key, const Js
 std::string get_string_or(const nlohmann::json& obj, std::string_view key, std::string fallback,
                           const JsonContext& ctx);
 
+// "memory_GiB" -> "memory": the quantity a unit-suffixed key names; "" if the key carries no
+// known unit suffix (the suffixes get_quantity accepts).
+std::string quantity_base(const std::string& key);
+
 // A physical quantity stored under `<base>_<unit>`; exactly one unit variant must be present
 // (when required) and the value must be > 0 (or >= 0 when allow_zero). Returns SI units.
 //   bytes:             _bytes, _KiB, _MiB, _GiB, _GB, _TB

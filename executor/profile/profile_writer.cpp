@@ -22,12 +22,6 @@ bool is_memory(const KernelSample& s) {
 
 double busy_seconds(const KernelSample& s, double launch_s) { return std::max(s.seconds - launch_s, 0.05 * s.seconds); }
 
-nlohmann::json curve_json(const sim::EfficiencyCurve& c) {
-  nlohmann::json a = nlohmann::json::array();
-  for (std::size_t i = 0; i < c.log10_x.size(); ++i) a.push_back({std::pow(10.0, c.log10_x[i]), c.efficiency[i]});
-  return a;
-}
-
 nlohmann::json samples_json(const ProfileRun& run) {
   nlohmann::json kernels = nlohmann::json::array(), links = nlohmann::json::array();
   for (const auto& s : run.kernels)
@@ -101,14 +95,14 @@ nlohmann::json measured_profile_json(const ProfileRun& run) {
     const std::string how = by + "degree-" + std::to_string(g.degree) + " least-squares fit in log10(FLOP) of the " +
                             dtype + " GEMM samples / the best " + dtype + " rate (rms residual " +
                             std::to_string(g.rms_residual).substr(0, 5) + ")";
-    d["gemm_efficiency_by_precision"][dtype] = curve_json(g.curve);
+    d["gemm_efficiency_by_precision"][dtype] = sim::to_json(g.curve);
     sources["device.gemm_efficiency_by_precision." + dtype] = how;
     fit["gemm_" + dtype + "_rms_residual"] = g.rms_residual;
     if (dtype != "fp32") continue;
-    d["gemm_efficiency_by_flop"] = curve_json(g.curve);
+    d["gemm_efficiency_by_flop"] = sim::to_json(g.curve);
     sources["device.gemm_efficiency_by_flop"] = "the fp32 curve (precisions without their own curve use it)";
   }
-  d["memory_efficiency_by_bytes"] = curve_json(f.memory.curve);
+  d["memory_efficiency_by_bytes"] = sim::to_json(f.memory.curve);
   sources["device.memory_efficiency_by_bytes"] = by + "degree-" + std::to_string(f.memory.degree) +
       " least-squares fit in log10(bytes) of the memory-bound samples / best (rms residual " +
       std::to_string(f.memory.rms_residual).substr(0, 5) + ")";
