@@ -196,7 +196,7 @@ int run_profile(MpiRuntime& rt, const ProfileOptions& o) {
   ctx.device = dev;
   ctx.quick = o.quick;
   ctx.min_time_s = o.quick ? 0.005 : o.min_time_s;
-  ctx.combine = [](double t) { return reduce(t, MPI_SUM) / [] { int n = 1; MPI_Comm_size(MPI_COMM_WORLD, &n); return n; }(); };
+  ctx.combine = [ranks = rt.world_size()](double t) { return reduce(t, MPI_SUM) / ranks; };
   ctx.stop_requested = [] { return any_rank(g_stop.load()); };
   ctx.progress = progress;
   const auto start = Clock::now();

@@ -58,13 +58,17 @@ double dp_seconds(const ProcessGroups& g) {
 }
 
 struct Fault {
-  std::string kind;  // hang | exit | overflow
+  std::string kind;  // hang | exit | overflow; empty = none
   int rank = -1;
   int64_t step = -1;  // 1-based
+  [[nodiscard]] bool is(const char* k, int at_rank, int64_t at_step) const {
+    return kind == k && rank == at_rank && step == at_step;
+  }
 };
 
 // --inject-fault KIND:RANK:STEP; a malformed spec is the same InputError on every rank.
 Fault parse_fault(const std::string& spec) {
+  if (spec.empty()) return {};
   char kind[10] = {0};
   int at_rank = -1;
   long long at_step = -1;
@@ -74,22 +78,14 @@ Fault parse_fault(const std::string& spec) {
   return {kind, at_rank, at_step};
 }
 
-// hang and exit apply at the start of STEP; overflow makes the rank's scaled loss gradient
-// infinite in STEP (as an fp16 overflow would), see forward_backward.
-void maybe_inject_fault(const std::string& spec, int rank, int64_t step) {
-  if (spec.empty()) return;
-  const Fault f = parse_fault(spec);
-  if (rank != f.rank || step != f.step || f.kind == "overflow") return;
+// hang and exit apply at the start of STEP; overflow (the rank's scaled loss gradient infinite
+// in STEP, as an fp16 overflow would make it) is applied in forward_backward.
+void maybe_inject_fault(const Fault& f, int rank, int64_t step) {
+  if (!f.is("hang", rank, step) && !f.is("exit", rank, step)) return;
   std::fprintf(stderr, "shardrun: rank %d: injected fault '%s' at step %lld\n", rank, f.kind.c_str(),
                static_cast<long long>(f.step));
   if (f.kind == "exit") std::raise(SIGKILL);  // as kill -9 would
   for (;;) std::this_thread::sleep_for(std::chrono::seconds(1));  // hang: never join a collective again
-}
-
-bool injected_overflow(const std::string& spec, int rank, int64_t step) {
-  if (spec.empty()) return false;
-  const Fault f = parse_fault(spec);
-  return f.kind == "overflow" && f.rank == rank && f.step == step;
 }
 
 }  // namespace
@@ -117,7 +113,9 @@ std::vector<Batch> load_step(TrainerState& s, int64_t step, double& global_token
 
 // Forward + backward of every micro-batch (gradient accumulation); returns this rank's loss sum.
 // The loss is normalised by the global token count, so gradients are sums over dp ranks.
-double forward_backward(TrainerState& s, int64_t step, const std::vector<Batch>& batches, double global_tokens) {
+// `overflow`: an injected fault makes this rank's scaled loss gradient infinite.
+double forward_backward(TrainerState& s, int64_t step, const std::vector<Batch>& batches, double global_tokens,
+                        bool overflow) {
   const auto& cfg = s.plan.config;
   const auto& c = s.groups->coords();
   const bool autocast = s.precision == simulator::Precision::bf16;
@@ -137,7 +135,7 @@ double forward_backward(TrainerState& s, int64_t step, const std::vector<Batch>&
     loss_sum += out.loss_sum.item<double>();
     s.engine->begin_backward(mb == m - 1);
     double multiplier = s.scaler.loss_multiplier() / global_tokens;
-    if (injected_overflow(s.opt.inject_fault, c.world, step + 1)) multiplier = INFINITY;
+    if (overflow) multiplier = INFINITY;
     (out.loss_sum * multiplier).backward();
     s.engine->end_backward();
   }
@@ -170,14 +168,15 @@ bool end_of_step(TrainerState& s) {
 void Trainer::train() {
   TrainerState& s = *s_;
   const auto& c = s.groups->coords();
+  const Fault fault = parse_fault(s.opt.inject_fault);
   for (int64_t step = s.start_step; step < s.opt.steps; ++step) {
-    maybe_inject_fault(s.opt.inject_fault, c.world, step + 1);
+    maybe_inject_fault(fault, c.world, step + 1);
     const auto t0 = Clock::now();
     const double tp0 = s.groups->tp().stats().seconds, dp0 = dp_seconds(*s.groups);
     double global_tokens = 0;
     const std::vector<Batch> batches = load_step(s, step, global_tokens);
     s.engine->begin_step();
-    const double loss_sum = forward_backward(s, step, batches, global_tokens);
+    const double loss_sum = forward_backward(s, step, batches, global_tokens, fault.is("overflow", c.world, step + 1));
 
     StepRecord r;
     r.step = step + 1;

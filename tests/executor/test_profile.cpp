@@ -64,7 +64,7 @@ TEST(Profile, QuickTwoRankProfileLoadsEverywhere) {
 TEST(Profile, BadOptionsFailOnEveryRankAndWriteNothing) {
   TempDir dir;
   const std::string out = dir.file("never.json");
-  for (const std::string& bad : {"--dtypes fp16", "--dtypes int8", "--base no-such-profile", "--device tpu"}) {
+  for (const char* bad : {"--dtypes fp16", "--dtypes int8", "--base no-such-profile", "--device tpu"}) {
     const CommandResult r = profile(2, "--quick --out " + quote(out) + " " + bad);
     EXPECT_EQ(r.status, 2) << bad << ": " << r.out;
     EXPECT_EQ(count_of(r.out, "shardrun: error:"), 1u) << bad << ": " << r.out;
