@@ -18,11 +18,7 @@
 namespace shardplan::simulator {
 namespace {
 
-struct Op {
-  int chunk = 0;
-  int mb = 0;
-  bool backward = false;
-};
+using Op = PipelineOp;
 
 void require_times(const std::vector<double>& t, std::size_t n, const char* field,
                    bool allow_empty) {
@@ -125,14 +121,7 @@ std::vector<Op> interleaved_order(int p, int m, int v, int s) {
 }
 
 std::vector<Op> stage_order(const PipelineInput& in, int s) {
-  switch (in.schedule) {
-    case PipelineSchedule::gpipe: return gpipe_order(in.micro_batches);
-    case PipelineSchedule::one_f_one_b: return one_f_one_b_order(in.stages, in.micro_batches, s);
-    case PipelineSchedule::interleaved:
-      return interleaved_order(in.stages, in.micro_batches, in.virtual_stages, s);
-  }
-  SHARDPLAN_CHECK(false, "unknown pipeline schedule");
-  return {};
+  return pipeline_stage_order(in.schedule, in.stages, in.micro_batches, in.virtual_stages, s);
 }
 
 // The event simulation proper: per-stage cursors advanced from a worklist of stages.
@@ -268,6 +257,32 @@ void summarize(const PipelineInput& in, PipelineResult& r) {
 }
 
 }  // namespace
+
+std::vector<PipelineOp> pipeline_stage_order(PipelineSchedule schedule, int stages, int micro_batches,
+                                             int virtual_stages, int stage) {
+  PipelineInput in;
+  in.stages = stages;
+  in.micro_batches = micro_batches;
+  in.virtual_stages = virtual_stages;
+  in.schedule = schedule;
+  const auto n = static_cast<std::size_t>(stages > 0 ? stages : 1) *
+                 static_cast<std::size_t>(virtual_stages > 0 ? virtual_stages : 1);
+  in.forward_s.assign(n, 0.0);
+  in.backward_s.assign(n, 0.0);
+  validate(in);
+  if (stage < 0 || stage >= stages) {
+    throw InputError("pipeline: stage " + std::to_string(stage) + " outside 0.." +
+                     std::to_string(stages - 1));
+  }
+  switch (schedule) {
+    case PipelineSchedule::gpipe: return gpipe_order(micro_batches);
+    case PipelineSchedule::one_f_one_b: return one_f_one_b_order(stages, micro_batches, stage);
+    case PipelineSchedule::interleaved:
+      return interleaved_order(stages, micro_batches, virtual_stages, stage);
+  }
+  SHARDPLAN_CHECK(false, "unknown pipeline schedule");
+  return {};
+}
 
 const char* to_string(PipelineSchedule s) {
   switch (s) {

@@ -28,6 +28,14 @@ struct PipelineInput {
   double p2p_s = 0;  // time to send one micro-batch's activations (or gradients) to the next stage
 };
 
+// One op of a stage's schedule: forward or backward of micro-batch `mb` through the stage's
+// model chunk `chunk` (0 unless interleaved).
+struct PipelineOp {
+  int chunk = 0;
+  int mb = 0;
+  bool backward = false;
+};
+
 struct PipelineEvent {
   int stage = 0;
   int chunk = 0;
@@ -52,6 +60,12 @@ struct PipelineResult {
 // Validates: stages, micro_batches >= 1; interleaved needs v >= 2 and m % p == 0; vector sizes.
 // Throws InputError on user-level mistakes.
 PipelineResult simulate_pipeline(const PipelineInput& in);
+
+// The op order stage `stage` runs (Megatron-LM schedules.py); the executor runs exactly this
+// list, so simulator and executor share one definition of each schedule. Validates as
+// simulate_pipeline does.
+std::vector<PipelineOp> pipeline_stage_order(PipelineSchedule schedule, int stages, int micro_batches,
+                                             int virtual_stages, int stage);
 
 // Closed forms (used by the fast analytical path and checked against the event simulation):
 // bubble fraction (p-1)/m for gpipe and 1f1b, (p-1)/(v*m) interleaved.

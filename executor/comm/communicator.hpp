@@ -10,6 +10,8 @@
 //   reduce_scatter(out, in)  in: (P*n) summed over the group, out: (n) = block `rank()`
 //   broadcast(t, root)       t: (n) in place
 //   send(t, peer) / recv(t, peer): point-to-point, t contiguous
+//   send_async(t, peer, tag) / recv_async(t, peer, tag): non-blocking point-to-point; the MPI
+//     backend matches by tag (any order), NCCL in issue order per peer (tags ignored)
 #include <torch/torch.h>
 
 #include <memory>
@@ -53,6 +55,8 @@ class Communicator {
   virtual std::unique_ptr<Work> all_reduce_async(torch::Tensor t) = 0;
   virtual std::unique_ptr<Work> reduce_scatter_async(torch::Tensor out, torch::Tensor in) = 0;
   virtual std::unique_ptr<Work> all_gather_async(torch::Tensor out, torch::Tensor in) = 0;
+  virtual std::unique_ptr<Work> send_async(torch::Tensor t, int peer, int tag) = 0;
+  virtual std::unique_ptr<Work> recv_async(torch::Tensor t, int peer, int tag) = 0;
 
   [[nodiscard]] const CommStats& stats() const { return stats_; }
   void reset_stats() { stats_ = {}; }

@@ -206,6 +206,28 @@ void MpiCommunicator::recv(torch::Tensor& t, int peer) {
   wait(req, "recv");
 }
 
+std::unique_ptr<Work> MpiCommunicator::send_async(torch::Tensor t, int peer, int tag) {
+  check_dense(t, "send");
+  EXECUTOR_CHECK(peer >= 0 && peer < size_ && peer != rank_, "send: peer " + std::to_string(peer) + " invalid");
+  auto work = std::make_unique<MpiWork>(*this, "send", torch::Tensor(), torch::Tensor(), t);
+  count_call(static_cast<double>(t.nbytes()));
+  check(MPI_Isend(t.data_ptr(), checked_count(static_cast<int64_t>(t.nbytes()), "send"), MPI_BYTE, peer, tag,
+                  comm_, work->request()),
+        "send", name_);
+  return work;
+}
+
+std::unique_ptr<Work> MpiCommunicator::recv_async(torch::Tensor t, int peer, int tag) {
+  check_dense(t, "recv");
+  EXECUTOR_CHECK(peer >= 0 && peer < size_ && peer != rank_, "recv: peer " + std::to_string(peer) + " invalid");
+  auto work = std::make_unique<MpiWork>(*this, "recv", t, torch::Tensor(), torch::Tensor());
+  count_call(0);
+  check(MPI_Irecv(t.data_ptr(), checked_count(static_cast<int64_t>(t.nbytes()), "recv"), MPI_BYTE, peer, tag,
+                  comm_, work->request()),
+        "recv", name_);
+  return work;
+}
+
 void MpiCommunicator::barrier() {
   MPI_Request req = MPI_REQUEST_NULL;
   check(MPI_Ibarrier(comm_, &req), "barrier", name_);

@@ -34,6 +34,8 @@ class MpiCommunicator final : public Communicator {
   std::unique_ptr<Work> all_reduce_async(torch::Tensor t) override;
   std::unique_ptr<Work> reduce_scatter_async(torch::Tensor out, torch::Tensor in) override;
   std::unique_ptr<Work> all_gather_async(torch::Tensor out, torch::Tensor in) override;
+  std::unique_ptr<Work> send_async(torch::Tensor t, int peer, int tag) override;
+  std::unique_ptr<Work> recv_async(torch::Tensor t, int peer, int tag) override;
 
   // Blocks until `req` completes or the timeout passes (then throws CommError naming `what`).
   void wait(MPI_Request& req, const char* what);

@@ -360,6 +360,27 @@ void NcclCommunicator::recv(torch::Tensor& t, int peer) {
   work->wait();
 }
 
+std::unique_ptr<Work> NcclCommunicator::send_async(torch::Tensor t, int peer, int /*tag*/) {
+  check_tensor(t, "send");
+  EXECUTOR_CHECK(peer >= 0 && peer < size_ && peer != rank_, "send: peer " + std::to_string(peer) + " invalid");
+  const ncclDataType_t type = nccl_type(t.scalar_type(), "send");
+  const void* data = t.data_ptr();
+  const auto n = static_cast<size_t>(t.numel());
+  return launch("send", {t}, static_cast<double>(t.nbytes()), true,
+                [&] { return ncclSend(data, n, type, peer, comm_, cudaStreamLegacy); });
+}
+
+std::unique_ptr<Work> NcclCommunicator::recv_async(torch::Tensor t, int peer, int /*tag*/) {
+  check_tensor(t, "recv");
+  EXECUTOR_CHECK(peer >= 0 && peer < size_ && peer != rank_, "recv: peer " + std::to_string(peer) + " invalid");
+  const ncclDataType_t type = nccl_type(t.scalar_type(), "recv");
+  void* data = t.data_ptr();
+  const auto n = static_cast<size_t>(t.numel());
+  auto work = launch("recv", {t}, 0, false, [&] { return ncclRecv(data, n, type, peer, comm_, cudaStreamLegacy); });
+  count_call(0);
+  return work;
+}
+
 void NcclCommunicator::barrier() {
   check_usable("barrier");
   // An all-reduce of one int32 on the device; waiting on it makes it a host barrier too.

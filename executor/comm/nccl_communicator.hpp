@@ -59,6 +59,10 @@ class NcclCommunicator final : public Communicator {
   std::unique_ptr<Work> all_reduce_async(torch::Tensor t) override;
   std::unique_ptr<Work> reduce_scatter_async(torch::Tensor out, torch::Tensor in) override;
   std::unique_ptr<Work> all_gather_async(torch::Tensor out, torch::Tensor in) override;
+  // NCCL has no tags: messages to one peer match in issue order, so callers must issue them
+  // in the same order on both sides (the tag is ignored).
+  std::unique_ptr<Work> send_async(torch::Tensor t, int peer, int tag) override;
+  std::unique_ptr<Work> recv_async(torch::Tensor t, int peer, int tag) override;
 
  private:
   friend class NcclWork;

@@ -70,6 +70,9 @@ ProcessGroups::ProcessGroups(const MpiRuntime& runtime, const simulator::Paralle
   shard_ = make(split(dp_base + coords_.replica * shard_size * dp_stride, coords_.shard), "shard", backend,
                 timeout_s);
   replica_ = make(split(dp_base + coords_.shard * dp_stride, coords_.replica), "replica", backend, timeout_s);
+  const bool end_stage = coords_.pp == 0 || coords_.pp == cfg.pp - 1;
+  MPI_Comm emb = split(end_stage ? base_without(Dim::pp) : MPI_UNDEFINED, coords_.pp);
+  if (emb != MPI_COMM_NULL) embedding_ = make(emb, "embedding", backend, timeout_s);
 }
 
 ProcessGroups::~ProcessGroups() = default;

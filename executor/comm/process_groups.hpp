@@ -10,6 +10,9 @@
 //            `sharding_degree` consecutive dp ranks
 //   replica  dp ranks with the same position in different sharding groups (MiCS); size 1
 //            when the sharding group is the whole dp group
+//   embedding  the first and the last stage of one pipeline (same tp and dp coordinates):
+//            they sum the gradients of tied input/output embeddings (Megatron's embedding
+//            group); null on middle stages, the rank alone when pp = 1
 #include <memory>
 #include <string>
 
@@ -47,6 +50,7 @@ class ProcessGroups {
   [[nodiscard]] Communicator& pp() const { return *pp_; }
   [[nodiscard]] Communicator& shard() const { return *shard_; }
   [[nodiscard]] Communicator& replica() const { return *replica_; }
+  [[nodiscard]] Communicator* embedding() const { return embedding_.get(); }
   [[nodiscard]] Backend backend() const { return backend_; }
   // One line: "rank 3: tp 1/2, dp 1/2 (shard 1/2, replica 0/1), pp 0/1".
   [[nodiscard]] std::string describe() const;
@@ -54,7 +58,7 @@ class ProcessGroups {
  private:
   RankCoordinates coords_;
   Backend backend_;
-  std::unique_ptr<Communicator> world_, tp_, dp_, pp_, shard_, replica_;
+  std::unique_ptr<Communicator> world_, tp_, dp_, pp_, shard_, replica_, embedding_;
 };
 
 }  // namespace shardplan::executor

@@ -95,17 +95,18 @@ void ZeroEngine::begin_step() {
   for (auto& u : units_) u->train.zero_grad(model_.parameters(), stage_);
 }
 
-void ZeroEngine::begin_backward(bool last_micro_batch) {
+void ZeroEngine::begin_backward(int first_unit, int end_unit, bool last_micro_batch) {
   last_micro_batch_ = last_micro_batch;
-  for (auto& u : units_) {
-    u->arrived = 0;
-    u->input_done = false;
-    u->ready = false;
+  for (int u = first_unit; u < end_unit; ++u) {
+    EngineUnit& unit = *units_[static_cast<size_t>(u)];
+    unit.arrived = 0;
+    unit.input_done = false;
+    unit.ready = false;
   }
 }
 
-void ZeroEngine::end_backward() {
-  for (int u = static_cast<int>(units_.size()) - 1; u >= 0; --u)
+void ZeroEngine::end_backward(int first_unit, int end_unit) {
+  for (int u = end_unit - 1; u >= first_unit; --u)
     if (!units_[static_cast<size_t>(u)]->ready) unit_ready(u);
   wait_pending(0);
 }

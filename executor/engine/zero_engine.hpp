@@ -54,8 +54,10 @@ class ZeroEngine final : public UnitHooks {
   ZeroEngine& operator=(const ZeroEngine&) = delete;
 
   void begin_step();                      // zero gradients
-  void begin_backward(bool last_micro_batch);
-  void end_backward();                    // flush units and wait for their communication
+  // One backward pass over units [first, end) (a model chunk; the whole model when pp = 1).
+  // `last_micro_batch`: the chunk's last backward of the step (stages 0/1 reduce then).
+  void begin_backward(int first_unit, int end_unit, bool last_micro_batch);
+  void end_backward(int first_unit, int end_unit);  // flush those units, wait for their communication
   // Unscale (x inv_scale), check, clip, AdamW update, re-assemble parameters.
   StepOutcome step(double lr, double inv_scale);
 
@@ -92,6 +94,7 @@ class ZeroEngine final : public UnitHooks {
   void reassemble(FlatGroup& g);
   double owned_sq_norm(const FlatGroup& g) const;
   void sum_tp_partial_grads();
+  void sum_tied_embedding_grads();
   void adamw(FlatGroup& g, double lr, double clip_coef);
 
   Transformer& model_;

@@ -33,6 +33,19 @@ void ZeroEngine::sum_tp_partial_grads() {
   }
 }
 
+void ZeroEngine::sum_tied_embedding_grads() {
+  // Megatron's embedding group: the first stage's word embedding and the last stage's copy of it
+  // get the sum of both gradients, so their identical updates keep them equal. Both units hold
+  // just that tensor, so their flat (and sharded) layouts match element for element.
+  const int u = model_.tied_embedding_unit();
+  Communicator* group = groups_.embedding();
+  if (u < 0 || group == nullptr || group->size() < 2) return;
+  FlatGroup& g = units_[static_cast<size_t>(u)]->train;
+  if (g.slots.empty()) return;  // frozen (LoRA): nothing to keep in sync
+  torch::Tensor grads = stage_ < 2 ? g.grad_full : g.grad_shard;
+  group->all_reduce(grads, ReduceOp::sum);
+}
+
 double ZeroEngine::owned_sq_norm(const FlatGroup& g) const {
   const auto& params = model_.parameters();
   const bool tp_lead = groups_.coords().tp == 0;
@@ -40,7 +53,8 @@ double ZeroEngine::owned_sq_norm(const FlatGroup& g) const {
   double sq = 0;
   g.for_each_owned([&](const ParamSlot& s, int64_t b, int64_t n) {
     // Parameters replicated over tp have identical gradients on every tp rank: count once.
-    if (params[static_cast<size_t>(s.index)].shard.replicated() && !tp_lead) return;
+    const Parameter& p = params[static_cast<size_t>(s.index)];
+    if ((p.shard.replicated() && !tp_lead) || p.tied_copy) return;  // the tied copy: counted on the first stage
     sq += grads.narrow(0, b, n).to(torch::kDouble).pow(2).sum().item<double>();
   });
   return sq;
@@ -79,6 +93,7 @@ StepOutcome ZeroEngine::step(double lr, double inv_scale) {
     for (auto& u : units_)
       if (!u->train.slots.empty()) groups_.replica().all_reduce(u->train.grad_shard, ReduceOp::sum);
   sum_tp_partial_grads();
+  sum_tied_embedding_grads();
   double sq = 0;
   for (auto& u : units_) {
     if (u->train.slots.empty()) continue;
@@ -88,6 +103,7 @@ StepOutcome ZeroEngine::step(double lr, double inv_scale) {
   torch::Tensor total = torch::tensor({sq}, torch::kDouble);
   groups_.tp().all_reduce(total, ReduceOp::sum);
   if (stage_ > 0) groups_.shard().all_reduce(total, ReduceOp::sum);
+  groups_.pp().all_reduce(total, ReduceOp::sum);
   StepOutcome out;
   out.grad_norm = std::sqrt(total.item<double>());
   out.finite = std::isfinite(out.grad_norm);

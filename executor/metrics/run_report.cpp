@@ -20,8 +20,47 @@ nlohmann::json StepRecord::to_json() const {
           {"tokens_per_second", tokens_per_s},
           {"loss_scale", loss_scale},
           {"skipped", skipped},
-          {"peak_memory_bytes", peak_bytes}};
+          {"peak_memory_bytes", peak_bytes},
+          {"pp_comm_seconds", pp_comm_s},
+          {"pipeline",
+           {{"bubble_seconds_per_stage", stage_bubble_s},
+            {"p2p_seconds_per_stage", stage_p2p_s},
+            {"in_flight_activation_bytes_per_stage", stage_in_flight_bytes},
+            {"max_in_flight_per_stage", stage_max_in_flight}}}};
 }
+
+namespace {
+
+// Per-stage medians (times) and maxima (memory, counts) over the steps after `skip`.
+nlohmann::json pipeline_summary(const std::vector<StepRecord>& steps, size_t skip, const std::string& schedule) {
+  const size_t stages = steps.empty() ? 0 : steps.back().stage_bubble_s.size();
+  std::vector<double> bubble, p2p, bytes;
+  std::vector<int> held;
+  for (size_t st = 0; st < stages; ++st) {
+    std::vector<double> b, q;
+    double peak = 0;
+    int most = 0;
+    for (size_t i = skip; i < steps.size(); ++i) {
+      if (steps[i].stage_bubble_s.size() != stages) continue;
+      b.push_back(steps[i].stage_bubble_s[st]);
+      q.push_back(steps[i].stage_p2p_s[st]);
+      peak = std::max(peak, steps[i].stage_in_flight_bytes[st]);
+      most = std::max(most, steps[i].stage_max_in_flight[st]);
+    }
+    bubble.push_back(median(b));
+    p2p.push_back(median(q));
+    bytes.push_back(peak);
+    held.push_back(most);
+  }
+  return {{"stages", stages},
+          {"schedule", schedule},
+          {"bubble_seconds_per_stage", bubble},
+          {"p2p_seconds_per_stage", p2p},
+          {"in_flight_activation_bytes_per_stage", bytes},
+          {"max_in_flight_per_stage", held}};
+}
+
+}  // namespace
 
 void MetricsLog::open(const std::string& path) {
   out_.open(path, std::ios::trunc);
@@ -62,6 +101,8 @@ nlohmann::json build_report(const ReportInputs& in) {
       {"tp_comm_seconds", med(&StepRecord::tp_comm_s)},
       {"dp_comm_seconds", med(&StepRecord::dp_comm_s)},
       {"optimizer_seconds", med(&StepRecord::optimizer_s)},
+      {"pp_comm_seconds", med(&StepRecord::pp_comm_s)},
+      {"pipeline", pipeline_summary(in.steps, skip, in.schedule)},
       {"peak_memory_bytes", peak},
       {"peak_memory_bytes_per_rank", in.peak_bytes_per_rank},
       {"memory_source", in.memory_source},
@@ -76,6 +117,11 @@ nlohmann::json build_report(const ReportInputs& in) {
       {"tp_comm_seconds", p.time.tp_comm_s},
       {"dp_comm_seconds", p.time.dp_exposed_comm_s},
       {"optimizer_seconds", p.time.optimizer_s},
+      {"pipeline_bubble_seconds", p.time.pipeline_bubble_s},
+      {"pp_p2p_seconds", p.time.pp_p2p_s},
+      {"pipeline",
+       {{"max_in_flight_per_stage", p.pipeline.max_in_flight},
+        {"in_flight_activation_bytes_per_stage", p.pipeline.peak_stored_activation_bytes}}},
       {"peak_memory_bytes", p.worst.total()},
       {"memory_bytes",
        {{"parameters", p.worst.parameters},

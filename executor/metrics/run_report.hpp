@@ -27,6 +27,12 @@ struct StepRecord {
   double loss_scale = 1;
   bool skipped = false;         // non-finite gradients: no update
   int64_t peak_bytes = 0;       // this rank's peak tensor bytes so far
+  // Pipeline, per stage (the slowest rank of each stage; one entry when pp = 1):
+  std::vector<double> stage_bubble_s;          // blocked waiting for activations / gradients
+  std::vector<double> stage_p2p_s;             // other point-to-point time
+  std::vector<double> stage_in_flight_bytes;   // activation bytes held between F and B, at most
+  std::vector<int> stage_max_in_flight;        // (chunk, micro-batch) pairs held at once
+  double pp_comm_s = 0;                        // this rank: bubble + p2p
   [[nodiscard]] nlohmann::json to_json() const;
 };
 
@@ -49,6 +55,7 @@ struct ReportInputs {
   std::string memory_source;               // "cpu-accounting-allocator" | "cuda-caching-allocator"
   std::string device;
   int threads_per_rank = 1;
+  std::string schedule;                    // pipeline schedule run
   simulator::Prediction prediction;
 };
 

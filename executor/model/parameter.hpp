@@ -32,6 +32,8 @@ struct Parameter {
   bool hf_transposed = false;       // stored (in, out) in Hugging Face files (GPT-2 Conv1D)
   bool no_decay = false;            // biases and norm weights: no AdamW weight decay
   bool tp_partial_grad = false;     // replicated over tp but its gradient is partial (SP)
+  bool tied_copy = false;           // the last pipeline stage's copy of a tied input embedding:
+                                    // kept equal to the first stage's, never exported
 };
 
 // The local shard of `full` (internal layout, unpadded) for tp rank `rank` of `tp`.

@@ -41,13 +41,24 @@ Transformer::Transformer(const simulator::ModelSpec& spec, const ModelOptions& o
   if (spec.num_heads % t != 0 || spec.num_kv_heads % t != 0 || spec.ffn_hidden % t != 0)
     throw InputError(src + ": tensor_parallel " + std::to_string(t) +
                      " must divide the attention heads, the key/value heads and the FFN width");
+  const int chunks = opt.pp * opt.virtual_stages;
+  if (opt_.layers_per_chunk.empty()) {
+    if (chunks != 1) throw InputError(src + ": a pipeline of " + std::to_string(chunks) + " chunks needs a partition");
+    opt_.layers_per_chunk = {static_cast<int>(spec.num_layers)};
+  }
+  int64_t total = 0;
+  for (int n : opt_.layers_per_chunk) total += n;
+  if (static_cast<int>(opt_.layers_per_chunk.size()) != chunks || total != spec.num_layers)
+    throw InputError(src + ": field 'config.partition': expected " + std::to_string(chunks) +
+                     " chunk sizes summing to " + std::to_string(spec.num_layers) + " layers");
   llama_ = spec.family == "llama";
   vocab_padded_ = (spec.vocab_size + t - 1) / t * t;  // Megatron pads the vocabulary to a multiple of tp
   build();
 }
 
-int Transformer::head_unit() const {
-  return spec_.tied_embeddings ? 0 : static_cast<int>(spec_.num_layers) + 1;
+std::vector<int64_t> Transformer::activation_shape(int64_t batch, int64_t seq) const {
+  const bool sp = opt_.sequence_parallel && opt_.tp > 1;
+  return {batch, sp ? seq / opt_.tp : seq, spec_.hidden};
 }
 
 void Transformer::add_param(const std::string& name, torch::Tensor* slot, std::vector<int64_t> full_shape,
@@ -99,52 +110,98 @@ void Transformer::build_linear(ParallelLinear& lin, const LinearDesc& d, const s
   add_param(peft + ".lora_B.weight", &lin.lora->B, {d.d_out, lora.rank}, b_shard, unit, false);
 }
 
-void Transformer::build() {
+void Transformer::build_block(Block& b, int64_t i, int unit) {
   const auto& m = spec_;
   const int64_t h = m.hidden;
   const bool ln = m.norm_kind == NormKind::layernorm;
-  params_.reserve(static_cast<size_t>(m.num_layers) * 24 + 8);
-  // Unit 0: embeddings (and, when tied, the final norm + head that reuse the word embedding).
-  const std::string emb_name = m.family == "gpt2" ? "transformer.wte.weight" : "model.embed_tokens.weight";
-  add_param(emb_name, &wte_.weight, {m.vocab_size, h}, ShardSpec{0, {}, vocab_padded_}, 0, false);
-  const int64_t rows = vocab_padded_ / opt_.tp;
-  wte_.start = opt_.tp_rank * rows;
-  wte_.valid = std::clamp<int64_t>(m.vocab_size - wte_.start, 0, rows);
-  if (m.positional == PositionalKind::learned)
-    add_param("transformer.wpe.weight", &wpe_, {m.max_positions, h}, ShardSpec{}, 0, false);
+  b.layer = static_cast<int>(i);
+  b.unit = unit;
+  const std::string p = block_prefix(m, i);
+  const std::string n1 = m.family == "gpt2" ? "ln_1" : "input_layernorm";
+  const std::string n2 = m.family == "gpt2" ? "ln_2" : "post_attention_layernorm";
+  add_param(p + n1 + ".weight", &b.norm1_w, {h}, {}, unit, true);
+  if (ln) add_param(p + n1 + ".bias", &b.norm1_b, {h}, {}, unit, true);
+  add_param(p + n2 + ".weight", &b.norm2_w, {h}, {}, unit, true);
+  if (ln) add_param(p + n2 + ".bias", &b.norm2_b, {h}, {}, unit, true);
+  for (const LinearDesc& d : m.block_linears()) {
+    const std::string& mod = d.module;
+    if (mod.ends_with("c_attn")) build_linear(b.qkv, d, p, unit, {m.q_dim(), m.kv_dim(), m.kv_dim()});
+    else if (mod.ends_with("q_proj")) build_linear(b.q, d, p, unit, {});
+    else if (mod.ends_with("k_proj")) build_linear(b.k, d, p, unit, {});
+    else if (mod.ends_with("v_proj")) build_linear(b.v, d, p, unit, {});
+    else if (mod == "attn.c_proj" || mod.ends_with("o_proj")) build_linear(b.out, d, p, unit, {});
+    else if (mod.ends_with("c_fc")) build_linear(b.fc, d, p, unit, {});
+    else if (mod.ends_with("gate_proj")) build_linear(b.gate, d, p, unit, {});
+    else if (mod.ends_with("up_proj")) build_linear(b.up, d, p, unit, {});
+    else if (mod == "mlp.c_proj" || mod.ends_with("down_proj")) build_linear(b.down, d, p, unit, {});
+    else throw InputError("model '" + m.name + "': linear '" + mod + "' is not one shardrun builds");
+  }
+}
 
-  blocks_.resize(static_cast<size_t>(m.num_layers));
-  for (int64_t i = 0; i < m.num_layers; ++i) {
-    Block& b = blocks_[static_cast<size_t>(i)];
-    const int unit = static_cast<int>(i) + 1;
-    const std::string p = block_prefix(m, i);
-    const std::string n1 = m.family == "gpt2" ? "ln_1" : "input_layernorm";
-    const std::string n2 = m.family == "gpt2" ? "ln_2" : "post_attention_layernorm";
-    add_param(p + n1 + ".weight", &b.norm1_w, {h}, {}, unit, true);
-    if (ln) add_param(p + n1 + ".bias", &b.norm1_b, {h}, {}, unit, true);
-    add_param(p + n2 + ".weight", &b.norm2_w, {h}, {}, unit, true);
-    if (ln) add_param(p + n2 + ".bias", &b.norm2_b, {h}, {}, unit, true);
-    for (const LinearDesc& d : m.block_linears()) {
-      const std::string& mod = d.module;
-      if (mod.ends_with("c_attn")) build_linear(b.qkv, d, p, unit, {m.q_dim(), m.kv_dim(), m.kv_dim()});
-      else if (mod.ends_with("q_proj")) build_linear(b.q, d, p, unit, {});
-      else if (mod.ends_with("k_proj")) build_linear(b.k, d, p, unit, {});
-      else if (mod.ends_with("v_proj")) build_linear(b.v, d, p, unit, {});
-      else if (mod == "attn.c_proj" || mod.ends_with("o_proj")) build_linear(b.out, d, p, unit, {});
-      else if (mod.ends_with("c_fc")) build_linear(b.fc, d, p, unit, {});
-      else if (mod.ends_with("gate_proj")) build_linear(b.gate, d, p, unit, {});
-      else if (mod.ends_with("up_proj")) build_linear(b.up, d, p, unit, {});
-      else if (mod == "mlp.c_proj" || mod.ends_with("down_proj")) build_linear(b.down, d, p, unit, {});
-      else throw InputError("model '" + m.name + "': linear '" + mod + "' is not one shardrun builds");
+// Units of a chunk, in order: [embedding unit(s)] [one per block] [head unit(s)]. With tied
+// embeddings and one stage the head shares the embedding's unit (one parameter); across stages
+// the word embedding (and its copy) get a unit of their own, so that the first and the last
+// stage have identical flat layouts for it and can sum its gradient shard for shard.
+void Transformer::build_chunk(ModelChunk& c) {
+  const auto& m = spec_;
+  const int64_t h = m.hidden;
+  const bool ln = m.norm_kind == NormKind::layernorm;
+  const bool split_tied = m.tied_embeddings && opt_.pp > 1;
+  const std::string emb_name = m.family == "gpt2" ? "transformer.wte.weight" : "model.embed_tokens.weight";
+  c.unit_begin = num_units_;
+  if (c.first) {
+    c.embedding_units.push_back(num_units_);
+    add_param(emb_name, &wte_.weight, {m.vocab_size, h}, ShardSpec{0, {}, vocab_padded_}, num_units_, false);
+    if (split_tied) tied_unit_ = num_units_;
+    if (split_tied && m.positional == PositionalKind::learned) c.embedding_units.push_back(++num_units_);
+    if (m.positional == PositionalKind::learned)
+      add_param("transformer.wpe.weight", &wpe_, {m.max_positions, h}, ShardSpec{}, num_units_, false);
+    ++num_units_;
+  }
+  c.block_begin = static_cast<int>(blocks_.size());
+  for (int i = 0; i < c.layers; ++i) {
+    blocks_.emplace_back();
+    build_block(blocks_.back(), c.first_layer + i, num_units_++);
+  }
+  if (c.last) {
+    // Tied on one stage: the head is the embedding's unit.
+    const int hu = m.tied_embeddings && !split_tied ? c.embedding_units.at(0) : num_units_++;
+    c.head_units.push_back(hu);
+    const std::string fn = m.family == "gpt2" ? "transformer.ln_f" : "model.norm";
+    add_param(fn + ".weight", &final_w_, {h}, {}, hu, true);
+    if (ln) add_param(fn + ".bias", &final_b_, {h}, {}, hu, true);
+    if (!m.tied_embeddings)
+      add_param("lm_head.weight", &lm_head_, {m.vocab_size, h}, ShardSpec{0, {}, vocab_padded_}, hu, false);
+    if (split_tied) {  // the word embedding's copy, in its own unit
+      tied_unit_ = num_units_;
+      c.head_units.push_back(num_units_);
+      add_param(emb_name, &wte_.weight, {m.vocab_size, h}, ShardSpec{0, {}, vocab_padded_}, num_units_++, false);
+      params_.back().tied_copy = true;
     }
   }
-  const int hu = head_unit();
-  const std::string fn = m.family == "gpt2" ? "transformer.ln_f" : "model.norm";
-  add_param(fn + ".weight", &final_w_, {h}, {}, hu, true);
-  if (ln) add_param(fn + ".bias", &final_b_, {h}, {}, hu, true);
-  if (!m.tied_embeddings)
-    add_param("lm_head.weight", &lm_head_, {m.vocab_size, h}, ShardSpec{0, {}, vocab_padded_}, hu, false);
-  num_units_ = static_cast<int>(m.num_layers) + (m.tied_embeddings ? 1 : 2);
+  c.unit_end = num_units_;
+}
+
+void Transformer::build() {
+  params_.reserve(static_cast<size_t>(spec_.num_layers) * 24 + 8);
+  const int p = opt_.pp, v = opt_.virtual_stages, last = p * v - 1;
+  auto layers = [&](int k) { return opt_.layers_per_chunk[static_cast<size_t>(k)]; };
+  int blocks = 0;
+  for (int c = 0; c < v; ++c) blocks += layers(c * p + opt_.pp_rank);
+  blocks_.reserve(static_cast<size_t>(blocks));  // parameters point into the blocks: no reallocation
+  for (int c = 0; c < v; ++c) {
+    ModelChunk chunk;
+    chunk.virtual_stage = c * p + opt_.pp_rank;
+    for (int k = 0; k < chunk.virtual_stage; ++k) chunk.first_layer += layers(k);
+    chunk.layers = layers(chunk.virtual_stage);
+    chunk.first = chunk.virtual_stage == 0;
+    chunk.last = chunk.virtual_stage == last;
+    build_chunk(chunk);
+    chunks_.push_back(std::move(chunk));
+  }
+  const int64_t rows = vocab_padded_ / opt_.tp;
+  wte_.start = opt_.tp_rank * rows;
+  wte_.valid = std::clamp<int64_t>(spec_.vocab_size - wte_.start, 0, rows);
 }
 
 void Transformer::init_weights(uint64_t seed) {

@@ -1,12 +1,21 @@
 #pragma once
 // Transformer: a decoder-only language model built from a model card (simulator::ModelSpec —
-// the same card the simulator reads), split for one tensor-parallel rank.
+// the same card the simulator reads), split for one tensor-parallel rank and one pipeline stage.
 //   GPT-2 style: learned positions, LayerNorm, GELU (tanh), fused c_attn, tied head.
 //   Llama style: RoPE (rotate-half), RMSNorm, SwiGLU, grouped-query attention.
 // Causal attention; optional LoRA adapters on the plan's target modules; optional sequence
-// parallelism. Parameters carry their Hugging Face names (PEFT names for adapters).
+// parallelism; activation recomputation (none / selective / full) and activation offload.
+// Parameters carry their Hugging Face names (PEFT names for adapters).
 //
-// Legend: B batch, S sequence, H hidden, t = tp size, nh/nkv heads (local: /t), hd head dim.
+// Pipeline: the layers are cut into p*v model chunks (virtual stages vs = chunk*p + stage, in
+// model order, Megatron's interleaving); this rank builds the v chunks of its stage. The first
+// virtual stage also holds the embedding, the last the final norm, the head and the loss. With
+// tied embeddings and p > 1 the last stage holds its own copy of the word embedding
+// (`tied_copy`), kept equal to the first stage's by summing their gradients (Megatron's
+// embedding group).
+//
+// Legend: B batch, S sequence (Sx = S/t under SP), H hidden, t = tp size, nh/nkv heads (local:
+// /t), hd head dim, L layers.
 #include <torch/torch.h>
 
 #include <memory>
@@ -28,6 +37,12 @@ struct ModelOptions {
   simulator::LoraConfig lora;           // rank 0 = none
   double hidden_dropout = 0.0;          // from the card unless overridden
   double attention_dropout = 0.0;
+  int pp = 1;
+  int pp_rank = 0;
+  int virtual_stages = 1;
+  std::vector<int> layers_per_chunk;    // [chunk * pp + stage], size pp * v; empty = all in one
+  simulator::Recompute recompute = simulator::Recompute::none;
+  bool offload_activations = false;     // checkpointed inputs to host (CUDA only)
 };
 
 struct Block {
@@ -36,53 +51,86 @@ struct Block {
   ParallelLinear q, k, v;              // separate (Llama)
   ParallelLinear out;                  // row-parallel
   ParallelLinear fc, gate, up, down;   // GPT-2: fc + down(c_proj); Llama: gate, up, down
+  int layer = 0;                       // global layer index
+  int unit = 0;                        // local ZeRO unit
 };
 
-struct LossSum {
-  torch::Tensor loss_sum;  // scalar: sum of per-token losses of this micro-batch (this rank's share)
-  int64_t tokens = 0;      // target tokens counted in it
+// One model chunk of this stage.
+struct ModelChunk {
+  int virtual_stage = 0;               // chunk * pp + stage
+  int first_layer = 0;                 // global index of its first block
+  int layers = 0;
+  int block_begin = 0;                 // its first entry in this stage's blocks
+  bool first = false;                  // embedding here (input: token ids)
+  bool last = false;                   // final norm, head and loss here (output: loss)
+  int unit_begin = 0, unit_end = 0;    // its local ZeRO units [begin, end)
+  std::vector<int> embedding_units;    // first chunk: units of the word / position embeddings
+  std::vector<int> head_units;         // last chunk: units of the final norm and the head
+};
+
+struct ChunkOutput {
+  torch::Tensor activation;  // not last: (B, Sx, H) for the next virtual stage
+  torch::Tensor loss_sum;    // last: scalar, sum of per-token losses of this micro-batch
+  int64_t tokens = 0;        // last: target tokens counted in it
 };
 
 class Transformer {
  public:
-  // Throws InputError if the card's family or shapes are not buildable with this tp.
+  // Throws InputError if the card's family or shapes are not buildable with this tp/partition.
   Transformer(const simulator::ModelSpec& spec, const ModelOptions& opt);
 
   // Seeded initialisation, identical whatever the layout: every full tensor is drawn from a
   // generator seeded by (seed, parameter name), then cut for this rank.
   void init_weights(uint64_t seed);
 
-  // ids, labels: (B, S) int64 (labels -100 = ignored). Returns the summed loss; the caller
-  // divides by the global token count.
-  LossSum forward(const torch::Tensor& ids, const torch::Tensor& labels, TpContext& ctx, UnitHooks* hooks);
+  // Forward of one micro-batch through local chunk `chunk`. `input`: token ids (B, S) int64 on
+  // the first chunk, else the previous virtual stage's activation (B, Sx, H). `labels` (B, S)
+  // (-100 = ignored) are used by the last chunk. The caller divides the loss by the global
+  // token count. Dropout masks are drawn per layer from `rng` (reseeded per global unit).
+  ChunkOutput forward_chunk(int chunk, const torch::Tensor& input, const torch::Tensor& labels, TpContext& ctx,
+                            UnitHooks* hooks);
 
   [[nodiscard]] std::vector<Parameter>& parameters() { return params_; }
   [[nodiscard]] const std::vector<Parameter>& parameters() const { return params_; }
   [[nodiscard]] int num_units() const { return num_units_; }
+  [[nodiscard]] const std::vector<ModelChunk>& chunks() const { return chunks_; }
   [[nodiscard]] const simulator::ModelSpec& spec() const { return spec_; }
   [[nodiscard]] const ModelOptions& options() const { return opt_; }
   [[nodiscard]] int64_t padded_vocab() const { return vocab_padded_; }
+  // Local unit of the tied word embedding (first stage) or of its copy (last stage) when the
+  // embeddings are tied across pipeline stages; -1 otherwise.
+  [[nodiscard]] int tied_embedding_unit() const { return tied_unit_; }
+  // Activation shape passed between virtual stages for a micro-batch of `batch` x `seq`.
+  [[nodiscard]] std::vector<int64_t> activation_shape(int64_t batch, int64_t seq) const;
 
  private:
   void build();
+  void build_chunk(ModelChunk& c);
   void add_param(const std::string& name, torch::Tensor* slot, std::vector<int64_t> full_shape, ShardSpec shard,
                  int unit, bool no_decay, bool hf_transposed = false);
   void build_linear(ParallelLinear& lin, const simulator::LinearDesc& d, const std::string& prefix, int unit,
                     std::vector<int64_t> segments);
+  void build_block(Block& b, int64_t layer, int unit);
   torch::Tensor norm(const torch::Tensor& x, const torch::Tensor& w, const torch::Tensor& b) const;
   torch::Tensor attention(const Block& blk, const torch::Tensor& x, const TpContext& ctx) const;
+  torch::Tensor attention_core(const torch::Tensor& q, const torch::Tensor& k, const torch::Tensor& v,
+                               const TpContext& ctx) const;
   torch::Tensor mlp(const Block& blk, const torch::Tensor& x, const TpContext& ctx) const;
   torch::Tensor block_forward(const Block& blk, const torch::Tensor& x, const TpContext& ctx) const;
-  [[nodiscard]] int head_unit() const;
+  torch::Tensor embed(const ModelChunk& c, const torch::Tensor& ids, TpContext& ctx, UnitHooks* hooks);
+  ChunkOutput head(const ModelChunk& c, torch::Tensor x, const torch::Tensor& labels, TpContext& ctx,
+                   UnitHooks* hooks);
 
   simulator::ModelSpec spec_;
   ModelOptions opt_;
   bool llama_ = false;
   int64_t vocab_padded_ = 0;
   int num_units_ = 0;
-  VocabEmbedding wte_;
-  torch::Tensor wpe_;               // (P, H) learned positions (GPT-2)
-  std::vector<Block> blocks_;
+  int tied_unit_ = -1;
+  VocabEmbedding wte_;              // first stage (or the tied copy on the last)
+  torch::Tensor wpe_;               // (P, H) learned positions (GPT-2), first stage
+  std::vector<Block> blocks_;       // this stage's blocks, chunk by chunk
+  std::vector<ModelChunk> chunks_;
   torch::Tensor final_w_, final_b_;
   torch::Tensor lm_head_;           // (V_pad/t, H); undefined when tied
   std::vector<Parameter> params_;  // their tensors share storage with the members above

@@ -7,6 +7,7 @@
 #include "executor/errors.hpp"
 #include "executor/parallel/mappings.hpp"
 #include "executor/parallel/zero_linear.hpp"
+#include "recompute.hpp"
 #include "transformer.hpp"
 
 namespace shardplan::executor {
@@ -86,6 +87,25 @@ torch::Tensor Transformer::norm(const torch::Tensor& x, const torch::Tensor& w, 
   return RmsNorm::apply(x, w, eps);
 }
 
+torch::Tensor Transformer::attention_core(const torch::Tensor& q, const torch::Tensor& k, const torch::Tensor& v,
+                                          const TpContext& ctx) const {
+  // q: (B, nh, S, hd), k, v: (B, nkv, S, hd) -> context (B, S, nh*hd)
+  const int64_t B = q.size(0), nh = q.size(1), S = q.size(2), hd = q.size(3), nkv = k.size(1);
+  // Grouped-query attention without repeating K and V (Ainslie et al. 2023): the nh/nkv query
+  // heads sharing a KV head are stacked along the rows, so every GEMM is a plain batched one and
+  // autograd keeps K and V at their own size. qg: (B, nkv, g*S, hd)
+  const int64_t group = nh / nkv;
+  const torch::Tensor qg = q.reshape({B, nkv, group * S, hd});
+  // softmax(Q K^T / sqrt(hd) + causal mask) V (Vaswani et al. 2017, §3.2.1)
+  torch::Tensor scores = torch::matmul(qg, k.transpose(-2, -1)) * (1.0 / std::sqrt(static_cast<double>(hd)));
+  torch::Tensor future = torch::ones({S, S}, torch::TensorOptions().dtype(torch::kBool)).triu(1);
+  if (group > 1) future = future.repeat({group, 1});  // row j*S + i is query position i
+  scores = scores.masked_fill(future, -INFINITY);     // (B, nkv, g*S, S)
+  torch::Tensor probs = Softmax32::apply(scores.to(q.scalar_type()));
+  probs = dropout(probs, opt_.attention_dropout, ctx, /*sharded=*/true);
+  return torch::matmul(probs, v).view({B, nh, S, hd}).transpose(1, 2).reshape({B, S, nh * hd});
+}
+
 torch::Tensor Transformer::attention(const Block& blk, const torch::Tensor& x, const TpContext& ctx) const {
   const int64_t hd = spec_.head_dim;
   const int64_t nh = spec_.num_heads / opt_.tp, nkv = spec_.num_kv_heads / opt_.tp;
@@ -109,20 +129,21 @@ torch::Tensor Transformer::attention(const Block& blk, const torch::Tensor& x, c
     q = rotary(q, rot);
     k = rotary(k, rot);
   }
-  // Grouped-query attention without repeating K and V (Ainslie et al. 2023): the nh/nkv query
-  // heads sharing a KV head are stacked along the rows, so every GEMM is a plain batched one and
-  // autograd keeps K and V at their own size. qg: (B, nkv, g*S, hd), k, v: (B, nkv, S, hd)
-  const int64_t group = nh / nkv;
-  const torch::Tensor qg = q.reshape({B, nkv, group * S, hd});
-  // softmax(Q K^T / sqrt(hd) + causal mask) V (Vaswani et al. 2017, §3.2.1)
-  torch::Tensor scores = torch::matmul(qg, k.transpose(-2, -1)) * (1.0 / std::sqrt(static_cast<double>(hd)));
-  torch::Tensor future = torch::ones({S, S}, torch::TensorOptions().dtype(torch::kBool)).triu(1);
-  if (group > 1) future = future.repeat({group, 1});  // row j*S + i is query position i
-  scores = scores.masked_fill(future, -INFINITY);     // (B, nkv, g*S, S)
-  torch::Tensor probs = Softmax32::apply(scores.to(q.scalar_type()));
-  probs = dropout(probs, opt_.attention_dropout, ctx, /*sharded=*/true);
-  torch::Tensor context = torch::matmul(probs, v).view({B, nh, S, hd}).transpose(1, 2).reshape({B, S, nh * hd});
-  return blk.out.forward(context, ctx);                                                      // (B, Sx, H)
+  torch::Tensor context;
+  if (opt_.recompute == simulator::Recompute::selective) {
+    // Selective recomputation: only q, k, v are kept; scores, probabilities and the dropout
+    // mask (the S^2 terms) are recomputed in backward.
+    const TpContext base = ctx;
+    const RecomputeFn core = [this, base](const std::vector<torch::Tensor>& in, DropoutRng* rng) {
+      TpContext c = base;
+      c.rng = rng;
+      return std::vector<torch::Tensor>{attention_core(in[0], in[1], in[2], c)};
+    };
+    context = checkpoint(core, {q, k, v}, ctx.rng, opt_.offload_activations)[0];
+  } else {
+    context = attention_core(q, k, v, ctx);
+  }
+  return blk.out.forward(context, ctx);  // (B, Sx, H)
 }
 
 torch::Tensor Transformer::mlp(const Block& blk, const torch::Tensor& x, const TpContext& ctx) const {
@@ -141,21 +162,13 @@ torch::Tensor Transformer::block_forward(const Block& blk, const torch::Tensor& 
   return h + dropout(mlp(blk, norm(h, blk.norm2_w, blk.norm2_b), ctx), opt_.hidden_dropout, ctx, sp);
 }
 
-LossSum Transformer::forward(const torch::Tensor& ids, const torch::Tensor& labels, TpContext& ctx,
-                             UnitHooks* hooks) {
+torch::Tensor Transformer::embed(const ModelChunk& c, const torch::Tensor& ids, TpContext& ctx, UnitHooks* hooks) {
   Communicator& tp = *ctx.tp;
   const bool sp = ctx.sequence_parallel && opt_.tp > 1;
-  const int64_t S = ids.size(1);
-  EXECUTOR_CHECK(!sp || S % opt_.tp == 0, "sequence length must divide by tp under sequence parallelism");
-  auto before = [&](int u) { if (hooks) hooks->before_forward(u); };
-  auto after = [&](int u, torch::Tensor y) {
-    if (!hooks) return y;
-    y = hooks->wrap_output(u, y);
-    hooks->after_forward(u);
-    return y;
-  };
-
-  before(0);
+  EXECUTOR_CHECK(!sp || ids.size(1) % opt_.tp == 0, "sequence length must divide by tp under sequence parallelism");
+  if (ctx.rng) ctx.rng->reseed(0);
+  if (hooks)
+    for (int u : c.embedding_units) hooks->before_forward(u);
   torch::Tensor x = wte_.forward(ids, ctx);  // (B, Sx, H)
   if (wpe_.defined()) {
     const int64_t Sx = x.size(1), first = sp ? tp.rank() * Sx : 0;
@@ -165,30 +178,77 @@ LossSum Transformer::forward(const torch::Tensor& ids, const torch::Tensor& labe
   // activations), not promoted to fp32 by the fp32 embedding.
   if (at::autocast::is_cpu_enabled()) x = x.to(at::autocast::get_autocast_cpu_dtype());
   x = dropout(x, opt_.hidden_dropout, ctx, sp);
-  x = after(0, x);
+  if (hooks)
+    for (auto it = c.embedding_units.rbegin(); it != c.embedding_units.rend(); ++it) {
+      x = hooks->wrap_output(*it, x);
+      hooks->after_forward(*it);
+    }
   // With a frozen embedding (LoRA) the residual stream would not require grad: make it a leaf
   // that does, so every block's backward (and its ZeRO-3 bookkeeping) runs.
   if (!x.requires_grad()) x = x.detach().requires_grad_(true);
+  return x;
+}
 
-  for (size_t i = 0; i < blocks_.size(); ++i) {
-    const int u = static_cast<int>(i) + 1;
-    before(u);
-    if (hooks) x = hooks->wrap_input(u, x);
-    x = after(u, block_forward(blocks_[i], x, ctx));
-  }
-
-  const int hu = head_unit();
-  before(hu);
-  if (hooks && hu != 0) x = hooks->wrap_input(hu, x);
+ChunkOutput Transformer::head(const ModelChunk& c, torch::Tensor x, const torch::Tensor& labels, TpContext& ctx,
+                              UnitHooks* hooks) {
+  Communicator& tp = *ctx.tp;
+  const bool sp = ctx.sequence_parallel && opt_.tp > 1;
+  if (ctx.rng) ctx.rng->reseed(spec_.num_layers + 1);
+  const bool shares_embedding_unit = !c.embedding_units.empty() && c.head_units[0] == c.embedding_units[0];
+  if (hooks)
+    for (int u : c.head_units) {
+      hooks->before_forward(u);
+      if (!shares_embedding_unit) x = hooks->wrap_input(u, x);
+    }
   x = norm(x, final_w_, final_b_);
   const torch::Tensor xin = sp ? gather_from_seq(x, tp) : copy_to_tp(x, tp);  // (B, S, H)
   const torch::Tensor& head = lm_head_.defined() ? lm_head_ : wte_.weight;   // (V_pad/t, H)
   torch::Tensor logits = zero_linear(xin, head);                               // (B, S, V_pad/t)
   torch::Tensor losses = vocab_parallel_cross_entropy(logits.view({-1, logits.size(-1)}), labels.reshape({-1}),
                                                       wte_.start, wte_.valid, tp);  // (B S)
-  LossSum out;
-  out.loss_sum = after(hu, losses.sum());
+  ChunkOutput out;
+  out.loss_sum = losses.sum();
+  if (hooks)
+    for (auto it = c.head_units.rbegin(); it != c.head_units.rend(); ++it) {
+      out.loss_sum = hooks->wrap_output(*it, out.loss_sum);
+      hooks->after_forward(*it);
+    }
   out.tokens = labels.ne(-100).sum().item<int64_t>();
+  return out;
+}
+
+ChunkOutput Transformer::forward_chunk(int chunk, const torch::Tensor& input, const torch::Tensor& labels,
+                                       TpContext& ctx, UnitHooks* hooks) {
+  const ModelChunk& c = chunks_.at(static_cast<size_t>(chunk));
+  torch::Tensor x = c.first ? embed(c, input, ctx, hooks) : input;  // (B, Sx, H)
+  const bool full = opt_.recompute == simulator::Recompute::full;
+  for (int i = 0; i < c.layers; ++i) {
+    const Block& blk = blocks_[static_cast<size_t>(c.block_begin + i)];
+    if (ctx.rng) ctx.rng->reseed(blk.layer + 1);
+    if (hooks) {
+      hooks->before_forward(blk.unit);
+      x = hooks->wrap_input(blk.unit, x);
+    }
+    if (full) {
+      // Full recomputation: the block keeps only its input; its inside is recomputed in backward.
+      const TpContext base = ctx;
+      const RecomputeFn fn = [this, &blk, base](const std::vector<torch::Tensor>& in, DropoutRng* rng) {
+        TpContext cx = base;
+        cx.rng = rng;
+        return std::vector<torch::Tensor>{block_forward(blk, in[0], cx)};
+      };
+      x = checkpoint(fn, {x}, ctx.rng, opt_.offload_activations)[0];
+    } else {
+      x = block_forward(blk, x, ctx);
+    }
+    if (hooks) {
+      x = hooks->wrap_output(blk.unit, x);
+      hooks->after_forward(blk.unit);
+    }
+  }
+  if (c.last) return head(c, x, labels, ctx, hooks);
+  ChunkOutput out;
+  out.activation = x;
   return out;
 }
 

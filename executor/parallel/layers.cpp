@@ -1,10 +1,17 @@
 #include "layers.hpp"
 
 #include "executor/errors.hpp"
+#include "executor/seed_hash.hpp"
 #include "mappings.hpp"
 #include "zero_linear.hpp"
 
 namespace shardplan::executor {
+
+void DropoutRng::reseed(int64_t unit) {
+  const uint64_t u = static_cast<uint64_t>(unit);
+  replicated = at::detail::createCPUGenerator(splitmix64(splitmix64(key) + u));
+  sharded = at::detail::createCPUGenerator(splitmix64(splitmix64(splitmix64(key) ^ (tp_salt + 1)) + u));
+}
 
 torch::Tensor dropout(const torch::Tensor& x, double p, const TpContext& ctx, bool sharded) {
   if (p <= 0.0 || !ctx.training) return x;

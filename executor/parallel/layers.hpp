@@ -22,9 +22,14 @@ namespace shardplan::executor {
 
 // Where dropout masks come from: `replicated` draws the same mask on every tp rank (for
 // tensors every tp rank holds whole), `sharded` differs per tp rank (for tp-split tensors).
+// Generators are re-seeded at each unit (embedding, block, head) from (key, global unit), so
+// the masks of a layer do not depend on which pipeline stage runs it.
 struct DropoutRng {
   at::Generator replicated;
   at::Generator sharded;
+  uint64_t key = 0;      // the micro-batch's key (seed, step, micro-batch, dp rank)
+  uint64_t tp_salt = 0;  // the tp rank: `sharded` differs per tp rank
+  void reseed(int64_t unit);
 };
 
 struct TpContext {

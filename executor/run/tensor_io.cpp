@@ -104,21 +104,65 @@ torch::Tensor gather_full(const Parameter& p, Communicator& tp) {
   return merge_shards(shards, p.shard, p.full_shape);
 }
 
+// Pipeline stage leads (tp 0, dp 0; the pp group of world rank 0) send their full tensors to
+// stage 0's lead: a header (name length, rank, dims), the name, then the fp32 data.
+void send_named(Communicator& pp, const std::string& name, const torch::Tensor& t) {
+  EXECUTOR_CHECK(t.dim() <= 8, "tensor " + name + " has more than 8 dims");
+  torch::Tensor header = torch::zeros({10}, torch::kLong);
+  header[0] = static_cast<int64_t>(name.size());
+  header[1] = t.dim();
+  for (int64_t d = 0; d < t.dim(); ++d) header[2 + d] = t.size(d);
+  pp.send(header, 0);
+  torch::Tensor bytes = torch::from_blob(const_cast<char*>(name.data()), {static_cast<int64_t>(name.size())},
+                                         torch::kUInt8).clone();
+  pp.send(bytes, 0);
+  pp.send(t.to(torch::kFloat).contiguous(), 0);
+}
+
+std::pair<std::string, torch::Tensor> recv_named(Communicator& pp, int from) {
+  torch::Tensor header = torch::zeros({10}, torch::kLong);
+  pp.recv(header, from);
+  torch::Tensor bytes = torch::empty({header[0].item<int64_t>()}, torch::kUInt8);
+  pp.recv(bytes, from);
+  std::vector<int64_t> shape;
+  for (int64_t d = 0; d < header[1].item<int64_t>(); ++d) shape.push_back(header[2 + d].item<int64_t>());
+  torch::Tensor t = torch::empty(shape, torch::kFloat);
+  pp.recv(t, from);
+  return {std::string(reinterpret_cast<const char*>(bytes.data_ptr<uint8_t>()), static_cast<size_t>(bytes.numel())), t};
+}
+
 void write_gathered(Transformer& model, ZeroEngine& engine, const ProcessGroups& groups, const std::string& path,
                     bool lora, const std::map<std::string, std::string>& metadata) {
-  io::SafetensorsWriter writer;
-  const bool writer_rank = groups.coords().world == 0;
+  const auto& c = groups.coords();
+  const bool stage_lead = c.tp == 0 && c.dp == 0;
+  std::vector<std::pair<std::string, torch::Tensor>> mine;
   for (int u = 0; u < model.num_units(); ++u) {
     engine.materialize(u);
     for (const Parameter& p : model.parameters()) {
-      if (p.unit != u || p.lora != lora) continue;
+      if (p.unit != u || p.lora != lora || p.tied_copy) continue;
       torch::Tensor full = gather_full(p, groups.tp());
       if (p.hf_transposed && !lora) full = full.t().contiguous();
-      if (writer_rank) add_tensor(writer, p.name, full);
+      if (stage_lead) mine.emplace_back(p.name, full);
     }
     engine.release(u);
   }
-  if (writer_rank) {
+  Communicator& pp = groups.pp();
+  if (stage_lead && pp.size() > 1) {
+    if (c.pp == 0) {
+      for (int from = 1; from < pp.size(); ++from) {
+        torch::Tensor count = torch::zeros({1}, torch::kLong);
+        pp.recv(count, from);
+        for (int64_t i = 0; i < count.item<int64_t>(); ++i) mine.push_back(recv_named(pp, from));
+      }
+    } else {
+      torch::Tensor count = torch::tensor({static_cast<int64_t>(mine.size())}, torch::kLong);
+      pp.send(count, 0);
+      for (const auto& [name, t] : mine) send_named(pp, name, t);
+    }
+  }
+  if (c.world == 0) {
+    io::SafetensorsWriter writer;
+    for (const auto& [name, t] : mine) add_tensor(writer, name, t);
     writer.set_metadata(metadata);
     writer.write(path);
   }

@@ -10,9 +10,9 @@
 #include <thread>
 
 #include "executor/errors.hpp"
-#include "executor/seed_hash.hpp"
 #include "executor/io/fs_util.hpp"
 #include "executor/metrics/memory_accounting.hpp"
+#include "pipeline_step.hpp"
 #include "tensor_io.hpp"
 #include "trainer.hpp"
 #include "trainer_state.hpp"
@@ -25,15 +25,6 @@ namespace fs = std::filesystem;
 using Clock = std::chrono::steady_clock;
 
 std::atomic<bool> g_stop{false};
-
-uint64_t mix(uint64_t a, uint64_t b) {  // splitmix64 of a combined key
-  return splitmix64_finalize(a * kGoldenGamma + b + 0x632BE59BD9B4E019ULL);
-}
-
-struct Batch {
-  torch::Tensor ids, labels;  // (n, S)
-  int64_t tokens = 0;
-};
 
 Batch make_batch(const data::Dataset& ds, const std::vector<int64_t>& idx, size_t first, size_t n) {
   const int64_t S = ds.seq_len();
@@ -58,7 +49,7 @@ double dp_seconds(const ProcessGroups& g) {
 }
 
 struct Fault {
-  std::string kind;  // hang | exit | overflow; empty = none
+  std::string kind;  // hang | exit | overflow | throw; empty = none
   int rank = -1;
   int64_t step = -1;  // 1-based
   [[nodiscard]] bool is(const char* k, int at_rank, int64_t at_step) const {
@@ -72,14 +63,16 @@ Fault parse_fault(const std::string& spec) {
   char kind[10] = {0};
   int at_rank = -1;
   long long at_step = -1;
-  if (std::sscanf(spec.c_str(), "%9[a-z]:%d:%lld", kind, &at_rank, &at_step) != 3 ||
-      (std::string(kind) != "hang" && std::string(kind) != "exit" && std::string(kind) != "overflow"))
-    throw InputError("--inject-fault: expected hang:RANK:STEP, exit:RANK:STEP or overflow:RANK:STEP, got '" + spec + "'");
+  const std::string k = std::sscanf(spec.c_str(), "%9[a-z]:%d:%lld", kind, &at_rank, &at_step) == 3 ? kind : "";
+  if (k != "hang" && k != "exit" && k != "overflow" && k != "throw")
+    throw InputError("--inject-fault: expected hang:RANK:STEP, exit:RANK:STEP, overflow:RANK:STEP or throw:RANK:STEP, got '" +
+                     spec + "'");
   return {kind, at_rank, at_step};
 }
 
 // hang and exit apply at the start of STEP; overflow (the rank's scaled loss gradient infinite
-// in STEP, as an fp16 overflow would make it) is applied in forward_backward.
+// in STEP, as an fp16 overflow would make it) and throw (an exception halfway through the
+// rank's pipeline schedule) are applied by the pipeline step.
 void maybe_inject_fault(const Fault& f, int rank, int64_t step) {
   if (!f.is("hang", rank, step) && !f.is("exit", rank, step)) return;
   std::fprintf(stderr, "shardrun: rank %d: injected fault '%s' at step %lld\n", rank, f.kind.c_str(),
@@ -111,35 +104,27 @@ std::vector<Batch> load_step(TrainerState& s, int64_t step, double& global_token
   return batches;
 }
 
-// Forward + backward of every micro-batch (gradient accumulation); returns this rank's loss sum.
-// The loss is normalised by the global token count, so gradients are sums over dp ranks.
-// `overflow`: an injected fault makes this rank's scaled loss gradient infinite.
-double forward_backward(TrainerState& s, int64_t step, const std::vector<Batch>& batches, double global_tokens,
-                        bool overflow) {
-  const auto& cfg = s.plan.config;
-  const auto& c = s.groups->coords();
-  const bool autocast = s.precision == simulator::Precision::bf16;
-  const int m = static_cast<int>(batches.size());
-  double loss_sum = 0;
-  for (int mb = 0; mb < m; ++mb) {
-    const uint64_t key = mix(s.opt.seed, static_cast<uint64_t>(step));
-    DropoutRng rng{at::detail::createCPUGenerator(mix(key, static_cast<uint64_t>(mb) * 4096 + c.dp)),
-                   at::detail::createCPUGenerator(mix(key + 1, (static_cast<uint64_t>(mb) * 4096 + c.dp) * 4096 + c.tp))};
-    TpContext ctx{&s.groups->tp(), cfg.sequence_parallel && cfg.tp > 1, true, &rng};
-    at::autocast::set_cpu_enabled(autocast);
-    if (autocast) at::autocast::set_autocast_cpu_dtype(at::kBFloat16);
-    const Batch& b = batches[static_cast<size_t>(mb)];
-    LossSum out = s.model->forward(b.ids, b.labels, ctx, s.engine.get());
-    at::autocast::set_cpu_enabled(false);
-    at::autocast::clear_cache();
-    loss_sum += out.loss_sum.item<double>();
-    s.engine->begin_backward(mb == m - 1);
-    double multiplier = s.scaler.loss_multiplier() / global_tokens;
-    if (overflow) multiplier = INFINITY;
-    (out.loss_sum * multiplier).backward();
-    s.engine->end_backward();
+// Every rank's pipeline figures, reduced per stage (the slowest / fullest rank of each).
+void record_pipeline(TrainerState& s, const PipelineFigures& f, StepRecord& r) {
+  const int world = s.groups->world().size(), stages = s.plan.config.pp;
+  torch::Tensor mine = torch::tensor({static_cast<double>(s.groups->coords().pp), f.bubble_s, f.p2p_s,
+                                      static_cast<double>(f.peak_in_flight_bytes), static_cast<double>(f.max_in_flight)},
+                                     torch::kDouble);
+  torch::Tensor all = torch::empty({world * 5}, torch::kDouble);
+  s.groups->world().all_gather(all, mine);
+  r.stage_bubble_s.assign(static_cast<size_t>(stages), 0.0);
+  r.stage_p2p_s.assign(static_cast<size_t>(stages), 0.0);
+  r.stage_in_flight_bytes.assign(static_cast<size_t>(stages), 0.0);
+  r.stage_max_in_flight.assign(static_cast<size_t>(stages), 0);
+  const auto a = all.accessor<double, 1>();
+  for (int i = 0; i < world; ++i) {
+    const auto st = static_cast<size_t>(a[i * 5]);
+    r.stage_bubble_s[st] = std::max(r.stage_bubble_s[st], a[i * 5 + 1]);
+    r.stage_p2p_s[st] = std::max(r.stage_p2p_s[st], a[i * 5 + 2]);
+    r.stage_in_flight_bytes[st] = std::max(r.stage_in_flight_bytes[st], a[i * 5 + 3]);
+    r.stage_max_in_flight[st] = std::max(r.stage_max_in_flight[st], static_cast<int>(a[i * 5 + 4]));
   }
-  return loss_sum;
+  r.pp_comm_s = f.bubble_s + f.p2p_s;
 }
 
 void print_step(const StepRecord& r, int64_t steps) {
@@ -176,7 +161,10 @@ void Trainer::train() {
     double global_tokens = 0;
     const std::vector<Batch> batches = load_step(s, step, global_tokens);
     s.engine->begin_step();
-    const double loss_sum = forward_backward(s, step, batches, global_tokens, fault.is("overflow", c.world, step + 1));
+    StepFaults faults;
+    faults.overflow = fault.is("overflow", c.world, step + 1);
+    if (fault.is("throw", c.world, step + 1)) faults.throw_at_op = static_cast<int>(s.pipeline_ops.size() / 2);
+    const PipelineStepResult pipe = run_pipeline_step(s, step, batches, global_tokens, faults);
 
     StepRecord r;
     r.step = step + 1;
@@ -186,15 +174,18 @@ void Trainer::train() {
     const StepOutcome res = s.engine->step(r.lr, 1.0 / s.scaler.loss_multiplier());
     r.optimizer_s = seconds_since(t_opt) - (dp_seconds(*s.groups) - dp_before_opt);  // without its communication
     r.skipped = !s.scaler.update(res.finite);
-    torch::Tensor loss_t = torch::tensor({loss_sum}, torch::kDouble);
-    s.groups->dp().all_reduce(loss_t, ReduceOp::sum);
+    // The loss lives on the last stage (whole on every tp rank): sum it over dp there.
+    const bool counts = c.pp == s.plan.config.pp - 1 && c.tp == 0;
+    torch::Tensor loss_t = torch::tensor({counts ? pipe.loss_sum : 0.0}, torch::kDouble);
+    s.groups->world().all_reduce(loss_t, ReduceOp::sum);
     r.loss = loss_t.item<double>() / global_tokens;
+    record_pipeline(s, pipe.figures, r);
     r.grad_norm = res.grad_norm;
     r.tokens = static_cast<int64_t>(global_tokens);
     r.step_s = seconds_since(t0);
     r.tp_comm_s = s.groups->tp().stats().seconds - tp0;
     r.dp_comm_s = dp_seconds(*s.groups) - dp0;
-    r.compute_s = r.step_s - r.tp_comm_s - r.dp_comm_s - r.optimizer_s;
+    r.compute_s = r.step_s - r.tp_comm_s - r.dp_comm_s - r.optimizer_s - r.pp_comm_s;
     r.tokens_per_s = global_tokens / r.step_s;
     r.loss_scale = s.scaler.loss_multiplier();
     r.peak_bytes = peak_tensor_bytes();
@@ -230,6 +221,7 @@ void Trainer::finish() {
   in.memory_source = "cpu-accounting-allocator";
   in.device = "cpu";
   in.threads_per_rank = s.threads.threads;
+  in.schedule = simulator::to_string(s.plan.config.schedule);
   in.prediction = s.plan.prediction;
   const nlohmann::json report = build_report(in);
   io::atomic_write_file((fs::path(s.opt.out_dir) / "report.json").string(), report.dump(2) + "\n");

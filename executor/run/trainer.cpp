@@ -6,6 +6,7 @@
 #include "data_source.hpp"
 #include "executor/errors.hpp"
 #include "executor/metrics/memory_accounting.hpp"
+#include "simulator/errors.hpp"
 #include "tensor_io.hpp"
 #include "trainer_state.hpp"
 
@@ -40,16 +41,12 @@ Precision parse_precision(const std::string& s) {
   throw InputError("--precision: expected fp32, bf16 or fp16, got '" + s + "'");
 }
 
-// What this executor runs; the rest is the pipeline/recompute/offload issue's work.
+// What this executor runs: everything the planner outputs but optimizer offload.
 void check_supported(const planner::Plan& plan, const std::string& src, Precision precision) {
   const auto& c = plan.config;
-  auto unsupported = [&](const std::string& field, const std::string& what) {
-    throw InputError(src + ": field 'config." + field + "': " + what +
-                     " is not supported by this shardrun yet (plan with --forbid pp,recompute,offload)");
-  };
-  if (c.pp > 1) unsupported("pipeline_parallel", "pipeline parallelism");
-  if (c.recompute != simulator::Recompute::none) unsupported("recompute", "activation recomputation");
-  if (c.offload_activations || c.offload_optimizer) unsupported("offload_*", "offload");
+  if (c.offload_optimizer)
+    throw InputError(src + ": field 'config.offload_optimizer': optimizer offload is not supported by this shardrun "
+                           "(plan with --forbid offload)");
   if (precision == Precision::fp16)
     throw InputError(src + ": field 'config.precision': fp16 autocast needs a CUDA device; this rank runs on the CPU "
                            "(use --precision bf16 or fp32)");
@@ -92,6 +89,17 @@ void Trainer::setup() {
     mo.lora = cfg.lora;
     mo.hidden_dropout = o.dropout.value_or(s.plan.model.hidden_dropout);
     mo.attention_dropout = o.dropout.value_or(s.plan.model.attention_dropout);
+    mo.pp = cfg.pp;
+    mo.pp_rank = c.pp;
+    mo.virtual_stages = cfg.virtual_stages;
+    mo.recompute = cfg.recompute;
+    mo.offload_activations = cfg.offload_activations;
+    try {
+      mo.layers_per_chunk = simulator::layers_per_chunk(s.plan.model, cfg);
+      s.pipeline_ops = simulator::pipeline_stage_order(cfg.schedule, cfg.pp, cfg.micro_batches(), cfg.virtual_stages, c.pp);
+    } catch (const simulator::InputError& e) {
+      throw InputError(o.plan_path + ": field 'config': " + e.what());
+    }
     s.model = std::make_unique<Transformer>(s.plan.model, mo);
     s.model->init_weights(o.seed);  // LoRA adapters keep this init under a loaded base
     if (o.init != "seed") load_hf_weights(*s.model, o.init);
@@ -109,7 +117,10 @@ void Trainer::setup() {
   s.engine = std::make_unique<ZeroEngine>(*s.model, *s.groups, cfg.zero_stage, oo);
   s.layout = {{"model", s.plan.model.name}, {"tp", cfg.tp}, {"dp", cfg.dp}, {"pp", cfg.pp},
               {"zero_stage", cfg.zero_stage}, {"sharding_degree", cfg.shard_group()},
-              {"lora_rank", cfg.lora.rank}, {"init", o.init == "seed" ? "seed:" + std::to_string(o.seed) : o.init}};
+              {"lora_rank", cfg.lora.rank}, {"init", o.init == "seed" ? "seed:" + std::to_string(o.seed) : o.init},
+              {"schedule", simulator::to_string(cfg.schedule)}, {"virtual_stages", cfg.virtual_stages},
+              {"partition", s.model->options().layers_per_chunk}, {"recompute", simulator::to_string(cfg.recompute)},
+              {"offload_activations", cfg.offload_activations ? "no-op on the cpu (inputs already in host memory)" : "off"}};
   s.checkpointer = std::make_unique<Checkpointer>(o, *s.groups, s.layout);
   s.scaler.enabled = s.precision == Precision::fp16 || o.loss_scaling;
   s.scaler.scale = o.initial_loss_scale;
@@ -136,6 +147,15 @@ void Trainer::setup() {
     std::cerr << "shardrun: " << s.groups->describe() << "; ZeRO-" << cfg.zero_stage << ", precision "
               << simulator::to_string(s.precision) << (s.start_step ? "; resumed at step " + std::to_string(s.start_step) : "")
               << "\n";
+    if (cfg.pp > 1)
+      std::cerr << "shardrun: pipeline: " << cfg.pp << " stages, schedule " << simulator::to_string(cfg.schedule)
+                << (cfg.virtual_stages > 1 ? " with " + std::to_string(cfg.virtual_stages) + " chunks per stage" : "")
+                << ", " << cfg.micro_batches() << " micro-batches\n";
+    if (cfg.recompute != simulator::Recompute::none)
+      std::cerr << "shardrun: activation recomputation: " << simulator::to_string(cfg.recompute) << "\n";
+    if (cfg.offload_activations)
+      std::cerr << "shardrun: offload_activations: a no-op on the CPU (checkpointed layer inputs already live in host "
+                   "memory)\n";
   }
   reset_peak_tensor_bytes();
 }

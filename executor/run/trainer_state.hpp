@@ -39,6 +39,7 @@ struct TrainerState {
   bool stopped_early = false;
   MetricsLog metrics;
   std::vector<StepRecord> records;
+  std::vector<simulator::PipelineOp> pipeline_ops;  // this stage's schedule (every step)
 };
 
 }  // namespace shardplan::executor

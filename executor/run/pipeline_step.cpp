@@ -1,0 +1,167 @@
+#include "pipeline_step.hpp"
+
+#include <ATen/autocast_mode.h>
+
+#include <chrono>
+#include <cmath>
+#include <map>
+#include <memory>
+#include <stdexcept>
+
+#include "executor/errors.hpp"
+#include "executor/metrics/memory_accounting.hpp"
+#include "executor/seed_hash.hpp"
+#include "trainer_state.hpp"
+
+namespace shardplan::executor {
+
+namespace {
+
+using Clock = std::chrono::steady_clock;
+double since(Clock::time_point t) { return std::chrono::duration<double>(Clock::now() - t).count(); }
+
+uint64_t mix(uint64_t a, uint64_t b) { return splitmix64_finalize(a * kGoldenGamma + b + 0x632BE59BD9B4E019ULL); }
+
+// A micro-batch's state on one chunk between its forward and its backward.
+struct InFlight {
+  torch::Tensor input;   // received activation (leaf requiring grad); undefined on the first chunk
+  torch::Tensor output;  // activation sent on, or the loss (last chunk)
+  int64_t bytes = 0;     // tensor bytes its forward left allocated
+};
+
+class StageRunner {
+ public:
+  StageRunner(TrainerState& s, int64_t step, const std::vector<Batch>& batches, double global_tokens,
+              const StepFaults& faults)
+      : s_(s), step_(step), batches_(batches), global_tokens_(global_tokens), faults_(faults),
+        cfg_(s.plan.config), pp_(s.groups->pp()), p_(cfg_.pp), m_(static_cast<int>(batches.size())) {
+    const int64_t chunks = static_cast<int64_t>(p_) * s.model->chunks().size();
+    EXECUTOR_CHECK(2 * chunks * m_ < 32767, "pipeline message tags exceed MPI's guaranteed tag range");
+  }
+
+  PipelineStepResult run() {
+    const auto& ops = s_.pipeline_ops;
+    const double pp0 = pp_.stats().seconds;
+    const auto t0 = Clock::now();
+    for (size_t i = 0; i < ops.size(); ++i) {
+      if (faults_.throw_at_op == static_cast<int>(i))
+        throw std::runtime_error("injected fault: stage " + std::to_string(s_.groups->coords().pp) +
+                                 " failed at op " + std::to_string(i) + " of step " + std::to_string(step_ + 1));
+      const auto& op = ops[i];
+      if (op.backward) backward(op.chunk, op.mb);
+      else forward(op.chunk, op.mb);
+    }
+    for (auto& w : sends_) w->wait();
+    sends_.clear();
+    const double pp_s = pp_.stats().seconds - pp0;
+    result_.figures.p2p_s = std::max(0.0, pp_s - result_.figures.bubble_s);
+    result_.figures.busy_s = std::max(0.0, since(t0) - pp_s);
+    return result_;
+  }
+
+ private:
+  // Tag of a message into virtual stage `vs` (activation) or out of it backwards (gradient).
+  int tag(bool backward, int vs, int mb) const {
+    const int chunks = p_ * static_cast<int>(s_.model->chunks().size());
+    return ((backward ? 1 : 0) * chunks + vs) * m_ + mb;
+  }
+  int next_stage() const { return (s_.groups->coords().pp + 1) % p_; }
+  int prev_stage() const { return (s_.groups->coords().pp + p_ - 1) % p_; }
+
+  torch::Tensor receive(int from, int tag_value) {
+    const Batch& b = batches_.front();
+    const auto dtype = autocast() ? at::kBFloat16 : at::kFloat;
+    torch::Tensor t = torch::empty(s_.model->activation_shape(b.ids.size(0), b.ids.size(1)),
+                                   torch::TensorOptions().dtype(dtype));
+    const auto start = Clock::now();
+    pp_.recv_async(t, from, tag_value)->wait();
+    result_.figures.bubble_s += since(start);
+    return t;
+  }
+
+  void send(const torch::Tensor& t, int to, int tag_value) {
+    // Never waited on before the step's end: a blocking send could wait on a peer that waits on us.
+    sends_.push_back(pp_.send_async(t.detach().contiguous(), to, tag_value));
+  }
+
+  bool autocast() const { return s_.precision == simulator::Precision::bf16; }
+
+  void forward(int chunk_index, int mb) {
+    const ModelChunk& chunk = s_.model->chunks()[static_cast<size_t>(chunk_index)];
+    const Batch& b = batches_[static_cast<size_t>(mb)];
+    const int64_t before = current_tensor_bytes();
+    InFlight f;
+    torch::Tensor input = b.ids;
+    if (!chunk.first) {
+      f.input = receive(prev_stage(), tag(false, chunk.virtual_stage, mb)).requires_grad_(true);
+      input = f.input;
+    }
+    const auto& c = s_.groups->coords();
+    DropoutRng rng;
+    rng.key = mix(mix(s_.opt.seed, static_cast<uint64_t>(step_)), static_cast<uint64_t>(mb) * 4096 + c.dp);
+    rng.tp_salt = static_cast<uint64_t>(c.tp);
+    TpContext ctx{&s_.groups->tp(), cfg_.sequence_parallel && cfg_.tp > 1, true, &rng};
+    at::autocast::set_cpu_enabled(autocast());
+    if (autocast()) at::autocast::set_autocast_cpu_dtype(at::kBFloat16);
+    ChunkOutput out = s_.model->forward_chunk(chunk_index, input, b.labels, ctx, s_.engine.get());
+    at::autocast::set_cpu_enabled(false);
+    at::autocast::clear_cache();
+    if (chunk.last) {
+      result_.loss_sum += out.loss_sum.item<double>();
+      f.output = out.loss_sum;
+    } else {
+      EXECUTOR_CHECK(out.activation.scalar_type() == (autocast() ? at::kBFloat16 : at::kFloat),
+                     "pipeline activation has an unexpected dtype");
+      send(out.activation, next_stage(), tag(false, chunk.virtual_stage + 1, mb));
+      f.output = out.activation;
+    }
+    f.bytes = current_tensor_bytes() - before;
+    held_bytes_ += f.bytes;
+    in_flight_[{chunk_index, mb}] = std::move(f);
+    result_.figures.peak_in_flight_bytes = std::max(result_.figures.peak_in_flight_bytes, held_bytes_);
+    result_.figures.max_in_flight = std::max(result_.figures.max_in_flight, static_cast<int>(in_flight_.size()));
+  }
+
+  void backward(int chunk_index, int mb) {
+    const ModelChunk& chunk = s_.model->chunks()[static_cast<size_t>(chunk_index)];
+    auto it = in_flight_.find({chunk_index, mb});
+    EXECUTOR_CHECK(it != in_flight_.end(), "pipeline backward before its forward");
+    InFlight& f = it->second;
+    s_.engine->begin_backward(chunk.unit_begin, chunk.unit_end, mb == m_ - 1);
+    if (chunk.last) {
+      double multiplier = s_.scaler.loss_multiplier() / global_tokens_;
+      if (faults_.overflow) multiplier = INFINITY;
+      (f.output * multiplier).backward();
+    } else {
+      torch::Tensor grad = receive(next_stage(), tag(true, chunk.virtual_stage, mb));
+      if (faults_.overflow) grad.fill_(INFINITY);
+      torch::autograd::backward({f.output}, {grad});
+    }
+    s_.engine->end_backward(chunk.unit_begin, chunk.unit_end);
+    if (!chunk.first) send(f.input.grad(), prev_stage(), tag(true, chunk.virtual_stage - 1, mb));
+    held_bytes_ -= f.bytes;
+    in_flight_.erase(it);
+  }
+
+  TrainerState& s_;
+  int64_t step_;
+  const std::vector<Batch>& batches_;
+  double global_tokens_;
+  StepFaults faults_;
+  const simulator::ParallelConfig& cfg_;
+  Communicator& pp_;
+  int p_, m_;
+  std::map<std::pair<int, int>, InFlight> in_flight_;
+  std::vector<std::unique_ptr<Work>> sends_;
+  int64_t held_bytes_ = 0;
+  PipelineStepResult result_;
+};
+
+}  // namespace
+
+PipelineStepResult run_pipeline_step(TrainerState& s, int64_t step, const std::vector<Batch>& batches,
+                                     double global_tokens, const StepFaults& faults) {
+  return StageRunner(s, step, batches, global_tokens, faults).run();
+}
+
+}  // namespace shardplan::executor
