@@ -29,8 +29,11 @@ inline std::string quote(const std::string& s) { return planner::shell_quote(s);
 inline std::string corpus_dir() { return std::string(SHARDPLAN_SOURCE_DIR) + "/executor/data/corpus"; }
 
 // A plan for `model` with the given layout, derived from a plan the real planner wrote.
+// `model_overrides` change the embedded model card (e.g. more layers); the plan's prediction is
+// re-simulated from it when shardrun loads the plan.
 inline std::string write_plan(const TempDir& dir, const std::string& name, const std::string& model,
-                              const nlohmann::json& config_overrides, int seq_len = 32, int global_batch = 8) {
+                              const nlohmann::json& config_overrides, int seq_len = 32, int global_batch = 8,
+                              const nlohmann::json& model_overrides = nlohmann::json::object()) {
   const std::string base = dir.file(model + "-base.json");
   if (!std::filesystem::exists(base)) {
     const auto [rc, out] = run_command(std::string(SHARDPLAN_BINARY) + " plan --model " + model +
@@ -49,8 +52,13 @@ inline std::string write_plan(const TempDir& dir, const std::string& name, const
   cfg["sequence_parallel"] = false;
   cfg["micro_batch_size"] = 2;
   cfg["lora"] = nullptr;
+  cfg["pipeline_parallel"] = 1;
+  cfg["virtual_stages"] = 1;
+  cfg["partition"] = nlohmann::json::array();
   for (auto& [k, v] : config_overrides.items()) cfg[k] = v;
-  plan["cluster"]["devices_per_node"] = cfg["tensor_parallel"].get<int>() * cfg["data_parallel"].get<int>();
+  for (auto& [k, v] : model_overrides.items()) plan["model"][k] = v;
+  plan["cluster"]["devices_per_node"] =
+      cfg["tensor_parallel"].get<int>() * cfg["data_parallel"].get<int>() * cfg["pipeline_parallel"].get<int>();
   return dir.write_json(name + ".json", plan);
 }
 

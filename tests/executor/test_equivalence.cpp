@@ -1,5 +1,6 @@
 // Equivalence of layouts: for the same seed and data, tensor-parallel, data-parallel, ZeRO 1/2/3,
-// MiCS and TP x DP runs of the real shardrun give the same per-step losses as a single-rank run
+// MiCS, pipeline-parallel (gpipe, 1F1B, interleaved; even and uneven partitions; tied embeddings)
+// and their mixes: runs of the real shardrun give the same per-step losses as a single-rank run
 // (fp32: within 1e-5 relative over 20 steps) and the same final weights once gathered.
 #include <gtest/gtest.h>
 
@@ -18,6 +19,7 @@ struct Layout {
   int ranks;
   nlohmann::json config;
   bool lora = false;
+  int layers = 0;  // > 0: the card's layer count changed (reference and run alike)
 };
 
 const nlohmann::json kLora = {{"rank", 8}, {"alpha", 16}, {"dropout", 0.0}, {"targets", {"q_proj", "v_proj", "down_proj"}}};
@@ -54,13 +56,20 @@ class Equivalence : public ::testing::TestWithParam<Layout> {
     dir_ = nullptr;
   }
   // The single-rank run of (model, lora), made once.
-  static const RunResult& reference(const std::string& model, bool lora) {
+  static std::string ref_key(const Layout& l) {
+    return l.model + (l.lora ? "-lora" : "") + (l.layers > 0 ? "-L" + std::to_string(l.layers) : "");
+  }
+  static nlohmann::json card(const Layout& l) {
+    return l.layers > 0 ? nlohmann::json{{"num_layers", l.layers}} : nlohmann::json::object();
+  }
+  static const RunResult& reference(const Layout& l) {
     static std::map<std::string, RunResult> cache;
-    const std::string key = model + (lora ? "-lora" : "");
+    const std::string key = ref_key(l);
+    const bool lora = l.lora;
     if (!cache.count(key)) {
       nlohmann::json cfg = nlohmann::json::object();
       if (lora) cfg["lora"] = kLora;
-      const std::string plan = write_plan(*dir_, "ref-" + key, model, cfg);
+      const std::string plan = write_plan(*dir_, "ref-" + key, l.model, cfg, 32, 8, card(l));
       cache[key] = shardrun(1, plan, dir_->file("ref-" + key),
                             "--steps " + std::to_string(kSteps) + " --dropout 0 --lr 1e-3 " + corpus_data_args(*dir_) +
                                 " --save-final " + dir_->file("ref-" + key + ".safetensors") +
@@ -75,10 +84,10 @@ TEST_P(Equivalence, SameLossesAndFinalWeightsAsOneRank) {
   const Layout& l = GetParam();
   nlohmann::json cfg = l.config;
   if (l.lora) cfg["lora"] = kLora;
-  const RunResult& ref = reference(l.model, l.lora);
+  const RunResult& ref = reference(l);
   ASSERT_EQ(ref.exit_code, 0) << ref.output;
   ASSERT_EQ(ref.losses.size(), static_cast<size_t>(kSteps));
-  const std::string plan = write_plan(*dir_, l.name, l.model, cfg);
+  const std::string plan = write_plan(*dir_, l.name, l.model, cfg, 32, 8, card(l));
   const std::string weights = dir_->file(l.name + ".safetensors");
   const RunResult run = shardrun(l.ranks, plan, dir_->file(l.name),
                                  "--steps " + std::to_string(kSteps) + " --dropout 0 --lr 1e-3 " + corpus_data_args(*dir_) +
@@ -91,7 +100,7 @@ TEST_P(Equivalence, SameLossesAndFinalWeightsAsOneRank) {
   // Training moved the loss (so agreement is not trivial).
   EXPECT_LT(ref.losses.back(), ref.losses.front() - (l.lora ? 0.05 : 0.5));
 
-  const std::string ref_name = "ref-" + l.model + (l.lora ? "-lora" : "");
+  const std::string ref_name = "ref-" + ref_key(l);
   expect_same_weights(weights, dir_->file(ref_name + ".safetensors"));
   if (l.lora)
     expect_same_weights(dir_->file(l.name + "-adapter/adapter_model.safetensors"),
@@ -113,7 +122,25 @@ INSTANTIATE_TEST_SUITE_P(
         Layout{"gpt_dp2_zero3", "tiny-gpt", 2, {{"data_parallel", 2}, {"zero_stage", 3}}},
         Layout{"lora_tp2", "tiny-llama", 2, {{"tensor_parallel", 2}}, true},
         Layout{"lora_dp2_zero3", "tiny-llama", 2, {{"data_parallel", 2}, {"zero_stage", 3}}, true},
-        Layout{"lora_tp2_dp2_zero2", "tiny-llama", 4, {{"tensor_parallel", 2}, {"data_parallel", 2}, {"zero_stage", 2}}, true}),
+        Layout{"lora_tp2_dp2_zero2", "tiny-llama", 4, {{"tensor_parallel", 2}, {"data_parallel", 2}, {"zero_stage", 2}}, true},
+        // Pipelines (8 micro-batches of 1 per step): every schedule at pp 2 and pp 4.
+        Layout{"llama_pp2_gpipe", "tiny-llama", 2, {{"pipeline_parallel", 2}, {"pipeline_schedule", "gpipe"}, {"micro_batch_size", 1}}},
+        Layout{"llama_pp2_1f1b_uneven", "tiny-llama", 2,
+               {{"pipeline_parallel", 2}, {"pipeline_schedule", "1f1b"}, {"partition", {3, 1}}}},
+        Layout{"llama_pp2_interleaved", "tiny-llama", 2,
+               {{"pipeline_parallel", 2}, {"pipeline_schedule", "interleaved"}, {"virtual_stages", 2}, {"micro_batch_size", 1}}},
+        Layout{"llama_pp4_gpipe", "tiny-llama", 4, {{"pipeline_parallel", 4}, {"pipeline_schedule", "gpipe"}}},
+        Layout{"llama_pp4_1f1b", "tiny-llama", 4, {{"pipeline_parallel", 4}, {"pipeline_schedule", "1f1b"}, {"micro_batch_size", 1}}},
+        Layout{"llama8_pp4_interleaved", "tiny-llama", 4,
+               {{"pipeline_parallel", 4}, {"pipeline_schedule", "interleaved"}, {"virtual_stages", 2}, {"micro_batch_size", 1}},
+               false, 8},
+        Layout{"llama_pp2_tp2_sp", "tiny-llama", 4, {{"pipeline_parallel", 2}, {"tensor_parallel", 2}, {"sequence_parallel", true}}},
+        Layout{"llama_pp2_dp2_zero1", "tiny-llama", 4, {{"pipeline_parallel", 2}, {"data_parallel", 2}, {"zero_stage", 1}}},
+        Layout{"gpt_pp2_tied", "tiny-gpt", 2, {{"pipeline_parallel", 2}, {"pipeline_schedule", "1f1b"}}},
+        Layout{"gpt_pp2_dp2_zero3_tied", "tiny-gpt", 4, {{"pipeline_parallel", 2}, {"data_parallel", 2}, {"zero_stage", 3}}},
+        Layout{"lora_pp2_interleaved", "tiny-llama", 2,
+               {{"pipeline_parallel", 2}, {"pipeline_schedule", "interleaved"}, {"virtual_stages", 2}, {"micro_batch_size", 1}},
+               true}),
     [](const ::testing::TestParamInfo<Layout>& info) { return info.param.name; });
 
 }  // namespace

@@ -28,6 +28,8 @@ class SelfCommunicator final : public Communicator {
   std::unique_ptr<Work> all_reduce_async(torch::Tensor) override { return nullptr; }
   std::unique_ptr<Work> reduce_scatter_async(torch::Tensor, torch::Tensor) override { return nullptr; }
   std::unique_ptr<Work> all_gather_async(torch::Tensor, torch::Tensor) override { return nullptr; }
+  std::unique_ptr<Work> send_async(torch::Tensor, int, int) override { return nullptr; }
+  std::unique_ptr<Work> recv_async(torch::Tensor, int, int) override { return nullptr; }
 
  private:
   std::string name_ = "self";
