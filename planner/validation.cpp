@@ -173,10 +173,13 @@ std::vector<ValidationEntry> builtin_suite() {
   s.push_back(entry("tiny-llama-pp2-1f1b", "tiny-llama", 1, 2, 1, 0, 2, 8));
   s.push_back(entry("tiny-llama-recompute-full", "tiny-llama", 1, 1, 1, 0, 4, 8));
   s.back().recompute = sim::Recompute::full;
+  s.push_back(entry("tiny-gpt-pp2-gpipe", "tiny-gpt", 1, 2, 1, 0, 2, 8));
+  s.back().schedule = sim::PipelineSchedule::gpipe;
+  s.push_back(entry("tiny-gpt-recompute-selective", "tiny-gpt", 1, 1, 1, 0, 8, 8));
+  s.back().recompute = sim::Recompute::selective;
   return s;
 }
 
-bool refused_by_executor(const ValidationEntry& e) { return e.pp > 1 || e.recompute != sim::Recompute::none; }
 
 json to_json(const ValidationEntry& e) {
   json j = {{"name", e.name},

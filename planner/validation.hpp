@@ -45,8 +45,6 @@ struct ValidationEntry {
 
 // The built-in suite: tiny and small models that train on the 2-core development machine.
 std::vector<ValidationEntry> builtin_suite();
-// True for entries the current shardrun refuses on purpose (pp > 1, recompute, offload).
-bool refused_by_executor(const ValidationEntry& e);
 
 nlohmann::json to_json(const ValidationEntry& e);
 // `where` names the entry in error messages, e.g. "configs.json: entry 3".

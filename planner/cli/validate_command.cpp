@@ -83,8 +83,7 @@ std::string describe(const pl::ValidationEntry& e) {
 
 void print_list(const std::vector<pl::ValidationEntry>& suite) {
   for (const auto& e : suite)
-    std::printf("%-28s %d rank%s  %s%s\n", e.name.c_str(), e.ranks(), e.ranks() == 1 ? " " : "s", describe(e).c_str(),
-                pl::refused_by_executor(e) ? "  [refused by the current shardrun]" : "");
+    std::printf("%-28s %d rank%s  %s\n", e.name.c_str(), e.ranks(), e.ranks() == 1 ? " " : "s", describe(e).c_str());
 }
 
 std::string mib(double bytes) {

@@ -379,5 +379,33 @@ TEST(PipelineSchedule, ToString) {
   EXPECT_STREQ(to_string(PipelineSchedule::interleaved), "interleaved");
 }
 
+// The executor runs pipeline_stage_order's lists: they must be the orders the simulation times,
+// with every (chunk, micro-batch) forward before its backward, and bad input refused.
+TEST(PipelineSchedule, StageOrderIsTheSimulatedOrderForEverySchedule) {
+  struct Case { PipelineSchedule s; int p, m, v; };
+  for (const Case c : {Case{PipelineSchedule::gpipe, 2, 5, 1}, Case{PipelineSchedule::one_f_one_b, 4, 6, 1},
+                       Case{PipelineSchedule::interleaved, 2, 4, 2}, Case{PipelineSchedule::interleaved, 4, 8, 3}}) {
+    const PipelineResult r = simulate_pipeline(uniform(c.s, c.p, c.m, c.v));
+    for (int st = 0; st < c.p; ++st) {
+      const auto ops = pipeline_stage_order(c.s, c.p, c.m, c.v, st);
+      ASSERT_EQ(ops.size(), static_cast<size_t>(2 * c.m * c.v));
+      std::vector<PipelineEvent> events;
+      for (const auto& e : r.events)
+        if (e.stage == st) events.push_back(e);
+      ASSERT_EQ(events.size(), ops.size());
+      std::set<std::pair<int, int>> forwarded;
+      for (size_t i = 0; i < ops.size(); ++i) {
+        EXPECT_EQ(ops[i].chunk, events[i].chunk);
+        EXPECT_EQ(ops[i].mb, events[i].micro_batch);
+        EXPECT_EQ(ops[i].backward, events[i].backward);
+        if (!ops[i].backward) forwarded.insert({ops[i].chunk, ops[i].mb});
+        else EXPECT_TRUE(forwarded.count({ops[i].chunk, ops[i].mb})) << "backward before forward";
+      }
+    }
+  }
+  EXPECT_THROW(pipeline_stage_order(PipelineSchedule::interleaved, 2, 3, 2, 0), InputError);  // m % p != 0
+  EXPECT_THROW(pipeline_stage_order(PipelineSchedule::one_f_one_b, 2, 4, 1, 2), InputError);  // no stage 2
+}
+
 }  // namespace
 }  // namespace shardplan::simulator
