@@ -249,10 +249,12 @@ StageMemory stage_memory(const ConfigContext& c, const StageShape& s) {
   // Backward of the first unit (the head's gradients arrive while every activation is stored),
   // then of the next one (the head's saved tensors are freed, its buckets may be in flight).
   const double bwd_first = 2 * e * M * h + u.first;
-  const double bwd_next = 2 * e * M * h + u.next - (s.head ? c.head.stored_activation_bytes : 0.0);
-  double transient = std::max({fwd, bwd_first, bwd_next});
-  if (cfg.recompute != Recompute::none)
-    transient += c.block.full_activation_bytes - c.block.stored_activation_bytes;
+  // A recomputed block rebuilds its full activations during its own backward only, when the
+  // head's transients are gone (shardrun's checkpoint function, executor/model/recompute.hpp).
+  const double recomputed =
+      cfg.recompute != Recompute::none ? c.block.full_activation_bytes - c.block.stored_activation_bytes : 0.0;
+  const double bwd_next = 2 * e * M * h + u.next - (s.head ? c.head.stored_activation_bytes : 0.0) + recomputed;
+  const double transient = std::max({fwd, bwd_first, bwd_next});
   m.workspace = dev.runtime_reserved_bytes + transient;
   return out;
 }
