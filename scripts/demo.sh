@@ -90,7 +90,7 @@ echo "==> Plan: tiny-llama (5 M parameters) on this machine's two cores, fp32, w
 "$SHARDPLAN" plan \
   --model tiny-llama --hardware build/demo/measured.json --nodes 1 \
   --global-batch-size 8 --seq-len 128 --precision fp32 \
-  --forbid pp,recompute,offload --top 3 --quiet --out "$DEMO.plan.json"
+  --forbid offload --top 3 --quiet --out "$DEMO.plan.json"
 
 echo
 echo "==> Run: mpirun -np 2 shardrun (20 steps on the corpus, checkpoints, final weights)"
@@ -102,7 +102,7 @@ rm -rf "$DEMO"
 echo "(step metrics: $DEMO/metrics.jsonl; report with predicted vs measured: $DEMO/report.json)"
 
 echo
-echo "==> Predicted vs measured: shardplan validate plans and runs four more layouts (6 steps each)"
+echo "==> Predicted vs measured: shardplan validate plans and runs five more layouts (6 steps each)"
 "$SHARDPLAN" validate --hardware build/demo/measured.json --steps 6 \
   --only tiny-llama-1r,tiny-llama-dp2-z1,tiny-llama-tp2,tiny-llama-lora8-dp2,tiny-llama-pp2-1f1b \
   --out-dir build/demo/validate --json build/demo/validation.json --plot build/demo/validation.svg
