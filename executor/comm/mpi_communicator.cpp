@@ -186,25 +186,9 @@ void MpiCommunicator::broadcast(torch::Tensor& t, int root) {
   wait(req, "broadcast");
 }
 
-void MpiCommunicator::send(const torch::Tensor& t, int peer) {
-  check_dense(t, "send");
-  MPI_Request req = MPI_REQUEST_NULL;
-  check(MPI_Isend(t.data_ptr(), checked_count(static_cast<int64_t>(t.nbytes()), "send"), MPI_BYTE, peer,
-                  0, comm_, &req),
-        "send", name_);
-  count_call(static_cast<double>(t.nbytes()));
-  wait(req, "send");
-}
+void MpiCommunicator::send(const torch::Tensor& t, int peer) { send_async(t, peer, 0)->wait(); }
 
-void MpiCommunicator::recv(torch::Tensor& t, int peer) {
-  check_dense(t, "recv");
-  MPI_Request req = MPI_REQUEST_NULL;
-  check(MPI_Irecv(t.data_ptr(), checked_count(static_cast<int64_t>(t.nbytes()), "recv"), MPI_BYTE, peer,
-                  0, comm_, &req),
-        "recv", name_);
-  count_call(0);
-  wait(req, "recv");
-}
+void MpiCommunicator::recv(torch::Tensor& t, int peer) { recv_async(t, peer, 0)->wait(); }
 
 std::unique_ptr<Work> MpiCommunicator::send_async(torch::Tensor t, int peer, int tag) {
   check_dense(t, "send");

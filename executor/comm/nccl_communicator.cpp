@@ -337,28 +337,9 @@ void NcclCommunicator::broadcast(torch::Tensor& t, int root) {
   })->wait();
 }
 
-void NcclCommunicator::send(const torch::Tensor& t, int peer) {
-  check_tensor(t, "send");
-  EXECUTOR_CHECK(peer >= 0 && peer < size_ && peer != rank_, "send: peer " + std::to_string(peer) + " invalid");
-  const ncclDataType_t type = nccl_type(t.scalar_type(), "send");
-  const void* data = t.data_ptr();
-  const auto n = static_cast<size_t>(t.numel());
-  launch("send", {t}, static_cast<double>(t.nbytes()), true, [&] {
-    return ncclSend(data, n, type, peer, comm_, cudaStreamLegacy);
-  })->wait();
-}
+void NcclCommunicator::send(const torch::Tensor& t, int peer) { send_async(t, peer, 0)->wait(); }
 
-void NcclCommunicator::recv(torch::Tensor& t, int peer) {
-  check_tensor(t, "recv");
-  EXECUTOR_CHECK(peer >= 0 && peer < size_ && peer != rank_, "recv: peer " + std::to_string(peer) + " invalid");
-  const ncclDataType_t type = nccl_type(t.scalar_type(), "recv");
-  void* data = t.data_ptr();
-  const auto n = static_cast<size_t>(t.numel());
-  // Like the MPI backend: a receive counts as a call, its bytes are the sender's.
-  auto work = launch("recv", {t}, 0, false, [&] { return ncclRecv(data, n, type, peer, comm_, cudaStreamLegacy); });
-  count_call(0);
-  work->wait();
-}
+void NcclCommunicator::recv(torch::Tensor& t, int peer) { recv_async(t, peer, 0)->wait(); }
 
 std::unique_ptr<Work> NcclCommunicator::send_async(torch::Tensor t, int peer, int /*tag*/) {
   check_tensor(t, "send");
