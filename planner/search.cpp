@@ -84,7 +84,7 @@ struct Shared {
   const std::vector<sim::Evaluator>* evaluators;
   const std::vector<Block>* blocks;
   std::atomic<std::size_t> next{0}, done{0};
-  std::mutex on_block_mutex;
+  std::mutex on_block_mutex{};
   std::atomic<long long> evaluated{0}, pruned{0};
   std::atomic<bool> stopped{false};
 };
