@@ -65,7 +65,11 @@ MainWindow::MainWindow(std::unique_ptr<QSettings> settings, QWidget* parent)
   resize(1280, 800);
 }
 
-MainWindow::~MainWindow() = default;
+MainWindow::~MainWindow() {
+  // Stop and join the search before the widgets its signals update go away.
+  delete worker_;
+  worker_ = nullptr;
+}
 
 void MainWindow::buildActions() {
   auto* file = menuBar()->addMenu("&File");
@@ -188,7 +192,7 @@ QString MainWindow::detailsText() const { return details_->toPlainText(); }
 
 void MainWindow::updateRunEnabled() {
   const bool ok = inputs_->valid();
-  run_->setEnabled(ok && !worker_->isRunning());
+  run_->setEnabled(ok && worker_ && !worker_->isRunning());
   run_->setToolTip(ok ? "Run the search (Ctrl+R)" : "Fix the inputs marked in red first");
 }
 
