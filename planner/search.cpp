@@ -83,10 +83,39 @@ struct Shared {
   const SearchOptions* options;
   const std::vector<sim::Evaluator>* evaluators;
   const std::vector<Block>* blocks;
-  std::atomic<std::size_t> next{0};
+  std::atomic<std::size_t> next{0}, done{0};
+  std::mutex on_block_mutex{};
   std::atomic<long long> evaluated{0}, pruned{0};
   std::atomic<bool> stopped{false};
 };
+
+// options.on_block: the block's best allowed point, else its closest-to-fitting one.
+void report_block(Shared& sh, const sim::Evaluator& ev, double price, const std::optional<Point>& best,
+                  const detail::BlockTally& tally) {
+  SearchProgress prog;
+  std::optional<Point> shown = best;
+  if (!shown && tally.have_closest) {
+    Point p;
+    p.key = tally.closest;
+    p.node_index = tally.node_index;
+    const sim::ParallelConfig cfg = detail::config_of(p, *sh.model, *sh.space, *sh.constraints);
+    p.estimate = ev.estimate(cfg);
+    p.usd_per_token = price / 3600.0 / p.estimate.tokens_per_s;
+    p.score = objective_score(sh.options->objective, p.estimate.tokens_per_s, price, p.estimate.worst_memory_bytes);
+    shown = p;
+  }
+  if (shown) {
+    sim::ParallelConfig cfg = detail::config_of(*shown, *sh.model, *sh.space, *sh.constraints);
+    const int nodes = ev.cluster().nodes;
+    prog.candidate = Candidate{ev.cluster(), cfg, shown->estimate, shown->score, shown->usd_per_token,
+                               describe(cfg, nodes)};
+  }
+  std::lock_guard lock(sh.on_block_mutex);
+  prog.blocks_done = ++sh.done;
+  prog.blocks_total = sh.blocks->size();
+  prog.considered = sh.evaluated.load() + sh.pruned.load();
+  sh.options->on_block(prog);
+}
 
 // Evaluate every inner point of one block; returns false when cancelled.
 bool run_block(Shared& sh, const Block& b, detail::ThreadState& ts) {
@@ -110,6 +139,8 @@ bool run_block(Shared& sh, const Block& b, detail::ThreadState& ts) {
   const double price = ev.cluster().hardware.price.usd_per_hour * b.nodes;
   const bool price_ok = sh.constraints->max_usd_per_hour <= 0 || price <= sh.constraints->max_usd_per_hour;
   detail::BlockTally tally;
+  std::optional<Point> block_best;  // only tracked for options.on_block
+  const bool report = static_cast<bool>(sh.options->on_block);
 
   // Model-state lower bound: smallest micro-batch, no activations. If even that does not fit,
   // no micro-batch, schedule or recompute choice can.
@@ -158,7 +189,10 @@ bool run_block(Shared& sh, const Block& b, detail::ThreadState& ts) {
                                          pt.estimate.worst_memory_bytes);
               const bool allowed = price_ok && detail::meets(pt.key, *sh.constraints);
               tally.add(pt, allowed, usable);
-              if (pt.estimate.fits && allowed) ts.offer(pt);
+              if (pt.estimate.fits && allowed) {
+                if (report && (!block_best || detail::better(pt, *block_best))) block_best = pt;
+                ts.offer(pt);
+              }
             }
           }
         }
@@ -171,6 +205,7 @@ bool run_block(Shared& sh, const Block& b, detail::ThreadState& ts) {
     sh.evaluated += inner;
   }
   ts.record_block(b.nodes, b.tp, b.pp, b.zero, tally, price_ok);
+  if (report) report_block(sh, ev, price, block_best, tally);
   return !(sh.options->cancel && sh.options->cancel->load());
 }
 

@@ -7,6 +7,7 @@
 // Multi-threaded; results are identical for any thread count.
 #include <atomic>
 #include <functional>
+#include <optional>
 #include <string>
 #include <vector>
 
@@ -83,6 +84,16 @@ struct SearchResult {
   bool interrupted = false;
 };
 
+// What a running search has done so far (front ends: progress bars, streaming tables).
+struct SearchProgress {
+  std::size_t blocks_done = 0;   // outer-loop blocks (nodes x tp x pp x dp x ZeRO ...) finished
+  std::size_t blocks_total = 0;
+  long long considered = 0;      // points evaluated or pruned so far
+  // The block just finished: its best point that fits and meets the constraints (by the
+  // objective, analytical estimate), else the one closest to fitting (estimate.fits false).
+  std::optional<Candidate> candidate;
+};
+
 struct SearchOptions {
   Objective objective = Objective::throughput;
   double train_tokens = 0;   // time-to-train / cost objectives report for this many tokens
@@ -90,6 +101,9 @@ struct SearchOptions {
   int threads = 0;           // 0 = hardware concurrency
   bool progress = false;     // progress bar on stderr
   const std::atomic<bool>* cancel = nullptr;  // set to stop early (Ctrl-C): best so far
+  // Called after every block from the search threads, one call at a time; may be empty. The
+  // result does not depend on it (it may set *cancel).
+  std::function<void(const SearchProgress&)> on_block;
 };
 
 SearchResult search(const simulator::ModelSpec& model, const simulator::HardwareProfile& hw,

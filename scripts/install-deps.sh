@@ -27,14 +27,16 @@ PACKAGES=(
   libsentencepiece-dev # executor: tokenizer (train/load tokenizer.model)
   zlib1g-dev          # executor: CRC-32 checksums of checkpoint shards
   python3-torch       # bench only: the PyTorch reference loop for the shardrun benchmark
+  qt6-base-dev        # GUI: Qt 6 Core, Gui, Widgets, Test (shardplan-gui, gui_tests)
+  qt6-charts-dev      # GUI: Qt Charts (memory, step-time and scatter charts)
+  libqt6opengl6-dev   # GUI: Qt6OpenGL CMake package, which Qt6Charts' CMake config requires
+  libgl-dev           # GUI: OpenGL headers that Qt6Gui's CMake config looks for
 )
 
 # Added by later issues, NOT installed yet -- move entries into PACKAGES
-# when the component that needs them lands:
-#   GUI issue:      qt6-base-dev (and the other qt6 packages the GUI needs)
+# when the component that needs them lands.
 # shellcheck disable=SC2034  # kept as the documented place for later issues
 LATER_PACKAGES=(
-  # qt6-base-dev          # GUI
 )
 
 echo "install-deps: checking ${#PACKAGES[@]} packages with dpkg-query"

@@ -1,0 +1,74 @@
+#pragma once
+// PlanRequest: what the inputs panel edits — the `shardplan plan` flags as the user typed them —
+// and its translation into the planner's SearchSpace / Constraints / SearchOptions with the
+// CLI's own parsers, so that the GUI and `shardplan plan` search exactly the same space.
+#include <map>
+#include <nlohmann/json.hpp>
+#include <optional>
+#include <string>
+#include <vector>
+
+#include "planner/search.hpp"
+#include "simulator/hardware_profile.hpp"
+#include "simulator/model_spec.hpp"
+
+namespace shardplan::gui {
+
+struct PlanRequest {
+  std::string model = "tiny-llama";         // built-in name, model card or HF config.json
+  std::string hardware = "p4d.24xlarge";    // built-in name or profile JSON (measured ones too)
+  std::string nodes = "1";                  // "4", "1,2,4" or "1-8"
+  std::string global_batch = "0";           // sequences per step; 0 = smallest valid
+  std::string seq_len = "2048";
+  std::string precision = "bf16";           // list allowed: "bf16,fp16"
+  std::string lora_rank = "0";
+  std::string lora_alpha = "16";
+  std::string lora_dropout = "0";
+  std::string lora_targets;                 // "q_proj,v_proj"; empty = the model family's default
+  std::string train_tokens = "0";           // tokens to train on; 0 = dataset tokens x epochs
+  std::string dataset_tokens = "0";
+  std::string epochs = "1";
+  std::string objective = "throughput";     // throughput | time | cost | memory
+  std::string max_nodes = "0", max_usd_per_hour = "0", max_tp = "0", headroom = "0.05";
+  std::string require, forbid;              // comma-separated features
+  int top = 10;
+  bool operator==(const PlanRequest&) const = default;
+};
+
+// Field names used for validation messages and widgets.
+inline const std::vector<std::string>& request_fields() {
+  static const std::vector<std::string> f{"model",       "hardware",      "nodes",     "global_batch", "seq_len",
+                                          "precision",   "lora_rank",     "lora_alpha", "lora_dropout", "lora_targets",
+                                          "train_tokens", "dataset_tokens", "epochs",   "objective",    "max_nodes",
+                                          "max_usd_per_hour", "max_tp",   "headroom",  "require",      "forbid"};
+  return f;
+}
+
+// Everything a search needs, resolved and checked.
+struct ResolvedRequest {
+  simulator::ModelSpec model;
+  simulator::HardwareProfile hardware;
+  planner::SearchSpace space;
+  planner::Constraints constraints;
+  planner::SearchOptions options;  // objective, train_tokens, top_k (no callbacks)
+  nlohmann::json search_settings;  // what `shardplan plan --out` writes under "search"
+};
+
+struct Validation {
+  std::map<std::string, std::string> errors;  // field -> one-line reason (as the CLI words it)
+  std::optional<ResolvedRequest> resolved;    // set when there is no error
+  [[nodiscard]] bool ok() const { return errors.empty(); }
+};
+
+// Checks every field with the CLI's parsers, loads the model and hardware (errors name the file
+// and field), resolves LoRA targets and the train-token budget. Never throws.
+Validation validate(const PlanRequest& r);
+
+// The `shardplan plan` arguments (without the binary) for the same search.
+std::vector<std::string> cli_arguments(const PlanRequest& r);
+
+nlohmann::json to_json(const PlanRequest& r);
+// Missing keys keep their defaults; wrong types are ignored (sessions are best effort).
+PlanRequest request_from_json(const nlohmann::json& j);
+
+}  // namespace shardplan::gui
