@@ -73,8 +73,10 @@ Fault parse_fault(const std::string& spec) {
   int at_rank = -1;
   long long at_step = -1;
   if (std::sscanf(spec.c_str(), "%9[a-z]:%d:%lld", kind, &at_rank, &at_step) != 3 ||
-      (std::string(kind) != "hang" && std::string(kind) != "exit" && std::string(kind) != "overflow"))
-    throw InputError("--inject-fault: expected hang:RANK:STEP, exit:RANK:STEP or overflow:RANK:STEP, got '" + spec + "'");
+      (std::string(kind) != "hang" && std::string(kind) != "exit" && std::string(kind) != "overflow" &&
+       std::string(kind) != "ckptkill"))  // ckptkill: applied by the Checkpointer
+    throw InputError("--inject-fault: expected hang:RANK:STEP, exit:RANK:STEP, overflow:RANK:STEP or ckptkill:RANK:STEP, got '" +
+                     spec + "'");
   return {kind, at_rank, at_step};
 }
 
