@@ -27,6 +27,8 @@ PACKAGES=(
   libsentencepiece-dev # executor: tokenizer (train/load tokenizer.model)
   zlib1g-dev          # executor: CRC-32 checksums of checkpoint shards
   python3-torch       # bench only: the PyTorch reference loop for the shardrun benchmark
+  slurm-wlm           # resilience tests: a real single-node Slurm (slurmctld, slurmd, sbatch, srun --mpi=pmix)
+  munge               # resilience tests: Slurm's authentication daemon (munged, mungekey)
 )
 
 # Added by later issues, NOT installed yet -- move entries into PACKAGES

@@ -68,8 +68,8 @@ struct PriceInfo {
 
 // Failure and checkpoint figures for the goodput model (simulator/goodput.hpp). Optional in a
 // profile ("resilience" section); the defaults are documented in hardware_profiles/SCHEMA.md.
-inline constexpr double kDefaultNodeMtbfHours = 6300;     // Llama 3 (Dubey et al. 2024, §3.3.4)
-inline constexpr double kDefaultCheckpointWriteGBps = 1;  // per node, to shared storage
+inline constexpr double kDefaultNodeMtbfHours = 6300;     // Llama 3 (Dubey et al. 2024), see SCHEMA.md
+inline constexpr double kDefaultCheckpointWriteGBps = 1;  // per node, to shared storage (SCHEMA.md)
 inline constexpr double kDefaultRestartSeconds = 300;     // detect + reschedule + reload
 struct ResilienceProfile {
   double node_mtbf_s = kDefaultNodeMtbfHours * 3600;              // mean time between failures of one node
