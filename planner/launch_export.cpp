@@ -85,9 +85,10 @@ std::string sbatch_settings(const Plan& plan, const std::string& plan_path, cons
   s << "#\n"
     << "# Auto-resume, in the spirit of SageMaker HyperPod's `srun --auto-resume=1`: every attempt runs\n"
     << "# shardrun with --resume auto, which continues from the latest checkpoint in CHECKPOINT_DIR. A\n"
-    << "# failed attempt is relaunched at most MAX_RETRIES times; then the script exits with the\n"
-    << "# failure's status. --requeue lets Slurm requeue the job after a node failure; it resumes the\n"
-    << "# same way.\n"
+    << "# failed attempt (not bad input, exit 2) is relaunched at most MAX_RETRIES times, after a\n"
+    << "# back-off (RETRY_DELAY_S, doubling, at most RETRY_DELAY_MAX_S) and a health check of every\n"
+    << "# rank (shardrun health); then the script exits with the failure's status. --requeue lets\n"
+    << "# Slurm requeue the job after a node failure; it resumes the same way.\n"
     << "set -euo pipefail\n\n"
     << "PLAN=" << shell_quote(plan_path) << "\n"
     << "CHECKPOINT_DIR=" << shell_quote(checkpoint_dir) << "\n"
@@ -97,6 +98,7 @@ std::string sbatch_settings(const Plan& plan, const std::string& plan_path, cons
     << "MODEL_NAME=" << shell_quote(plan.model.name) << "\n"
     << "MAX_RETRIES=" << o.max_retries << "\n"
     << "RETRY_DELAY_S=" << o.retry_delay_s << "\n"
+    << "RETRY_DELAY_MAX_S=" << o.retry_delay_max_s << "\n"
     << "export OMP_NUM_THREADS=" << omp_threads(plan, o.omp_num_threads, "--omp-threads") << "\n\n"
     << "mkdir -p -- \"${LOG_DIR}\" \"${CHECKPOINT_DIR}\"\n"
     << "echo \"[shardplan] ${JOB_LABEL}: ${MODEL_NAME} on " << plan.cluster.nodes << " node(s) x "
@@ -105,28 +107,48 @@ std::string sbatch_settings(const Plan& plan, const std::string& plan_path, cons
 }
 
 std::string sbatch_loop(const SlurmOptions& o) {
-  const std::string srun = "srun --kill-on-bad-exit=1 " + shell_quote(o.run.executable) +
-                           shardrun_tail(o.run, "\"${PLAN}\"", o.run.data.empty() ? "" : "\"${DATA}\"",
-                                         "\"${CHECKPOINT_DIR}\"", true);
+  const std::string srun =
+      "srun " + (o.srun_mpi.empty() ? std::string() : shell_quote("--mpi=" + o.srun_mpi) + " ") + "--kill-on-bad-exit=1 ";
+  const std::string train = srun + shell_quote(o.run.executable) +
+                            shardrun_tail(o.run, "\"${PLAN}\"", o.run.data.empty() ? "" : "\"${DATA}\"",
+                                          "\"${CHECKPOINT_DIR}\"", true);
+  const std::string health =
+      srun + shell_quote(o.run.executable) + " health --quiet --comm-timeout " + std::to_string(o.health_timeout_s);
   std::ostringstream s;
   s << "attempt=0\n"
     << "while true; do\n"
     << "  attempt=$((attempt + 1))\n"
     << "  log=\"${LOG_DIR}/${SLURM_JOB_ID:-local}-attempt-${attempt}.log\"\n"
-    << "  echo \"[shardplan] attempt ${attempt} of $((MAX_RETRIES + 1)); log: ${log}\"\n"
-    << "  status=0\n"
-    << "  " << srun << " 2>&1 | tee -a -- \"${log}\" || status=$?\n"
-    << "  if [ \"${status}\" -eq 0 ]; then\n"
-    << "    echo \"[shardplan] finished after ${attempt} attempt(s)\"\n"
-    << "    exit 0\n"
+    << "  status=0\n";
+  if (o.health_check) {
+    s << "  if [ \"${attempt}\" -gt 1 ]; then\n"
+      << "    echo \"[shardplan] health check before attempt ${attempt}\"\n"
+      << "    " << health << " 2>&1 | tee -a -- \"${log}\" || status=$?\n"
+      << "    if [ \"${status}\" -ne 0 ]; then echo \"[shardplan] health check failed (exit ${status})\" >&2; fi\n"
+      << "  fi\n";
+  }
+  s << "  if [ \"${status}\" -eq 0 ]; then\n"
+    << "    echo \"[shardplan] attempt ${attempt} of $((MAX_RETRIES + 1)); log: ${log}\"\n"
+    << "    " << train << " 2>&1 | tee -a -- \"${log}\" || status=$?\n"
+    << "    if [ \"${status}\" -eq 0 ]; then\n"
+    << "      echo \"[shardplan] finished after ${attempt} attempt(s)\"\n"
+    << "      exit 0\n"
+    << "    fi\n"
+    << "    if [ \"${status}\" -eq 2 ]; then\n"
+    << "      echo \"[shardplan] attempt ${attempt}: shardrun rejected its input (exit 2); not retrying\" >&2\n"
+    << "      exit 2\n"
+    << "    fi\n"
     << "  fi\n"
     << "  if [ \"${attempt}\" -gt \"${MAX_RETRIES}\" ]; then\n"
     << "    echo \"[shardplan] attempt ${attempt} failed (exit ${status}); no retries left\" >&2\n"
     << "    exit \"${status}\"\n"
     << "  fi\n"
-    << "  echo \"[shardplan] attempt ${attempt} failed (exit ${status}); relaunching in ${RETRY_DELAY_S}s, "
+    << "  shift_by=$((attempt - 1 > 20 ? 20 : attempt - 1))\n"
+    << "  delay=$((RETRY_DELAY_S << shift_by))\n"
+    << "  if [ \"${delay}\" -gt \"${RETRY_DELAY_MAX_S}\" ]; then delay=\"${RETRY_DELAY_MAX_S}\"; fi\n"
+    << "  echo \"[shardplan] attempt ${attempt} failed (exit ${status}); relaunching in ${delay}s, "
        "resuming from the latest checkpoint in ${CHECKPOINT_DIR}\" >&2\n"
-    << "  sleep \"${RETRY_DELAY_S}\"\n"
+    << "  sleep \"${delay}\"\n"
     << "done\n";
   return s.str();
 }
@@ -164,6 +186,9 @@ std::string slurm_script(const Plan& plan, const std::string& plan_path, const S
   check_directive_token(o.account, "--account");
   if (o.max_retries < 0) throw sim::InputError("--max-retries: expected an integer >= 0");
   if (o.retry_delay_s < 0) throw sim::InputError("--retry-delay: expected seconds >= 0");
+  if (o.retry_delay_max_s < 0) throw sim::InputError("--retry-delay-max: expected seconds >= 0");
+  if (o.health_timeout_s <= 0) throw sim::InputError("--health-timeout: expected seconds > 0");
+  check_directive_token(o.srun_mpi, "--srun-mpi");
   if (o.log_dir.empty()) throw sim::InputError("--log-dir: expected a directory for the per-attempt logs");
   const std::string job_name = o.job_name.empty() ? "shardplan-" + plan.model.name : o.job_name;
   const std::string checkpoint_dir = o.run.checkpoint_dir.empty() ? "checkpoints" : o.run.checkpoint_dir;

@@ -39,7 +39,11 @@ struct SlurmOptions {
   std::string job_name;                 // empty = "shardplan-<model>"; #SBATCH gets safe_token()
   std::string time_limit = "24:00:00";  // sbatch --time: M, M:S, H:M:S, D-H, D-H:M, D-H:M:S
   int max_retries = 3;                  // relaunches after a failed attempt (0 = none)
-  int retry_delay_s = 30;               // pause before a relaunch
+  int retry_delay_s = 30;               // pause before the first relaunch; doubles each time
+  int retry_delay_max_s = 600;          // longest pause before a relaunch
+  std::string srun_mpi = "pmix";        // srun --mpi=<this> (OpenMPI direct launch); empty = omitted
+  bool health_check = true;             // `srun shardrun health` before each relaunch
+  int health_timeout_s = 60;            // its --comm-timeout
   std::string log_dir = "logs";         // one log file per attempt
   std::string partition;                // #SBATCH --partition; empty = omitted
   std::string account;                  // #SBATCH --account; empty = omitted
@@ -57,10 +61,13 @@ int default_omp_threads(const simulator::ClusterSpec& cluster);
 // shardrun --plan <plan> ...` on one line (no trailing newline). Throws InputError on bad options.
 std::string mpirun_command(const Plan& plan, const std::string& plan_path, const MpirunOptions& options = {});
 
-// An sbatch script (bash, `set -euo pipefail`) with a bounded auto-resume loop: each attempt runs
-// `srun shardrun --plan ... --checkpoint-dir ... --resume auto`, logs to
-// <log_dir>/<job id>-attempt-<k>.log, and a failure is relaunched (resuming from the latest
-// checkpoint) up to max_retries times; then the script exits with the failure's status.
+// An sbatch script (bash, `set -euo pipefail`) with a bounded auto-resume loop, the Slurm
+// counterpart of shardrun-launch: each attempt runs `srun --mpi=pmix shardrun --plan ...
+// --checkpoint-dir ... --resume auto`, logs to <log_dir>/<job id>-attempt-<k>.log; exit 0 ends
+// the job, exit 2 (bad input) ends it at once, any other failure is relaunched (resuming from
+// the latest checkpoint) up to max_retries times after an exponential back-off and, unless
+// disabled, `srun shardrun health` (a failed health check counts as a failed attempt); then the
+// script exits with the failure's status.
 // Throws InputError on a malformed time limit, partition or account, or negative counts.
 std::string slurm_script(const Plan& plan, const std::string& plan_path, const SlurmOptions& options = {});
 

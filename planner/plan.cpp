@@ -20,6 +20,10 @@ nlohmann::json to_json(const Plan& p) {
   j["config"] = sim::to_json(p.config);
   j["rank_layout"] = {{"order", p.config.rank_order}, {"tp", p.config.tp}, {"dp", p.config.dp}, {"pp", p.config.pp}};
   j["prediction"] = sim::to_json(p.prediction, false);
+  // What shardrun uses when --checkpoint-every is not given (informational here: a plan read
+  // back re-simulates it from the embedded profile's "resilience" figures).
+  j["checkpoint"] = {{"interval_steps", p.prediction.goodput.interval_steps},
+                     {"interval_seconds", p.prediction.goodput.interval_s}};
   j["search"] = p.search.is_null() ? nlohmann::json::object() : p.search;
   return j;
 }

@@ -23,7 +23,8 @@ struct Plan {
 
 // JSON: {"schema", "shardplan_version", "model": card, "cluster": {"nodes", "devices_per_node",
 // "hardware": resolved profile}, "config": ParallelConfig, "rank_layout": {"order", "tp", "dp",
-// "pp"}, "prediction": Prediction JSON (summary, no events), "search": {...}}.
+// "pp"}, "prediction": Prediction JSON (summary, no events), "checkpoint": {"interval_steps",
+// "interval_seconds"} (the optimal interval, simulator/goodput.hpp), "search": {...}}.
 nlohmann::json to_json(const Plan& plan);
 // Reads a plan; errors name `source` and the field. The prediction is re-simulated from the
 // embedded model, cluster and config (the stored one is informational), so a plan can never

@@ -183,10 +183,10 @@ bool run_block(Shared& sh, const Block& b, detail::ThreadState& ts) {
               pt.node_index = b.node_index;
               pt.key = detail::key_of(cfg, b.nodes);
               pt.estimate = ev.estimate(*ctx);
-              pt.time_per_token = 1.0 / pt.estimate.tokens_per_s;
+              pt.time_per_token = 1.0 / (pt.estimate.tokens_per_s * pt.estimate.goodput);  // incl. failures
               pt.usd_per_token = price / 3600.0 * pt.time_per_token;
               pt.score = objective_score(sh.options->objective, pt.estimate.tokens_per_s, price,
-                                         pt.estimate.worst_memory_bytes);
+                                         pt.estimate.worst_memory_bytes, pt.estimate.goodput);
               const bool allowed = price_ok && detail::meets(pt.key, *sh.constraints);
               tally.add(pt, allowed, usable);
               if (pt.estimate.fits && allowed) {

@@ -111,7 +111,10 @@ SearchResult search(const simulator::ModelSpec& model, const simulator::Hardware
 
 // Lower is better: seconds per token (throughput, time to train), USD per token (cost), or
 // device memory with speed as the tie-break (memory). Used for estimates and full predictions.
-double objective_score(Objective o, double tokens_per_s, double usd_per_hour, double worst_memory_bytes);
+// Time-to-train and cost count the time lost to failures: they use tokens_per_s x goodput
+// (simulator/goodput.hpp); throughput and memory do not.
+double objective_score(Objective o, double tokens_per_s, double usd_per_hour, double worst_memory_bytes,
+                       double goodput = 1.0);
 
 // Canonical one-line description of a configuration ("tp=8 pp=4 dp=2 zero=1 mbs=1 ...").
 std::string describe(const simulator::ParallelConfig& cfg, int nodes);

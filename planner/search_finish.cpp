@@ -42,7 +42,7 @@ std::vector<Ranked> rescore(const sim::ModelSpec& model, const std::vector<sim::
     }
     if (!pred.feasible) continue;
     const double price = ev.cluster().hardware.price.usd_per_hour * ev.cluster().nodes;
-    Candidate cand{ev.cluster(), cfg, p.estimate, objective_score(o.objective, pred.tokens_per_s, price, pred.worst.total()),
+    Candidate cand{ev.cluster(), cfg, p.estimate, objective_score(o.objective, pred.tokens_per_s, price, pred.worst.total(), pred.goodput.goodput),
                    price / 3600.0 / pred.tokens_per_s, describe(cfg, ev.cluster().nodes)};
     ranked.push_back({std::move(cand), pred, 0});
     ranked.back().score = ranked.back().candidate.score;
@@ -89,11 +89,12 @@ std::string region_reason(const sim::ModelSpec& model, const std::vector<sim::Ev
 
 }  // namespace
 
-double objective_score(Objective o, double tokens_per_s, double usd_per_hour, double worst_memory_bytes) {
+double objective_score(Objective o, double tokens_per_s, double usd_per_hour, double worst_memory_bytes,
+                       double goodput) {
   switch (o) {
-    case Objective::throughput:
-    case Objective::time_to_train: return 1.0 / tokens_per_s;
-    case Objective::cost: return usd_per_hour / 3600.0 / tokens_per_s;
+    case Objective::throughput: return 1.0 / tokens_per_s;
+    case Objective::time_to_train: return 1.0 / (tokens_per_s * goodput);
+    case Objective::cost: return usd_per_hour / 3600.0 / (tokens_per_s * goodput);
     case Objective::memory: return worst_memory_bytes + 1e-3 / tokens_per_s;  // tie: faster
   }
   return 0;
@@ -176,7 +177,7 @@ std::string why_not(const sim::ModelSpec& model, const sim::ClusterSpec& cluster
   if (!detail::meets(detail::key_of(cfg, cluster.nodes), c)) return name + ": excluded by --require/--forbid";
   if (result.ranked.empty()) return name + ": fits, and the search found nothing feasible to compare with";
   const Ranked& best = result.ranked.front();
-  const double score = objective_score(objective, p.tokens_per_s, price, p.worst.total());
+  const double score = objective_score(objective, p.tokens_per_s, price, p.worst.total(), p.goodput.goodput);
   if (score <= best.score) return name + ": is as good as the plan (" + best.candidate.key + ")";
   const auto& a = p.time;
   const auto& b = best.prediction.time;

@@ -31,6 +31,8 @@ PACKAGES=(
   qt6-charts-dev      # GUI: Qt Charts (memory, step-time and scatter charts)
   libqt6opengl6-dev   # GUI: Qt6OpenGL CMake package, which Qt6Charts' CMake config requires
   libgl-dev           # GUI: OpenGL headers that Qt6Gui's CMake config looks for
+  slurm-wlm           # resilience tests: a real single-node Slurm (slurmctld, slurmd, sbatch, srun --mpi=pmix)
+  munge               # resilience tests: Slurm's authentication daemon (munged, mungekey)
 )
 
 # Added by later issues, NOT installed yet -- move entries into PACKAGES

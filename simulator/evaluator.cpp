@@ -117,6 +117,9 @@ Estimate Evaluator::estimate(const ConfigContext& c) const {
   flops_per_micro_batch(c, &model_flops, &hw_flops);
   const double devices = cfg.devices();
   e.mfu = model_flops * m * cfg.dp / (e.step_s * devices * c.env.peak_flops);
+  const double trainable = mc_.lora.enabled() ? mc_.lora_params_per_layer * mc_.model.num_layers
+                                              : static_cast<double>(mc_.counts.total);
+  e.goodput = predict_goodput(mc_.cluster, cfg, trainable, e.step_s).goodput;
   const auto& hw = mc_.cluster.hardware;
   e.fits = e.worst_memory_bytes <= usable_bytes(c) &&
            host * mc_.cluster.per_node() <= hw.host.memory_bytes * (1.0 - cfg.memory_headroom);

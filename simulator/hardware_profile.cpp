@@ -102,6 +102,19 @@ IntraTopology parse_topology(const nlohmann::json& obj, const JsonContext& ctx) 
   ctx.fail("topology", "\"switch\", \"pcie\", \"all_to_all\" or \"torus\"");
 }
 
+ResilienceProfile parse_resilience(const nlohmann::json& r, const JsonContext& ctx) {
+  ResilienceProfile out;
+  if (!r.is_object())
+    throw InputError(ctx.file + ": field '" + ctx.prefix +
+                     "': expected an object {node_mtbf_hours, checkpoint_write_GBps, restart_s}");
+  const double hours = get_number_or(r, "node_mtbf_hours", kDefaultNodeMtbfHours, ctx);
+  if (!(hours > 0)) ctx.fail("node_mtbf_hours", "a number of hours > 0");
+  out.node_mtbf_s = hours * 3600;
+  if (auto bw = get_quantity(r, "checkpoint_write", Quantity::bytes_per_second, ctx, false)) out.checkpoint_write_Bps = *bw;
+  if (auto s = get_quantity(r, "restart", Quantity::seconds, ctx, false, true)) out.restart_s = *s;
+  return out;
+}
+
 HardwareProfile parse_profile(const nlohmann::json& j, const JsonContext& ctx) {
   HardwareProfile hw;
   hw.name = get_string(j, "name", ctx);
@@ -129,6 +142,7 @@ HardwareProfile parse_profile(const nlohmann::json& j, const JsonContext& ctx) {
     hw.price.as_of = get_string_or(*it, "as_of", "", pctx);
     hw.price.note = get_string_or(*it, "note", "", pctx);
   }
+  if (auto it = j.find("resilience"); it != j.end()) hw.resilience = parse_resilience(*it, ctx.child("resilience"));
   return hw;
 }
 
@@ -151,7 +165,7 @@ nlohmann::json resolve_json(const std::string& path, std::set<std::string>& seen
   if (!seen.insert(canon).second) throw InputError(path + ": field 'base': circular base chain");
   nlohmann::json j = read_json_file(path);
   if (!j.is_object()) throw InputError(path + ": expected a JSON object (a hardware profile)");
-  for (const char* section : {"device", "node", "network", "host", "price"})
+  for (const char* section : {"device", "node", "network", "host", "price", "resilience"})
     if (auto s = j.find(section); s != j.end()) check_unit_variants(*s, JsonContext{path, section});
   auto it = j.find("base");
   if (it == j.end() || it->is_null()) return j;
@@ -207,7 +221,7 @@ HardwareProfile hardware_from_json(const nlohmann::json& j, const std::string& s
   if (!j.is_object()) throw InputError(source + ": expected a JSON object (a hardware profile)");
   if (j.contains("base") && !j["base"].is_null())
     throw InputError(source + ": field 'base': expected a resolved profile (no base) here");
-  for (const char* section : {"device", "node", "network", "host", "price"})
+  for (const char* section : {"device", "node", "network", "host", "price", "resilience"})
     if (auto s = j.find(section); s != j.end()) check_unit_variants(*s, JsonContext{source, section});
   HardwareProfile hw = parse_profile(j, JsonContext{source, ""});
   hw.source_file = source;
@@ -252,7 +266,11 @@ nlohmann::json to_json(const HardwareProfile& hw) {
             {"memory_bandwidth_bytes_per_s", hw.host.memory_bandwidth_Bps},
             {"link_bandwidth_bytes_per_s", hw.host.link_bandwidth_Bps},
             {"cpu_cores", hw.host.cpu_cores}}},
-          {"price", {{"usd_per_hour", hw.price.usd_per_hour}, {"as_of", hw.price.as_of}, {"note", hw.price.note}}}};
+          {"price", {{"usd_per_hour", hw.price.usd_per_hour}, {"as_of", hw.price.as_of}, {"note", hw.price.note}}},
+          {"resilience",
+           {{"node_mtbf_hours", hw.resilience.node_mtbf_s / 3600},
+            {"checkpoint_write_bytes_per_s", hw.resilience.checkpoint_write_Bps},
+            {"restart_s", hw.resilience.restart_s}}}};
   for (Precision p : {Precision::fp32, Precision::fp16, Precision::bf16}) {
     const auto& c = d.gemm_efficiency_by_precision[static_cast<std::size_t>(p)];
     if (!c.log10_x.empty()) j["device"]["gemm_efficiency_by_precision"][to_string(p)] = to_json(c);

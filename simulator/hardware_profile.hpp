@@ -66,6 +66,17 @@ struct PriceInfo {
   std::string note;
 };
 
+// Failure and checkpoint figures for the goodput model (simulator/goodput.hpp). Optional in a
+// profile ("resilience" section); the defaults are documented in hardware_profiles/SCHEMA.md.
+inline constexpr double kDefaultNodeMtbfHours = 6300;     // Llama 3 (Dubey et al. 2024), see SCHEMA.md
+inline constexpr double kDefaultCheckpointWriteGBps = 1;  // per node, to shared storage (SCHEMA.md)
+inline constexpr double kDefaultRestartSeconds = 300;     // detect + reschedule + reload
+struct ResilienceProfile {
+  double node_mtbf_s = kDefaultNodeMtbfHours * 3600;              // mean time between failures of one node
+  double checkpoint_write_Bps = kDefaultCheckpointWriteGBps * 1e9;  // per node
+  double restart_s = kDefaultRestartSeconds;                        // failure to training again
+};
+
 struct HardwareProfile {
   std::string name;
   std::string description;
@@ -76,6 +87,7 @@ struct HardwareProfile {
   LinkProfile network;  // per node
   HostProfile host;
   PriceInfo price;
+  ResilienceProfile resilience;
 };
 
 const char* to_string(Precision p);

@@ -5,6 +5,7 @@
 #include <string>
 #include <vector>
 
+#include "goodput.hpp"
 #include "pipeline_schedule.hpp"
 
 namespace shardplan::simulator {
@@ -90,6 +91,11 @@ struct Prediction {
   std::optional<double> train_time_s;
   std::optional<double> train_cost_usd;
   double price_usd_per_hour = 0;        // whole cluster
+  // Failures (simulator/goodput.hpp): expected goodput at the optimal checkpoint interval, and
+  // time and cost to train including failures (time / goodput), when a token budget was given.
+  GoodputPrediction goodput;
+  std::optional<double> train_time_with_failures_s;
+  std::optional<double> train_cost_with_failures_usd;
 
   PipelineResult pipeline;              // event trace (for timelines)
 };
@@ -102,6 +108,7 @@ struct Estimate {
   double step_s = 0;
   double tokens_per_s = 0;
   double mfu = 0;
+  double goodput = 1;  // expected, at the optimal checkpoint interval (goodput.hpp)
 };
 
 }  // namespace shardplan::simulator

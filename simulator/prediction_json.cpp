@@ -176,7 +176,23 @@ nlohmann::json to_json(const Prediction& p, bool with_events) {
   j["cost"] = {{"price_usd_per_hour", p.price_usd_per_hour},
                {"train_tokens", p.train_tokens ? nlohmann::json(*p.train_tokens) : nlohmann::json()},
                {"train_seconds", p.train_time_s ? nlohmann::json(*p.train_time_s) : nlohmann::json()},
-               {"train_cost_usd", p.train_cost_usd ? nlohmann::json(*p.train_cost_usd) : nlohmann::json()}};
+               {"train_cost_usd", p.train_cost_usd ? nlohmann::json(*p.train_cost_usd) : nlohmann::json()},
+               {"train_seconds_with_failures",
+                p.train_time_with_failures_s ? nlohmann::json(*p.train_time_with_failures_s) : nlohmann::json()},
+               {"train_cost_usd_with_failures",
+                p.train_cost_with_failures_usd ? nlohmann::json(*p.train_cost_with_failures_usd) : nlohmann::json()}};
+  const GoodputPrediction& g = p.goodput;
+  j["resilience"] = {{"goodput", g.goodput},
+                     {"job_mtbf_seconds", g.job_mtbf_s},
+                     {"checkpoint_bytes", g.checkpoint_bytes},
+                     {"checkpoint_writers", g.checkpoint_writers},
+                     {"checkpoint_write_seconds", g.checkpoint_write_s},
+                     {"restart_seconds", g.restart_s},
+                     {"young_interval_seconds", g.young_interval_s},
+                     {"daly_interval_seconds", g.daly_interval_s},
+                     {"checkpoint_interval_steps", g.interval_steps},
+                     {"checkpoint_interval_seconds", g.interval_s},
+                     {"waste_per_failure_seconds", g.waste_per_failure_s}};
   nlohmann::json pipe = {{"makespan_seconds", p.pipeline.makespan_s},
                          {"bubble_seconds", p.pipeline.bubble_s()},
                          {"max_in_flight", p.pipeline.max_in_flight},

@@ -164,10 +164,15 @@ Prediction Evaluator::simulate(const ParallelConfig& cfg, const TrainingGoal& go
   pr.mfu = pr.model_flops_per_step / (t.step_s * pr.devices * c.env.peak_flops);
 
   pr.price_usd_per_hour = hw.price.usd_per_hour * mc_.cluster.nodes;
+  pr.goodput = predict_goodput(mc_.cluster, cfg, static_cast<double>(pr.trainable_parameters), t.step_s);
   if (goal.tokens > 0) {
     pr.train_tokens = goal.tokens;
     pr.train_time_s = goal.tokens / pr.tokens_per_s;
-    if (pr.price_usd_per_hour > 0) pr.train_cost_usd = *pr.train_time_s / 3600.0 * pr.price_usd_per_hour;
+    pr.train_time_with_failures_s = *pr.train_time_s / pr.goodput.goodput;
+    if (pr.price_usd_per_hour > 0) {
+      pr.train_cost_usd = *pr.train_time_s / 3600.0 * pr.price_usd_per_hour;
+      pr.train_cost_with_failures_usd = *pr.train_time_with_failures_s / 3600.0 * pr.price_usd_per_hour;
+    }
   }
   return pr;
 }

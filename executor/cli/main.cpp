@@ -1,6 +1,7 @@
 // shardrun: train from a shardplan plan, under mpirun (one process per device).
 //   mpirun -np N shardrun --plan plan.json [--data ...] [--steps 20] [--out-dir run/]
 //   [mpirun -np N] shardrun profile [--out measured.json] [--quick]   (measure this machine)
+//   mpirun -np N shardrun health [--comm-timeout 30]   (device + all-reduce check of every rank)
 // Exit codes: 0 done, 2 bad input (printed once, by rank 0), 3 internal error, 4 communication
 // failure (the job is aborted so no rank waits), 130 interrupted (checkpoint written if a
 // directory was given).
@@ -11,6 +12,7 @@
 
 #include "executor/comm/mpi_runtime.hpp"
 #include "executor/errors.hpp"
+#include "executor/health/health_check.hpp"
 #include "executor/metrics/memory_accounting.hpp"
 #include "executor/profile/profile.hpp"
 #include "executor/run/trainer.hpp"
@@ -53,6 +55,25 @@ int profile_main(ex::MpiRuntime& runtime, int argc, char** argv) {
   return ex::run_profile(runtime, options);
 }
 
+// `shardrun health ...`: returns the exit code (0 healthy, 1 a check failed, 2 bad options).
+int health_main(ex::MpiRuntime& runtime, int argc, char** argv) {
+  CLI::App app{"shardrun health: check every rank's device and a short all-reduce (under mpirun)"};
+  ex::HealthOptions o;
+  app.add_option("--comm-timeout", o.comm_timeout_s, "Seconds before the all-reduce is declared hung");
+  app.add_option("--allreduce-mib", o.allreduce_mib, "All-reduce payload, MiB");
+  app.add_option("--device", o.device, "auto | cpu | cuda");
+  app.add_option("--out", o.out, "Write the per-rank report (JSON) here");
+  app.add_option("--inject-fault", o.inject_fault, "Testing: hang:RANK or fail:RANK");
+  app.add_flag("--quiet", o.quiet, "Only failing ranks and the verdict");
+  try {
+    app.parse(argc - 1, argv + 1);
+  } catch (const CLI::ParseError& e) {
+    const int code = runtime.world_rank() == 0 ? app.exit(e) : (e.get_exit_code() == 0 ? 0 : 2);
+    return code == 0 ? 0 : 2;
+  }
+  return ex::run_health_check(runtime, o);
+}
+
 void add_options(CLI::App& app, ex::RunOptions& o) {
   app.add_option("--plan", o.plan_path, "plan.json written by `shardplan plan --out`")->required();
   app.add_option("--steps", o.steps, "Training steps (optimizer updates)");
@@ -74,14 +95,17 @@ void add_options(CLI::App& app, ex::RunOptions& o) {
   app.add_option("--save-final", o.save_final, "Write the trained weights (Hugging Face names) to this .safetensors");
   app.add_option("--save-adapter", o.save_adapter, "Write the LoRA adapter (PEFT format) to this directory");
   app.add_option("--checkpoint-dir", o.checkpoint_dir, "Sharded checkpoints go here");
-  app.add_option("--checkpoint-every", o.checkpoint_every, "Checkpoint every N steps (and at the end)");
+  app.add_option("--checkpoint-every", o.checkpoint_every,
+                 "Checkpoint every N steps (and at the end); default: the plan's optimal interval (checkpoint.interval_steps), "
+                 "0 = only at the end");
   app.add_option("--keep-last", o.keep_last, "Complete checkpoints to keep (0 = all)");
   app.add_option("--resume", o.resume, "none | auto (latest valid in --checkpoint-dir) | a checkpoint directory");
   app.add_option("--stop-after", o.stop_after, "Leave after this many steps, as an interrupted job would");
   app.add_option("--threads", o.threads, "Threads per rank (0 = cores / ranks on the node)");
   app.add_option("--comm-timeout", o.comm_timeout_s, "Seconds before a collective is declared hung");
   app.add_flag("--quiet", o.quiet, "No progress lines");
-  app.add_option("--inject-fault", o.inject_fault, "Resilience testing: hang:RANK:STEP, exit:RANK:STEP or overflow:RANK:STEP");
+  app.add_option("--inject-fault", o.inject_fault, "Resilience testing: hang:RANK:STEP, exit:RANK:STEP (SIGKILL), overflow:RANK:STEP, "
+                 "or ckptkill:RANK:STEP (SIGKILL while writing the checkpoint of STEP)");
 }
 
 }  // namespace
@@ -91,10 +115,11 @@ int main(int argc, char** argv) {
   ex::MpiRuntime runtime(&argc, &argv);
   const bool lead = runtime.world_rank() == 0;
   const bool profile = argc > 1 && std::string(argv[1]) == "profile";
+  const bool health = argc > 1 && std::string(argv[1]) == "health";
   CLI::App app{"shardrun: train a model from a shardplan plan (launch with mpirun -np <ranks>)"};
   ex::RunOptions options;
   add_options(app, options);
-  if (!profile) {
+  if (!profile && !health) {
     try {
       app.parse(argc, argv);
     } catch (const CLI::ParseError& e) {
@@ -106,6 +131,7 @@ int main(int argc, char** argv) {
   std::signal(SIGTERM, on_signal);
   try {
     if (profile) return profile_main(runtime, argc, argv);
+    if (health) return health_main(runtime, argc, argv);
     ex::Trainer trainer(runtime, options);
     return trainer.run();
   } catch (const ex::InputError& e) {

@@ -1,5 +1,7 @@
 #include "checkpointing.hpp"
 
+#include <csignal>
+#include <cstdio>
 #include <filesystem>
 #include <fstream>
 #include <iostream>
@@ -11,6 +13,30 @@
 namespace shardplan::executor {
 
 namespace fs = std::filesystem;
+
+namespace {
+
+// --inject-fault ckptkill:RANK:STEP (other kinds are the training loop's; it validates them).
+void parse_checkpoint_fault(const std::string& spec, int& rank, int64_t& step) {
+  long long at_step = -1;
+  if (std::sscanf(spec.c_str(), "ckptkill:%d:%lld", &rank, &at_step) != 2) rank = -1;
+  step = at_step;
+}
+
+// The fault: the shard is written in place (no temp file), cut to half its size as a crash in
+// the middle of a plain write would leave it, then the rank dies as `kill -9` would kill it —
+// before the manifest commits the checkpoint.
+[[noreturn]] void write_torn_shard_and_die(const std::string& path, const io::SafetensorsWriter& w, int rank) {
+  const auto written = w.write(path);
+  fs::resize_file(path, written.bytes / 2);
+  std::fprintf(stderr, "shardrun: rank %d: injected fault 'ckptkill': %s torn at %llu of %llu bytes; SIGKILL\n",
+               rank, path.c_str(), static_cast<unsigned long long>(written.bytes / 2),
+               static_cast<unsigned long long>(written.bytes));
+  std::raise(SIGKILL);
+  std::abort();
+}
+
+}  // namespace
 
 std::vector<std::string> all_gather_strings(Communicator& comm, const std::string& mine) {
   torch::Tensor len = torch::tensor({static_cast<int64_t>(mine.size())}, torch::kLong);
@@ -30,7 +56,9 @@ std::vector<std::string> all_gather_strings(Communicator& comm, const std::strin
 
 Checkpointer::Checkpointer(const RunOptions& opt, const ProcessGroups& groups, nlohmann::json layout)
     : dir_(opt.checkpoint_dir), resume_(opt.resume), keep_last_(opt.keep_last), groups_(groups),
-      layout_(std::move(layout)) {}
+      layout_(std::move(layout)) {
+  parse_checkpoint_fault(opt.inject_fault, kill_rank_, kill_step_);
+}
 
 void Checkpointer::save(ZeroEngine& engine, const TrainState& state) {
   io::CheckpointStore store(dir_);
@@ -45,11 +73,16 @@ void Checkpointer::save(ZeroEngine& engine, const TrainState& state) {
   }
   world.barrier();
   std::string record;
+  const bool killed_here = world.rank() == kill_rank_ && state.step == kill_step_;
+  if (killed_here && !engine.writes_checkpoint()) write_torn_shard_and_die(store.partial_dir(state.step) + "/torn", {}, world.rank());
   if (error.empty() && engine.writes_checkpoint()) {
     try {
       io::SafetensorsWriter writer;
       for (const auto& [name, t] : engine.owned_state()) add_tensor(writer, name, t);
       writer.set_metadata({{"shard", engine.shard_key()}, {"step", std::to_string(state.step)}});
+      if (killed_here)
+        write_torn_shard_and_die(store.partial_dir(state.step) + "/" + engine.shard_key() + ".safetensors", writer,
+                                 world.rank());
       const auto rec = store.write_shard(state.step, engine.shard_key() + ".safetensors", writer);
       record = nlohmann::json{{"file", rec.file}, {"bytes", rec.bytes}, {"crc32", rec.crc32}}.dump();
     } catch (const std::exception& e) {

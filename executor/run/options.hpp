@@ -34,7 +34,9 @@ struct RunOptions {
   std::string save_adapter;              // LoRA adapter directory (PEFT format)
   // Checkpoints.
   std::string checkpoint_dir;
-  int64_t checkpoint_every = 0;       // steps; 0 = only at the end (when a dir is given)
+  // Steps; 0 = only at the end (when a dir is given); -1 (not given) = the plan's optimal
+  // interval (plan prediction's goodput.interval_steps, simulator/goodput.hpp).
+  int64_t checkpoint_every = -1;
   int keep_last = 2;
   std::string resume = "none";        // none | auto | <checkpoint step directory>
   int64_t stop_after = -1;            // leave after this many steps (as an interrupted job)
@@ -44,7 +46,9 @@ struct RunOptions {
   bool quiet = false;
   // Fault injection for resilience tests: "hang:RANK:STEP" (the rank stops taking part before
   // that step; its peers' collectives time out), "exit:RANK:STEP" (the rank dies abruptly) or
-  // "overflow:RANK:STEP" (the rank's gradients become infinite in that step, as on fp16 overflow).
+  // "overflow:RANK:STEP" (the rank's gradients become infinite in that step, as on fp16 overflow)
+  // or "ckptkill:RANK:STEP" (SIGKILL while the rank writes its shard of the step-STEP checkpoint,
+  // after part of it is on disk and before the manifest commits it; run/checkpointing.cpp).
   std::string inject_fault;
 };
 

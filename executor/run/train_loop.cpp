@@ -64,8 +64,9 @@ Fault parse_fault(const std::string& spec) {
   int at_rank = -1;
   long long at_step = -1;
   const std::string k = std::sscanf(spec.c_str(), "%9[a-z]:%d:%lld", kind, &at_rank, &at_step) == 3 ? kind : "";
-  if (k != "hang" && k != "exit" && k != "overflow" && k != "throw")
-    throw InputError("--inject-fault: expected hang:RANK:STEP, exit:RANK:STEP, overflow:RANK:STEP or throw:RANK:STEP, got '" +
+  if (k != "hang" && k != "exit" && k != "overflow" && k != "throw" && k != "ckptkill")  // ckptkill: the Checkpointer's
+    throw InputError("--inject-fault: expected hang:RANK:STEP, exit:RANK:STEP, overflow:RANK:STEP, throw:RANK:STEP or "
+                     "ckptkill:RANK:STEP, got '" +
                      spec + "'");
   return {kind, at_rank, at_step};
 }

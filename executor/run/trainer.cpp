@@ -74,6 +74,7 @@ void Trainer::setup() {
     s.precision = o.precision.empty() ? s.plan.config.precision : parse_precision(o.precision);
     check_supported(s.plan, o.plan_path, s.precision);
     if (o.steps <= 0) throw InputError("--steps: expected a positive number of steps");
+    if (o.checkpoint_every < 0) s.opt.checkpoint_every = s.plan.prediction.goodput.interval_steps;  // the plan's
   });
   const auto& cfg = s.plan.config;
   s.threads = configure_threads(o.threads, s.runtime.local_size());

@@ -14,8 +14,10 @@ namespace {
 
 struct ExportCli {
   std::string plan, out_dir, data, checkpoint_dir = "checkpoints", job_name, time_limit = "24:00:00", hostfile;
+  std::string shardrun = "shardrun", srun_mpi = "pmix";
   long long steps = 0;
-  int max_retries = 3;
+  int max_retries = 3, retry_delay = 30;
+  std::vector<std::string> extra;
 };
 
 }  // namespace
@@ -32,6 +34,10 @@ Run add_export_command(CLI::App& app) {
   cmd->add_option("--time-limit", o->time_limit, "Slurm time limit");
   cmd->add_option("--max-retries", o->max_retries, "Relaunches from the latest checkpoint before giving up");
   cmd->add_option("--hostfile", o->hostfile, "MPI hostfile");
+  cmd->add_option("--shardrun", o->shardrun, "shardrun executable the scripts run (default: shardrun on PATH)");
+  cmd->add_option("--retry-delay", o->retry_delay, "Slurm: seconds before the first relaunch (doubles each time)");
+  cmd->add_option("--srun-mpi", o->srun_mpi, "Slurm: srun --mpi= plugin (pmix for OpenMPI; '' to omit)");
+  cmd->add_option("--shardrun-arg", o->extra, "Extra shardrun argument (repeatable), e.g. --shardrun-arg=--threads=1");
   return [o]() {
     const planner::Plan plan = planner::load_plan(o->plan);
     std::error_code ec;
@@ -43,11 +49,15 @@ Run add_export_command(CLI::App& app) {
     run.data = o->data;
     run.checkpoint_dir = o->checkpoint_dir;
     run.resume_auto = true;
+    run.executable = o->shardrun;
+    run.extra = o->extra;
     opt.mpirun.hostfile = o->hostfile;
     opt.mpirun.run = run;
     opt.slurm.job_name = o->job_name.empty() ? plan.model.name : o->job_name;
     opt.slurm.time_limit = o->time_limit;
     opt.slurm.max_retries = o->max_retries;
+    opt.slurm.retry_delay_s = o->retry_delay;
+    opt.slurm.srun_mpi = o->srun_mpi;
     opt.slurm.run = run;
     for (const auto& f : planner::export_all(plan, o->out_dir, o->plan, opt)) std::cout << "wrote " << f << "\n";
     return 0;

@@ -8,6 +8,7 @@
 
 #include "cli_parse.hpp"
 #include "commands.hpp"
+#include "resilience_options.hpp"
 #include "planner/plan.hpp"
 #include "planner/search.hpp"
 #include "simulator/errors.hpp"
@@ -27,6 +28,7 @@ struct PlanOptions;
 int run_plan(const PlanOptions& o);
 
 struct PlanOptions {
+  ResilienceOverrides resilience;
   std::string model, hardware, nodes = "1", global_batch = "0", micro_batches = "1,2,4,8";
   std::string zero_stages = "0,1,2,3", schedules = "1f1b,gpipe,interleaved", recomputes = "none,selective,full";
   std::string precisions = "bf16", virtual_stages = "2,3,4";
@@ -75,6 +77,7 @@ void add_options(CLI::App* cmd, PlanOptions& o) {
   cmd->add_option("--top", o.top, "How many plans to show")->check(CLI::PositiveNumber);
   cmd->add_option("--threads", o.threads, "Worker threads (0 = all cores)");
   cmd->add_option("--out", o.out, "Write the best plan (JSON) here");
+  add_resilience_options(cmd, o.resilience);
   cmd->add_option("--why", o.why, "Explain why a configuration is not the plan, e.g. tp=8,pp=1,zero=1,mbs=2");
   cmd->add_flag("--json", o.json, "Print one JSON object");
   cmd->add_flag("--quiet", o.quiet, "No progress bar");
@@ -134,7 +137,8 @@ nlohmann::json search_settings(const PlanOptions& o) {
 int compare_lora_ranks(const PlanOptions& o, const std::vector<int>& ranks) {
   std::optional<std::pair<double, PlanOptions>> best;
   const sim::ModelSpec model = sim::load_model(o.model);
-  const sim::HardwareProfile hw = sim::load_hardware(o.hardware);
+  sim::HardwareProfile hw = sim::load_hardware(o.hardware);
+  apply_resilience(o.resilience, hw);
   for (int r : ranks) {
     PlanOptions one = o;
     one.lora_ranks = std::to_string(r);
@@ -171,7 +175,8 @@ int run_plan(const PlanOptions& o) {
   const std::vector<int> ranks = parse_int_list("--lora-rank", o.lora_ranks, false);
   if (ranks.size() > 1) return compare_lora_ranks(o, ranks);
   const sim::ModelSpec model = sim::load_model(o.model);
-  const sim::HardwareProfile hw = sim::load_hardware(o.hardware);
+  sim::HardwareProfile hw = sim::load_hardware(o.hardware);
+  apply_resilience(o.resilience, hw);
   pl::SearchSpace space = make_space(o);
   if (space.lora.enabled() || !space.lora.targets.empty()) {
     sim::ParallelConfig probe;

@@ -1,5 +1,7 @@
 #include "report.hpp"
 
+#include "simulator/evaluator.hpp"
+
 #include <algorithm>
 #include <cstdio>
 #include <set>
@@ -122,8 +124,17 @@ void print_time(std::ostream& out, const sim::Prediction& p) {
   if (p.train_time_s) {
     out << "training " << count(*p.train_tokens) << " tokens: " << duration(*p.train_time_s);
     if (p.train_cost_usd) out << ", " << fmt("%.0f", *p.train_cost_usd) << " USD";
-    out << "\n";
+    out << " without failures; " << duration(*p.train_time_with_failures_s);
+    if (p.train_cost_with_failures_usd) out << ", " << fmt("%.0f", *p.train_cost_with_failures_usd) << " USD";
+    out << " with them\n";
   }
+  const auto& g = p.goodput;
+  out << "failures: job MTBF " << duration(g.job_mtbf_s) << ", checkpoint " << sim::format_bytes(g.checkpoint_bytes)
+      << " written in " << duration(g.checkpoint_write_s) << " by " << g.checkpoint_writers << " rank(s), restart "
+      << duration(g.restart_s) << "\n"
+      << "  checkpoint every " << g.interval_steps << " steps (" << duration(g.interval_s) << "; Young "
+      << duration(g.young_interval_s) << ", Daly " << duration(g.daly_interval_s) << "), expected goodput "
+      << fmt("%.1f%%", 100 * g.goodput) << "\n";
 }
 
 }  // namespace

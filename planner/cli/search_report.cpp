@@ -63,7 +63,7 @@ void print_search(std::ostream& out, const sim::ModelSpec& model, const pl::Sear
   if (r.ranked.empty()) {
     out << "no configuration fits the constraints\n";
   } else {
-    out << " #  tokens/s     step   mem/dev   MFU   USD/h";
+    out << " #  tokens/s     step   mem/dev   MFU   USD/h goodput";
     if (o.train_tokens > 0) out << "   train    cost";
     out << "  configuration\n";
     int i = 1;
@@ -71,11 +71,13 @@ void print_search(std::ostream& out, const sim::ModelSpec& model, const pl::Sear
       const auto& p = x.prediction;
       out << f("%2.0f", i++) << f("%10.0f", p.tokens_per_s) << f("%8.2fs", p.time.step_s)
           << f("%7.1fGiB", p.worst.total() / (1024.0 * 1024 * 1024)) << f("%5.1f%%", 100 * p.mfu)
-          << f("%8.2f", p.price_usd_per_hour);
-      if (o.train_tokens > 0 && p.train_time_s)
-        out << std::string(std::max<std::size_t>(0, 8 - std::min<std::size_t>(8, days_or_hours(*p.train_time_s).size())), ' ')
-            << days_or_hours(*p.train_time_s)
-            << (p.train_cost_usd ? f("%8.0f", *p.train_cost_usd) : std::string("       -"));
+          << f("%8.2f", p.price_usd_per_hour) << f("%7.1f%%", 100 * p.goodput.goodput);
+      // Time and cost to train include the expected failures (what the objectives rank by).
+      if (o.train_tokens > 0 && p.train_time_with_failures_s) {
+        const std::string t = days_or_hours(*p.train_time_with_failures_s);
+        out << std::string(8 - std::min<std::size_t>(8, t.size()), ' ') << t
+            << (p.train_cost_with_failures_usd ? f("%8.0f", *p.train_cost_with_failures_usd) : std::string("       -"));
+      }
       out << "  " << x.candidate.key << "\n";
     }
   }

@@ -6,6 +6,7 @@
 
 #include "cli_parse.hpp"
 #include "commands.hpp"
+#include "resilience_options.hpp"
 #include "planner/config_import.hpp"
 #include "planner/plan.hpp"
 #include "planner/stage_partition.hpp"
@@ -21,6 +22,7 @@ namespace sim = shardplan::simulator;
 namespace {
 
 struct SimulateOptions {
+  ResilienceOverrides resilience;
   std::string model, hardware;
   int nodes = 1, devices_per_node = 0;
   int tp = 1, pp = 1, dp = 0, zero = 0, sharding_degree = 0;
@@ -91,6 +93,7 @@ sim::ParallelConfig to_config(const SimulateOptions& o, const sim::ModelSpec& m,
 void add_options(CLI::App* cmd, SimulateOptions& o) {
   cmd->add_option("--model", o.model, "Built-in model name, model card or Hugging Face config.json");
   cmd->add_option("--hardware", o.hardware, "Built-in hardware profile name or profile JSON");
+  add_resilience_options(cmd, o.resilience);
   cmd->add_option("--plan", o.plan, "Re-simulate a plan.json (instead of --model/--hardware/config flags)");
   cmd->add_option("--import", o.import_file,
                   "Evaluate a DeepSpeed ds_config.json or SageMaker model-parallel parameters JSON "
@@ -194,6 +197,7 @@ Run add_simulate_command(CLI::App& app) {
     if (o->hardware.empty()) throw sim::InputError("--hardware: expected a hardware profile (or --plan plan.json)");
     const sim::ModelSpec model = sim::load_model(o->model);
     sim::ClusterSpec cluster{sim::load_hardware(o->hardware), o->nodes, o->devices_per_node};
+    apply_resilience(o->resilience, cluster.hardware);
     sim::ParallelConfig cfg = o->import_file.empty() ? to_config(*o, model, cluster) : imported(*o, model, cluster);
     if (o->partition == "auto" || o->partition == "auto-memory") auto_partition_config(*o, model, cluster, cfg);
     emit(*o, sim::simulate(model, cluster, cfg, goal_of(*o)), cfg);

@@ -287,14 +287,19 @@ TEST(Slurm, RejectsBadDirectiveValues) {
 struct SlurmRun {
   Result result;
   int attempts = 0;
+  int health_checks = 0;
   std::vector<std::string> last_args;
 };
 
-// Runs the generated script with a fake srun that fails `fail_times` times with `code`.
-SlurmRun run_slurm(const TempDir& dir, const std::string& script, int fail_times, int code) {
+// Runs the generated script with a fake srun that fails `fail_times` times with `code`; its
+// health checks (`srun ... shardrun health ...`) fail `health_fails` times with exit 1.
+SlurmRun run_slurm(const TempDir& dir, const std::string& script, int fail_times, int code, int health_fails = 0) {
   fs::create_directories(dir.path() / "bin");
   write_text(dir.file("bin/srun"),
              "#!/bin/bash\n"
+             "for a in \"$@\"; do if [ \"$a\" = health ]; then\n"
+             "  h=$(cat \"$STATE/health\" 2>/dev/null || echo 0); h=$((h + 1)); echo \"$h\" > \"$STATE/health\"\n"
+             "  if [ \"$h\" -le " + std::to_string(health_fails) + " ]; then exit 1; fi; exit 0; fi; done\n"
              "n=$(cat \"$STATE/count\" 2>/dev/null || echo 0); n=$((n + 1)); echo \"$n\" > \"$STATE/count\"\n"
              ": > \"$STATE/args\"; for a in \"$@\"; do printf '%s\\0' \"$a\" >> \"$STATE/args\"; done\n"
              "echo \"fake srun attempt $n\"\n"
@@ -302,12 +307,14 @@ SlurmRun run_slurm(const TempDir& dir, const std::string& script, int fail_times
              true);
   fs::create_directories(dir.path() / "state");
   fs::remove(dir.path() / "state" / "count");
+  fs::remove(dir.path() / "state" / "health");
   write_text(dir.file("job.sbatch"), script);
   SlurmRun r;
   r.result = run_command("cd " + shell_quote(dir.path().string()) + " && PATH=" + shell_quote(dir.file("bin")) +
                  ":\"$PATH\" STATE=" + shell_quote(dir.file("state")) + " FAIL_TIMES=" + std::to_string(fail_times) +
                  " FAIL_CODE=" + std::to_string(code) + " SLURM_JOB_ID=4242 bash job.sbatch");
   r.attempts = std::atoi(read_text(dir.file("state/count")).c_str());
+  r.health_checks = std::atoi(read_text(dir.file("state/health")).c_str());
   r.last_args = split_nul(read_text(dir.file("state/args")));
   return r;
 }
@@ -339,7 +346,8 @@ TEST(Slurm, AutoResumeLoopWithHostileNames) {
   const SlurmRun ok = run_slurm(dir, script, 2, 7);  // two failures, then success
   EXPECT_EQ(ok.result.status, 0) << ok.result.out;
   EXPECT_EQ(ok.attempts, 3);
-  std::vector<std::string> expected = {"--kill-on-bad-exit=1", o.run.executable,  "--plan",   plan_path,
+  EXPECT_EQ(ok.health_checks, 2);  // before each relaunch
+  std::vector<std::string> expected = {"--mpi=pmix", "--kill-on-bad-exit=1", o.run.executable,  "--plan",   plan_path,
                                        "--steps",              "50",              "--data",   o.run.data,
                                        "--checkpoint-dir",     o.run.checkpoint_dir, "--resume", "auto"};
   expected.insert(expected.end(), o.run.extra.begin(), o.run.extra.end());
@@ -367,6 +375,32 @@ TEST(Slurm, GivesUpAfterMaxRetriesWithTheFailureStatus) {
   const SlurmRun once = run_slurm(dir, slurm_script(default_plan(), "plan.json", o), 100, 3);
   EXPECT_EQ(once.result.status, 3);
   EXPECT_EQ(once.attempts, 1);
+}
+
+TEST(Slurm, BadInputIsNotRetriedAndAFailedHealthCheckCountsAsAnAttempt) {
+  TempDir dir;
+  SlurmOptions o;
+  o.max_retries = 5;
+  o.retry_delay_s = 0;
+  const std::string script = slurm_script(default_plan(), "plan.json", o);
+  const SlurmRun bad = run_slurm(dir, script, 100, 2);
+  EXPECT_EQ(bad.result.status, 2) << bad.result.out;
+  EXPECT_EQ(bad.attempts, 1);
+  EXPECT_NE(bad.result.out.find("not retrying"), std::string::npos) << bad.result.out;
+  // Attempt 1 fails; the health check before attempt 2 fails (no launch); attempt 3 succeeds.
+  const SlurmRun sick = run_slurm(dir, script, 1, 4, 1);
+  EXPECT_EQ(sick.result.status, 0) << sick.result.out;
+  EXPECT_EQ(sick.attempts, 2);
+  EXPECT_EQ(sick.health_checks, 2);
+  EXPECT_NE(sick.result.out.find("health check failed"), std::string::npos) << sick.result.out;
+  EXPECT_NE(sick.result.out.find("finished after 3 attempt(s)"), std::string::npos) << sick.result.out;
+  // Back-off doubles up to the cap (RETRY_DELAY_S << (attempt-1), at most RETRY_DELAY_MAX_S).
+  o.retry_delay_s = 7;
+  o.retry_delay_max_s = 20;
+  const std::string delays = slurm_script(default_plan(), "plan.json", o);
+  EXPECT_NE(delays.find("RETRY_DELAY_MAX_S=20"), std::string::npos);
+  o.srun_mpi = "pmix;rm";
+  EXPECT_THROW(slurm_script(default_plan(), "plan.json", o), sim::InputError);
 }
 
 // --- DeepSpeed ----------------------------------------------------------------------------
