@@ -7,6 +7,7 @@
 #   bash scripts/gpu-run.sh
 #   MODEL=tinyllama-1.1b HARDWARE=p5.48xlarge STEPS=20 SEQ=2048 GBS=16 PRECISION=bf16 bash scripts/gpu-run.sh
 #   PEAK_TFLOPS=756 bash scripts/gpu-run.sh    # MFU against another peak (e.g. H100 PCIe bf16 dense)
+#   GPU_TESTS=1 bash scripts/gpu-run.sh        # also build and run the GPU tests (Device*, Cuda*; needs GTest)
 #
 # Needs: nvidia-smi, python3 with torch (CUDA build), a CUDA toolkit (nvcc; the one matching
 # torch.version.cuda is preferred), NCCL (the nvidia-nccl wheel torch uses, else the toolkit's),
@@ -28,6 +29,7 @@ PRECISION="${PRECISION:-bf16}"
 BUILD="${BUILD:-build/gpu}"
 OUT="${OUT:-$BUILD/run-$MODEL}"
 PYTHON="${PYTHON:-python3}"
+GPU_TESTS="${GPU_TESTS:-0}"
 
 die() { echo "gpu-run.sh: $*" >&2; exit 1; }
 
@@ -66,14 +68,19 @@ echo "gpu-run.sh: CUDA toolkit $CUDA_ROOT; NCCL ${NCCL_ARGS[*]:-from the toolkit
 
 # 3. Configure and build shardrun against the CUDA LibTorch (separate build directory).
 # --no-as-needed keeps libtorch_cuda linked although nothing references it by name.
-cmake -S . -B "$BUILD" -G Ninja -DCMAKE_BUILD_TYPE=Release -DCMAKE_PREFIX_PATH="$TORCH_PREFIX" \
+cmake -S . -B "$BUILD" -G Ninja -DCMAKE_BUILD_TYPE=Release -DCMAKE_PREFIX_PATH="$TORCH_PREFIX" -DTorch_DIR="$TORCH_PREFIX/Torch" \
   -DCUDAToolkit_ROOT="$CUDA_ROOT" -DCUDA_TOOLKIT_ROOT_DIR="$CUDA_ROOT" -DCMAKE_CUDA_COMPILER="$CUDA_ROOT/bin/nvcc" \
-  -DSHARDPLAN_WITH_NCCL=ON "${NCCL_ARGS[@]}" -DSHARDPLAN_BUILD_TESTS=OFF -DSHARDPLAN_BUILD_BENCH=OFF \
+  -DSHARDPLAN_WITH_NCCL=ON ${NCCL_ARGS[@]+"${NCCL_ARGS[@]}"} -DSHARDPLAN_BUILD_TESTS="$([[ $GPU_TESTS == 1 ]] && echo ON || echo OFF)" \
+  -DSHARDPLAN_BUILD_BENCH=OFF \
   -DCMAKE_CXX_FLAGS="-D_GLIBCXX_USE_CXX11_ABI=$TORCH_ABI" -DCMAKE_EXE_LINKER_FLAGS="-Wl,--no-as-needed" \
   > "$BUILD.configure.log" 2>&1 || { tail -n 30 "$BUILD.configure.log"; die "cmake configure failed (log: $BUILD.configure.log)"; }
 grep -q "CUDA LibTorch ON" "$BUILD.configure.log" || die "CMake did not find a CUDA LibTorch at $TORCH_PREFIX (log: $BUILD.configure.log)"
 grep -q "NCCL backend ON" "$BUILD.configure.log" || die "CMake found no NCCL (log: $BUILD.configure.log)"
 cmake --build "$BUILD" --target shardrun shardplan -j "$(nproc)"
+if [[ "$GPU_TESTS" == 1 ]]; then
+  cmake --build "$BUILD" --target executor_tests -j "$(nproc)"
+  "$BUILD/tests/executor_tests" --gtest_filter='Device*:Cuda*' || die "GPU tests failed"
+fi
 
 # 4. Plan: one GPU of the profile, the planner's best layout for it.
 mkdir -p "$OUT"
