@@ -66,13 +66,16 @@ else
   end
 fi
 
-# The NCCL backend only builds against CUDA + NCCL; where their headers are installed (no GPU
-# needed), compile it so it cannot rot on CPU-only machines.
+# The NCCL backend and the CUDA statistics (caching allocator, events) only build against CUDA;
+# where its headers and NCCL's are installed (no GPU needed), compile them so they cannot rot
+# on CPU-only machines.
 if [[ -f /usr/local/cuda/include/nccl.h && -f /usr/local/cuda/include/cuda_runtime_api.h ]]; then
   begin "nccl backend: compile check"
   cmake -S . -B build/nccl-check -G Ninja -DCMAKE_BUILD_TYPE=Release -DSHARDPLAN_WITH_NCCL=ON \
     -DSHARDPLAN_BUILD_TESTS=OFF -DSHARDPLAN_BUILD_BENCH=OFF > /dev/null
-  ninja -C build/nccl-check executor/CMakeFiles/shardplan_executor.dir/comm/nccl_communicator.cpp.o
+  ninja -C build/nccl-check executor/CMakeFiles/shardplan_executor.dir/comm/nccl_communicator.cpp.o \
+    executor/CMakeFiles/shardplan_cuda_check.dir/metrics/cuda_stats.cpp.o \
+    executor/CMakeFiles/shardplan_cuda_check.dir/run/device.cpp.o
   end
 else
   echo "==> nccl backend: compile check skipped (no CUDA/NCCL headers under /usr/local/cuda)"

@@ -101,6 +101,7 @@ void add_options(CLI::App& app, ex::RunOptions& o) {
   app.add_option("--keep-last", o.keep_last, "Complete checkpoints to keep (0 = all)");
   app.add_option("--resume", o.resume, "none | auto (latest valid in --checkpoint-dir) | a checkpoint directory");
   app.add_option("--stop-after", o.stop_after, "Leave after this many steps, as an interrupted job would");
+  app.add_option("--device", o.device, "auto (a GPU per rank when LibTorch sees CUDA) | cpu | cuda");
   app.add_option("--threads", o.threads, "Threads per rank (0 = cores / ranks on the node)");
   app.add_option("--comm-timeout", o.comm_timeout_s, "Seconds before a collective is declared hung");
   app.add_flag("--quiet", o.quiet, "No progress lines");

@@ -42,6 +42,8 @@ class Communicator {
   [[nodiscard]] virtual int size() const = 0;
   [[nodiscard]] virtual const char* backend() const = 0;
   [[nodiscard]] virtual const std::string& name() const = 0;  // "tp", "dp", "shard", ...
+  // Where the tensors handed to this group must live: the CPU (MPI) or its CUDA device (NCCL).
+  [[nodiscard]] virtual torch::Device device() const { return torch::Device(torch::kCPU); }
 
   virtual void all_reduce(torch::Tensor& t, ReduceOp op = ReduceOp::sum) = 0;
   virtual void all_gather(torch::Tensor& out, const torch::Tensor& in) = 0;

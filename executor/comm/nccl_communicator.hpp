@@ -46,7 +46,9 @@ class NcclCommunicator final : public Communicator {
   [[nodiscard]] int size() const override { return size_; }
   [[nodiscard]] const char* backend() const override { return "nccl"; }
   [[nodiscard]] const std::string& name() const override { return name_; }
-  [[nodiscard]] int device() const { return device_; }
+  [[nodiscard]] torch::Device device() const override {
+    return {torch::kCUDA, static_cast<c10::DeviceIndex>(device_)};
+  }
 
   void all_reduce(torch::Tensor& t, ReduceOp op) override;
   void all_gather(torch::Tensor& out, const torch::Tensor& in) override;

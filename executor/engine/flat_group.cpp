@@ -10,7 +10,9 @@ void FlatGroup::init(std::vector<Parameter>& params, int shard_size, int shard_r
   shard = padded / shard_size;
   own_begin = static_cast<int64_t>(shard_rank) * shard;
   if (slots.empty()) return;
-  full = torch::zeros({padded}, torch::kFloat);
+  device = params[static_cast<size_t>(slots.front().index)].tensor.device();
+  const auto f32 = options();
+  full = torch::zeros({padded}, f32);
   {
     torch::NoGradGuard no_grad;
     for (const ParamSlot& s : slots) full.narrow(0, s.offset, s.numel).copy_(params[static_cast<size_t>(s.index)].tensor.reshape({-1}));
@@ -20,16 +22,16 @@ void FlatGroup::init(std::vector<Parameter>& params, int shard_size, int shard_r
     p.tensor.set_data(full.narrow(0, s.offset, s.numel).view(s.shape));
   }
   if (trainable) {
-    exp_avg = torch::zeros({shard}, torch::kFloat);
-    exp_avg_sq = torch::zeros({shard}, torch::kFloat);
+    exp_avg = torch::zeros({shard}, f32);
+    exp_avg_sq = torch::zeros({shard}, f32);
     if (stage < 2) {
-      grad_full = torch::zeros({padded}, torch::kFloat);
+      grad_full = torch::zeros({padded}, f32);
       for (const ParamSlot& s : slots) {
         Parameter& p = params[static_cast<size_t>(s.index)];
         p.tensor.mutable_grad() = grad_full.narrow(0, s.offset, s.numel).view(s.shape);
       }
     } else {
-      grad_shard = torch::zeros({shard}, torch::kFloat);
+      grad_shard = torch::zeros({shard}, f32);
     }
   }
   if (stage == 3) {
@@ -49,7 +51,7 @@ void FlatGroup::zero_grad(std::vector<Parameter>& params, int zero_stage) {
 }
 
 torch::Tensor FlatGroup::take_grads(std::vector<Parameter>& params) {
-  torch::Tensor flat = torch::zeros({padded}, torch::kFloat);
+  torch::Tensor flat = torch::zeros({padded}, options());
   for (const ParamSlot& s : slots) {
     torch::Tensor& g = params[static_cast<size_t>(s.index)].tensor.mutable_grad();
     if (g.defined()) flat.narrow(0, s.offset, s.numel).copy_(g.reshape({-1}));
@@ -60,7 +62,7 @@ torch::Tensor FlatGroup::take_grads(std::vector<Parameter>& params) {
 
 void FlatGroup::gather(std::vector<Parameter>& params, Communicator& shard_group) {
   if (slots.empty()) return;
-  full = torch::empty({padded}, torch::kFloat);
+  full = torch::empty({padded}, options());
   shard_group.all_gather(full, shard_data);
   for (const ParamSlot& s : slots) {
     Parameter& p = params[static_cast<size_t>(s.index)];
@@ -69,9 +71,11 @@ void FlatGroup::gather(std::vector<Parameter>& params, Communicator& shard_group
 }
 
 void FlatGroup::drop(std::vector<Parameter>& params) {
-  for (const ParamSlot& s : slots) params[static_cast<size_t>(s.index)].tensor.set_data(torch::empty({0}, torch::kFloat));
+  for (const ParamSlot& s : slots) params[static_cast<size_t>(s.index)].tensor.set_data(torch::empty({0}, options()));
   full = torch::Tensor();
 }
+
+torch::TensorOptions FlatGroup::options() const { return torch::TensorOptions().dtype(torch::kFloat).device(device); }
 
 torch::Tensor FlatGroup::owned_params() const {
   return stage == 3 ? shard_data : full.narrow(0, own_begin, shard);

@@ -31,6 +31,7 @@ struct FlatGroup {
   torch::Tensor grad_full;   // (padded): stage 0/1 gradients; params' .grad are views
   torch::Tensor grad_shard;  // (shard): stage 2/3 reduced gradient shard
   torch::Tensor exp_avg, exp_avg_sq;  // (shard): AdamW moments of the owned elements
+  torch::Device device{torch::kCPU};  // the parameters' device: every buffer lives there
 
   // Builds the buffers from the parameters' current values (stage 3 then drops `full`).
   void init(std::vector<Parameter>& params, int shard_size, int shard_rank, int zero_stage);
@@ -41,6 +42,7 @@ struct FlatGroup {
   // Stage 3: all-gather the parameters / drop them.
   void gather(std::vector<Parameter>& params, Communicator& shard_group);
   void drop(std::vector<Parameter>& params);
+  [[nodiscard]] torch::TensorOptions options() const;  // fp32 on `device`
   // Owned parameter and gradient elements (views).
   [[nodiscard]] torch::Tensor owned_params() const;
   [[nodiscard]] torch::Tensor owned_grads() const;

@@ -92,7 +92,7 @@ class ZeroEngine final : public UnitHooks {
   void launch_grad_sync(int u);
   void wait_pending(size_t keep);
   void reassemble(FlatGroup& g);
-  double owned_sq_norm(const FlatGroup& g) const;
+  [[nodiscard]] torch::Tensor owned_sq_norm(const FlatGroup& g) const;  // 0-d double on the device
   void sum_tp_partial_grads();
   void sum_tied_embedding_grads();
   void adamw(FlatGroup& g, double lr, double clip_coef);

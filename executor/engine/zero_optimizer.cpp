@@ -46,16 +46,17 @@ void ZeroEngine::sum_tied_embedding_grads() {
   group->all_reduce(grads, ReduceOp::sum);
 }
 
-double ZeroEngine::owned_sq_norm(const FlatGroup& g) const {
+torch::Tensor ZeroEngine::owned_sq_norm(const FlatGroup& g) const {
   const auto& params = model_.parameters();
   const bool tp_lead = groups_.coords().tp == 0;
   const torch::Tensor grads = g.owned_grads();
-  double sq = 0;
+  // Summed on the device (a 0-d double, the same additions as host doubles): one sync per step.
+  torch::Tensor sq = torch::zeros({}, torch::TensorOptions().dtype(torch::kDouble).device(g.device));
   g.for_each_owned([&](const ParamSlot& s, int64_t b, int64_t n) {
     // Parameters replicated over tp have identical gradients on every tp rank: count once.
     const Parameter& p = params[static_cast<size_t>(s.index)];
     if ((p.shard.replicated() && !tp_lead) || p.tied_copy) return;  // the tied copy: counted on the first stage
-    sq += grads.narrow(0, b, n).to(torch::kDouble).pow(2).sum().item<double>();
+    sq += grads.narrow(0, b, n).to(torch::kDouble).pow(2).sum();
   });
   return sq;
 }
@@ -94,13 +95,13 @@ StepOutcome ZeroEngine::step(double lr, double inv_scale) {
       if (!u->train.slots.empty()) groups_.replica().all_reduce(u->train.grad_shard, ReduceOp::sum);
   sum_tp_partial_grads();
   sum_tied_embedding_grads();
-  double sq = 0;
+  const auto f64 = torch::TensorOptions().dtype(torch::kDouble).device(model_.options().device);
+  torch::Tensor total = torch::zeros({1}, f64);
   for (auto& u : units_) {
     if (u->train.slots.empty()) continue;
     if (inv_scale != 1.0) u->train.owned_grads().mul_(inv_scale);
-    sq += owned_sq_norm(u->train);
+    total += owned_sq_norm(u->train);
   }
-  torch::Tensor total = torch::tensor({sq}, torch::kDouble);
   groups_.tp().all_reduce(total, ReduceOp::sum);
   if (stage_ > 0) groups_.shard().all_reduce(total, ReduceOp::sum);
   groups_.pp().all_reduce(total, ReduceOp::sum);

@@ -1,6 +1,6 @@
 #include "recompute.hpp"
 
-#include <ATen/autocast_mode.h>
+#include "autocast.hpp"
 
 #include "executor/errors.hpp"
 
@@ -18,11 +18,15 @@ struct CheckpointState : torch::CustomClassHolder {
   std::vector<bool> needs_grad;
   bool has_rng = false;
   DropoutRng rng;                        // generator state at the start of forward
-  bool autocast = false;
-  at::ScalarType autocast_dtype = at::kBFloat16;
+  AutocastState cpu_autocast, cuda_autocast;  // at the start of forward
 };
 
-DropoutRng clone_rng(const DropoutRng& r) { return {r.replicated.clone(), r.sharded.clone()}; }
+DropoutRng clone_rng(const DropoutRng& r) {
+  DropoutRng c = r;
+  c.replicated = r.replicated.clone();
+  c.sharded = r.sharded.clone();
+  return c;
+}
 
 torch::Tensor keep(const torch::Tensor& x, bool offload) {
   torch::Tensor d = x.detach();
@@ -46,8 +50,8 @@ struct Checkpoint : torch::autograd::Function<Checkpoint> {
       st->has_rng = true;
       st->rng = clone_rng(*live);
     }
-    st->autocast = at::autocast::is_cpu_enabled();
-    st->autocast_dtype = at::autocast::get_autocast_cpu_dtype();
+    st->cpu_autocast = AutocastState::of(c10::DeviceType::CPU);
+    st->cuda_autocast = AutocastState::of(c10::DeviceType::CUDA);
     variable_list out = st->fn(in, live);
     ctx->saved_data["state"] = c10::IValue::make_capsule(st);
     return out;
@@ -63,14 +67,14 @@ struct Checkpoint : torch::autograd::Function<Checkpoint> {
     variable_list outs;
     {
       torch::AutoGradMode grad_on(true);
-      const bool was_autocast = at::autocast::is_cpu_enabled();
-      const auto was_dtype = at::autocast::get_autocast_cpu_dtype();
-      at::autocast::set_cpu_enabled(st->autocast);
-      at::autocast::set_autocast_cpu_dtype(st->autocast_dtype);
+      const AutocastState was_cpu = AutocastState::of(c10::DeviceType::CPU);
+      const AutocastState was_cuda = AutocastState::of(c10::DeviceType::CUDA);
+      st->cpu_autocast.apply();
+      st->cuda_autocast.apply();
       DropoutRng rng = st->has_rng ? clone_rng(st->rng) : DropoutRng{};
       outs = st->fn(in, st->has_rng ? &rng : nullptr);
-      at::autocast::set_cpu_enabled(was_autocast);
-      at::autocast::set_autocast_cpu_dtype(was_dtype);
+      was_cpu.apply();
+      was_cuda.apply();
       at::autocast::clear_cache();
     }
     variable_list roots, root_grads;

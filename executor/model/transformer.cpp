@@ -70,7 +70,8 @@ void Transformer::add_param(const std::string& name, torch::Tensor* slot, std::v
   p.unit = unit;
   p.no_decay = no_decay;
   p.hf_transposed = hf_transposed;
-  p.tensor = torch::zeros(shard_shape(full_shape, shard, opt_.tp), torch::kFloat);
+  const auto f32 = torch::TensorOptions().dtype(torch::kFloat).device(opt_.device);
+  p.tensor = torch::zeros(shard_shape(full_shape, shard, opt_.tp), f32);
   const bool is_lora = name.ends_with("lora_A.weight") || name.ends_with("lora_B.weight");
   p.lora = is_lora;
   p.trainable = opt_.lora.enabled() ? is_lora : true;
@@ -207,6 +208,7 @@ void Transformer::build() {
 void Transformer::init_weights(uint64_t seed) {
   torch::NoGradGuard no_grad;
   // GPT-2 (Radford et al. 2019, §2.3): N(0, 0.02), residual projections scaled by 1/sqrt(2L).
+  // Drawn on the CPU whatever the run device, so a CUDA run starts from the same weights.
   const double std_dev = 0.02;
   const double residual_std = std_dev / std::sqrt(2.0 * static_cast<double>(spec_.num_layers));
   for (Parameter& p : params_) {

@@ -43,6 +43,10 @@ struct ModelOptions {
   std::vector<int> layers_per_chunk;    // [chunk * pp + stage], size pp * v; empty = all in one
   simulator::Recompute recompute = simulator::Recompute::none;
   bool offload_activations = false;     // checkpointed inputs to host (CUDA only)
+  torch::Device device{torch::kCPU};    // where parameters and activations live
+  // CUDA with LibTorch >= 2: fused scaled_dot_product_attention (flash / memory-efficient
+  // kernels) when attention dropout is 0; else the explicit path (as on the CPU).
+  bool fused_attention = true;
 };
 
 struct Block {
@@ -115,6 +119,7 @@ class Transformer {
   torch::Tensor attention(const Block& blk, const torch::Tensor& x, const TpContext& ctx) const;
   torch::Tensor attention_core(const torch::Tensor& q, const torch::Tensor& k, const torch::Tensor& v,
                                const TpContext& ctx) const;
+  [[nodiscard]] bool use_fused_attention(const torch::Tensor& q) const;
   torch::Tensor mlp(const Block& blk, const torch::Tensor& x, const TpContext& ctx) const;
   torch::Tensor block_forward(const Block& blk, const torch::Tensor& x, const TpContext& ctx) const;
   torch::Tensor embed(const ModelChunk& c, const torch::Tensor& ids, TpContext& ctx, UnitHooks* hooks);

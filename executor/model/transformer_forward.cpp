@@ -2,8 +2,9 @@
 // H hidden, t = tp size, nh/nkv local heads (= global / t), hd head dim, V vocabulary.
 #include <cmath>
 
-#include <ATen/autocast_mode.h>
+#include <torch/version.h>
 
+#include "autocast.hpp"
 #include "executor/errors.hpp"
 #include "executor/parallel/mappings.hpp"
 #include "executor/parallel/zero_linear.hpp"
@@ -20,7 +21,7 @@ namespace F = torch::nn::functional;
 // first `rot` dims of each head. x: (B, n, S, hd)
 torch::Tensor rotary(const torch::Tensor& x, int64_t rot) {
   const int64_t S = x.size(2);
-  const auto opts = torch::TensorOptions().dtype(torch::kFloat);
+  const auto opts = torch::TensorOptions().dtype(torch::kFloat).device(x.device());
   const torch::Tensor inv_freq = torch::pow(10000.0, -torch::arange(0, rot, 2, opts) / static_cast<double>(rot));
   const torch::Tensor angles = torch::outer(torch::arange(S, opts), inv_freq);  // (S, rot/2)
   const torch::Tensor emb = torch::cat({angles, angles}, -1);                   // (S, rot)
@@ -76,7 +77,37 @@ struct Softmax32 : torch::autograd::Function<Softmax32> {
   }
 };
 
+// softmax(Q K^T / sqrt(hd) + causal mask) V in one fused kernel (FlashAttention, Dao et al.
+// 2022, or the memory-efficient kernel, picked by LibTorch). q: (B, nh, S, hd), k, v: (B, nkv,
+// S, hd) -> (B, S, nh*hd). K and V are repeated per query group (GQA) before the call: the
+// enable_gqa flag only exists from LibTorch 2.5 on.
+torch::Tensor fused_attention(const torch::Tensor& q, const torch::Tensor& k, const torch::Tensor& v) {
+#if TORCH_VERSION_MAJOR >= 2
+  const int64_t B = q.size(0), nh = q.size(1), S = q.size(2), hd = q.size(3), group = nh / k.size(1);
+  const torch::Tensor kr = group > 1 ? k.repeat_interleave(group, 1) : k;  // query head h uses kv head h / group
+  const torch::Tensor vr = group > 1 ? v.repeat_interleave(group, 1) : v;
+  const torch::Tensor out = at::scaled_dot_product_attention(q, kr, vr, /*attn_mask=*/{}, /*dropout_p=*/0.0,
+                                                             /*is_causal=*/true);
+  return out.transpose(1, 2).reshape({B, S, nh * hd});
+#else
+  EXECUTOR_CHECK(false, "fused attention needs LibTorch 2");
+  return q;
+#endif
+}
+
 }  // namespace
+
+// The fused kernel runs on CUDA only (the CPU keeps the explicit path, bit for bit), and only
+// without attention dropout: SDPA would draw its mask from the global CUDA generator, not from
+// the layer's DropoutRng, so masks would no longer be the same whatever the layout.
+bool Transformer::use_fused_attention(const torch::Tensor& q) const {
+#if TORCH_VERSION_MAJOR >= 2
+  return opt_.fused_attention && q.is_cuda() && opt_.attention_dropout <= 0.0;
+#else
+  (void)q;
+  return false;
+#endif
+}
 
 torch::Tensor Transformer::norm(const torch::Tensor& x, const torch::Tensor& w, const torch::Tensor& b) const {
   constexpr double eps = 1e-5;  // GPT-2 layer_norm_epsilon and Llama-2 rms_norm_eps
@@ -91,6 +122,7 @@ torch::Tensor Transformer::attention_core(const torch::Tensor& q, const torch::T
                                           const TpContext& ctx) const {
   // q: (B, nh, S, hd), k, v: (B, nkv, S, hd) -> context (B, S, nh*hd)
   const int64_t B = q.size(0), nh = q.size(1), S = q.size(2), hd = q.size(3), nkv = k.size(1);
+  if (use_fused_attention(q)) return fused_attention(q, k, v);
   // Grouped-query attention without repeating K and V (Ainslie et al. 2023): the nh/nkv query
   // heads sharing a KV head are stacked along the rows, so every GEMM is a plain batched one and
   // autograd keeps K and V at their own size. qg: (B, nkv, g*S, hd)
@@ -98,7 +130,8 @@ torch::Tensor Transformer::attention_core(const torch::Tensor& q, const torch::T
   const torch::Tensor qg = q.reshape({B, nkv, group * S, hd});
   // softmax(Q K^T / sqrt(hd) + causal mask) V (Vaswani et al. 2017, §3.2.1)
   torch::Tensor scores = torch::matmul(qg, k.transpose(-2, -1)) * (1.0 / std::sqrt(static_cast<double>(hd)));
-  torch::Tensor future = torch::ones({S, S}, torch::TensorOptions().dtype(torch::kBool)).triu(1);
+  const auto mask_opts = torch::TensorOptions().dtype(torch::kBool).device(q.device());
+  torch::Tensor future = torch::ones({S, S}, mask_opts).triu(1);
   if (group > 1) future = future.repeat({group, 1});  // row j*S + i is query position i
   scores = scores.masked_fill(future, -INFINITY);     // (B, nkv, g*S, S)
   torch::Tensor probs = Softmax32::apply(scores.to(q.scalar_type()));
@@ -176,7 +209,7 @@ torch::Tensor Transformer::embed(const ModelChunk& c, const torch::Tensor& ids, 
   }
   // Under bf16 autocast the residual stream is kept in bf16 too (as with Megatron's bf16
   // activations), not promoted to fp32 by the fp32 embedding.
-  if (at::autocast::is_cpu_enabled()) x = x.to(at::autocast::get_autocast_cpu_dtype());
+  if (const auto dt = autocast_dtype(x.device().type())) x = x.to(*dt);
   x = dropout(x, opt_.hidden_dropout, ctx, sp);
   if (hooks)
     for (auto it = c.embedding_units.rbegin(); it != c.embedding_units.rend(); ++it) {

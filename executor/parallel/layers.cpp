@@ -1,5 +1,7 @@
 #include "layers.hpp"
 
+#include <mutex>
+
 #include "executor/errors.hpp"
 #include "executor/seed_hash.hpp"
 #include "mappings.hpp"
@@ -7,10 +9,28 @@
 
 namespace shardplan::executor {
 
+namespace {
+
+// A new generator on `device` seeded with `seed`: on CUDA a copy of the device's default
+// generator (device-generic API, no CUDA header) re-seeded, which resets its Philox offset.
+at::Generator make_generator(uint64_t seed, torch::Device device) {
+  if (device.is_cpu()) return at::detail::createCPUGenerator(seed);
+  at::Generator global = at::globalContext().defaultGenerator(device);  // shares the default's state
+  at::Generator g;
+  {
+    std::lock_guard<std::mutex> lock(global.mutex());
+    g = global.clone();
+  }
+  g.set_current_seed(seed);
+  return g;
+}
+
+}  // namespace
+
 void DropoutRng::reseed(int64_t unit) {
   const uint64_t u = static_cast<uint64_t>(unit);
-  replicated = at::detail::createCPUGenerator(splitmix64(splitmix64(key) + u));
-  sharded = at::detail::createCPUGenerator(splitmix64(splitmix64(splitmix64(key) ^ (tp_salt + 1)) + u));
+  replicated = make_generator(splitmix64(splitmix64(key) + u), device);
+  sharded = make_generator(splitmix64(splitmix64(splitmix64(key) ^ (tp_salt + 1)) + u), device);
 }
 
 torch::Tensor dropout(const torch::Tensor& x, double p, const TpContext& ctx, bool sharded) {

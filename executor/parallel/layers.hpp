@@ -23,12 +23,15 @@ namespace shardplan::executor {
 // Where dropout masks come from: `replicated` draws the same mask on every tp rank (for
 // tensors every tp rank holds whole), `sharded` differs per tp rank (for tp-split tensors).
 // Generators are re-seeded at each unit (embedding, block, head) from (key, global unit), so
-// the masks of a layer do not depend on which pipeline stage runs it.
+// the masks of a layer do not depend on which pipeline stage runs it. On CUDA they are CUDA
+// (Philox) generators seeded the same way: masks are reproducible across layouts on one kind of
+// device, but a CUDA run's masks differ from a CPU run's.
 struct DropoutRng {
   at::Generator replicated;
   at::Generator sharded;
   uint64_t key = 0;      // the micro-batch's key (seed, step, micro-batch, dp rank)
   uint64_t tp_salt = 0;  // the tp rank: `sharded` differs per tp rank
+  torch::Device device{torch::kCPU};  // the generators' (and the masked tensors') device
   void reseed(int64_t unit);
 };
 

@@ -1,6 +1,6 @@
 #include "zero_linear.hpp"
 
-#include <ATen/autocast_mode.h>
+#include "executor/model/autocast.hpp"
 
 namespace shardplan::executor {
 
@@ -10,9 +10,9 @@ using torch::autograd::AutogradContext;
 using torch::autograd::variable_list;
 
 torch::ScalarType compute_dtype(const torch::Tensor& x) {
-  if (x.device().is_cpu() && at::autocast::is_cpu_enabled()) return at::autocast::get_autocast_cpu_dtype();
-  if (x.device().is_cuda() && at::autocast::is_enabled()) return at::autocast::get_autocast_gpu_dtype();
-  return x.scalar_type();
+  const auto d = x.device().type();
+  if (d != c10::DeviceType::CPU && d != c10::DeviceType::CUDA) return x.scalar_type();
+  return autocast_dtype(d).value_or(x.scalar_type());
 }
 
 struct ZeroLinear : torch::autograd::Function<ZeroLinear> {

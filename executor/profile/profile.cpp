@@ -16,6 +16,7 @@
 #include "executor/comm/mpi_communicator.hpp"
 #include "executor/errors.hpp"
 #include "executor/io/fs_util.hpp"
+#include "executor/run/device.hpp"
 #include "executor/run/threads.hpp"
 #include "executor/run/trainer.hpp"
 #include "kernel_bench.hpp"
@@ -147,15 +148,6 @@ std::string cpu_model() {
   return model;
 }
 
-torch::Device pick_device(const std::string& want, int local_rank) {
-  const bool have_cuda = torch::cuda::is_available();
-  if (want == "cuda" && !have_cuda) throw InputError("--device cuda: this LibTorch sees no CUDA device");
-  if (want != "auto" && want != "cpu" && want != "cuda")
-    throw InputError("--device: expected auto, cpu or cuda, got '" + want + "'");
-  if (want == "cpu" || !have_cuda) return torch::Device(torch::kCPU);
-  return torch::Device(torch::kCUDA, static_cast<c10::DeviceIndex>(local_rank % torch::cuda::device_count()));
-}
-
 }  // namespace
 
 void request_profile_stop() { g_stop = true; }
@@ -170,7 +162,7 @@ int run_profile(MpiRuntime& rt, const ProfileOptions& o) {
   std::vector<torch::ScalarType> dtypes;
   std::string err;
   try {
-    dev = pick_device(o.device, rt.local_rank());
+    dev = pick_device(o.device, rt.local_rank(), 1, /*training=*/false);  // ranks may share a GPU
     dtypes = parse_dtypes(o.dtypes, dev.is_cuda());
     run.base_name = o.base.empty() ? "local-cpu-2core" : o.base;
     run.base = simulator::load_hardware(run.base_name);

@@ -39,14 +39,18 @@ void parse_checkpoint_fault(const std::string& spec, int& rank, int64_t& step) {
 }  // namespace
 
 std::vector<std::string> all_gather_strings(Communicator& comm, const std::string& mine) {
-  torch::Tensor len = torch::tensor({static_cast<int64_t>(mine.size())}, torch::kLong);
-  torch::Tensor lens = torch::empty({comm.size()}, torch::kLong);
+  const torch::Device dev = comm.device();  // filled and read on the host, moved for the collective
+  torch::Tensor len = torch::tensor({static_cast<int64_t>(mine.size())}, torch::kLong).to(dev);
+  torch::Tensor lens = torch::empty({comm.size()}, torch::TensorOptions().dtype(torch::kLong).device(dev));
   comm.all_gather(lens, len);
+  lens = lens.cpu();
   const int64_t width = std::max<int64_t>(1, lens.max().item<int64_t>());
   torch::Tensor buf = torch::zeros({width}, torch::kByte);
   std::memcpy(buf.data_ptr(), mine.data(), mine.size());
-  torch::Tensor all = torch::empty({comm.size() * width}, torch::kByte);
+  buf = buf.to(dev);
+  torch::Tensor all = torch::empty({comm.size() * width}, torch::TensorOptions().dtype(torch::kByte).device(dev));
   comm.all_gather(all, buf);
+  all = all.cpu();
   std::vector<std::string> out;
   const auto* bytes = static_cast<const char*>(all.data_ptr());
   for (int r = 0; r < comm.size(); ++r)
@@ -129,7 +133,7 @@ std::optional<TrainState> Checkpointer::restore(ZeroEngine& engine) {
   Communicator& world = groups_.world();
   const std::string mine = engine.shard_key() + ".safetensors";
   auto all_ok = [&](bool ok) {
-    torch::Tensor t = torch::tensor({ok ? 0 : 1}, torch::kInt);
+    torch::Tensor t = torch::tensor({ok ? 0 : 1}, torch::kInt).to(world.device());
     world.all_reduce(t, ReduceOp::max);
     return t.item<int>() == 0;
   };

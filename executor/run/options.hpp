@@ -41,6 +41,7 @@ struct RunOptions {
   std::string resume = "none";        // none | auto | <checkpoint step directory>
   int64_t stop_after = -1;            // leave after this many steps (as an interrupted job)
   // Runtime.
+  std::string device = "auto";        // auto | cpu | cuda (one GPU per rank on the node)
   int threads = 0;                    // per rank; 0 = cores on the node / ranks on the node
   double comm_timeout_s = 300;
   bool quiet = false;

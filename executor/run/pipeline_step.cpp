@@ -1,7 +1,5 @@
 #include "pipeline_step.hpp"
 
-#include <ATen/autocast_mode.h>
-
 #include <chrono>
 #include <cmath>
 #include <map>
@@ -9,7 +7,8 @@
 #include <stdexcept>
 
 #include "executor/errors.hpp"
-#include "executor/metrics/memory_accounting.hpp"
+#include "device.hpp"
+#include "executor/model/autocast.hpp"
 #include "executor/seed_hash.hpp"
 #include "trainer_state.hpp"
 
@@ -70,9 +69,8 @@ class StageRunner {
 
   torch::Tensor receive(int from, int tag_value) {
     const Batch& b = batches_.front();
-    const auto dtype = autocast() ? at::kBFloat16 : at::kFloat;
     torch::Tensor t = torch::empty(s_.model->activation_shape(b.ids.size(0), b.ids.size(1)),
-                                   torch::TensorOptions().dtype(dtype));
+                                   torch::TensorOptions().dtype(activation_dtype()).device(s_.device));
     const auto start = Clock::now();
     pp_.recv_async(t, from, tag_value)->wait();
     result_.figures.bubble_s += since(start);
@@ -84,12 +82,21 @@ class StageRunner {
     sends_.push_back(pp_.send_async(t.detach().contiguous(), to, tag_value));
   }
 
-  bool autocast() const { return s_.precision == simulator::Precision::bf16; }
+  // bf16 (CPU and CUDA) and fp16 (CUDA) run under autocast; the residual stream, and so the
+  // activations passed between stages (and their gradients), are in that dtype.
+  bool autocast() const { return s_.precision != simulator::Precision::fp32; }
+  at::ScalarType activation_dtype() const {
+    if (!autocast()) return at::kFloat;
+    return s_.precision == simulator::Precision::fp16 ? at::kHalf : at::kBFloat16;
+  }
+  void set_autocast(bool on) const {
+    AutocastState{s_.device.type(), on, autocast() ? activation_dtype() : at::kBFloat16}.apply();
+  }
 
   void forward(int chunk_index, int mb) {
     const ModelChunk& chunk = s_.model->chunks()[static_cast<size_t>(chunk_index)];
     const Batch& b = batches_[static_cast<size_t>(mb)];
-    const int64_t before = current_tensor_bytes();
+    const int64_t before = current_device_bytes(s_.device);
     InFlight f;
     torch::Tensor input = b.ids;
     if (!chunk.first) {
@@ -100,22 +107,20 @@ class StageRunner {
     DropoutRng rng;
     rng.key = mix(mix(s_.opt.seed, static_cast<uint64_t>(step_)), static_cast<uint64_t>(mb) * 4096 + c.dp);
     rng.tp_salt = static_cast<uint64_t>(c.tp);
+    rng.device = s_.device;
     TpContext ctx{&s_.groups->tp(), cfg_.sequence_parallel && cfg_.tp > 1, true, &rng};
-    at::autocast::set_cpu_enabled(autocast());
-    if (autocast()) at::autocast::set_autocast_cpu_dtype(at::kBFloat16);
+    set_autocast(autocast());
     ChunkOutput out = s_.model->forward_chunk(chunk_index, input, b.labels, ctx, s_.engine.get());
-    at::autocast::set_cpu_enabled(false);
-    at::autocast::clear_cache();
+    set_autocast(false);
     if (chunk.last) {
       result_.loss_sum += out.loss_sum.item<double>();
       f.output = out.loss_sum;
     } else {
-      EXECUTOR_CHECK(out.activation.scalar_type() == (autocast() ? at::kBFloat16 : at::kFloat),
-                     "pipeline activation has an unexpected dtype");
+      EXECUTOR_CHECK(out.activation.scalar_type() == activation_dtype(), "pipeline activation has an unexpected dtype");
       send(out.activation, next_stage(), tag(false, chunk.virtual_stage + 1, mb));
       f.output = out.activation;
     }
-    f.bytes = current_tensor_bytes() - before;
+    f.bytes = current_device_bytes(s_.device) - before;
     held_bytes_ += f.bytes;
     in_flight_[{chunk_index, mb}] = std::move(f);
     result_.figures.peak_in_flight_bytes = std::max(result_.figures.peak_in_flight_bytes, held_bytes_);

@@ -112,21 +112,24 @@ void send_named(Communicator& pp, const std::string& name, const torch::Tensor& 
   header[0] = static_cast<int64_t>(name.size());
   header[1] = t.dim();
   for (int64_t d = 0; d < t.dim(); ++d) header[2 + d] = t.size(d);
-  pp.send(header, 0);
+  pp.send(header.to(pp.device()), 0);
   torch::Tensor bytes = torch::from_blob(const_cast<char*>(name.data()), {static_cast<int64_t>(name.size())},
                                          torch::kUInt8).clone();
-  pp.send(bytes, 0);
-  pp.send(t.to(torch::kFloat).contiguous(), 0);
+  pp.send(bytes.to(pp.device()), 0);
+  pp.send(t.to(pp.device(), torch::kFloat).contiguous(), 0);
 }
 
 std::pair<std::string, torch::Tensor> recv_named(Communicator& pp, int from) {
-  torch::Tensor header = torch::zeros({10}, torch::kLong);
+  const auto on = [&](torch::ScalarType dt) { return torch::TensorOptions().dtype(dt).device(pp.device()); };
+  torch::Tensor header = torch::zeros({10}, on(torch::kLong));
   pp.recv(header, from);
-  torch::Tensor bytes = torch::empty({header[0].item<int64_t>()}, torch::kUInt8);
+  header = header.cpu();
+  torch::Tensor bytes = torch::empty({header[0].item<int64_t>()}, on(torch::kUInt8));
   pp.recv(bytes, from);
+  bytes = bytes.cpu();
   std::vector<int64_t> shape;
   for (int64_t d = 0; d < header[1].item<int64_t>(); ++d) shape.push_back(header[2 + d].item<int64_t>());
-  torch::Tensor t = torch::empty(shape, torch::kFloat);
+  torch::Tensor t = torch::empty(shape, on(torch::kFloat));
   pp.recv(t, from);
   return {std::string(reinterpret_cast<const char*>(bytes.data_ptr<uint8_t>()), static_cast<size_t>(bytes.numel())), t};
 }
@@ -150,12 +153,12 @@ void write_gathered(Transformer& model, ZeroEngine& engine, const ProcessGroups&
   if (stage_lead && pp.size() > 1) {
     if (c.pp == 0) {
       for (int from = 1; from < pp.size(); ++from) {
-        torch::Tensor count = torch::zeros({1}, torch::kLong);
+        torch::Tensor count = torch::zeros({1}, torch::TensorOptions().dtype(torch::kLong).device(pp.device()));
         pp.recv(count, from);
         for (int64_t i = 0; i < count.item<int64_t>(); ++i) mine.push_back(recv_named(pp, from));
       }
     } else {
-      torch::Tensor count = torch::tensor({static_cast<int64_t>(mine.size())}, torch::kLong);
+      torch::Tensor count = torch::tensor({static_cast<int64_t>(mine.size())}, torch::kLong).to(pp.device());
       pp.send(count, 0);
       for (const auto& [name, t] : mine) send_named(pp, name, t);
     }

@@ -1,6 +1,4 @@
 // The training loop and the end of a run (final checkpoint, report, exports).
-#include <ATen/autocast_mode.h>
-
 #include <atomic>
 #include <csignal>
 #include <chrono>
@@ -11,7 +9,7 @@
 
 #include "executor/errors.hpp"
 #include "executor/io/fs_util.hpp"
-#include "executor/metrics/memory_accounting.hpp"
+#include "device.hpp"
 #include "pipeline_step.hpp"
 #include "tensor_io.hpp"
 #include "trainer.hpp"
@@ -95,11 +93,15 @@ std::vector<Batch> load_step(TrainerState& s, int64_t step, double& global_token
   // The step's data (and dropout masks) are functions of (seed, step): nothing else to restore.
   const auto idx = s.sampler->rank_batch(step, s.groups->coords().dp, cfg.dp);
   std::vector<Batch> batches;
-  torch::Tensor tokens = torch::zeros({1}, torch::kLong);
+  int64_t mine = 0;
   for (int mb = 0; mb < cfg.micro_batches(); ++mb) {
-    batches.push_back(make_batch(*s.dataset, idx, static_cast<size_t>(mb) * mbs, mbs));
-    tokens[0] += batches.back().tokens;
+    Batch b = make_batch(*s.dataset, idx, static_cast<size_t>(mb) * mbs, mbs);
+    mine += b.tokens;
+    b.ids = b.ids.to(s.device);
+    b.labels = b.labels.to(s.device);
+    batches.push_back(std::move(b));
   }
+  torch::Tensor tokens = torch::tensor({mine}, torch::kLong).to(s.device);
   s.groups->dp().all_reduce(tokens, ReduceOp::sum);
   global_tokens = static_cast<double>(std::max<int64_t>(1, tokens.item<int64_t>()));
   return batches;
@@ -110,9 +112,10 @@ void record_pipeline(TrainerState& s, const PipelineFigures& f, StepRecord& r) {
   const int world = s.groups->world().size(), stages = s.plan.config.pp;
   torch::Tensor mine = torch::tensor({static_cast<double>(s.groups->coords().pp), f.bubble_s, f.p2p_s,
                                       static_cast<double>(f.peak_in_flight_bytes), static_cast<double>(f.max_in_flight)},
-                                     torch::kDouble);
-  torch::Tensor all = torch::empty({world * 5}, torch::kDouble);
+                                     torch::kDouble).to(s.device);
+  torch::Tensor all = torch::empty({world * 5}, torch::TensorOptions().dtype(torch::kDouble).device(s.device));
   s.groups->world().all_gather(all, mine);
+  all = all.cpu();
   r.stage_bubble_s.assign(static_cast<size_t>(stages), 0.0);
   r.stage_p2p_s.assign(static_cast<size_t>(stages), 0.0);
   r.stage_in_flight_bytes.assign(static_cast<size_t>(stages), 0.0);
@@ -137,7 +140,7 @@ void print_step(const StepRecord& r, int64_t steps) {
 // Checkpoint if due; returns false when the run must stop here (interrupt or --stop-after).
 bool end_of_step(TrainerState& s) {
   // Interrupts are agreed on collectively so every rank stops at the same step boundary.
-  torch::Tensor stop = torch::tensor({g_stop.load() ? 1 : 0}, torch::kInt);
+  torch::Tensor stop = torch::tensor({g_stop.load() ? 1 : 0}, torch::kInt).to(s.device);
   s.groups->world().all_reduce(stop, ReduceOp::max);
   const bool interrupted = stop.item<int>() != 0;
   const bool last = s.done_steps == s.opt.steps;
@@ -155,9 +158,10 @@ void Trainer::train() {
   TrainerState& s = *s_;
   const auto& c = s.groups->coords();
   const Fault fault = parse_fault(s.opt.inject_fault);
+  StepTimer timer(s.device);  // CUDA: events around the step
   for (int64_t step = s.start_step; step < s.opt.steps; ++step) {
     maybe_inject_fault(fault, c.world, step + 1);
-    const auto t0 = Clock::now();
+    timer.start();
     const double tp0 = s.groups->tp().stats().seconds, dp0 = dp_seconds(*s.groups);
     double global_tokens = 0;
     const std::vector<Batch> batches = load_step(s, step, global_tokens);
@@ -177,19 +181,19 @@ void Trainer::train() {
     r.skipped = !s.scaler.update(res.finite);
     // The loss lives on the last stage (whole on every tp rank): sum it over dp there.
     const bool counts = c.pp == s.plan.config.pp - 1 && c.tp == 0;
-    torch::Tensor loss_t = torch::tensor({counts ? pipe.loss_sum : 0.0}, torch::kDouble);
+    torch::Tensor loss_t = torch::tensor({counts ? pipe.loss_sum : 0.0}, torch::kDouble).to(s.device);
     s.groups->world().all_reduce(loss_t, ReduceOp::sum);
     r.loss = loss_t.item<double>() / global_tokens;
     record_pipeline(s, pipe.figures, r);
     r.grad_norm = res.grad_norm;
     r.tokens = static_cast<int64_t>(global_tokens);
-    r.step_s = seconds_since(t0);
+    r.step_s = timer.seconds();
     r.tp_comm_s = s.groups->tp().stats().seconds - tp0;
     r.dp_comm_s = dp_seconds(*s.groups) - dp0;
     r.compute_s = r.step_s - r.tp_comm_s - r.dp_comm_s - r.optimizer_s - r.pp_comm_s;
     r.tokens_per_s = global_tokens / r.step_s;
     r.loss_scale = s.scaler.loss_multiplier();
-    r.peak_bytes = peak_tensor_bytes();
+    r.peak_bytes = peak_device_bytes(s.device);
     s.records.push_back(r);
     s.metrics.write(r);
     s.done_steps = step + 1;
@@ -206,9 +210,11 @@ void Trainer::finish() {
       std::cerr << "shardrun: stopped after step " << s.done_steps << " (--stop-after)\n";
     return;
   }
-  torch::Tensor peak = torch::tensor({peak_tensor_bytes()}, torch::kLong);
-  torch::Tensor peaks = torch::empty({s.groups->world().size()}, torch::kLong);
+  torch::Tensor peak = torch::tensor({peak_device_bytes(s.device)}, torch::kLong).to(s.device);
+  const auto i64 = torch::TensorOptions().dtype(torch::kLong).device(s.device);
+  torch::Tensor peaks = torch::empty({s.groups->world().size()}, i64);
   s.groups->world().all_gather(peaks, peak);
+  peaks = peaks.cpu();
   if (!s.opt.save_final.empty()) export_full_weights(*s.model, *s.engine, *s.groups, s.opt.save_final);
   if (!s.opt.save_adapter.empty()) export_lora_adapter(*s.model, *s.engine, *s.groups, s.opt.save_adapter);
   if (c.world != 0) return;
@@ -219,8 +225,8 @@ void Trainer::finish() {
   in.layout = s.layout;
   in.steps = s.records;
   for (int64_t i = 0; i < peaks.numel(); ++i) in.peak_bytes_per_rank.push_back(peaks[i].item<int64_t>());
-  in.memory_source = "cpu-accounting-allocator";
-  in.device = "cpu";
+  in.memory_source = memory_source(s.device);
+  in.device = describe_device(s.device);
   in.threads_per_rank = s.threads.threads;
   in.schedule = simulator::to_string(s.plan.config.schedule);
   in.prediction = s.plan.prediction;

@@ -4,8 +4,8 @@
 #include <iostream>
 
 #include "data_source.hpp"
+#include "device.hpp"
 #include "executor/errors.hpp"
-#include "executor/metrics/memory_accounting.hpp"
 #include "simulator/errors.hpp"
 #include "tensor_io.hpp"
 #include "trainer_state.hpp"
@@ -41,13 +41,18 @@ Precision parse_precision(const std::string& s) {
   throw InputError("--precision: expected fp32, bf16 or fp16, got '" + s + "'");
 }
 
-// What this executor runs: everything the planner outputs but optimizer offload.
-void check_supported(const planner::Plan& plan, const std::string& src, Precision precision) {
+// What this executor runs: everything the planner outputs but optimizer offload (and, on CUDA,
+// pipeline parallelism); fp16 needs CUDA.
+void check_supported(const planner::Plan& plan, const std::string& src, Precision precision, torch::Device device) {
   const auto& c = plan.config;
   if (c.offload_optimizer)
     throw InputError(src + ": field 'config.offload_optimizer': optimizer offload is not supported by this shardrun "
                            "(plan with --forbid offload)");
-  if (precision == Precision::fp16)
+  if (c.pp > 1 && device.is_cuda())
+    throw InputError(src + ": field 'config.pipeline_parallel': pipeline parallelism over NCCL is not supported by this "
+                           "shardrun yet (its tag-less sends and receives on one stream can deadlock); use --device cpu "
+                           "or a plan without pp");
+  if (precision == Precision::fp16 && !device.is_cuda())
     throw InputError(src + ": field 'config.precision': fp16 autocast needs a CUDA device; this rank runs on the CPU "
                            "(use --precision bf16 or fp32)");
 }
@@ -72,14 +77,17 @@ void Trainer::setup() {
   phase(s.runtime, [&] {
     s.plan = planner::load_plan(o.plan_path);
     s.precision = o.precision.empty() ? s.plan.config.precision : parse_precision(o.precision);
-    check_supported(s.plan, o.plan_path, s.precision);
+    s.device = pick_device(o.device, s.runtime.local_rank(), s.runtime.local_size(), /*training=*/true);
+    make_current(s.device);  // before the NCCL communicators, which bind to the current device
+    check_supported(s.plan, o.plan_path, s.precision, s.device);
     if (o.steps <= 0) throw InputError("--steps: expected a positive number of steps");
     if (o.checkpoint_every < 0) s.opt.checkpoint_every = s.plan.prediction.goodput.interval_steps;  // the plan's
   });
   const auto& cfg = s.plan.config;
   s.threads = configure_threads(o.threads, s.runtime.local_size());
   phase(s.runtime, [&] {
-    s.groups = std::make_unique<ProcessGroups>(s.runtime, cfg, Backend::mpi, o.comm_timeout_s, o.plan_path);
+    const Backend backend = s.device.is_cuda() ? Backend::nccl : Backend::mpi;
+    s.groups = std::make_unique<ProcessGroups>(s.runtime, cfg, backend, o.comm_timeout_s, o.plan_path);
   });
   const auto& c = s.groups->coords();
   phase(s.runtime, [&] {
@@ -95,6 +103,7 @@ void Trainer::setup() {
     mo.virtual_stages = cfg.virtual_stages;
     mo.recompute = cfg.recompute;
     mo.offload_activations = cfg.offload_activations;
+    mo.device = s.device;
     try {
       mo.layers_per_chunk = simulator::layers_per_chunk(s.plan.model, cfg);
       s.pipeline_ops = simulator::pipeline_stage_order(cfg.schedule, cfg.pp, cfg.micro_batches(), cfg.virtual_stages, c.pp);
@@ -121,7 +130,9 @@ void Trainer::setup() {
               {"lora_rank", cfg.lora.rank}, {"init", o.init == "seed" ? "seed:" + std::to_string(o.seed) : o.init},
               {"schedule", simulator::to_string(cfg.schedule)}, {"virtual_stages", cfg.virtual_stages},
               {"partition", s.model->options().layers_per_chunk}, {"recompute", simulator::to_string(cfg.recompute)},
-              {"offload_activations", cfg.offload_activations ? "no-op on the cpu (inputs already in host memory)" : "off"}};
+              {"offload_activations", !cfg.offload_activations ? "off"
+                                      : s.device.is_cuda() ? "checkpointed inputs to pinned host memory"
+                                                           : "no-op on the cpu (inputs already in host memory)"}};
   s.checkpointer = std::make_unique<Checkpointer>(o, *s.groups, s.layout);
   s.scaler.enabled = s.precision == Precision::fp16 || o.loss_scaling;
   s.scaler.scale = o.initial_loss_scale;
@@ -144,7 +155,8 @@ void Trainer::setup() {
   });
   if (c.world == 0 && !o.quiet) {
     std::cerr << "shardrun: " << s.plan.model.name << " on " << s.runtime.world_size() << " rank(s), "
-              << s.threads.describe() << "; " << s.dataset->describe() << "\n";
+              << (s.device.is_cuda() ? describe_device(s.device) + " (rank 0)" : s.threads.describe()) << "; "
+              << s.dataset->describe() << "\n";
     std::cerr << "shardrun: " << s.groups->describe() << "; ZeRO-" << cfg.zero_stage << ", precision "
               << simulator::to_string(s.precision) << (s.start_step ? "; resumed at step " + std::to_string(s.start_step) : "")
               << "\n";
@@ -154,11 +166,11 @@ void Trainer::setup() {
                 << ", " << cfg.micro_batches() << " micro-batches\n";
     if (cfg.recompute != simulator::Recompute::none)
       std::cerr << "shardrun: activation recomputation: " << simulator::to_string(cfg.recompute) << "\n";
-    if (cfg.offload_activations)
+    if (cfg.offload_activations && !s.device.is_cuda())
       std::cerr << "shardrun: offload_activations: a no-op on the CPU (checkpointed layer inputs already live in host "
                    "memory)\n";
   }
-  reset_peak_tensor_bytes();
+  reset_peak_device_bytes(s.device);
 }
 
 }  // namespace shardplan::executor

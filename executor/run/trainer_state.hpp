@@ -23,6 +23,7 @@ struct TrainerState {
   RunOptions opt;
   planner::Plan plan;
   simulator::Precision precision = simulator::Precision::fp32;
+  torch::Device device{torch::kCPU};  // this rank's run device (run/device.hpp)
   ThreadSetup threads;
   std::unique_ptr<ProcessGroups> groups;
   std::unique_ptr<Transformer> model;

@@ -82,7 +82,9 @@ inline std::string corpus_data_args(const TempDir& dir) {
 inline RunResult shardrun(int ranks, const std::string& plan, const std::string& out_dir, const std::string& args) {
   const std::string cmd = "timeout 600 mpirun --allow-run-as-root --oversubscribe --bind-to none -np " +
                           std::to_string(ranks) + " " + SHARDRUN_BINARY + " --plan " + quote(plan) + " --out-dir " +
-                          quote(out_dir) + " --threads 1 --quiet " + args;
+                          quote(out_dir) + " --threads 1 --quiet " +
+                          // The CPU unless a test asks for a device: bit-identity across layouts holds there.
+                          (args.find("--device") == std::string::npos ? "--device cpu " : "") + args;
   RunResult r;
   const CommandResult c = run_command(cmd);
   r.exit_code = c.status;

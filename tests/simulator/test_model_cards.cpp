@@ -63,6 +63,7 @@ const std::map<std::string, int64_t>& hf_figures() {
       {"llama2-7b", 6'738'415'616},      // LlamaForCausalLM
       {"llama2-13b", 13'015'864'320},
       {"llama2-70b", 68'976'648'192},
+      {"tinyllama-1.1b", 1'100'048'384},  // LlamaForCausalLM, GQA 32/4
   };
   return k;
 }
@@ -333,7 +334,7 @@ TEST(ModelCards, MissingFileIsInputError) {
 TEST(ModelCards, BuiltinNames) {
   const std::vector<std::string> expected{"bert-large", "gpt-j-6b",   "gpt-neox-20b", "gpt2",
                                           "gpt2-xl",    "gpt3-175b",  "llama2-13b",   "llama2-70b",
-                                          "llama2-7b",  "tiny-gpt",   "tiny-llama"};
+                                          "llama2-7b",  "tiny-gpt",   "tiny-llama", "tinyllama-1.1b"};
   const auto names = builtin_model_names();
   EXPECT_TRUE(std::is_sorted(names.begin(), names.end()));
   for (const auto& n : expected)
