@@ -69,16 +69,17 @@ void validate(const LaunchOptions& o) {
 struct Attempt {
   ExitStatus status;
   double seconds = 0;
+  std::string start_error;  // the command could not be started (exit 127)
 };
 
-// Runs one command under the supervisor, timing it. Start failures become exit 127.
+// Runs one command under the supervisor, timing it.
 Attempt supervise(const std::vector<std::string>& cmd, double grace_s) {
   const auto t0 = Clock::now();
   Attempt a;
   try {
     a.status = run_supervised(cmd, grace_s);
   } catch (const std::runtime_error& e) {
-    std::fprintf(stderr, "shardrun-launch: %s\n", e.what());
+    a.start_error = e.what();
     a.status.code = 127;
   }
   a.seconds = since(t0);
@@ -120,6 +121,11 @@ int run_launcher(const LaunchOptions& o) {
               {"command", planner::shell_join(cmd)}},
              "attempt " + std::to_string(attempt) + ": " + std::to_string(ranks) + " rank(s), " + from_where(resume));
     const Attempt a = supervise(cmd, o.grace_s);
+    if (!a.start_error.empty()) {  // a missing mpirun is not fixed by relaunching
+      log.emit("give_up", {{"reason", "cannot_start"}, {"attempts", attempt}, {"error", a.start_error}},
+               "giving up: " + a.start_error);
+      return 127;
+    }
     const Verdict v = classify(a.status);
     log.emit("exit",
              {{"attempt", attempt}, {"code", a.status.code}, {"signal", a.status.signal}, {"seconds", a.seconds},
@@ -157,8 +163,13 @@ int run_launcher(const LaunchOptions& o) {
       const Attempt h = supervise(health_command(o, ranks, shardrun), o.grace_s);
       const bool ok = h.status.shell_code() == 0;
       log.emit("health", {{"ok", ok}, {"code", h.status.code}, {"signal", h.status.signal}, {"seconds", h.seconds}},
-               std::string("health check ") + (ok ? "passed" : "FAILED (" + h.status.describe() + ")") + " in " + seconds_text(h.seconds));
-      if (h.status.interrupted) return 130;
+               std::string("health check ") +
+                   (ok ? "passed" : "FAILED (" + (h.start_error.empty() ? h.status.describe() : h.start_error) + ")") +
+                   " in " + seconds_text(h.seconds));
+      if (h.status.interrupted) {
+        log.emit("interrupted", {{"attempts", attempt}}, "interrupted during the health check; not relaunching");
+        return 130;
+      }
       if (ok) break;
       failure = 1;
     }

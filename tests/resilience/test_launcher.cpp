@@ -211,6 +211,16 @@ TEST_F(FakeMpirun, AFailedHealthCheckCountsAsARestartAndIsRetried) {
   EXPECT_EQ(kinds(read_events(o.events)), (std::vector<std::string>{"launch", "exit", "health", "give_up"}));
 }
 
+TEST_F(FakeMpirun, AMissingMpirunIsNotRetried) {
+  LaunchOptions o = options();
+  o.mpirun = {dir_.file("no-such-mpirun")};
+  EXPECT_EQ(run_launcher(o), 127);
+  const auto ev = read_events(o.events);
+  EXPECT_EQ(kinds(ev), (std::vector<std::string>{"launch", "give_up"}));
+  EXPECT_EQ(ev[1]["reason"], "cannot_start");
+  EXPECT_NE(ev[1]["error"].get<std::string>().find("no-such-mpirun"), std::string::npos);
+}
+
 TEST_F(FakeMpirun, BadOptionsAreRejectedBeforeAnythingRuns) {
   LaunchOptions o = options();
   o.checkpoint_dir.clear();

@@ -7,6 +7,7 @@
 //     intact and is the one the relaunch resumes from;
 //   - a corrupted shard (bytes flipped, size unchanged) in the latest checkpoint: --resume auto
 //     names the file, skips it and resumes from the one before;
+//   - SIGTERM to the launcher: forwarded, shardrun checkpoints at the step boundary, no relaunch;
 //   - shardrun takes the plan's checkpoint interval when --checkpoint-every is not given.
 #include <gtest/gtest.h>
 #include <signal.h>
@@ -56,14 +57,16 @@ std::string launcher(const std::string& plan, const std::string& ck, const std::
          " --keep-last 2 --comm-timeout 60" + kLaunched + extra;
 }
 
-// The pid of world rank `rank` among the shardrun processes whose command line names `tag`.
-pid_t find_rank(int rank, const std::string& tag) {
+// The pid of a process running `binary` whose command line names `tag` (and, for rank >= 0,
+// whose environment says it is that MPI world rank), or -1.
+pid_t find_process(const std::string& binary, const std::string& tag, int rank = -1) {
   for (const auto& e : fs::directory_iterator("/proc")) {
     const std::string name = e.path().filename().string();
     if (name.find_first_not_of("0123456789") != std::string::npos) continue;
     std::ifstream cmd(e.path() / "cmdline");
     std::string args((std::istreambuf_iterator<char>(cmd)), std::istreambuf_iterator<char>());
-    if (args.rfind(SHARDRUN_BINARY, 0) != 0 || args.find(tag) == std::string::npos) continue;
+    if (args.rfind(binary + '\0', 0) != 0 || args.find(tag) == std::string::npos) continue;
+    if (rank < 0) return static_cast<pid_t>(std::stoi(name));
     std::ifstream env(e.path() / "environ");
     std::string vars((std::istreambuf_iterator<char>(env)), std::istreambuf_iterator<char>());
     if (vars.find(std::string("OMPI_COMM_WORLD_RANK=") + std::to_string(rank) + '\0') != std::string::npos)
@@ -112,7 +115,7 @@ TEST_P(KillNine, ARandomRankKilledAtARandomStepResumesToTheSameLosses) {
   pid_t victim = -1;
   while (job.wait_for(std::chrono::milliseconds(2)) != std::future_status::ready) {
     if (lines_of(metrics) < static_cast<size_t>(step)) continue;
-    victim = find_rank(rank, out);  // its command line names this run's --out-dir
+    victim = find_process(SHARDRUN_BINARY, out, rank);  // its command line names this run's --out-dir
     done_at_kill = lines_of(metrics);
     if (victim > 0 && ::kill(victim, SIGKILL) == 0) break;
   }
@@ -149,6 +152,30 @@ TEST_P(KillNine, ARandomRankKilledAtARandomStepResumesToTheSameLosses) {
 }
 
 INSTANTIATE_TEST_SUITE_P(Seeds, KillNine, ::testing::Values(1u, 2u, 3u));
+
+TEST_F(Faults, SigtermToTheLauncherStopsTheJobAtACheckpointWithoutARelaunch) {
+  const std::string out = dir_->file("sigterm"), ck = dir_->file("sigterm-ck"), metrics = out + "/metrics.jsonl";
+  auto job = std::async(std::launch::async, [&] { return run_command(launcher(plan_, ck, out)); });
+  pid_t launcher_pid = -1;
+  while (job.wait_for(std::chrono::milliseconds(2)) != std::future_status::ready) {
+    if (lines_of(metrics) < 4) continue;
+    launcher_pid = find_process(SHARDRUN_LAUNCH_BINARY, out);
+    if (launcher_pid > 0 && ::kill(launcher_pid, SIGTERM) == 0) break;  // as scancel / Ctrl-C would
+  }
+  const CommandResult r = job.get();
+  ASSERT_GT(launcher_pid, 0) << r.out;
+  EXPECT_EQ(r.status, 130) << r.out;
+  const auto ev = jsonl(ck + "/launch-events.jsonl");
+  std::vector<std::string> kinds;
+  for (const auto& e : ev) kinds.push_back(e["event"]);
+  EXPECT_EQ(kinds, (std::vector<std::string>{"launch", "exit", "interrupted"})) << r.out;
+  // shardrun agreed on a step boundary, checkpointed there and left: the newest checkpoint is the
+  // last logged step, and it is not one of the every-3 ones only.
+  const auto steps = executor::io::CheckpointStore(ck).complete_steps();
+  ASSERT_FALSE(steps.empty()) << r.out;
+  EXPECT_EQ(steps.back(), static_cast<int64_t>(lines_of(metrics))) << r.out;
+  EXPECT_EQ(find_process(SHARDRUN_BINARY, out), -1) << "a rank outlived the launcher";
+}
 
 TEST_F(Faults, KillDuringACheckpointWriteKeepsThePreviousCheckpoint) {
   const std::string ck = dir_->file("torn-ck"), out = dir_->file("torn");
