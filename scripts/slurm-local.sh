@@ -72,7 +72,7 @@ SchedulerType=sched/backfill
 SlurmctldTimeout=30
 SlurmdTimeout=30
 InactiveLimit=0
-KillWait=5
+KillWait=2
 MinJobAge=300
 $hw State=UNKNOWN
 PartitionName=debug Nodes=$NODE Default=YES MaxTime=INFINITE State=UP

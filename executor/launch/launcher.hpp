@@ -33,7 +33,7 @@ struct LaunchOptions {
 // std::invalid_argument for bad options.
 int run_launcher(const LaunchOptions& options);
 
-// Words of one attempt / one health check (for tests and --dry-run).
+// Words of one attempt / one health check.
 std::vector<std::string> attempt_command(const LaunchOptions& o, int ranks, const std::string& shardrun);
 std::vector<std::string> health_command(const LaunchOptions& o, int ranks, const std::string& shardrun);
 
