@@ -23,31 +23,6 @@ QStringList to_qt(const std::vector<std::string>& v) {
   return out;
 }
 
-// Member of PlanRequest behind each field name (all text).
-std::string PlanRequest::*member(const std::string& field) {
-  static const std::map<std::string, std::string PlanRequest::*> m{
-      {"model", &PlanRequest::model},
-      {"hardware", &PlanRequest::hardware},
-      {"nodes", &PlanRequest::nodes},
-      {"global_batch", &PlanRequest::global_batch},
-      {"seq_len", &PlanRequest::seq_len},
-      {"precision", &PlanRequest::precision},
-      {"lora_rank", &PlanRequest::lora_rank},
-      {"lora_alpha", &PlanRequest::lora_alpha},
-      {"lora_dropout", &PlanRequest::lora_dropout},
-      {"lora_targets", &PlanRequest::lora_targets},
-      {"train_tokens", &PlanRequest::train_tokens},
-      {"dataset_tokens", &PlanRequest::dataset_tokens},
-      {"epochs", &PlanRequest::epochs},
-      {"objective", &PlanRequest::objective},
-      {"max_nodes", &PlanRequest::max_nodes},
-      {"max_usd_per_hour", &PlanRequest::max_usd_per_hour},
-      {"max_tp", &PlanRequest::max_tp},
-      {"headroom", &PlanRequest::headroom},
-      {"require", &PlanRequest::require},
-      {"forbid", &PlanRequest::forbid}};
-  return m.at(field);
-}
 
 }  // namespace
 
@@ -153,16 +128,16 @@ void InputsPanel::browse(const std::string& field) {
 
 PlanRequest InputsPanel::request() const {
   PlanRequest r;
-  for (const auto& [field, edit] : lines_) r.*member(field) = edit->text().trimmed().toStdString();
-  for (const auto& [field, box] : combos_) r.*member(field) = box->currentText().trimmed().toStdString();
+  for (const auto& [field, edit] : lines_) r.*request_member(field) = edit->text().trimmed().toStdString();
+  for (const auto& [field, box] : combos_) r.*request_member(field) = box->currentText().trimmed().toStdString();
   return r;
 }
 
 void InputsPanel::setRequest(const PlanRequest& r) {
   updating_ = true;
-  for (const auto& [field, edit] : lines_) edit->setText(QString::fromStdString(r.*member(field)));
+  for (const auto& [field, edit] : lines_) edit->setText(QString::fromStdString(r.*request_member(field)));
   for (const auto& [field, box] : combos_) {
-    const QString text = QString::fromStdString(r.*member(field));
+    const QString text = QString::fromStdString(r.*request_member(field));
     if (box->isEditable()) box->setCurrentText(text);
     else box->setCurrentIndex(std::max(0, box->findText(text)));
   }

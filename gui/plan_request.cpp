@@ -2,6 +2,7 @@
 
 #include <cmath>
 #include <functional>
+#include <stdexcept>
 
 #include "planner/cli/cli_parse.hpp"
 #include "planner/search_result.hpp"
@@ -174,10 +175,8 @@ std::vector<std::string> cli_arguments(const PlanRequest& r) {
   return a;
 }
 
-namespace {
-// Pointer-to-member table shared by to_json and request_from_json.
-const std::vector<std::pair<const char*, std::string PlanRequest::*>>& string_fields() {
-  static const std::vector<std::pair<const char*, std::string PlanRequest::*>> f{
+const std::vector<RequestField>& string_fields() {
+  static const std::vector<RequestField> f{
       {"model", &PlanRequest::model},
       {"hardware", &PlanRequest::hardware},
       {"nodes", &PlanRequest::nodes},
@@ -200,7 +199,21 @@ const std::vector<std::pair<const char*, std::string PlanRequest::*>>& string_fi
       {"forbid", &PlanRequest::forbid}};
   return f;
 }
-}  // namespace
+
+const std::vector<std::string>& request_fields() {
+  static const std::vector<std::string> names = [] {
+    std::vector<std::string> n;
+    for (const auto& [key, member] : string_fields()) n.emplace_back(key);
+    return n;
+  }();
+  return names;
+}
+
+std::string PlanRequest::*request_member(const std::string& field) {
+  for (const auto& [key, member] : string_fields())
+    if (field == key) return member;
+  throw std::out_of_range("no request field '" + field + "'");
+}
 
 nlohmann::json to_json(const PlanRequest& r) {
   nlohmann::json j = nlohmann::json::object();

@@ -35,14 +35,14 @@ struct PlanRequest {
   bool operator==(const PlanRequest&) const = default;
 };
 
-// Field names used for validation messages and widgets.
-inline const std::vector<std::string>& request_fields() {
-  static const std::vector<std::string> f{"model",       "hardware",      "nodes",     "global_batch", "seq_len",
-                                          "precision",   "lora_rank",     "lora_alpha", "lora_dropout", "lora_targets",
-                                          "train_tokens", "dataset_tokens", "epochs",   "objective",    "max_nodes",
-                                          "max_usd_per_hour", "max_tp",   "headroom",  "require",      "forbid"};
-  return f;
-}
+// Every text field of a request: its name (validation messages, widgets, session JSON) and the
+// member behind it. The one table the inputs panel, the session store and the tests read.
+using RequestField = std::pair<const char*, std::string PlanRequest::*>;
+const std::vector<RequestField>& string_fields();
+// The field names alone, in the same order.
+const std::vector<std::string>& request_fields();
+// The member behind a field name (throws std::out_of_range for an unknown name).
+std::string PlanRequest::*request_member(const std::string& field);
 
 // Everything a search needs, resolved and checked.
 struct ResolvedRequest {
