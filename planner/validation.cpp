@@ -380,22 +380,14 @@ std::string resolve_from(const std::string& p, const std::string& base_dir) {
   return (fs::path(base_dir.empty() ? "." : base_dir) / p).lexically_normal().string();
 }
 
+// The entry's configuration as the results file records it: the entry's JSON without its name,
+// virtual stages and LoRA details, with the sharding degree the planner resolved and the LoRA rank.
 json layout_json(const ValidationRun& r) {
-  const ValidationEntry& e = r.entry;
-  return {{"model", e.model},
-          {"tp", e.tp},
-          {"pp", e.pp},
-          {"dp", e.dp},
-          {"zero_stage", e.zero_stage},
-          {"sharding_degree", r.resolved_sharding_degree},
-          {"micro_batch_size", e.micro_batch_size},
-          {"global_batch_size", e.global_batch_size},
-          {"seq_len", e.seq_len},
-          {"precision", sim::to_string(e.precision)},
-          {"sequence_parallel", e.sequence_parallel},
-          {"recompute", sim::to_string(e.recompute)},
-          {"schedule", sim::to_string(e.schedule)},
-          {"lora_rank", e.lora.rank}};
+  json j = to_json(r.entry);
+  for (const char* key : {"name", "virtual_stages", "lora"}) j.erase(key);
+  j["sharding_degree"] = r.resolved_sharding_degree;
+  j["lora_rank"] = r.entry.lora.rank;
+  return j;
 }
 
 json run_json(const ValidationRun& r, const std::string& base_dir) {

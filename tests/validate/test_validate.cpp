@@ -184,7 +184,7 @@ TEST(ValidateCli, ListPrintsTheSuiteAndUnknownOnlyNamesTheValidOnes) {
   EXPECT_NE(bad.out.find("tiny-llama-dp2-z1"), std::string::npos) << bad.out;
 }
 
-TEST(ValidateEndToEnd, RunsTwoConfigurationsSkipsThePipelineOneAndPlots) {
+TEST(ValidateEndToEnd, RunsThreeConfigurationsIncludingAPipelineAndPlots) {
   TempDir dir("validate_e2e");
   const std::string json_path = dir.file("results.json"), svg = dir.file("plot.svg");
   const CommandResult r =
@@ -202,11 +202,6 @@ TEST(ValidateEndToEnd, RunsTwoConfigurationsSkipsThePipelineOneAndPlots) {
     const std::string name = run["name"];
     EXPECT_EQ(run["layout"]["model"], "tiny-llama") << name;
     EXPECT_TRUE(fs::exists(dir.path() / run["plan_file"].get<std::string>())) << name;
-    if (name == "tiny-llama-pp2-1f1b") {
-      EXPECT_EQ(run["status"], "skipped") << run.dump();
-      EXPECT_NE(run["reason"].get<std::string>().find("pipeline"), std::string::npos) << run.dump();
-      continue;
-    }
     ++ran;
     ASSERT_EQ(run["status"], "ran") << run.dump();
     const std::string report_file = run["report_file"];
@@ -222,20 +217,20 @@ TEST(ValidateEndToEnd, RunsTwoConfigurationsSkipsThePipelineOneAndPlots) {
     EXPECT_NEAR(run["error"]["step_seconds_relative"].get<double>(), (pred_step - step) / step, 1e-9);
     EXPECT_TRUE(run["time_judged"].get<bool>());  // 1 or 2 ranks x 1 thread
   }
-  EXPECT_EQ(ran, 2);
-  EXPECT_EQ(j["summary"]["ran"], 2);
-  EXPECT_EQ(j["summary"]["skipped"], 1);
-  EXPECT_EQ(j["summary"]["peak_memory"]["count"], 2);
+  EXPECT_EQ(ran, 3);
+  EXPECT_EQ(j["summary"]["ran"], 3);
+  EXPECT_EQ(j["summary"]["skipped"], 0);
+  EXPECT_EQ(j["summary"]["peak_memory"]["count"], 3);
   const std::string plot = read_text(svg);
   EXPECT_TRUE(plot.rfind("<?xml", 0) == 0 || plot.rfind("<svg", 0) == 0) << plot.substr(0, 80);
   EXPECT_NE(plot.find("</svg>"), std::string::npos);
-  EXPECT_EQ(count_of(plot, "<circle"), 4u);  // 2 ran runs x 2 panels
+  EXPECT_EQ(count_of(plot, "<circle"), 6u);  // 3 ran runs x 2 panels
   EXPECT_EQ(count_of(plot, "<text"), count_of(plot, "</text>"));
   EXPECT_NE(plot.find("tiny-llama-dp2-z1"), std::string::npos);
   // The JSON reads back.
   const pl::ValidationReport back = pl::validation_from_json(j, json_path, dir.path().string());
   ASSERT_EQ(back.runs.size(), 3u);
-  EXPECT_EQ(pl::summarize(back.runs).ran, 2);
+  EXPECT_EQ(pl::summarize(back.runs).ran, 3);
 }
 
 TEST(ValidateEndToEnd, ConfigurationOverDeviceMemoryIsSkippedWithoutRunning) {
