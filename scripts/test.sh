@@ -74,6 +74,7 @@ if [[ -f /usr/local/cuda/include/nccl.h && -f /usr/local/cuda/include/cuda_runti
   cmake -S . -B build/nccl-check -G Ninja -DCMAKE_BUILD_TYPE=Release -DSHARDPLAN_WITH_NCCL=ON \
     -DSHARDPLAN_BUILD_TESTS=OFF -DSHARDPLAN_BUILD_BENCH=OFF > /dev/null
   ninja -C build/nccl-check executor/CMakeFiles/shardplan_executor.dir/comm/nccl_communicator.cpp.o \
+    executor/CMakeFiles/shardplan_executor.dir/comm/process_groups.cpp.o \
     executor/CMakeFiles/shardplan_cuda_check.dir/metrics/cuda_stats.cpp.o \
     executor/CMakeFiles/shardplan_cuda_check.dir/run/device.cpp.o
   end

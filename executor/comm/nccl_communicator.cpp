@@ -109,13 +109,17 @@ class NcclWork final : public Work {
   bool done_ = false;
 };
 
-NcclCommunicator::NcclCommunicator(MPI_Comm comm, std::string name, double timeout_s)
+NcclCommunicator::NcclCommunicator(MPI_Comm comm, std::string name, double timeout_s, NcclStream stream)
     : mpi_comm_(comm), name_(std::move(name)), timeout_s_(timeout_s) {
   MPI_Comm_set_errhandler(mpi_comm_, MPI_ERRORS_RETURN);
   MPI_Comm_rank(mpi_comm_, &rank_);
   MPI_Comm_size(mpi_comm_, &size_);
   try {
     check_cuda(cudaGetDevice(&device_), "cudaGetDevice");
+    if (stream == NcclStream::side) {
+      check_cuda(cudaStreamCreateWithFlags(&side_, cudaStreamNonBlocking), "cudaStreamCreateWithFlags");
+      check_cuda(cudaEventCreateWithFlags(&legacy_done_, cudaEventDisableTiming), "cudaEventCreateWithFlags");
+    }
     // Bootstrap: rank 0's unique id reaches every rank over MPI (non-blocking, with the timeout).
     ncclUniqueId id{};
     if (rank_ == 0) {
@@ -149,6 +153,7 @@ NcclCommunicator::NcclCommunicator(MPI_Comm comm, std::string name, double timeo
     settle("ncclCommInitRankConfig", timeout_s_);
   } catch (...) {  // the destructor will not run: release what the constructor took
     abort_comm();
+    release_stream();
     int finalized = 0;
     MPI_Finalized(&finalized);
     if (!finalized && mpi_comm_ != MPI_COMM_WORLD && mpi_comm_ != MPI_COMM_NULL) MPI_Comm_free(&mpi_comm_);
@@ -171,9 +176,26 @@ NcclCommunicator::~NcclCommunicator() {
     if (!clean) ncclCommAbort(comm_);
     comm_ = nullptr;
   }
+  release_stream();
   int finalized = 0;
   MPI_Finalized(&finalized);
   if (!finalized && mpi_comm_ != MPI_COMM_WORLD && mpi_comm_ != MPI_COMM_NULL) MPI_Comm_free(&mpi_comm_);
+}
+
+void NcclCommunicator::release_stream() {
+  if (legacy_done_ != nullptr) cudaEventDestroy(legacy_done_);
+  if (side_ != nullptr) cudaStreamDestroy(side_);  // returns at once; pending work still completes
+  legacy_done_ = nullptr;
+  side_ = nullptr;
+}
+
+CUstream_st* NcclCommunicator::ready_stream() {
+  if (side_ == nullptr) return cudaStreamLegacy;
+  // The op's tensors were written (or, for a fresh receive buffer, last used) by kernels on the
+  // legacy stream: the side stream starts after them.
+  check_cuda(cudaEventRecord(legacy_done_, cudaStreamLegacy), "cudaEventRecord");
+  check_cuda(cudaStreamWaitEvent(side_, legacy_done_, 0), "cudaStreamWaitEvent");
+  return side_;
 }
 
 void NcclCommunicator::abort_comm() {
@@ -262,10 +284,11 @@ std::unique_ptr<NcclWork> NcclCommunicator::launch(const char* what, std::vector
   DeviceScope scope(device_);
   auto work = std::make_unique<NcclWork>(*this, what, std::move(keep));
   check_cuda(cudaEventCreateWithFlags(&work->event_, cudaEventDisableTiming), "cudaEventCreateWithFlags");
-  const ncclResult_t rc = enqueue();
+  cudaStream_t stream = ready_stream();
+  const ncclResult_t rc = enqueue(stream);
   if (rc == ncclInProgress) settle(what, timeout_s_);  // non-blocking communicator: still enqueuing
   else if (rc != ncclSuccess) fail(what, rc);
-  check_cuda(cudaEventRecord(work->event_, cudaStreamLegacy), "cudaEventRecord");
+  check_cuda(cudaEventRecord(work->event_, stream), "cudaEventRecord");
   work->armed_ = true;
   if (count) {
     count_call(bytes);
@@ -280,8 +303,8 @@ std::unique_ptr<NcclWork> NcclCommunicator::start_all_reduce(torch::Tensor t, Re
   const ncclDataType_t type = nccl_type(t.scalar_type(), "all_reduce");
   void* data = t.data_ptr();
   const auto n = static_cast<size_t>(t.numel());
-  return launch("all_reduce", {t}, static_cast<double>(t.nbytes()), true, [&] {
-    return ncclAllReduce(data, data, n, type, op == ReduceOp::sum ? ncclSum : ncclMax, comm_, cudaStreamLegacy);
+  return launch("all_reduce", {t}, static_cast<double>(t.nbytes()), true, [&](cudaStream_t st) {
+    return ncclAllReduce(data, data, n, type, op == ReduceOp::sum ? ncclSum : ncclMax, comm_, st);
   });
 }
 
@@ -301,7 +324,7 @@ std::unique_ptr<Work> NcclCommunicator::all_gather_async(torch::Tensor out, torc
   void* dst = out.data_ptr();
   const auto n = static_cast<size_t>(in.numel());
   return launch("all_gather", {out, in}, static_cast<double>(out.nbytes()), true,
-                [&] { return ncclAllGather(src, dst, n, type, comm_, cudaStreamLegacy); });
+                [&](cudaStream_t st) { return ncclAllGather(src, dst, n, type, comm_, st); });
 }
 
 void NcclCommunicator::all_gather(torch::Tensor& out, const torch::Tensor& in) {
@@ -319,7 +342,7 @@ std::unique_ptr<Work> NcclCommunicator::reduce_scatter_async(torch::Tensor out, 
   void* dst = out.data_ptr();
   const auto n = static_cast<size_t>(out.numel());
   return launch("reduce_scatter", {out, in}, static_cast<double>(in.nbytes()), true,
-                [&] { return ncclReduceScatter(src, dst, n, type, ncclSum, comm_, cudaStreamLegacy); });
+                [&](cudaStream_t st) { return ncclReduceScatter(src, dst, n, type, ncclSum, comm_, st); });
 }
 
 void NcclCommunicator::reduce_scatter(torch::Tensor& out, const torch::Tensor& in) {
@@ -332,8 +355,8 @@ void NcclCommunicator::broadcast(torch::Tensor& t, int root) {
   const ncclDataType_t type = nccl_type(t.scalar_type(), "broadcast");
   void* data = t.data_ptr();
   const auto n = static_cast<size_t>(t.numel());
-  launch("broadcast", {t}, static_cast<double>(t.nbytes()), true, [&] {
-    return ncclBroadcast(data, data, n, type, root, comm_, cudaStreamLegacy);
+  launch("broadcast", {t}, static_cast<double>(t.nbytes()), true, [&](cudaStream_t st) {
+    return ncclBroadcast(data, data, n, type, root, comm_, st);
   })->wait();
 }
 
@@ -348,7 +371,7 @@ std::unique_ptr<Work> NcclCommunicator::send_async(torch::Tensor t, int peer, in
   const void* data = t.data_ptr();
   const auto n = static_cast<size_t>(t.numel());
   return launch("send", {t}, static_cast<double>(t.nbytes()), true,
-                [&] { return ncclSend(data, n, type, peer, comm_, cudaStreamLegacy); });
+                [&](cudaStream_t st) { return ncclSend(data, n, type, peer, comm_, st); });
 }
 
 std::unique_ptr<Work> NcclCommunicator::recv_async(torch::Tensor t, int peer, int /*tag*/) {
@@ -357,7 +380,7 @@ std::unique_ptr<Work> NcclCommunicator::recv_async(torch::Tensor t, int peer, in
   const ncclDataType_t type = nccl_type(t.scalar_type(), "recv");
   void* data = t.data_ptr();
   const auto n = static_cast<size_t>(t.numel());
-  auto work = launch("recv", {t}, 0, false, [&] { return ncclRecv(data, n, type, peer, comm_, cudaStreamLegacy); });
+  auto work = launch("recv", {t}, 0, false, [&](cudaStream_t st) { return ncclRecv(data, n, type, peer, comm_, st); });
   count_call(0);
   return work;
 }
@@ -368,8 +391,8 @@ void NcclCommunicator::barrier() {
   if (!barrier_.defined())
     barrier_ = torch::zeros({1}, torch::TensorOptions().dtype(torch::kInt).device(torch::kCUDA, device_));
   void* data = barrier_.data_ptr();
-  launch("barrier", {barrier_}, 0, false, [&] {
-    return ncclAllReduce(data, data, 1, ncclInt32, ncclSum, comm_, cudaStreamLegacy);
+  launch("barrier", {barrier_}, 0, false, [&](cudaStream_t st) {
+    return ncclAllReduce(data, data, 1, ncclInt32, ncclSum, comm_, st);
   })->wait();
 }
 

@@ -7,10 +7,13 @@
 //   device     the CUDA device current when the communicator is built (cudaGetDevice): the
 //              trainer selects it per local rank before building the process groups. Every
 //              tensor must live on that device.
-//   stream     work is enqueued on the legacy default stream (cudaStreamLegacy), which orders
-//              it with LibTorch's default-stream kernels without c10/cuda headers (the CPU
-//              LibTorch has none). Collectives therefore do not overlap compute; a stream-aware
-//              version (c10::cuda::getCurrentCUDAStream + a side stream) is the GPU issue's work.
+//   stream     by default work is enqueued on the legacy default stream (cudaStreamLegacy),
+//              which orders it with LibTorch's default-stream kernels without c10/cuda headers
+//              (the CPU LibTorch has none); collectives therefore do not overlap compute.
+//              NcclStream::side gives the communicator a non-blocking stream of its own: each
+//              op first waits (cudaStreamWaitEvent) for the work queued on the legacy stream so
+//              far, so its tensors are ready, and does not block later compute. Pipeline links
+//              use it: their sends and receives then never queue behind another group's ops.
 //   completion an event is recorded after each op; Work::wait() polls cudaEventQuery and
 //              ncclCommGetAsyncError. Past the timeout the communicator is aborted
 //              (ncclCommAbort, which also stops its kernels) and CommError is thrown; every later
@@ -28,16 +31,20 @@
 // Opaque handles of nccl.h / CUDA's driver_types.h, so that this header needs neither.
 struct ncclComm;    // ncclComm_t  = ncclComm*
 struct CUevent_st;  // cudaEvent_t = CUevent_st*
+struct CUstream_st;  // cudaStream_t = CUstream_st*
 
 namespace shardplan::executor {
 
 class NcclWork;
 
+enum class NcclStream { legacy, side };
+
 class NcclCommunicator final : public Communicator {
  public:
   // Collective over `comm` (every rank of it must construct one, in the same order). Takes
   // ownership of `comm` (freed on destruction) unless it is MPI_COMM_WORLD.
-  NcclCommunicator(MPI_Comm comm, std::string name, double timeout_s);
+  NcclCommunicator(MPI_Comm comm, std::string name, double timeout_s,
+                   NcclStream stream = NcclStream::legacy);
   ~NcclCommunicator() override;
   NcclCommunicator(const NcclCommunicator&) = delete;
   NcclCommunicator& operator=(const NcclCommunicator&) = delete;
@@ -69,7 +76,7 @@ class NcclCommunicator final : public Communicator {
  private:
   friend class NcclWork;
 
-  // Runs `enqueue()` (an NCCL call on cudaStreamLegacy returning ncclResult_t) on this
+  // Runs `enqueue(stream)` (an NCCL call on that stream returning ncclResult_t) on this
   // communicator's device, waits out ncclInProgress, records the completion event.
   // `keep`: tensors held until the op completes.
   template <class Enqueue>
@@ -87,6 +94,9 @@ class NcclCommunicator final : public Communicator {
   void check_usable(const char* what) const;
   void check_tensor(const torch::Tensor& t, const char* what) const;
   void abort_comm();
+  void release_stream();
+  // The stream ops are enqueued on; for a side stream, first makes it wait for the legacy one.
+  CUstream_st* ready_stream();
 
   MPI_Comm mpi_comm_;
   std::string name_;
@@ -95,6 +105,8 @@ class NcclCommunicator final : public Communicator {
   int size_ = 1;
   int device_ = 0;
   ncclComm* comm_ = nullptr;
+  CUstream_st* side_ = nullptr;    // own non-blocking stream (NcclStream::side), else null
+  CUevent_st* legacy_done_ = nullptr;  // recorded on the legacy stream before each side-stream op
   bool broken_ = false;     // aborted after an error or timeout
   torch::Tensor barrier_;   // one int32 on device_, allocated on first barrier()
 };

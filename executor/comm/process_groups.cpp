@@ -25,9 +25,13 @@ MPI_Comm split(int color, int key) {
 }
 
 std::unique_ptr<Communicator> make(MPI_Comm comm, const std::string& name, Backend backend,
-                                   double timeout_s) {
+                                   double timeout_s, bool side_stream = false) {
 #ifdef SHARDPLAN_WITH_NCCL
-  if (backend == Backend::nccl) return std::make_unique<NcclCommunicator>(comm, name, timeout_s);
+  if (backend == Backend::nccl)
+    return std::make_unique<NcclCommunicator>(comm, name, timeout_s,
+                                              side_stream ? NcclStream::side : NcclStream::legacy);
+#else
+  (void)side_stream;
 #endif
   EXECUTOR_CHECK(backend == Backend::mpi, "this shardrun was built without NCCL");
   return std::make_unique<MpiCommunicator>(comm, name, timeout_s);
@@ -73,6 +77,45 @@ ProcessGroups::ProcessGroups(const MpiRuntime& runtime, const simulator::Paralle
   const bool end_stage = coords_.pp == 0 || coords_.pp == cfg.pp - 1;
   MPI_Comm emb = split(end_stage ? base_without(Dim::pp) : MPI_UNDEFINED, coords_.pp);
   if (emb != MPI_COMM_NULL) embedding_ = make(emb, "embedding", backend, timeout_s);
+  pp_size_ = cfg.pp;
+  if (backend == Backend::nccl && cfg.pp > 1) build_links(cfg, base_without(Dim::pp), timeout_s);
+}
+
+void ProcessGroups::build_links(const simulator::ParallelConfig& cfg, int pipeline_id, double timeout_s) {
+  const int p = cfg.pp;
+  const int me = coords_.pp;
+  links_.resize(static_cast<size_t>(2 * p));
+  for (int l = 0; l < 2 * p; ++l) {
+    const int a = l % p;
+    const int b = (a + 1) % p;
+    // Links from the last stage back to the first exist for interleaved schedules only.
+    if (a == p - 1 && cfg.virtual_stages <= 1) continue;
+    const bool activation = l < p;
+    const int sender = activation ? a : b;
+    const int receiver = activation ? b : a;
+    const bool member = me == sender || me == receiver;
+    // Every rank takes part in every split (MPI_Comm_split is collective over the world).
+    MPI_Comm link = split(member ? pipeline_id : MPI_UNDEFINED, me == sender ? 0 : 1);
+    if (link == MPI_COMM_NULL) continue;
+    const std::string name = std::string(activation ? "pp-act-" : "pp-grad-") + std::to_string(sender) + ">" +
+                             std::to_string(receiver);
+    links_[static_cast<size_t>(l)] = make(link, name, backend_, timeout_s, true);
+  }
+}
+
+PipeEnd ProcessGroups::pipe(PipeKind kind, bool sending) const {
+  const int p = pp_size_;
+  const int me = coords_.pp;
+  const int next = (me + 1) % p;
+  const int prev = (me + p - 1) % p;
+  const bool towards_next = (kind == PipeKind::activation) == sending;
+  if (links_.empty()) return {pp_.get(), towards_next ? next : prev};
+  // The link's lower stage a (a -> a+1 for activations, a+1 -> a for gradients).
+  const int a = towards_next ? me : prev;
+  const int index = (kind == PipeKind::activation ? 0 : p) + a;
+  Communicator* link = links_[static_cast<size_t>(index)].get();
+  EXECUTOR_CHECK(link != nullptr, "no pipeline link for this message (a wrap-around link without interleaving?)");
+  return {link, sending ? 1 : 0};  // ranks in a link: the sender is 0, the receiver 1
 }
 
 ProcessGroups::~ProcessGroups() = default;

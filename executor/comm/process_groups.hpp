@@ -13,8 +13,11 @@
 //   embedding  the first and the last stage of one pipeline (same tp and dp coordinates):
 //            they sum the gradients of tied input/output embeddings (Megatron's embedding
 //            group); null on middle stages, the rank alone when pp = 1
+//   pipe     where a stage's pipeline messages go (see pipe()): the pp group itself on MPI,
+//            whose tags match them; on NCCL, which has no tags, two-rank links of their own
 #include <memory>
 #include <string>
+#include <vector>
 
 #include "communicator.hpp"
 #include "simulator/parallel_config.hpp"
@@ -24,6 +27,16 @@ namespace shardplan::executor {
 class MpiRuntime;
 
 enum class Backend { mpi, nccl };
+
+// A pipeline message: an activation going on to the next virtual stage, or the gradient of
+// one coming back.
+enum class PipeKind { activation, gradient };
+
+// The group a pipeline message travels on and the peer's rank in it.
+struct PipeEnd {
+  Communicator* comm = nullptr;
+  int peer = 0;
+};
 
 struct RankCoordinates {
   int world = 0;
@@ -52,13 +65,29 @@ class ProcessGroups {
   [[nodiscard]] Communicator& replica() const { return *replica_; }
   [[nodiscard]] Communicator* embedding() const { return embedding_.get(); }
   [[nodiscard]] Backend backend() const { return backend_; }
+  // Where this stage sends (`sending`) or receives messages of `kind`: activations go to the
+  // next stage and come from the previous one, gradients the other way, both wrapping around
+  // from the last stage to the first for interleaved schedules.
+  //   MPI   the pp group; the caller's tags match the messages in any order.
+  //   NCCL  a two-rank link per (ordered stage pair, kind), each on a side stream of its own:
+  //         a link carries one direction only, so its messages match in issue order, which is
+  //         the same on both ends (the k-th forward, or backward, of every stage handles the
+  //         same chunk and micro-batch in every schedule: simulator::pipeline_stage_order), and
+  //         a send never waits behind a receive or another group's collective.
+  [[nodiscard]] PipeEnd pipe(PipeKind kind, bool sending) const;
   // One line: "rank 3: tp 1/2, dp 1/2 (shard 1/2, replica 0/1), pp 0/1".
   [[nodiscard]] std::string describe() const;
 
  private:
+  void build_links(const simulator::ParallelConfig& cfg, int pipeline_id, double timeout_s);
+
   RankCoordinates coords_;
   Backend backend_;
   std::unique_ptr<Communicator> world_, tp_, dp_, pp_, shard_, replica_, embedding_;
+  // NCCL only, pp > 1: links_[a] carries activations stage a -> a+1, links_[pp + a] gradients
+  // stage a+1 -> a (indices mod pp); null where this rank is not an end of the link.
+  std::vector<std::unique_ptr<Communicator>> links_;
+  int pp_size_ = 1;
 };
 
 }  // namespace shardplan::executor

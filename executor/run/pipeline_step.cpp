@@ -33,14 +33,13 @@ class StageRunner {
   StageRunner(TrainerState& s, int64_t step, const std::vector<Batch>& batches, double global_tokens,
               const StepFaults& faults)
       : s_(s), step_(step), batches_(batches), global_tokens_(global_tokens), faults_(faults),
-        cfg_(s.plan.config), pp_(s.groups->pp()), p_(cfg_.pp), m_(static_cast<int>(batches.size())) {
+        cfg_(s.plan.config), p_(cfg_.pp), m_(static_cast<int>(batches.size())) {
     const int64_t chunks = static_cast<int64_t>(p_) * s.model->chunks().size();
     EXECUTOR_CHECK(2 * chunks * m_ < 32767, "pipeline message tags exceed MPI's guaranteed tag range");
   }
 
   PipelineStepResult run() {
     const auto& ops = s_.pipeline_ops;
-    const double pp0 = pp_.stats().seconds;
     const auto t0 = Clock::now();
     for (size_t i = 0; i < ops.size(); ++i) {
       if (faults_.throw_at_op == static_cast<int>(i))
@@ -50,11 +49,12 @@ class StageRunner {
       if (op.backward) backward(op.chunk, op.mb);
       else forward(op.chunk, op.mb);
     }
+    const auto drain = Clock::now();
     for (auto& w : sends_) w->wait();
     sends_.clear();
-    const double pp_s = pp_.stats().seconds - pp0;
-    result_.figures.p2p_s = std::max(0.0, pp_s - result_.figures.bubble_s);
-    result_.figures.busy_s = std::max(0.0, since(t0) - pp_s);
+    send_s_ += since(drain);
+    result_.figures.p2p_s = send_s_;
+    result_.figures.busy_s = std::max(0.0, since(t0) - send_s_ - result_.figures.bubble_s);
     return result_;
   }
 
@@ -64,22 +64,24 @@ class StageRunner {
     const int chunks = p_ * static_cast<int>(s_.model->chunks().size());
     return ((backward ? 1 : 0) * chunks + vs) * m_ + mb;
   }
-  int next_stage() const { return (s_.groups->coords().pp + 1) % p_; }
-  int prev_stage() const { return (s_.groups->coords().pp + p_ - 1) % p_; }
-
-  torch::Tensor receive(int from, int tag_value) {
+  // The time blocked on a receive is the stage's bubble.
+  torch::Tensor receive(PipeKind kind, int tag_value) {
     const Batch& b = batches_.front();
     torch::Tensor t = torch::empty(s_.model->activation_shape(b.ids.size(0), b.ids.size(1)),
                                    torch::TensorOptions().dtype(activation_dtype()).device(s_.device));
     const auto start = Clock::now();
-    pp_.recv_async(t, from, tag_value)->wait();
+    const PipeEnd from = s_.groups->pipe(kind, false);
+    from.comm->recv_async(t, from.peer, tag_value)->wait();
     result_.figures.bubble_s += since(start);
     return t;
   }
 
-  void send(const torch::Tensor& t, int to, int tag_value) {
+  void send(const torch::Tensor& t, PipeKind kind, int tag_value) {
     // Never waited on before the step's end: a blocking send could wait on a peer that waits on us.
-    sends_.push_back(pp_.send_async(t.detach().contiguous(), to, tag_value));
+    const auto start = Clock::now();
+    const PipeEnd to = s_.groups->pipe(kind, true);
+    sends_.push_back(to.comm->send_async(t.detach().contiguous(), to.peer, tag_value));
+    send_s_ += since(start);
   }
 
   // bf16 (CPU and CUDA) and fp16 (CUDA) run under autocast; the residual stream, and so the
@@ -100,7 +102,7 @@ class StageRunner {
     InFlight f;
     torch::Tensor input = b.ids;
     if (!chunk.first) {
-      f.input = receive(prev_stage(), tag(false, chunk.virtual_stage, mb)).requires_grad_(true);
+      f.input = receive(PipeKind::activation, tag(false, chunk.virtual_stage, mb)).requires_grad_(true);
       input = f.input;
     }
     const auto& c = s_.groups->coords();
@@ -117,7 +119,7 @@ class StageRunner {
       f.output = out.loss_sum;
     } else {
       EXECUTOR_CHECK(out.activation.scalar_type() == activation_dtype(), "pipeline activation has an unexpected dtype");
-      send(out.activation, next_stage(), tag(false, chunk.virtual_stage + 1, mb));
+      send(out.activation, PipeKind::activation, tag(false, chunk.virtual_stage + 1, mb));
       f.output = out.activation;
     }
     f.bytes = current_device_bytes(s_.device) - before;
@@ -138,12 +140,12 @@ class StageRunner {
       if (faults_.overflow) multiplier = INFINITY;
       (f.output * multiplier).backward();
     } else {
-      torch::Tensor grad = receive(next_stage(), tag(true, chunk.virtual_stage, mb));
+      torch::Tensor grad = receive(PipeKind::gradient, tag(true, chunk.virtual_stage, mb));
       if (faults_.overflow) grad.fill_(INFINITY);
       torch::autograd::backward({f.output}, {grad});
     }
     s_.engine->end_backward(chunk.unit_begin, chunk.unit_end);
-    if (!chunk.first) send(f.input.grad(), prev_stage(), tag(true, chunk.virtual_stage - 1, mb));
+    if (!chunk.first) send(f.input.grad(), PipeKind::gradient, tag(true, chunk.virtual_stage - 1, mb));
     held_bytes_ -= f.bytes;
     in_flight_.erase(it);
   }
@@ -154,8 +156,8 @@ class StageRunner {
   double global_tokens_;
   StepFaults faults_;
   const simulator::ParallelConfig& cfg_;
-  Communicator& pp_;
   int p_, m_;
+  double send_s_ = 0;  // in send calls and the final waits on them
   std::map<std::pair<int, int>, InFlight> in_flight_;
   std::vector<std::unique_ptr<Work>> sends_;
   int64_t held_bytes_ = 0;

@@ -41,17 +41,12 @@ Precision parse_precision(const std::string& s) {
   throw InputError("--precision: expected fp32, bf16 or fp16, got '" + s + "'");
 }
 
-// What this executor runs: everything the planner outputs but optimizer offload (and, on CUDA,
-// pipeline parallelism); fp16 needs CUDA.
+// What this executor runs: everything the planner outputs but optimizer offload; fp16 needs CUDA.
 void check_supported(const planner::Plan& plan, const std::string& src, Precision precision, torch::Device device) {
   const auto& c = plan.config;
   if (c.offload_optimizer)
     throw InputError(src + ": field 'config.offload_optimizer': optimizer offload is not supported by this shardrun "
                            "(plan with --forbid offload)");
-  if (c.pp > 1 && device.is_cuda())
-    throw InputError(src + ": field 'config.pipeline_parallel': pipeline parallelism over NCCL is not supported by this "
-                           "shardrun yet (its tag-less sends and receives on one stream can deadlock); use --device cpu "
-                           "or a plan without pp");
   if (precision == Precision::fp16 && !device.is_cuda())
     throw InputError(src + ": field 'config.precision': fp16 autocast needs a CUDA device; this rank runs on the CPU "
                            "(use --precision bf16 or fp32)");

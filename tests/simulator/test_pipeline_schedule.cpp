@@ -407,5 +407,45 @@ TEST(PipelineSchedule, StageOrderIsTheSimulatedOrderForEverySchedule) {
   EXPECT_THROW(pipeline_stage_order(PipelineSchedule::one_f_one_b, 2, 4, 1, 2), InputError);  // no stage 2
 }
 
+// On NCCL (no tags) each ordered stage pair has one link per direction, and its messages match
+// in issue order: the sender's sends and the receiver's receives on every link must come in the
+// same (virtual stage, micro-batch) order, for every schedule. Virtual stage of local chunk c on
+// stage s: c * p + s; activations go vs -> vs + 1, gradients vs + 1 -> vs.
+TEST(PipelineSchedule, LinksCarryMessagesInTheSameOrderAtBothEnds) {
+  struct Case { PipelineSchedule s; int p, m, v; };
+  int links_checked = 0;
+  for (const Case c : {Case{PipelineSchedule::gpipe, 2, 5, 1}, Case{PipelineSchedule::gpipe, 4, 3, 1},
+                       Case{PipelineSchedule::one_f_one_b, 2, 8, 1}, Case{PipelineSchedule::one_f_one_b, 4, 6, 1},
+                       Case{PipelineSchedule::one_f_one_b, 3, 2, 1}, Case{PipelineSchedule::interleaved, 2, 4, 2},
+                       Case{PipelineSchedule::interleaved, 2, 6, 3}, Case{PipelineSchedule::interleaved, 4, 8, 3},
+                       Case{PipelineSchedule::interleaved, 4, 4, 2}}) {
+    const int last_vs = c.p * c.v - 1;
+    // (link: activation?, lower stage a) -> sequence of (receiving virtual stage, micro-batch)
+    using Seq = std::vector<std::pair<int, int>>;
+    std::map<std::pair<bool, int>, Seq> sent, received;
+    for (int st = 0; st < c.p; ++st) {
+      const int prev = (st + c.p - 1) % c.p;
+      for (const PipelineOp& op : pipeline_stage_order(c.s, c.p, c.m, c.v, st)) {
+        const int vs = op.chunk * c.p + st;
+        if (!op.backward) {
+          if (vs > 0) received[{true, prev}].push_back({vs, op.mb});
+          if (vs < last_vs) sent[{true, st}].push_back({vs + 1, op.mb});
+        } else {
+          if (vs < last_vs) received[{false, st}].push_back({vs, op.mb});
+          if (vs > 0) sent[{false, prev}].push_back({vs - 1, op.mb});
+        }
+      }
+    }
+    ASSERT_EQ(sent.size(), received.size());
+    for (const auto& [link, seq] : sent) {
+      ASSERT_TRUE(received.count(link));
+      EXPECT_EQ(seq, received.at(link)) << to_string(c.s) << " p" << c.p << " m" << c.m << " v" << c.v << " link "
+                                        << (link.first ? "activation " : "gradient ") << link.second;
+      ++links_checked;
+    }
+  }
+  EXPECT_GT(links_checked, 20);
+}
+
 }  // namespace
 }  // namespace shardplan::simulator
