@@ -171,10 +171,17 @@ UnitBuffers unit_buffers(const ConfigContext& c, const StageShape& s) {
   } else if (s.layers == 0 && s.embedding) {
     first = {c.embedding_params, lora ? 0.0 : c.embedding_params, lora ? 0.0 : vocab_param};
   }
-  auto grads = [&](const Unit& u) {  // while this unit's gradients are handled
+  // While this unit's gradients are handled. `freed`: its saved activations, released once its
+  // backward has produced the gradients.
+  auto grads = [&](const Unit& u, double freed) {
     // Mixed precision: the weight's cast, its gradient in the compute dtype and in fp32.
     if (cfg.zero_stage < 2) return (w < 4 ? 2 * w + 4 : w) * u.largest;
-    return w * u.trainable * (2 + 1 / N) + (cfg.zero_stage == 3 ? w * u.params : 0.0);
+    // ZeRO-2/3 (shardrun's ZeroEngine::launch_grad_sync): the gradients appear while the saved
+    // activations live, then are copied into a flat bucket (both alive, the activations freed)
+    // and freed before the 1/N reduce-scatter output is allocated. ZeRO-3 holds the gathered
+    // weights throughout.
+    const double G = w * u.trainable;
+    return std::max(G, 2 * G - freed) + (cfg.zero_stage == 3 ? w * u.params : 0.0);
   };
   auto in_flight = [&](const Unit& u) { return cfg.zero_stage < 2 ? 0.0 : w * u.trainable * (1 + 1 / N); };
   UnitBuffers out;
@@ -184,8 +191,17 @@ UnitBuffers unit_buffers(const ConfigContext& c, const StageShape& s) {
     if (s.head) largest = std::max(largest, first.params);
     out.gathered = w * largest;
   }
-  out.first = grads(first);
-  out.next = grads(next) + in_flight(first);
+  if (tied_here && cfg.zero_stage >= 2) {
+    // The tied weight's gradient (head + embedding) is bucketed only at the very end of backward,
+    // next to the embedding's own dense gradient: measured on GPT-2 ZeRO-3 at about
+    // (2 + 1/N) gradients of the unit besides its gathered weights.
+    const double G = w * first.trainable, held = cfg.zero_stage == 3 ? w * first.params : 0.0;
+    out.first = G * (2 + 1 / N) + held;
+    out.next = grads(next, c.block.stored_activation_bytes) + in_flight(first);
+    return out;
+  }
+  out.first = grads(first, s.head ? c.head.stored_activation_bytes : c.block.stored_activation_bytes);
+  out.next = grads(next, c.block.stored_activation_bytes) + in_flight(first);
   return out;
 }
 

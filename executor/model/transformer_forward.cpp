@@ -149,9 +149,10 @@ torch::Tensor Transformer::attention(const Block& blk, const torch::Tensor& x, c
     k = qkv.narrow(-1, nh * hd, nkv * hd);
     v = qkv.narrow(-1, (nh + nkv) * hd, nkv * hd);
   } else {
-    q = blk.q.forward(x, ctx);
-    k = blk.k.forward(x, ctx);
-    v = blk.v.forward(x, ctx);
+    const auto qkv = column_forward({&blk.q, &blk.k, &blk.v}, x, ctx);  // one gather under SP
+    q = qkv[0];
+    k = qkv[1];
+    v = qkv[2];
   }
   const int64_t B = q.size(0), S = q.size(1);
   q = q.view({B, S, nh, hd}).transpose(1, 2);  // (B, nh, S, hd)
@@ -181,7 +182,9 @@ torch::Tensor Transformer::attention(const Block& blk, const torch::Tensor& x, c
 
 torch::Tensor Transformer::mlp(const Block& blk, const torch::Tensor& x, const TpContext& ctx) const {
   if (spec_.ffn_kind == simulator::FfnKind::swiglu) {  // Shazeer 2020, "GLU Variants", §2
-    const torch::Tensor g = blk.gate.forward(x, ctx), u = blk.up.forward(x, ctx);  // (B, S, F/t)
+    const auto gu = column_forward({&blk.gate, &blk.up}, x, ctx);  // (B, S, F/t) each, one gather under SP
+    const torch::Tensor& g = gu[0];
+    const torch::Tensor& u = gu[1];
     return blk.down.forward(F::silu(g) * u, ctx);
   }
   const torch::Tensor a = F::gelu(blk.fc.forward(x, ctx), F::GELUFuncOptions().approximate("tanh"));

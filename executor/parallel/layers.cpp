@@ -5,6 +5,7 @@
 #include "executor/errors.hpp"
 #include "executor/seed_hash.hpp"
 #include "mappings.hpp"
+#include "sp_column_linear.hpp"
 #include "zero_linear.hpp"
 
 namespace shardplan::executor {
@@ -43,19 +44,48 @@ torch::Tensor dropout(const torch::Tensor& x, double p, const TpContext& ctx, bo
   return x.masked_fill(dropped, 0.0) * (1.0 / (1.0 - p));
 }
 
+namespace {
+
+// y += scale * B(A(dropout(x))) for a column-parallel linear: x: (B, Sx, in), y: (B, S, out/t).
+torch::Tensor add_column_lora(const LoraAdapter& lora, const torch::Tensor& x, torch::Tensor y, const TpContext& ctx) {
+  Communicator& tp = *ctx.tp;
+  const bool sp = ctx.sequence_parallel;
+  torch::Tensor h = zero_linear(dropout(x, lora.dropout, ctx, sp), lora.A);  // (B, Sx, r)
+  h = sp ? gather_from_seq(h, tp) : copy_to_tp(h, tp);                       // (B, S, r)
+  return y + lora.scale * zero_linear(h, lora.B);                            // (B, S, out/t)
+}
+
+}  // namespace
+
+std::vector<torch::Tensor> column_forward(const std::vector<const ParallelLinear*>& linears, const torch::Tensor& x,
+                                          const TpContext& ctx) {
+  std::vector<torch::Tensor> ys;
+  if (!ctx.sequence_parallel || ctx.tp->size() == 1) {
+    for (const ParallelLinear* l : linears) ys.push_back(l->forward(x, ctx));
+    return ys;
+  }
+  std::vector<torch::Tensor> weights;
+  for (const ParallelLinear* l : linears) {
+    EXECUTOR_CHECK(l->column, "column_forward got a row-parallel linear");
+    weights.push_back(l->weight);
+  }
+  ys = sp_column_linears(x, weights, *ctx.tp);  // x: (B, S/t, in) -> (B, S, out_i/t)
+  for (size_t i = 0; i < linears.size(); ++i) {
+    const ParallelLinear& l = *linears[i];
+    if (l.bias.defined()) ys[i] = ys[i] + l.bias.to(ys[i].scalar_type());
+    if (l.lora) ys[i] = add_column_lora(*l.lora, x, ys[i], ctx);
+  }
+  return ys;
+}
+
 torch::Tensor ParallelLinear::forward(const torch::Tensor& x, const TpContext& ctx) const {
   Communicator& tp = *ctx.tp;
   const bool sp = ctx.sequence_parallel;
   if (column) {
-    // x: (B, Sx, in) -> xin: (B, S, in) -> y: (B, S, out/t)
-    const torch::Tensor xin = sp ? gather_from_seq(x, tp) : copy_to_tp(x, tp);
-    torch::Tensor y = zero_linear(xin, weight, bias);
-    if (lora) {
-      torch::Tensor h = zero_linear(dropout(x, lora->dropout, ctx, sp), lora->A);  // (B, Sx, r)
-      h = sp ? gather_from_seq(h, tp) : copy_to_tp(h, tp);                                         // (B, S, r)
-      y = y + lora->scale * zero_linear(h, lora->B);                             // (B, S, out/t)
-    }
-    return y;
+    if (sp && tp.size() > 1) return column_forward({this}, x, ctx)[0];
+    // x: (B, S, in) -> y: (B, S, out/t)
+    torch::Tensor y = zero_linear(copy_to_tp(x, tp), weight, bias);
+    return lora ? add_column_lora(*lora, x, y, ctx) : y;
   }
   // x: (B, S, in/t) -> partial (B, S, out) -> y: (B, Sx, out)
   torch::Tensor y = zero_linear(x, weight);

@@ -15,6 +15,7 @@
 #include <torch/torch.h>
 
 #include <optional>
+#include <vector>
 
 #include "executor/comm/communicator.hpp"
 
@@ -60,6 +61,12 @@ struct ParallelLinear {
 
   [[nodiscard]] torch::Tensor forward(const torch::Tensor& x, const TpContext& ctx) const;
 };
+
+// Column-parallel linears that read the same input, x: (B, Sx, in) -> ys[i]: (B, S, out_i/t),
+// in order. Under sequence parallelism they share one all-gather and backward keeps only x's
+// sequence shard (sp_column_linear.hpp); otherwise each runs ParallelLinear::forward.
+std::vector<torch::Tensor> column_forward(const std::vector<const ParallelLinear*>& linears, const torch::Tensor& x,
+                                          const TpContext& ctx);
 
 struct VocabEmbedding {
   torch::Tensor weight;  // (V_pad/t, H)

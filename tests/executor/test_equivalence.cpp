@@ -123,6 +123,10 @@ INSTANTIATE_TEST_SUITE_P(
         Layout{"lora_tp2", "tiny-llama", 2, {{"tensor_parallel", 2}}, true},
         Layout{"lora_dp2_zero3", "tiny-llama", 2, {{"data_parallel", 2}, {"zero_stage", 3}}, true},
         Layout{"lora_tp2_dp2_zero2", "tiny-llama", 4, {{"tensor_parallel", 2}, {"data_parallel", 2}, {"zero_stage", 2}}, true},
+        // Sequence parallelism re-gathers the shared input of q/k/v (and gate/up) in backward,
+        // with ZeRO-3 re-gathering the weights and LoRA adapters on the same linears.
+        Layout{"lora_tp2_sp_dp2_zero3", "tiny-llama", 4,
+               {{"tensor_parallel", 2}, {"sequence_parallel", true}, {"data_parallel", 2}, {"zero_stage", 3}}, true},
         // Pipelines (8 micro-batches of 1 per step): every schedule at pp 2 and pp 4.
         Layout{"llama_pp2_gpipe", "tiny-llama", 2, {{"pipeline_parallel", 2}, {"pipeline_schedule", "gpipe"}, {"micro_batch_size", 1}}},
         Layout{"llama_pp2_1f1b_uneven", "tiny-llama", 2,

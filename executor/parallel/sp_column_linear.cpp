@@ -1,0 +1,74 @@
+#include "sp_column_linear.hpp"
+
+#include "executor/errors.hpp"
+#include "executor/model/autocast.hpp"
+#include "mappings.hpp"
+
+namespace shardplan::executor {
+
+namespace {
+
+using torch::autograd::AutogradContext;
+using torch::autograd::variable_list;
+
+torch::ScalarType compute_dtype(const torch::Tensor& x) {
+  const auto d = x.device().type();
+  if (d != c10::DeviceType::CPU && d != c10::DeviceType::CUDA) return x.scalar_type();
+  return autocast_dtype(d).value_or(x.scalar_type());
+}
+
+struct SpColumnLinears : torch::autograd::Function<SpColumnLinears> {
+  // x: (B, S/t, in), ws: n x (out_i/t, in) -> n x (B, S, out_i/t)
+  static variable_list forward(AutogradContext* ctx, torch::Tensor x, at::TensorList ws, Communicator* tp) {
+    const auto dt = compute_dtype(x);
+    const torch::Tensor xc = x.to(dt);                           // (B, S/t, in)
+    const torch::Tensor xin = all_gather_dim(xc, *tp, 1);        // (B, S, in), not saved
+    variable_list saved{xc};
+    variable_list ys;
+    for (const torch::Tensor& w : ws) {
+      saved.push_back(w);  // the parameter itself
+      ys.push_back(torch::matmul(xin, w.to(dt).t()));            // (B, S, out_i/t)
+    }
+    ctx->save_for_backward(saved);
+    ctx->saved_data["x_dtype"] = static_cast<int64_t>(x.scalar_type());
+    ctx->saved_data["comm"] = reinterpret_cast<int64_t>(tp);
+    return ys;
+  }
+
+  static variable_list backward(AutogradContext* ctx, variable_list gys) {
+    auto saved = ctx->get_saved_variables();
+    Communicator& tp = *reinterpret_cast<Communicator*>(ctx->saved_data["comm"].toInt());
+    const torch::Tensor& xc = saved[0];
+    const auto dt = xc.scalar_type();
+    const torch::Tensor xin = all_gather_dim(xc, tp, 1);                // (B, S, in), re-gathered
+    const torch::Tensor x2 = xin.reshape({-1, xin.size(-1)});          // (B*S, in)
+    const size_t n = saved.size() - 1;
+    variable_list grads(n + 2);  // x, each weight, the communicator (none)
+    torch::Tensor dx_full;                                               // (B, S, in) partial sums
+    for (size_t i = 0; i < n; ++i) {
+      if (!gys[i].defined()) continue;
+      const torch::Tensor& w = saved[i + 1];
+      const torch::Tensor gy = gys[i].to(dt);                            // (B, S, out_i/t)
+      if (ctx->needs_input_grad(0)) {
+        torch::Tensor part = torch::matmul(gy, w.to(dt));
+        dx_full = dx_full.defined() ? dx_full + part : part;
+      }
+      if (ctx->needs_input_grad(i + 1))  // frozen (LoRA base) weights skip their gradient GEMM
+        grads[i + 1] = torch::matmul(gy.reshape({-1, gy.size(-1)}).t(), x2).to(w.scalar_type());  // (out_i/t, in)
+    }
+    if (dx_full.defined())  // (B, S, in) -> (B, S/t, in), summed over the tp ranks
+      grads[0] = reduce_scatter_dim(dx_full, tp, 1)
+                     .to(static_cast<torch::ScalarType>(ctx->saved_data["x_dtype"].toInt()));
+    return grads;
+  }
+};
+
+}  // namespace
+
+std::vector<torch::Tensor> sp_column_linears(const torch::Tensor& x, const std::vector<torch::Tensor>& ws,
+                                             Communicator& tp) {
+  EXECUTOR_CHECK(!ws.empty(), "sp_column_linears needs at least one weight");
+  return SpColumnLinears::apply(x, at::TensorList(ws), &tp);
+}
+
+}  // namespace shardplan::executor
