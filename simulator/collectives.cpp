@@ -9,15 +9,21 @@ namespace {
 
 // Time of a ring phase that moves `fraction` * S per rank: (n-1)/n for reduce-scatter or
 // all-gather, 2(n-1)/n for all-reduce; `steps` latency hops.
-double hierarchical(double bytes, double phases, const GroupPlacement& g, const HardwareProfile& hw,
-                    int per_node) {
+// With a measured bus-bandwidth curve for the kind, the intra-node phase takes its wire bytes
+// at the curve's bandwidth for this buffer size (latency included in the measurement).
+double hierarchical(double bytes, double phases, CollectiveKind kind, const GroupPlacement& g,
+                    const HardwareProfile& hw, int per_node) {
   if (g.size <= 1 || bytes <= 0) return 0.0;
   const int r = g.ranks_per_node;
   const int n_nodes = g.nodes;
   double t = 0.0;
   if (r > 1) {
-    const double bw = intra_node_bandwidth(hw, r, per_node);
-    t += phases * (r - 1.0) / r * bytes / bw + phases * (r - 1) * hw.node.intra.latency_s;
+    const double wire = phases * (r - 1.0) / r * bytes;
+    if (const EfficiencyCurve* busbw = hw.node.intra.busbw(kind)) {
+      t += wire / (busbw->at(bytes) * topology_share(hw, r, per_node));
+    } else {
+      t += wire / intra_node_bandwidth(hw, r, per_node) + phases * (r - 1) * hw.node.intra.latency_s;
+    }
   }
   if (n_nodes > 1) {
     // All devices of the node communicate at once (one group per r of them), so each rank's
@@ -32,31 +38,35 @@ double hierarchical(double bytes, double phases, const GroupPlacement& g, const 
 
 }  // namespace
 
+double topology_share(const HardwareProfile& hw, int k, int devices_per_node) {
+  // all_to_all: dedicated links to each peer, so a collective over k devices drives k-1 of them.
+  if (hw.node.topology == IntraTopology::all_to_all && devices_per_node > 1)
+    return std::max(1.0, k - 1.0) / (devices_per_node - 1);
+  return 1.0;
+}
+
 double intra_node_bandwidth(const HardwareProfile& hw, int k, int devices_per_node) {
   const auto& link = hw.node.intra;
-  double bw = link.bandwidth_Bps * link.efficiency;
-  if (hw.node.topology == IntraTopology::all_to_all && devices_per_node > 1) {
-    // Dedicated links to each peer: a collective over k devices drives k-1 of them.
-    bw = bw / (devices_per_node - 1) * std::max(1, k - 1);
-  }
-  return bw;
+  return link.bandwidth_Bps * link.efficiency * topology_share(hw, k, devices_per_node);
 }
 
 double all_reduce_s(double bytes, const GroupPlacement& g, const HardwareProfile& hw, int per_node) {
-  return hierarchical(bytes, 2.0, g, hw, per_node);
+  return hierarchical(bytes, 2.0, CollectiveKind::all_reduce, g, hw, per_node);
 }
 
 double reduce_scatter_s(double bytes, const GroupPlacement& g, const HardwareProfile& hw, int per_node) {
-  return hierarchical(bytes, 1.0, g, hw, per_node);
+  return hierarchical(bytes, 1.0, CollectiveKind::reduce_scatter, g, hw, per_node);
 }
 
 double all_gather_s(double bytes, const GroupPlacement& g, const HardwareProfile& hw, int per_node) {
-  return hierarchical(bytes, 1.0, g, hw, per_node);
+  return hierarchical(bytes, 1.0, CollectiveKind::all_gather, g, hw, per_node);
 }
 
 double p2p_s(double bytes, bool cross_node, int concurrent, const HardwareProfile& hw, int per_node) {
   if (bytes <= 0) return 0.0;
   if (!cross_node) {
+    if (const EfficiencyCurve* busbw = hw.node.intra.busbw(CollectiveKind::send_recv))
+      return bytes / (busbw->at(bytes) * topology_share(hw, 2, per_node));
     const double bw = intra_node_bandwidth(hw, 2, per_node);
     return bytes / bw + hw.node.intra.latency_s;
   }

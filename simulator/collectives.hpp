@@ -13,6 +13,9 @@ namespace shardplan::simulator {
 // Effective one-way bandwidth (bytes/s) one device gets inside a node for a collective over
 // k devices of that node, given the topology.
 double intra_node_bandwidth(const HardwareProfile& hw, int k, int devices_per_node);
+// The share of a device's intra-node bandwidth a collective over k devices of the node gets
+// (all_to_all: (k-1)/(devices_per_node-1) of its dedicated links; else 1).
+double topology_share(const HardwareProfile& hw, int k, int devices_per_node);
 
 // `bytes`: the full buffer (all-reduce input, reduce-scatter input, all-gather output).
 double all_reduce_s(double bytes, const GroupPlacement& g, const HardwareProfile& hw, int devices_per_node);

@@ -50,6 +50,29 @@ EfficiencyCurve parse_curve(const nlohmann::json& obj, const char* key, const Js
   return c;
 }
 
+// {"all_gather": [[bytes, bytes/s], ...], ...}: sizes ascending, bandwidths > 0.
+void parse_busbw(const nlohmann::json& obj, LinkProfile& link, const JsonContext& ctx) {
+  if (!obj.is_object()) ctx.fail("", "an object of collective name -> [[bytes, bytes/s], ...]");
+  for (const auto& [name, arr] : obj.items()) {
+    int kind = -1;
+    for (int k = 0; k < 4; ++k)
+      if (name == to_string(static_cast<CollectiveKind>(k))) kind = k;
+    if (kind < 0) ctx.fail(name, "one of all_reduce, all_gather, reduce_scatter, send_recv");
+    if (!arr.is_array() || arr.empty()) ctx.fail(name, "a non-empty array of [bytes, bytes/s] pairs");
+    EfficiencyCurve c;
+    for (const auto& p : arr) {
+      if (!p.is_array() || p.size() != 2 || !p[0].is_number() || !p[1].is_number() || !(p[0].get<double>() > 0) ||
+          !(p[1].get<double>() > 0))
+        ctx.fail(name, "[bytes, bytes/s] pairs of positive numbers");
+      const double lx = std::log10(p[0].get<double>());
+      if (!c.log10_x.empty() && lx <= c.log10_x.back()) ctx.fail(name, "sizes in ascending order");
+      c.log10_x.push_back(lx);
+      c.efficiency.push_back(p[1].get<double>());
+    }
+    link.busbw_by_bytes[static_cast<std::size_t>(kind)] = std::move(c);
+  }
+}
+
 LinkProfile parse_link(const nlohmann::json& obj, const JsonContext& ctx) {
   LinkProfile l;
   l.bandwidth_Bps = *get_quantity(obj, "bandwidth", Quantity::bytes_per_second, ctx);
@@ -128,6 +151,11 @@ HardwareProfile parse_profile(const nlohmann::json& j, const JsonContext& ctx) {
   auto ictx = nctx.child("intra_node");
   hw.node.topology = parse_topology(intra, ictx);
   hw.node.intra = parse_link(intra, ictx);
+  hw.node.intra.compute_overlap = get_number_or(intra, "compute_overlap", 1.0, ictx);
+  if (!(hw.node.intra.compute_overlap >= 0 && hw.node.intra.compute_overlap <= 1))
+    ictx.fail("compute_overlap", "a fraction in [0, 1]");
+  if (auto it = intra.find("collective_busbw_bytes_per_s_by_bytes"); it != intra.end())
+    parse_busbw(*it, hw.node.intra, ictx.child("collective_busbw_bytes_per_s_by_bytes"));
   hw.network = parse_link(require(j, "network", ctx), ctx.child("network"));
   const auto& host = require(j, "host", ctx);
   auto hctx = ctx.child("host");
@@ -207,6 +235,16 @@ const char* to_string(Precision p) {
   return "?";
 }
 
+const char* to_string(CollectiveKind k) {
+  switch (k) {
+    case CollectiveKind::all_reduce: return "all_reduce";
+    case CollectiveKind::all_gather: return "all_gather";
+    case CollectiveKind::reduce_scatter: return "reduce_scatter";
+    case CollectiveKind::send_recv: return "send_recv";
+  }
+  return "?";
+}
+
 const char* to_string(IntraTopology t) {
   switch (t) {
     case IntraTopology::switch_fabric: return "switch";
@@ -256,7 +294,8 @@ nlohmann::json to_json(const HardwareProfile& hw) {
              {{"topology", to_string(hw.node.topology)},
               {"bandwidth_bytes_per_s", hw.node.intra.bandwidth_Bps},
               {"latency_s", hw.node.intra.latency_s},
-              {"efficiency", hw.node.intra.efficiency}}}}},
+              {"efficiency", hw.node.intra.efficiency},
+              {"compute_overlap", hw.node.intra.compute_overlap}}}}},
           {"network",
            {{"bandwidth_bytes_per_s", hw.network.bandwidth_Bps},
             {"latency_s", hw.network.latency_s},
@@ -275,6 +314,11 @@ nlohmann::json to_json(const HardwareProfile& hw) {
     const auto& c = d.gemm_efficiency_by_precision[static_cast<std::size_t>(p)];
     if (!c.log10_x.empty()) j["device"]["gemm_efficiency_by_precision"][to_string(p)] = to_json(c);
   }
+  nlohmann::json busbw = nlohmann::json::object();
+  for (int kind = 0; kind < 4; ++kind)
+    if (const auto* c = hw.node.intra.busbw(static_cast<CollectiveKind>(kind)))
+      busbw[to_string(static_cast<CollectiveKind>(kind))] = to_json(*c);
+  if (!busbw.empty()) j["node"]["intra_node"]["collective_busbw_bytes_per_s_by_bytes"] = busbw;
   return j;
 }
 

@@ -41,11 +41,27 @@ struct DeviceProfile {
   }
 };
 
+enum class CollectiveKind { all_reduce, all_gather, reduce_scatter, send_recv };
+
 struct LinkProfile {
   double bandwidth_Bps = 0;  // per device (intra) or per node (network), one direction
   double latency_s = 0;
   double efficiency = 1.0;   // achievable fraction of bandwidth for large messages
+  // Measured bus bandwidth by buffer size, per collective kind (`shardrun profile`, nccl-tests'
+  // convention: the bytes each rank puts on the wire / the time, latency included). Where a
+  // kind has one it replaces bandwidth, efficiency and latency for that kind inside a node.
+  // Stored as an EfficiencyCurve whose values are bytes/s.
+  std::array<EfficiencyCurve, 4> busbw_by_bytes;
+  // Fraction of this link's collective time that can run behind compute: 1 for GPUs (NCCL on
+  // its own stream), 0 for CPU ranks under MPI (non-blocking collectives progress only inside
+  // MPI calls, and the rank's core is busy computing).
+  double compute_overlap = 1.0;
+  [[nodiscard]] const EfficiencyCurve* busbw(CollectiveKind k) const {
+    const auto& c = busbw_by_bytes[static_cast<std::size_t>(k)];
+    return c.log10_x.empty() ? nullptr : &c;
+  }
 };
+const char* to_string(CollectiveKind k);
 
 struct NodeProfile {
   int devices_per_node = 0;

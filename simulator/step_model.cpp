@@ -98,8 +98,9 @@ ChunkTime chunk_time(const ConfigContext& c, const ChunkShape& sh) {
     double edge = 0;
     if (sh.embedding) edge += all_gather_s(c.param_bytes * c.embedding_params, c.shard_group, hw, c.per_node);
     if (sh.head) edge += all_gather_s(c.param_bytes * c.head_params, c.shard_group, hw, c.per_node);
-    const double fwd_hidden = std::min(g, c.block.forward_total_s());
-    const double bwd_hidden = std::min(g + rs, c.block.backward_total_s());
+    const double ov = hw.node.intra.compute_overlap;  // CPU ranks under MPI: nothing hides
+    const double fwd_hidden = ov * std::min(g, c.block.forward_total_s());
+    const double bwd_hidden = ov * std::min(g + rs, c.block.backward_total_s());
     const double exposed_f = L > 0 ? g + (L - 1) * (g - fwd_hidden) + edge : edge;
     const double exposed_b = L > 0 ? g + (L - 1) * (g + rs - bwd_hidden) + rs + edge : edge;
     t.forward_s += exposed_f;
@@ -112,7 +113,7 @@ ChunkTime chunk_time(const ConfigContext& c, const ChunkShape& sh) {
     if (!lora) grads += (sh.embedding ? c.embedding_params : 0) + (sh.head ? c.head_params : 0);
     const double rs = reduce_scatter_s(c.param_bytes * grads, c.shard_group, hw, c.per_node);
     const double exposed = std::max(rs * std::min(1.0, kBucketBytes / std::max(1.0, c.param_bytes * grads)),
-                                    rs - t.bwd_compute_s);
+                                    rs - hw.node.intra.compute_overlap * t.bwd_compute_s);
     t.backward_s += exposed;
     t.dp_exposed_s += exposed;
     t.dp_total_s += rs;
@@ -283,7 +284,8 @@ StepTail step_tail(const ConfigContext& c, double trainable, double last_backwar
   StepTail t;
   auto overlapped = [&](double comm) {  // hidden behind the last micro-batch's backward
     if (comm <= 0) return 0.0;
-    return std::max(comm * std::min(1.0, kBucketBytes / std::max(1.0, G)), comm - last_backward_s);
+    return std::max(comm * std::min(1.0, kBucketBytes / std::max(1.0, G)),
+                    comm - hw.node.intra.compute_overlap * last_backward_s);
   };
   if (cfg.dp > 1) {
     if (cfg.zero_stage == 0) {

@@ -139,6 +139,30 @@ nlohmann::json measured_profile_json(const ProfileRun& run) {
     sources["node.intra_node.latency_s"] = how;
     sources["node.intra_node.efficiency"] = "1: the fitted bandwidth is already an achieved figure";
     fit["link_rms_relative_error"] = link.rms_relative_error;
+    // Per collective kind, the measured bus bandwidth by buffer size: the simulator uses it in
+    // place of the single alpha-beta fit (reductions on the CPU run far below a plain copy).
+    std::map<std::string, std::map<double, double>> busbw;  // op -> bytes -> best wire bytes/s
+    for (const auto& l : run.links)
+      if (l.seconds > 0 && l.wire_bytes > 0) {
+        double& best = busbw[l.op][l.bytes];
+        best = std::max(best, l.wire_bytes / l.seconds);
+      }
+    nlohmann::json curves = nlohmann::json::object();
+    for (const auto& [op, points] : busbw) {
+      nlohmann::json arr = nlohmann::json::array();
+      for (const auto& [bytes, bw] : points) arr.push_back({bytes, bw});
+      curves[op] = arr;
+    }
+    intra["collective_busbw_bytes_per_s_by_bytes"] = curves;
+    sources["node.intra_node.collective_busbw_bytes_per_s_by_bytes"] =
+        by + "each collective's wire bytes per rank / time, by buffer size (nccl-tests' bus bandwidth)";
+    // On CPU ranks MPI progresses a non-blocking collective only inside MPI calls, and the
+    // rank's core is computing meanwhile: nothing overlaps. NCCL runs on its own stream.
+    intra["compute_overlap"] = run.cuda ? 1.0 : 0.0;
+    sources["node.intra_node.compute_overlap"] =
+        run.cuda ? "NCCL kernels run on their own stream beside compute"
+                 : "CPU ranks under MPI: non-blocking collectives progress only inside MPI calls (no progress "
+                   "thread) and each rank's core is busy computing, so communication does not hide behind compute";
   } else {
     sources["node.intra_node"] = "not measured (one rank): from " + run.base_name;
   }

@@ -66,5 +66,35 @@ TEST(Collectives, PointToPoint) {
   EXPECT_EQ(p2p_s(0, true, 8, hw, 8), 0);
 }
 
+// A measured profile's per-collective bus bandwidth replaces the alpha-beta link inside a node:
+// each kind follows its own curve (interpolated in log size), so a CPU reduce-scatter (which
+// sums as it goes) can cost several times an all-gather of the same buffer.
+TEST(Collectives, MeasuredBusBandwidthCurvesReplaceTheLinkModelPerKind) {
+  nlohmann::json j = to_json(load_hardware("local-cpu-2core"));
+  j["node"]["intra_node"]["collective_busbw_bytes_per_s_by_bytes"] = {
+      {"all_gather", {{1e4, 4e9}, {1e8, 8e9}}},
+      {"reduce_scatter", {{1e4, 2e9}, {1e8, 1e9}}},
+      {"send_recv", {{1e4, 3e9}, {1e8, 3e9}}}};
+  const HardwareProfile measured = hardware_from_json(j, "measured.json");
+  const HardwareProfile datasheet = load_hardware("local-cpu-2core");
+  const GroupPlacement pair{2, 1, 2};
+  const double S = 1e6;  // halfway (in log size) between the points: 6 GB/s and 1.5 GB/s
+  EXPECT_NEAR(all_gather_s(S, pair, measured, 2), 0.5 * S / 6e9, 1e-12);
+  EXPECT_NEAR(reduce_scatter_s(S, pair, measured, 2), 0.5 * S / 1.5e9, 1e-12);
+  EXPECT_NEAR(p2p_s(S, false, 1, measured, 2), S / 3e9, 1e-12);
+  // No all-reduce curve: that kind keeps the alpha-beta model of the link.
+  EXPECT_DOUBLE_EQ(all_reduce_s(S, pair, measured, 2), all_reduce_s(S, pair, datasheet, 2));
+  // The curves survive a round trip through JSON, and a wrong collective name is refused.
+  const HardwareProfile again = hardware_from_json(to_json(measured), "again.json");
+  EXPECT_DOUBLE_EQ(reduce_scatter_s(S, pair, again, 2), reduce_scatter_s(S, pair, measured, 2));
+  j["node"]["intra_node"]["collective_busbw_bytes_per_s_by_bytes"] = {{"all_to_all", {{1e4, 1e9}}}};
+  try {
+    hardware_from_json(j, "bad.json");
+    FAIL() << "an unknown collective was accepted";
+  } catch (const InputError& e) {
+    EXPECT_NE(std::string(e.what()).find("all_to_all"), std::string::npos) << e.what();
+  }
+}
+
 }  // namespace
 }  // namespace shardplan::simulator

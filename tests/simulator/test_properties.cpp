@@ -201,5 +201,22 @@ TEST(Properties, TimeToTrainAndCostScaleWithTokens) {
   EXPECT_NEAR(*p1.train_cost_usd, *p1.train_time_s / 3600 * c.hardware.price.usd_per_hour, 1e-6);
 }
 
+// compute_overlap is the fraction of DP/ZeRO communication that may hide behind compute: with 0
+// (CPU ranks under MPI) all of it is exposed and the step is longer; with 1 some of it hides.
+TEST(Properties, ComputeOverlapDecidesHowMuchZeroCommunicationHides) {
+  const ModelSpec m = load_model("llama2-7b");
+  ClusterSpec c = cluster("p4d.24xlarge", 1);
+  for (int zero : {0, 2, 3}) {
+    c.hardware.node.intra.compute_overlap = 1.0;
+    const Prediction hidden = run(m, c, config(c, 1, 1, zero, 1, 16, 2048));
+    c.hardware.node.intra.compute_overlap = 0.0;
+    const Prediction exposed = run(m, c, config(c, 1, 1, zero, 1, 16, 2048));
+    EXPECT_LT(hidden.time.dp_exposed_comm_s, hidden.time.dp_total_comm_s) << "zero " << zero;
+    EXPECT_NEAR(exposed.time.dp_exposed_comm_s, exposed.time.dp_total_comm_s, 1e-9 * exposed.time.dp_total_comm_s)
+        << "zero " << zero;
+    EXPECT_GT(exposed.time.step_s, hidden.time.step_s) << "zero " << zero;
+  }
+}
+
 }  // namespace
 }  // namespace shardplan::simulator
