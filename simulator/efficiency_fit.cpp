@@ -80,6 +80,11 @@ LinkFit fit_link(const std::vector<LinkSample>& samples) {
   LinkFit fit;
   fit.latency_s = x[0];
   fit.bandwidth_Bps = x[1] > 0 ? 1.0 / x[1] : 0.0;
+  if (!(fit.bandwidth_Bps > 0)) {
+    // Noisy timings (a loaded machine) can leave no size dependence to fit: fall back on the
+    // best rate any collective achieved, a lower bound of the link's bandwidth.
+    for (const auto& s : samples) fit.bandwidth_Bps = std::max(fit.bandwidth_Bps, s.wire_bytes / s.seconds);
+  }
   fit.rms_relative_error = std::sqrt((A * x - b).squaredNorm() / static_cast<double>(n));
   return fit;
 }

@@ -107,6 +107,11 @@ TEST(LinkFit, KeepsTermsPhysical) {
   EXPECT_GE(f.latency_s, 0.0);
   EXPECT_NEAR(f.bandwidth_Bps, 1e9, 0.05e9);
   EXPECT_THROW(fit_link({s.front()}), InputError);
+  // Timings that shrink with size (a loaded machine) leave no bandwidth term: the link still
+  // gets a usable bandwidth, the best rate measured, never 0.
+  const std::vector<LinkSample> upside_down{{"all_gather", 1e3, 1, 5e2, 2e-4}, {"all_gather", 1e6, 1, 5e5, 1e-4}};
+  const LinkFit g = fit_link(upside_down);
+  EXPECT_DOUBLE_EQ(g.bandwidth_Bps, 5e5 / 1e-4);
 }
 
 }  // namespace
