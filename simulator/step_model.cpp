@@ -196,12 +196,10 @@ UnitBuffers unit_buffers(const ConfigContext& c, const StageShape& s) {
     // The tied weight's gradient (head + embedding) is bucketed only at the very end of backward,
     // next to the embedding's own dense gradient: measured on GPT-2 ZeRO-3 at about
     // (2 + 1/N) gradients of the unit besides its gathered weights.
-    const double G = w * first.trainable, held = cfg.zero_stage == 3 ? w * first.params : 0.0;
-    out.first = G * (2 + 1 / N) + held;
-    out.next = grads(next, c.block.stored_activation_bytes) + in_flight(first);
-    return out;
+    out.first = w * first.trainable * (2 + 1 / N) + (cfg.zero_stage == 3 ? w * first.params : 0.0);
+  } else {
+    out.first = grads(first, s.head ? c.head.stored_activation_bytes : c.block.stored_activation_bytes);
   }
-  out.first = grads(first, s.head ? c.head.stored_activation_bytes : c.block.stored_activation_bytes);
   out.next = grads(next, c.block.stored_activation_bytes) + in_flight(first);
   return out;
 }

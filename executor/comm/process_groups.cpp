@@ -77,7 +77,6 @@ ProcessGroups::ProcessGroups(const MpiRuntime& runtime, const simulator::Paralle
   const bool end_stage = coords_.pp == 0 || coords_.pp == cfg.pp - 1;
   MPI_Comm emb = split(end_stage ? base_without(Dim::pp) : MPI_UNDEFINED, coords_.pp);
   if (emb != MPI_COMM_NULL) embedding_ = make(emb, "embedding", backend, timeout_s);
-  pp_size_ = cfg.pp;
   if (backend == Backend::nccl && cfg.pp > 1) build_links(cfg, base_without(Dim::pp), timeout_s);
 }
 
@@ -104,7 +103,7 @@ void ProcessGroups::build_links(const simulator::ParallelConfig& cfg, int pipeli
 }
 
 PipeEnd ProcessGroups::pipe(PipeKind kind, bool sending) const {
-  const int p = pp_size_;
+  const int p = pp_->size();
   const int me = coords_.pp;
   const int next = (me + 1) % p;
   const int prev = (me + p - 1) % p;

@@ -87,7 +87,6 @@ class ProcessGroups {
   // NCCL only, pp > 1: links_[a] carries activations stage a -> a+1, links_[pp + a] gradients
   // stage a+1 -> a (indices mod pp); null where this rank is not an end of the link.
   std::vector<std::unique_ptr<Communicator>> links_;
-  int pp_size_ = 1;
 };
 
 }  // namespace shardplan::executor

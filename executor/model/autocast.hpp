@@ -6,6 +6,7 @@
 //   AutocastState::of(device)  captures the device's autocast setting
 //   AutocastState::apply()     sets it (with clear_cache() when turning autocast off)
 //   autocast_dtype(device)     the lower-precision dtype while autocast is on there, else none
+//   compute_dtype(x)           the dtype a custom op's matmuls on x run in: autocast's, else x's
 #include <ATen/autocast_mode.h>
 #include <torch/torch.h>
 #include <torch/version.h>
@@ -57,6 +58,12 @@ struct AutocastState {
 inline std::optional<at::ScalarType> autocast_dtype(c10::DeviceType d) {
   const AutocastState s = AutocastState::of(d);
   return s.enabled ? std::optional<at::ScalarType>(s.dtype) : std::nullopt;
+}
+
+inline at::ScalarType compute_dtype(const torch::Tensor& x) {
+  const auto d = x.device().type();
+  if (d != c10::DeviceType::CPU && d != c10::DeviceType::CUDA) return x.scalar_type();
+  return autocast_dtype(d).value_or(x.scalar_type());
 }
 
 }  // namespace shardplan::executor

@@ -11,12 +11,6 @@ namespace {
 using torch::autograd::AutogradContext;
 using torch::autograd::variable_list;
 
-torch::ScalarType compute_dtype(const torch::Tensor& x) {
-  const auto d = x.device().type();
-  if (d != c10::DeviceType::CPU && d != c10::DeviceType::CUDA) return x.scalar_type();
-  return autocast_dtype(d).value_or(x.scalar_type());
-}
-
 struct SpColumnLinears : torch::autograd::Function<SpColumnLinears> {
   // x: (B, S/t, in), ws: n x (out_i/t, in) -> n x (B, S, out_i/t)
   static variable_list forward(AutogradContext* ctx, torch::Tensor x, at::TensorList ws, Communicator* tp) {

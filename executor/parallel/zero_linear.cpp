@@ -9,12 +9,6 @@ namespace {
 using torch::autograd::AutogradContext;
 using torch::autograd::variable_list;
 
-torch::ScalarType compute_dtype(const torch::Tensor& x) {
-  const auto d = x.device().type();
-  if (d != c10::DeviceType::CPU && d != c10::DeviceType::CUDA) return x.scalar_type();
-  return autocast_dtype(d).value_or(x.scalar_type());
-}
-
 struct ZeroLinear : torch::autograd::Function<ZeroLinear> {
   static torch::Tensor forward(AutogradContext* ctx, torch::Tensor x, torch::Tensor w) {
     const auto dt = compute_dtype(x);
