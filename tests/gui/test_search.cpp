@@ -86,6 +86,9 @@ class SearchTest : public QObject {
     QVERIFY(QTest::qWaitForWindowExposed(h.window.get()));
     QVERIFY(h.search());
     auto* scatter = h.window->scatter();
+    // On one node cost is proportional to time, so time-vs-cost puts every candidate on one line
+    // and candidates with equal step times on one pixel; throughput-vs-memory spreads them in 2-D.
+    scatter->setMode(ScatterChart::Mode::throughput_vs_memory);
     QVERIFY(scatter->points().size() >= 2);
     QVERIFY(!scatter->frontRows().empty());
     // The point farthest from its neighbours on screen (a click cannot hit another one).
