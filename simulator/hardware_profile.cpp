@@ -113,6 +113,7 @@ DeviceProfile parse_device(const nlohmann::json& d, const JsonContext& ctx) {
   dev.kernel_launch_s = get_quantity(d, "kernel_launch", Quantity::seconds, ctx, false, true).value_or(0.0);
   dev.runtime_reserved_bytes =
       get_quantity(d, "runtime_reserved", Quantity::bytes, ctx, false, true).value_or(0.0);
+  dev.op_costs = parse_op_costs(d, ctx);
   return dev;
 }
 
@@ -314,6 +315,7 @@ nlohmann::json to_json(const HardwareProfile& hw) {
     const auto& c = d.gemm_efficiency_by_precision[static_cast<std::size_t>(p)];
     if (!c.log10_x.empty()) j["device"]["gemm_efficiency_by_precision"][to_string(p)] = to_json(c);
   }
+  if (nlohmann::json ops = to_json(d.op_costs); !ops.is_null()) j["device"]["op_costs"] = ops;
   nlohmann::json busbw = nlohmann::json::object();
   for (int kind = 0; kind < 4; ++kind)
     if (const auto* c = hw.node.intra.busbw(static_cast<CollectiveKind>(kind)))

@@ -8,18 +8,13 @@
 #include <string>
 #include <vector>
 
+#include "efficiency_curve.hpp"
+#include "op_costs.hpp"
+
 namespace shardplan::simulator {
 
 enum class Precision { fp32, fp16, bf16 };
 enum class IntraTopology { switch_fabric, pcie, all_to_all, torus };
-
-// Piecewise-linear in log10(x), clamped at both ends: efficiency (0, 1] of a kernel as a
-// function of its size (FLOP for GEMMs, bytes for memory-bound ops).
-struct EfficiencyCurve {
-  std::vector<double> log10_x;  // ascending
-  std::vector<double> efficiency;
-  [[nodiscard]] double at(double x) const;  // allocation-free
-};
 
 struct DeviceProfile {
   std::string name;
@@ -34,7 +29,13 @@ struct DeviceProfile {
   EfficiencyCurve memory_efficiency;   // by bytes moved
   double kernel_launch_s = 0;          // fixed cost per kernel
   double runtime_reserved_bytes = 0;   // context, library workspaces, allocator slack
+  OpCostTable op_costs{};              // measured non-GEMM ops (op_costs.hpp); none = roofline
   [[nodiscard]] double peak(Precision p) const { return peak_flops[static_cast<int>(p)]; }
+  // The measured cost of op `k` in precision `p`, or nullptr (use the memory roofline).
+  [[nodiscard]] const OpCost* op_cost(Precision p, OpKind k) const {
+    const OpCost& c = op_costs[static_cast<std::size_t>(p)][static_cast<std::size_t>(k)];
+    return c.measured() ? &c : nullptr;
+  }
   [[nodiscard]] const EfficiencyCurve& gemm_curve(Precision p) const {
     const auto& c = gemm_efficiency_by_precision[static_cast<int>(p)];
     return c.log10_x.empty() ? gemm_efficiency : c;

@@ -42,6 +42,29 @@ void elementwise(const CostEnv& env, Acc& a, double bytes) {
   a.bwd_s += memory_time_s(env, 2 * bytes);
 }
 
+// One of the model's non-GEMM ops over `elements`: its measured cost when the profile has one
+// (op_costs.hpp), else the memory roofline over `roofline_bytes` (backward ~2x the bytes).
+void model_op(const CostEnv& env, Acc& a, OpKind k, double elements, double roofline_bytes) {
+  if (const OpCost* c = env.hw->device.op_cost(env.precision, k)) {
+    a.fwd_s += c->forward_s(elements);
+    a.bwd_s += c->backward_s(elements);
+  } else {
+    elementwise(env, a, roofline_bytes);
+  }
+}
+
+bool measured(const CostEnv& env, OpKind k) { return env.hw->device.op_cost(env.precision, k) != nullptr; }
+
+// Mixed precision (measured profiles only): a linear casts its fp32 weight to the compute dtype
+// in forward and again in backward, and a trained weight's gradient back to fp32.
+void weight_cast(const CostEnv& env, Acc& a, double weight_elements, bool trainable) {
+  if (env.precision == Precision::fp32) return;
+  const OpCost* c = env.hw->device.op_cost(env.precision, OpKind::weight_cast);
+  if (c == nullptr) return;
+  a.fwd_s += c->forward_s(weight_elements);
+  a.bwd_s += trainable ? c->backward_s(weight_elements) : c->forward_s(weight_elements);
+}
+
 double tp_all_reduce(const CostEnv& env, double bytes) {
   return all_reduce_s(bytes, env.tp_group, *env.hw, env.devices_per_node);
 }
@@ -51,9 +74,10 @@ void lora_adapter(const CostEnv& env, Acc& a, const LinearDesc& lin) {
   const double M = env.s * env.b, t = env.tp, e = env.act_bytes, r = env.lora_rank;
   const double d_in = lin.split == TpSplit::row ? lin.d_in / t : lin.d_in;
   const double d_out = lin.split == TpSplit::column ? lin.d_out / t : lin.d_out;
-  if (env.lora_dropout > 0) elementwise(env, a, (2 * e + 1) * M * d_in);
+  if (env.lora_dropout > 0) model_op(env, a, OpKind::dropout, M * d_in, (2 * e + 1) * M * d_in);
   linear(env, a, M, d_in, r, true);
   linear(env, a, M, r, d_out, true);
+  weight_cast(env, a, r * (d_in + d_out), true);
   elementwise(env, a, 3 * e * M * d_out);  // scale and add to the base output
 }
 
@@ -63,8 +87,8 @@ void attention_core(const CostEnv& env, Acc& a) {
   const double heads = m.num_heads / env.tp, s = env.s, d = m.head_dim, e = env.act_bytes;
   const double batch = env.b * heads;
   attention_gemm(env, a, batch, s, d, s);                   // q @ k^T: (b*a/t, s, s)
-  elementwise(env, a, 2 * e * batch * s * s);               // scale + mask + softmax
-  if (m.attention_dropout > 0) elementwise(env, a, (2 * e + 1) * batch * s * s);
+  model_op(env, a, OpKind::causal_softmax, batch * s * s, 2 * e * batch * s * s);  // scale + mask + softmax
+  if (m.attention_dropout > 0) model_op(env, a, OpKind::dropout, batch * s * s, (2 * e + 1) * batch * s * s);
   attention_gemm(env, a, batch, s, s, d);                   // p @ v: (b*a/t, s, d)
 }
 
@@ -97,6 +121,7 @@ CostEnv make_cost_env(const ModelSpec& m, const ClusterSpec& c, const ParallelCo
   env.tp = cfg.tp;
   env.sp = cfg.sequence_parallel && cfg.tp > 1;
   env.recompute = cfg.recompute;
+  env.precision = cfg.precision;
   env.act_bytes = cfg.precision == Precision::fp32 ? 4.0 : 2.0;
   env.peak_flops = c.hardware.device.peak(cfg.precision);
   env.gemm_curve = &c.hardware.device.gemm_curve(cfg.precision);
@@ -151,22 +176,31 @@ PartCost block_cost(const CostEnv& env) {
   Acc fwd_attn_core;
   attention_core(env, fwd_attn_core);
   Acc a = fwd_attn_core;
-  for (int i = 0; i < m.norms_per_layer; ++i) elementwise(env, a, 2 * e * M * h * rep);
+  const OpKind norm = m.norm_kind == NormKind::rmsnorm ? OpKind::rms_norm : OpKind::layer_norm;
+  for (int i = 0; i < m.norms_per_layer; ++i) model_op(env, a, norm, M * h * rep, 2 * e * M * h * rep);
   for (std::size_t i = 0; i < env.linears->size(); ++i) {
     const LinearDesc& lin = (*env.linears)[i];
     const double d_in = lin.split == TpSplit::row ? lin.d_in / t : lin.d_in;
     const double d_out = lin.split == TpSplit::column ? lin.d_out / t : lin.d_out;
     linear(env, a, M, d_in, d_out, !frozen);
+    weight_cast(env, a, d_in * d_out, !frozen);
     if (env.lora && (*env.lora_mask)[i]) lora_adapter(env, a, lin);
   }
   if (m.positional == PositionalKind::rotary) {
     const double frac = m.rotary_dim > 0 ? static_cast<double>(m.rotary_dim) / m.head_dim : 1.0;
-    elementwise(env, a, 2 * e * M * (m.q_dim() + m.kv_dim()) / t * frac);
+    const double qk = M * (m.q_dim() + m.kv_dim()) / t;  // the op runs over whole heads of q and k
+    model_op(env, a, OpKind::rotary, qk, 2 * e * qk * frac);
   }
-  const double act = m.ffn_kind == FfnKind::swiglu ? 5.0 : 2.0;  // silu + mul, or gelu: r/w
-  elementwise(env, a, act * e * M * m.ffn_hidden / t);
-  const double residual = (3 * e + (m.hidden_dropout > 0 ? 1 : 0)) * M * h * rep;  // dropout + add
-  elementwise(env, a, 2 * residual);
+  const bool swiglu = m.ffn_kind == FfnKind::swiglu;
+  const double act = swiglu ? 5.0 : 2.0;  // silu + mul, or gelu: r/w
+  model_op(env, a, swiglu ? OpKind::swiglu : OpKind::gelu_tanh, M * m.ffn_hidden / t, act * e * M * m.ffn_hidden / t);
+  if (m.hidden_dropout > 0 && measured(env, OpKind::dropout)) {
+    elementwise(env, a, 2 * 3 * e * M * h * rep);  // the two residual adds
+    for (int i = 0; i < 2; ++i) model_op(env, a, OpKind::dropout, M * h * rep, 0);
+  } else {
+    const double residual = (3 * e + (m.hidden_dropout > 0 ? 1 : 0)) * M * h * rep;  // dropout + add
+    elementwise(env, a, 2 * residual);
+  }
 
   // Megatron f/g pairs: 2 all-reduces (or all-gather + reduce-scatter with SP, same volume)
   // forward and backward; a parallel residual sums attention and MLP before one reduce.
@@ -201,6 +235,7 @@ PartCost embedding_cost(const CostEnv& env) {
   if (m.positional == PositionalKind::learned || m.type_vocab_size > 0) a.fwd_s += memory_time_s(env, 3 * e * M * h);
   if (m.embedding_norm) a.fwd_s += memory_time_s(env, 2 * e * M * h * rep);
   if (!env.lora) a.bwd_s += memory_time_s(env, 3 * e * M * h);  // scatter-add into the table's gradient
+  if (m.hidden_dropout > 0 && measured(env, OpKind::dropout)) model_op(env, a, OpKind::dropout, M * h * rep, 0);
   PartCost c;
   c.forward_s = a.fwd_s;
   c.backward_s = a.bwd_s;
@@ -220,7 +255,8 @@ PartCost head_cost(const CostEnv& env) {
   Acc a;
   PartCost c;
   if (m.final_norm) {
-    elementwise(env, a, 2 * e * M * h * rep);
+    model_op(env, a, m.norm_kind == NormKind::rmsnorm ? OpKind::rms_norm : OpKind::layer_norm, M * h * rep,
+             2 * e * M * h * rep);
     c.stored_activation_bytes += e * M * h * rep;
   }
   if (m.mlm_head) {  // transform: dense + gelu + norm (replicated)
@@ -229,6 +265,7 @@ PartCost head_cost(const CostEnv& env) {
     c.stored_activation_bytes += 3 * e * M * h;
   }
   linear(env, a, M, h, V / t, head_trains);       // logits: (M, V/t)
+  weight_cast(env, a, h * V / t, head_trains);
   c.stored_activation_bytes += e * M * h * rep;   // LM-head input
   // Vocab-parallel cross-entropy in fp32 (Korthikanti et al. 2022, §4.3: 4sbv/t).
   elementwise(env, a, (e + 4 + 4) * M * V / t);

@@ -19,6 +19,7 @@ struct CostEnv {
   double s = 0, b = 0, tp = 1;  // sequence length, micro-batch size, tensor parallel
   bool sp = false;              // sequence parallel
   Recompute recompute = Recompute::none;
+  Precision precision = Precision::bf16;
   double act_bytes = 2;         // bytes per activation element (2 for bf16/fp16, 4 for fp32)
   double peak_flops = 0;        // device peak for the precision
   const EfficiencyCurve* gemm_curve = nullptr;  // the device's GEMM curve for the precision

@@ -313,6 +313,8 @@ StepTail step_tail(const ConfigContext& c, double trainable, double last_backwar
   if (cfg.offload_optimizer) {
     const double host_bw = hw.host.memory_bandwidth_Bps / std::max(1, pn);
     t.optimizer_s = bytes / host_bw + 2 * c.param_bytes * shard_params / hw.host.link_bandwidth_Bps;
+  } else if (const OpCost* adamw = hw.device.op_cost(Precision::fp32, OpKind::adamw)) {
+    t.optimizer_s = adamw->forward_s(shard_params);  // measured per parameter
   } else {
     t.optimizer_s = memory_time_s(c.env, bytes);
   }

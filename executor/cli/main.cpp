@@ -107,6 +107,7 @@ void add_options(CLI::App& app, ex::RunOptions& o) {
   app.add_flag("--quiet", o.quiet, "No progress lines");
   app.add_option("--inject-fault", o.inject_fault, "Resilience testing: hang:RANK:STEP, exit:RANK:STEP (SIGKILL), overflow:RANK:STEP, "
                  "or ckptkill:RANK:STEP (SIGKILL while writing the checkpoint of STEP)");
+  app.add_option("--trace", o.trace, "Write rank 0's per-op time table (op, input shapes, calls, self seconds per step) of the steps after the first here (JSON)");
 }
 
 }  // namespace

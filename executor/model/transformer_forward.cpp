@@ -8,74 +8,13 @@
 #include "executor/errors.hpp"
 #include "executor/parallel/mappings.hpp"
 #include "executor/parallel/zero_linear.hpp"
+#include "ops.hpp"
 #include "recompute.hpp"
 #include "transformer.hpp"
 
 namespace shardplan::executor {
 
 namespace {
-
-namespace F = torch::nn::functional;
-
-// RoPE, rotate-half form (Su et al. 2021 "RoFormer", §3.4; Hugging Face Llama), applied to the
-// first `rot` dims of each head. x: (B, n, S, hd)
-torch::Tensor rotary(const torch::Tensor& x, int64_t rot) {
-  const int64_t S = x.size(2);
-  const auto opts = torch::TensorOptions().dtype(torch::kFloat).device(x.device());
-  const torch::Tensor inv_freq = torch::pow(10000.0, -torch::arange(0, rot, 2, opts) / static_cast<double>(rot));
-  const torch::Tensor angles = torch::outer(torch::arange(S, opts), inv_freq);  // (S, rot/2)
-  const torch::Tensor emb = torch::cat({angles, angles}, -1);                   // (S, rot)
-  const torch::Tensor cos = emb.cos().to(x.scalar_type()), sin = emb.sin().to(x.scalar_type());
-  const torch::Tensor xr = x.narrow(-1, 0, rot);
-  const torch::Tensor x1 = xr.narrow(-1, 0, rot / 2), x2 = xr.narrow(-1, rot / 2, rot / 2);
-  const torch::Tensor rotated = xr * cos + torch::cat({-x2, x1}, -1) * sin;
-  if (rot == x.size(-1)) return rotated;
-  return torch::cat({rotated, x.narrow(-1, rot, x.size(-1) - rot)}, -1);
-}
-
-// RMSNorm (Zhang & Sennrich 2019) computed in fp32 as Hugging Face Llama does, as one autograd
-// node that saves its input and the (rows, 1) inverse RMS only (like fused RMSNorm kernels),
-// instead of the three (rows, H) tensors the op-by-op form keeps. x: (.., H), w: (H)
-struct RmsNorm : torch::autograd::Function<RmsNorm> {
-  static torch::Tensor forward(torch::autograd::AutogradContext* ctx, torch::Tensor x, torch::Tensor w, double eps) {
-    const torch::Tensor xf = x.to(torch::kFloat);
-    const torch::Tensor rstd = torch::rsqrt(xf.pow(2).mean(-1, true) + eps);  // (.., 1)
-    ctx->save_for_backward({x, w, rstd});
-    return w * (xf * rstd).to(x.scalar_type());
-  }
-  static torch::autograd::variable_list backward(torch::autograd::AutogradContext* ctx,
-                                                 torch::autograd::variable_list g) {
-    const auto saved = ctx->get_saved_variables();
-    const torch::Tensor &x = saved[0], &w = saved[1], &rstd = saved[2];
-    const torch::Tensor n = x.to(torch::kFloat) * rstd;  // normalised input
-    const torch::Tensor gy = g[0].to(torch::kFloat);
-    torch::Tensor grad_w;
-    if (ctx->needs_input_grad(1)) {
-      const torch::Tensor gw_rows = gy * n.to(x.scalar_type()).to(torch::kFloat);
-      grad_w = gw_rows.reshape({-1, gw_rows.size(-1)}).sum(0).to(w.scalar_type());
-    }
-    // d/dx of w * x * rstd: rstd * (gw - n * mean(gw * n)), gw = g * w
-    const torch::Tensor gw = gy * w.to(torch::kFloat);
-    const torch::Tensor grad_x = rstd * (gw - n * (gw * n).mean(-1, true));
-    return {grad_x.to(x.scalar_type()), grad_w, torch::Tensor()};
-  }
-};
-
-// Softmax over the last dim computed in fp32 that keeps only its output, in the input's dtype,
-// for backward (as fused softmax kernels do): dx = y * (dy - sum(dy * y)). x: (.., S)
-struct Softmax32 : torch::autograd::Function<Softmax32> {
-  static torch::Tensor forward(torch::autograd::AutogradContext* ctx, torch::Tensor x) {
-    torch::Tensor y = torch::softmax(x.to(torch::kFloat), -1).to(x.scalar_type());
-    ctx->save_for_backward({y});
-    return y;
-  }
-  static torch::autograd::variable_list backward(torch::autograd::AutogradContext* ctx,
-                                                 torch::autograd::variable_list g) {
-    const torch::Tensor y = ctx->get_saved_variables()[0];
-    const torch::Tensor yf = y.to(torch::kFloat), gf = g[0].to(torch::kFloat);
-    return {(yf * (gf - (gf * yf).sum(-1, true))).to(y.scalar_type())};
-  }
-};
 
 // softmax(Q K^T / sqrt(hd) + causal mask) V in one fused kernel (FlashAttention, Dao et al.
 // 2022, or the memory-efficient kernel, picked by LibTorch). q: (B, nh, S, hd), k, v: (B, nkv,
@@ -111,11 +50,7 @@ bool Transformer::use_fused_attention(const torch::Tensor& q) const {
 
 torch::Tensor Transformer::norm(const torch::Tensor& x, const torch::Tensor& w, const torch::Tensor& b) const {
   constexpr double eps = 1e-5;  // GPT-2 layer_norm_epsilon and Llama-2 rms_norm_eps
-  if (!llama_) {  // in the activations' dtype (bf16 under autocast), which backward then keeps
-    const auto dt = x.scalar_type();
-    return F::layer_norm(x, F::LayerNormFuncOptions({x.size(-1)}).weight(w.to(dt)).bias(b.to(dt)).eps(eps));
-  }
-  return RmsNorm::apply(x, w, eps);
+  return llama_ ? rms_norm(x, w, eps) : layer_norm(x, w, b, eps);
 }
 
 torch::Tensor Transformer::attention_core(const torch::Tensor& q, const torch::Tensor& k, const torch::Tensor& v,
@@ -129,12 +64,8 @@ torch::Tensor Transformer::attention_core(const torch::Tensor& q, const torch::T
   const int64_t group = nh / nkv;
   const torch::Tensor qg = q.reshape({B, nkv, group * S, hd});
   // softmax(Q K^T / sqrt(hd) + causal mask) V (Vaswani et al. 2017, §3.2.1)
-  torch::Tensor scores = torch::matmul(qg, k.transpose(-2, -1)) * (1.0 / std::sqrt(static_cast<double>(hd)));
-  const auto mask_opts = torch::TensorOptions().dtype(torch::kBool).device(q.device());
-  torch::Tensor future = torch::ones({S, S}, mask_opts).triu(1);
-  if (group > 1) future = future.repeat({group, 1});  // row j*S + i is query position i
-  scores = scores.masked_fill(future, -INFINITY);     // (B, nkv, g*S, S)
-  torch::Tensor probs = Softmax32::apply(scores.to(q.scalar_type()));
+  const torch::Tensor scores = torch::matmul(qg, k.transpose(-2, -1));  // (B, nkv, g*S, S)
+  torch::Tensor probs = causal_softmax(scores, group, 1.0 / std::sqrt(static_cast<double>(hd)), q.scalar_type());
   probs = dropout(probs, opt_.attention_dropout, ctx, /*sharded=*/true);
   return torch::matmul(probs, v).view({B, nh, S, hd}).transpose(1, 2).reshape({B, S, nh * hd});
 }
@@ -185,9 +116,9 @@ torch::Tensor Transformer::mlp(const Block& blk, const torch::Tensor& x, const T
     const auto gu = column_forward({&blk.gate, &blk.up}, x, ctx);  // (B, S, F/t) each, one gather under SP
     const torch::Tensor& g = gu[0];
     const torch::Tensor& u = gu[1];
-    return blk.down.forward(F::silu(g) * u, ctx);
+    return blk.down.forward(swiglu(g, u), ctx);
   }
-  const torch::Tensor a = F::gelu(blk.fc.forward(x, ctx), F::GELUFuncOptions().approximate("tanh"));
+  const torch::Tensor a = gelu_tanh(blk.fc.forward(x, ctx));
   return blk.down.forward(a, ctx);
 }
 

@@ -4,6 +4,10 @@
 // (simulator/layer_cost.cpp, step_model.cpp), so an efficiency sample means the same thing there.
 #include "kernel_bench.hpp"
 
+#include "executor/model/ops.hpp"
+#include "executor/parallel/layers.hpp"
+#include "simulator/hardware_profile.hpp"
+
 #include <torch/cuda.h>
 
 #include <algorithm>
@@ -42,7 +46,16 @@ class Bench {
 
   void add(KernelSample s, const std::function<void()>& fn) {
     s.seconds = time(fn);
-    if (c_.progress) {
+    record(std::move(s));
+  }
+
+  void record(KernelSample s) {
+    if (c_.progress && !s.pass.empty()) {
+      char line[200];
+      std::snprintf(line, sizeof line, "%-14s %-4s %-18s %9.3f ms  %8.3f ns/element (%s)", s.kind.c_str(),
+                    s.dtype.c_str(), s.shape.c_str(), s.seconds * 1e3, s.seconds / s.elements * 1e9, s.pass.c_str());
+      c_.progress(line);
+    } else if (c_.progress) {
       char line[200];
       if (s.flops > 0)
         std::snprintf(line, sizeof line, "%-14s %-4s %-18s %9.3f ms  %8.2f GFLOP/s", s.kind.c_str(), s.dtype.c_str(),
@@ -150,14 +163,21 @@ void embedding_and_head(Bench& b, torch::ScalarType t) {
 }
 
 void optimizer(Bench& b) {
-  // AdamW over fp32 master flat shards, the same ops as engine/zero_optimizer.cpp; bytes as the
-  // simulator charges them: gradient + weight (4 + 4) and read/write of master and moments (24).
-  const std::vector<int64_t> sizes = b.quick() ? std::vector<int64_t>{1 << 18} : std::vector<int64_t>{1 << 18, 1 << 22};
+  // The optimizer step over a flat fp32 shard, the same ops as engine/zero_optimizer.cpp: the
+  // gradient's squared norm (in double), clipping, decoupled weight decay and AdamW. Charged per
+  // parameter of the shard (simulator op "adamw").
+  const std::vector<int64_t> sizes = b.quick() ? std::vector<int64_t>{1 << 18}
+                                     : std::vector<int64_t>{1 << 18, 1 << 20, 1 << 22, 1 << 24};
   for (int64_t n : sizes) {
     const auto o = b.opts(torch::kFloat);
     torch::Tensor p = torch::randn({n}, o), g = torch::randn({n}, o), m = torch::zeros({n}, o), v = torch::zeros({n}, o);
     torch::NoGradGuard no_grad;
-    b.add({"optimizer", "fp32", std::to_string(n), 0, 32.0 * n, 0}, [&] {
+    KernelSample s{simulator::op_kind_name(simulator::OpKind::adamw), "fp32", std::to_string(n), 0, 32.0 * n, 0};
+    s.pass = "forward";
+    s.elements = static_cast<double>(n);
+    b.add(s, [&] {
+      const double sq = g.to(torch::kDouble).pow(2).sum().item<double>();
+      g.mul_(1.0 / (1.0 + 1e-6 * sq));
       p.mul_(1.0 - 1e-5);
       m.mul_(0.9).add_(g, 0.1);
       v.mul_(0.999).addcmul_(g, g, 0.001);
@@ -179,6 +199,84 @@ void launch_and_copies(Bench& b) {
   }
 }
 
+// The model's non-GEMM ops (model/ops.hpp, parallel/layers.hpp: the functions training calls)
+// forward and backward with autograd on, as in training; backward = time(forward + backward)
+// - time(forward). Over a range of sizes: small calls pay fixed costs, large ones leave the cache. Elements: of the tensor the simulator charges the op by (layer_cost.cpp).
+class OpBench {
+ public:
+  OpBench(Bench& b, torch::ScalarType t) : b_(b), t_(t), o_(b.opts(t)), f32_(b.opts(torch::kFloat)) {
+    rng_.device = o_.device();
+    rng_.key = 1;
+    rng_.reseed(0);
+    ctx_.rng = &rng_;
+  }
+
+  void run() {
+    const std::vector<int64_t> sizes = b_.quick() ? std::vector<int64_t>{1 << 16}
+                                       : b_.cuda() ? std::vector<int64_t>{1 << 20, 1 << 23, 1 << 26}
+                                                   : std::vector<int64_t>{1 << 16, 1 << 18, 1 << 20, 1 << 22};
+    const int64_t h = 256, S = 256, hd = 32, heads = 8;
+    for (int64_t n : sizes) {
+      const std::string rows = dims({n / h, h});
+      auto x = leaf({n / h, h}), g = leaf({n / h, h}), u = leaf({n / h, h});
+      auto w = torch::ones({h}, f32_).requires_grad_(true), bias = torch::zeros({h}, f32_).requires_grad_(true);
+      pair(simulator::OpKind::dropout, n, rows, {x}, [&] { return dropout(x, 0.1, ctx_, true); });
+      pair(simulator::OpKind::layer_norm, n, rows, {x, w, bias}, [&] { return layer_norm(x, w, bias, 1e-5); });
+      pair(simulator::OpKind::rms_norm, n, rows, {x, w}, [&] { return rms_norm(x, w, 1e-5); });
+      pair(simulator::OpKind::gelu_tanh, n, rows, {x}, [&] { return gelu_tanh(x); });
+      pair(simulator::OpKind::swiglu, n, rows, {g, u}, [&] { return swiglu(g, u); });
+      auto scores = leaf({std::max<int64_t>(1, n / (S * S)), S, S});  // (B*heads, S, S)
+      pair(simulator::OpKind::causal_softmax, static_cast<double>(scores.numel()), dims({scores.size(0), S, S}), {scores},
+           [&] { return causal_softmax(scores, 1, 0.125, t_); });
+      auto q = leaf({std::max<int64_t>(1, n / (heads * S * hd)), heads, S, hd});  // (B, n, S, hd)
+      pair(simulator::OpKind::rotary, static_cast<double>(q.numel()), dims({q.size(0), heads, S, hd}), {q},
+           [&] { return rotary(q, hd); });
+      if (t_ != torch::kFloat) weight_cast(n, rows);
+    }
+  }
+
+ private:
+  torch::Tensor leaf(at::IntArrayRef shape) const { return torch::randn(shape, o_).requires_grad_(true); }
+
+  void pair(simulator::OpKind k, double elements, const std::string& shape, std::vector<torch::Tensor> inputs,
+            const std::function<torch::Tensor()>& fwd) {
+    torch::AutoGradMode grad_on(true);
+    const torch::Tensor gy = torch::randn_like(fwd().detach());
+    const double f = b_.time([&] { (void)fwd(); });
+    const double fb = b_.time([&] {
+      fwd().backward(gy);
+      for (auto& in : inputs) in.mutable_grad().reset();
+    });
+    emit(k, shape, elements, "forward", f);
+    emit(k, shape, elements, "backward", std::max(fb - f, 0.0));
+  }
+
+  // Mixed precision: each linear casts its fp32 weight to the compute dtype in forward, again in
+  // backward, and its gradient back to fp32 (parallel/zero_linear.cpp).
+  void weight_cast(int64_t n, const std::string& shape) {
+    torch::NoGradGuard no_grad;
+    const torch::Tensor w = torch::randn({n / 256, 256}, f32_), lo = w.to(t_);
+    emit(simulator::OpKind::weight_cast, shape, static_cast<double>(n), "forward",
+         b_.time([&] { (void)w.to(t_); }));
+    emit(simulator::OpKind::weight_cast, shape, static_cast<double>(n), "backward",
+         b_.time([&] {
+           (void)w.to(t_);
+           (void)lo.to(torch::kFloat);
+         }));
+  }
+
+  void emit(simulator::OpKind k, const std::string& shape, double elements, const char* pass, double seconds) {
+    KernelSample s{simulator::op_kind_name(k), dtype_name(t_), shape, 0, 0, seconds, pass, elements};
+    b_.record(std::move(s));
+  }
+
+  Bench& b_;
+  torch::ScalarType t_;
+  torch::TensorOptions o_, f32_;
+  DropoutRng rng_;
+  TpContext ctx_;
+};
+
 }  // namespace
 
 const char* dtype_name(torch::ScalarType t) {
@@ -199,6 +297,7 @@ std::vector<KernelSample> bench_kernels(const BenchContext& ctx, const std::vect
     attention(b, t);
     memory_bound(b, t);
     embedding_and_head(b, t);
+    OpBench(b, t).run();
   }
   optimizer(b);
   return b.take();

@@ -11,12 +11,15 @@ namespace shardplan::executor {
 
 struct KernelSample {
   std::string kind;   // gemm | attention_gemm | lm_head | softmax | layer_norm | rms_norm |
-                      // elementwise | embedding | optimizer | launch | h2d | d2h
+                      // elementwise | embedding | optimizer | launch | h2d | d2h, or with a
+                      // pass: one of the model's ops (simulator::op_kind_name: dropout, ...)
   std::string dtype;  // fp32 | bf16 | fp16
   std::string shape;  // e.g. "1024x1024x1024" (m x n x k), "65536" (elements)
   double flops = 0;   // 0 for memory-bound kinds
   double bytes = 0;   // bytes moved (memory-bound kinds; operands + result for GEMMs)
   double seconds = 0; // median per call, averaged over ranks
+  std::string pass;   // "" for kernels; forward | backward for the model's ops
+  double elements = 0; // the model's ops: elements of the tensor the op is charged by
 };
 
 struct ProfileRun {

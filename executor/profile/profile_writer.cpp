@@ -5,6 +5,7 @@
 #include <cmath>
 #include <map>
 #include <set>
+#include <tuple>
 
 #include "profile_samples.hpp"
 #include "simulator/errors.hpp"
@@ -16,17 +17,51 @@ namespace sim = shardplan::simulator;
 
 bool is_gemm(const KernelSample& s) { return s.flops > 0; }
 bool is_memory(const KernelSample& s) {
-  static const std::set<std::string> kinds{"elementwise", "softmax", "layer_norm", "rms_norm", "embedding", "optimizer"};
-  return kinds.count(s.kind) > 0;
+  static const std::set<std::string> kinds{"elementwise", "softmax", "layer_norm", "rms_norm", "embedding"};
+  return s.pass.empty() && kinds.count(s.kind) > 0;
+}
+
+// The model's ops, per kind and dtype: seconds per element by size, forward and backward (a
+// backward measured as no slower than noise gets a floor of 1 ns per call).
+sim::EfficiencyCurve per_element_curve(std::map<double, double> seconds_by_elements) {
+  sim::EfficiencyCurve c;
+  for (const auto& [n, s] : seconds_by_elements) {
+    c.log10_x.push_back(std::log10(n));
+    c.efficiency.push_back(std::max(s, 1e-9) / n);
+  }
+  return c;
+}
+
+sim::OpCostTable fit_op_costs(const ProfileRun& run) {
+  std::map<std::tuple<std::string, std::string, std::string>, std::map<double, double>> pts;
+  for (const auto& s : run.kernels)
+    if (!s.pass.empty() && s.elements > 0) pts[{s.kind, s.dtype, s.pass}][s.elements] = s.seconds;
+  sim::OpCostTable t{};
+  for (int k = 0; k < sim::kOpKinds; ++k)
+    for (int p = 0; p < 3; ++p) {
+      const std::string kind = sim::op_kind_name(static_cast<sim::OpKind>(k));
+      const std::string dtype = sim::to_string(static_cast<sim::Precision>(p));
+      const auto f = pts.find({kind, dtype, "forward"}), b = pts.find({kind, dtype, "backward"});
+      if (f == pts.end()) continue;
+      sim::OpCost& c = t[static_cast<std::size_t>(p)][static_cast<std::size_t>(k)];
+      c.forward_s_per_element = per_element_curve(f->second);
+      if (b != pts.end()) c.backward_s_per_element = per_element_curve(b->second);
+    }
+  return t;
 }
 
 double busy_seconds(const KernelSample& s, double launch_s) { return std::max(s.seconds - launch_s, 0.05 * s.seconds); }
 
 nlohmann::json samples_json(const ProfileRun& run) {
   nlohmann::json kernels = nlohmann::json::array(), links = nlohmann::json::array();
-  for (const auto& s : run.kernels)
+  for (const auto& s : run.kernels) {
     kernels.push_back({{"kind", s.kind}, {"dtype", s.dtype}, {"shape", s.shape}, {"flops", s.flops},
                        {"bytes", s.bytes}, {"seconds", s.seconds}});
+    if (!s.pass.empty()) {
+      kernels.back()["pass"] = s.pass;
+      kernels.back()["elements"] = s.elements;
+    }
+  }
   for (const auto& l : run.links)
     links.push_back({{"op", l.op}, {"bytes", l.bytes}, {"hops", l.hops}, {"wire_bytes", l.wire_bytes},
                      {"seconds", l.seconds}});
@@ -106,6 +141,11 @@ nlohmann::json measured_profile_json(const ProfileRun& run) {
   sources["device.memory_efficiency_by_bytes"] = by + "degree-" + std::to_string(f.memory.degree) +
       " least-squares fit in log10(bytes) of the memory-bound samples / best (rms residual " +
       std::to_string(f.memory.rms_residual).substr(0, 5) + ")";
+  if (nlohmann::json ops = sim::to_json(fit_op_costs(run)); !ops.is_null()) {
+    d["op_costs"] = ops;
+    sources["device.op_costs"] = by + "each of the model's non-GEMM ops (executor/model/ops.hpp) timed forward and "
+        "backward with autograd on, as training runs it, over a range of sizes: seconds per element by elements";
+  }
   d["kernel_launch_s"] = f.launch_s;
   sources["device.kernel_launch_s"] = by + "median time of a one-element add";
   j["node"]["devices_per_node"] = run.ranks_on_node;

@@ -51,6 +51,9 @@ struct RunOptions {
   // or "ckptkill:RANK:STEP" (SIGKILL while the rank writes its shard of the step-STEP checkpoint,
   // after part of it is on disk and before the manifest commits it; run/checkpointing.cpp).
   std::string inject_fault;
+  // Operator-level trace of rank 0's steps after the first (LibTorch's profiler, Chrome trace
+  // format): where a step's time goes, op by op, to check the simulator's per-op costs.
+  std::string trace;
 };
 
 }  // namespace shardplan::executor

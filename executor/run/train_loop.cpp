@@ -5,10 +5,12 @@
 #include <cstdio>
 #include <filesystem>
 #include <iostream>
+#include <memory>
 #include <thread>
 
 #include "executor/errors.hpp"
 #include "executor/io/fs_util.hpp"
+#include "executor/metrics/op_trace.hpp"
 #include "device.hpp"
 #include "pipeline_step.hpp"
 #include "tensor_io.hpp"
@@ -159,8 +161,11 @@ void Trainer::train() {
   const auto& c = s.groups->coords();
   const Fault fault = parse_fault(s.opt.inject_fault);
   StepTimer timer(s.device);  // CUDA: events around the step
+  std::unique_ptr<OpTrace> trace;  // rank 0, the steps after the first
   for (int64_t step = s.start_step; step < s.opt.steps; ++step) {
     maybe_inject_fault(fault, c.world, step + 1);
+    if (!s.opt.trace.empty() && c.world == 0 && step == s.start_step + 1)
+      trace = std::make_unique<OpTrace>(s.opt.trace);
     timer.start();
     const double tp0 = s.groups->tp().stats().seconds, dp0 = dp_seconds(*s.groups);
     double global_tokens = 0;
@@ -200,6 +205,7 @@ void Trainer::train() {
     if (c.world == 0 && !s.opt.quiet) print_step(r, s.opt.steps);
     if (!end_of_step(s)) break;
   }
+  if (trace) trace->finish(static_cast<int>(s.done_steps - s.start_step - 1));
 }
 
 void Trainer::finish() {
