@@ -126,19 +126,48 @@ std::string assign_holdout(std::vector<MeasuredRun>& runs, const std::vector<std
   return "";
 }
 
+namespace {
+
+// Multiplies the measured seconds per element of the op costs `which` selects.
+template <class Which>
+void scale_op_costs(HW& hw, double factor, Which which) {
+  for (auto& by_kind : hw.device.op_costs)
+    for (int k = 0; k < sim::kOpKinds; ++k) {
+      if (!which(static_cast<sim::OpKind>(k))) continue;
+      sim::OpCost& c = by_kind[static_cast<std::size_t>(k)];
+      for (double& s : c.forward_s_per_element.efficiency) s *= factor;
+      for (double& s : c.backward_s_per_element.efficiency) s *= factor;
+    }
+}
+
+}  // namespace
+
 const std::vector<ParamSpec>& calibration_parameters() {
   static const std::vector<ParamSpec> table{
-      {"compute_scale", ParamKind::scale, "GEMM throughput: multiplies device.peak_TFLOPs (every precision)",
-       {"device.peak_TFLOPs.fp32", "device.peak_TFLOPs.fp16", "device.peak_TFLOPs.bf16"},
+      {"compute_scale", ParamKind::scale,
+       "GEMM throughput: multiplies device.peak_TFLOPs (every precision); divides the measured attention GEMM costs",
+       {"device.peak_TFLOPs.fp32", "device.peak_TFLOPs.fp16", "device.peak_TFLOPs.bf16", "device.op_costs.attention_gemms"},
        [](const HW&) { return 1.0; },
-       [](HW& hw, double v) { for (double& p : hw.device.peak_flops) p *= v; }},
-      {"memory_scale", ParamKind::scale, "device memory bandwidth: multiplies device.memory_bandwidth",
-       {"device.memory_bandwidth_bytes_per_s"}, [](const HW&) { return 1.0; },
-       [](HW& hw, double v) { hw.device.memory_bandwidth_Bps *= v; }},
-      {"comm_scale", ParamKind::scale, "communication: multiplies node.intra_node.bandwidth and network.bandwidth",
-       {"node.intra_node.bandwidth_bytes_per_s", "network.bandwidth_bytes_per_s"}, [](const HW&) { return 1.0; },
+       [](HW& hw, double v) {
+         for (double& p : hw.device.peak_flops) p *= v;
+         scale_op_costs(hw, 1.0 / v, [](sim::OpKind k) { return k == sim::OpKind::attention_gemms; });
+       }},
+      {"memory_scale", ParamKind::scale,
+       "memory-bound work: multiplies device.memory_bandwidth; divides the other measured op costs (device.op_costs)",
+       {"device.memory_bandwidth_bytes_per_s", "device.op_costs"}, [](const HW&) { return 1.0; },
+       [](HW& hw, double v) {
+         hw.device.memory_bandwidth_Bps *= v;
+         scale_op_costs(hw, 1.0 / v, [](sim::OpKind k) { return k != sim::OpKind::attention_gemms; });
+       }},
+      {"comm_scale", ParamKind::scale,
+       "communication: multiplies node.intra_node.bandwidth, its measured bus-bandwidth curves and network.bandwidth",
+       {"node.intra_node.bandwidth_bytes_per_s", "node.intra_node.collective_busbw_bytes_per_s_by_bytes",
+        "network.bandwidth_bytes_per_s"},
+       [](const HW&) { return 1.0; },
        [](HW& hw, double v) {
          hw.node.intra.bandwidth_Bps *= v;
+         for (auto& curve : hw.node.intra.busbw_by_bytes)
+           for (double& bw : curve.efficiency) bw *= v;
          hw.network.bandwidth_Bps *= v;
        }},
       {"kernel_launch_us", ParamKind::microseconds, "fixed cost per kernel: sets device.kernel_launch",

@@ -86,10 +86,18 @@ void attention_core(const CostEnv& env, Acc& a) {
   const ModelSpec& m = *env.model;
   const double heads = m.num_heads / env.tp, s = env.s, d = m.head_dim, e = env.act_bytes;
   const double batch = env.b * heads;
-  attention_gemm(env, a, batch, s, d, s);                   // q @ k^T: (b*a/t, s, s)
+  if (const OpCost* c = env.hw->device.op_cost(env.precision, OpKind::attention_gemms)) {
+    const double flops = 4.0 * batch * s * s * d;  // both forward GEMMs; backward does twice that
+    a.fwd_s += c->forward_s(flops);
+    a.bwd_s += c->backward_s(flops);
+    a.fwd_flops += flops;
+    a.bwd_flops += 2 * flops;
+  } else {
+    attention_gemm(env, a, batch, s, d, s);  // q @ k^T: (b*a/t, s, s)
+    attention_gemm(env, a, batch, s, s, d);  // p @ v: (b*a/t, s, d)
+  }
   model_op(env, a, OpKind::causal_softmax, batch * s * s, 2 * e * batch * s * s);  // scale + mask + softmax
   if (m.attention_dropout > 0) model_op(env, a, OpKind::dropout, batch * s * s, (2 * e + 1) * batch * s * s);
-  attention_gemm(env, a, batch, s, s, d);                   // p @ v: (b*a/t, s, d)
 }
 
 }  // namespace

@@ -45,6 +45,7 @@ const char* op_kind_name(OpKind k) {
     case OpKind::rotary: return "rotary";
     case OpKind::weight_cast: return "weight_cast";
     case OpKind::adamw: return "adamw";
+    case OpKind::attention_gemms: return "attention_gemms";
   }
   return "?";
 }
@@ -60,7 +61,7 @@ OpCostTable parse_op_costs(const nlohmann::json& device, const JsonContext& ctx)
     for (int k = 0; k < kOpKinds; ++k)
       if (name == op_kind_name(static_cast<OpKind>(k))) kind = k;
     if (kind < 0)
-      octx.fail(name, "an op name: dropout, causal_softmax, layer_norm, rms_norm, gelu_tanh, swiglu, rotary, weight_cast or adamw");
+      octx.fail(name, "an op name: dropout, causal_softmax, layer_norm, rms_norm, gelu_tanh, swiglu, rotary, weight_cast, adamw or attention_gemms");
     if (!by_precision.is_object()) octx.fail(name, "an object keyed by precision (fp32, fp16, bf16)");
     const JsonContext kctx = octx.child(name);
     for (const auto& [prec, cost] : by_precision.items()) {

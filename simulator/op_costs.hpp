@@ -15,10 +15,14 @@
 
 namespace shardplan::simulator {
 
-// adamw: the optimizer step per parameter of the rank's shard (gradient norm, clipping, AdamW;
-// executor/engine/zero_optimizer.cpp), fp32, forward only.
-enum class OpKind { dropout, causal_softmax, layer_norm, rms_norm, gelu_tanh, swiglu, rotary, weight_cast, adamw };
-inline constexpr int kOpKinds = 9;
+// attention_gemms: the attention core's batched GEMMs (Q K^T and P V, and their four backward
+// GEMMs), charged per FLOP of the two forward GEMMs: small heads run far below the GEMM peak on
+// a CPU. adamw: the optimizer step per parameter of the rank's shard (gradient norm, clipping,
+// AdamW; executor/engine/zero_optimizer.cpp), fp32, forward only.
+enum class OpKind {
+  dropout, causal_softmax, layer_norm, rms_norm, gelu_tanh, swiglu, rotary, weight_cast, adamw, attention_gemms
+};
+inline constexpr int kOpKinds = 10;
 const char* op_kind_name(OpKind k);  // as in the profile's keys: "dropout", ...
 
 struct OpCost {

@@ -314,7 +314,11 @@ StepTail step_tail(const ConfigContext& c, double trainable, double last_backwar
     const double host_bw = hw.host.memory_bandwidth_Bps / std::max(1, pn);
     t.optimizer_s = bytes / host_bw + 2 * c.param_bytes * shard_params / hw.host.link_bandwidth_Bps;
   } else if (const OpCost* adamw = hw.device.op_cost(Precision::fp32, OpKind::adamw)) {
-    t.optimizer_s = adamw->forward_s(shard_params);  // measured per parameter
+    // Measured per parameter. The engine steps one ZeRO unit's flat shard at a time (mostly a
+    // block's), so the cost per parameter is the one at that size: small shards stay in cache.
+    const double shard = cfg.zero_stage >= 1 ? c.shard : 1.0;
+    const double unit = std::max(1.0, (c.block_trainable > 0 ? c.block_trainable : trainable) / shard);
+    t.optimizer_s = shard_params * adamw->forward_s_per_element.at(unit);
   } else {
     t.optimizer_s = memory_time_s(c.env, bytes);
   }

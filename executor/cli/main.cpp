@@ -114,6 +114,7 @@ void add_options(CLI::App& app, ex::RunOptions& o) {
 
 int main(int argc, char** argv) {
   ex::install_memory_accounting();  // before any tensor exists
+  (void)ex::keep_freed_host_memory();
   ex::MpiRuntime runtime(&argc, &argv);
   const bool lead = runtime.world_rank() == 0;
   const bool profile = argc > 1 && std::string(argv[1]) == "profile";

@@ -1,5 +1,9 @@
 #include "memory_accounting.hpp"
 
+#include <malloc.h>
+
+#include <limits>
+
 #include <c10/core/CPUAllocator.h>
 
 #include <atomic>
@@ -68,6 +72,16 @@ void install_memory_accounting() {
   if (installed) return;
   installed = new AccountingAllocator(c10::GetCPUAllocator());  // lives for the process
   c10::SetCPUAllocator(installed, /*priority=*/100);
+}
+
+bool keep_freed_host_memory() {
+#if defined(__GLIBC__)
+  const bool no_mmap = mallopt(M_MMAP_MAX, 0) == 1;
+  const bool no_trim = mallopt(M_TRIM_THRESHOLD, std::numeric_limits<int>::max()) == 1;
+  return no_mmap && no_trim;
+#else
+  return false;
+#endif
 }
 
 int64_t current_tensor_bytes() { return g_current.load(); }

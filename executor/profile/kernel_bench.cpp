@@ -233,6 +233,7 @@ class OpBench {
            [&] { return rotary(q, hd); });
       if (t_ != torch::kFloat) weight_cast(n, rows);
     }
+    attention_gemms();
   }
 
  private:
@@ -249,6 +250,34 @@ class OpBench {
     });
     emit(k, shape, elements, "forward", f);
     emit(k, shape, elements, "backward", std::max(fb - f, 0.0));
+  }
+
+  // The attention core's GEMMs as the model runs them (transformer_forward.cpp: matmul with a
+  // transposed K view): scores = q k^T, out = p v; backward the four GEMMs autograd runs.
+  // Charged per FLOP of the two forward GEMMs, over head dims 32..128 and a few lengths.
+  void attention_gemms() {
+    torch::AutoGradMode grad_on(true);
+    const std::vector<int64_t> seqs = b_.quick() ? std::vector<int64_t>{128}
+                                      : b_.cuda() ? std::vector<int64_t>{512, 2048}
+                                                  : std::vector<int64_t>{128, 256, 512};
+    const int64_t B = b_.cuda() ? 128 : 16;  // micro-batch x heads
+    for (int64_t s : seqs)
+      for (int64_t d : {int64_t{32}, int64_t{64}, int64_t{128}}) {
+        if (b_.quick() && d != 64) continue;
+        auto q = leaf({B, s, d}), k = leaf({B, s, d}), v = leaf({B, s, d}), p = leaf({B, s, s});
+        const auto fwd = [&] { return std::make_pair(torch::matmul(q, k.transpose(-2, -1)), torch::matmul(p, v)); };
+        const auto [s0, o0] = fwd();
+        const torch::Tensor gs = torch::randn_like(s0.detach()), go = torch::randn_like(o0.detach());
+        const double f = b_.time([&] { (void)fwd(); });
+        const double fb = b_.time([&] {
+          auto [sc, out] = fwd();
+          torch::autograd::backward({sc, out}, {gs, go});
+          for (auto* x : {&q, &k, &v, &p}) x->mutable_grad().reset();
+        });
+        const double flops = 4.0 * B * s * s * d;
+        emit(simulator::OpKind::attention_gemms, dims({B, s, d}), flops, "forward", f);
+        emit(simulator::OpKind::attention_gemms, dims({B, s, d}), flops, "backward", std::max(fb - f, 0.0));
+      }
   }
 
   // Mixed precision: each linear casts its fp32 weight to the compute dtype in forward, again in

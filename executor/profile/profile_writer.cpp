@@ -23,19 +23,21 @@ bool is_memory(const KernelSample& s) {
 
 // The model's ops, per kind and dtype: seconds per element by size, forward and backward (a
 // backward measured as no slower than noise gets a floor of 1 ns per call).
-sim::EfficiencyCurve per_element_curve(std::map<double, double> seconds_by_elements) {
+sim::EfficiencyCurve per_element_curve(const std::map<double, std::vector<double>>& seconds_by_elements) {
   sim::EfficiencyCurve c;
-  for (const auto& [n, s] : seconds_by_elements) {
+  for (const auto& [n, times] : seconds_by_elements) {  // samples of equal size (other shapes): their mean
+    double sum = 0;
+    for (double s : times) sum += std::max(s, 1e-9);
     c.log10_x.push_back(std::log10(n));
-    c.efficiency.push_back(std::max(s, 1e-9) / n);
+    c.efficiency.push_back(sum / static_cast<double>(times.size()) / n);
   }
   return c;
 }
 
 sim::OpCostTable fit_op_costs(const ProfileRun& run) {
-  std::map<std::tuple<std::string, std::string, std::string>, std::map<double, double>> pts;
+  std::map<std::tuple<std::string, std::string, std::string>, std::map<double, std::vector<double>>> pts;
   for (const auto& s : run.kernels)
-    if (!s.pass.empty() && s.elements > 0) pts[{s.kind, s.dtype, s.pass}][s.elements] = s.seconds;
+    if (!s.pass.empty() && s.elements > 0) pts[{s.kind, s.dtype, s.pass}][s.elements].push_back(s.seconds);
   sim::OpCostTable t{};
   for (int k = 0; k < sim::kOpKinds; ++k)
     for (int p = 0; p < 3; ++p) {
