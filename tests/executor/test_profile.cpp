@@ -4,6 +4,7 @@
 // figures is also checked on synthetic samples from a known device.
 #include <gtest/gtest.h>
 
+#include <algorithm>
 #include <cmath>
 #include <filesystem>
 #include <fstream>
@@ -54,6 +55,30 @@ TEST(Profile, QuickTwoRankProfileLoadsEverywhere) {
   EXPECT_NE(j["sources"]["node.intra_node.bandwidth_bytes_per_s"].get<std::string>().find("shardrun profile"),
             std::string::npos);
 
+  // The model's ops: a curve per op (weight casts: mixed precision only) whose points are the
+  // samples' seconds per element (one size each in a quick profile).
+  for (int k = 0; k < sim::kOpKinds; ++k) {
+    const auto kind = static_cast<sim::OpKind>(k);
+    const auto p = kind == sim::OpKind::weight_cast ? sim::Precision::bf16 : sim::Precision::fp32;
+    EXPECT_NE(hw.device.op_cost(p, kind), nullptr) << sim::op_kind_name(kind);
+  }
+  EXPECT_EQ(hw.device.op_cost(sim::Precision::fp32, sim::OpKind::weight_cast), nullptr);
+  int op_samples = 0;
+  for (const auto& s : j["samples"]["kernels"]) {
+    if (!s.contains("pass")) continue;
+    ++op_samples;
+    const auto prec = s["dtype"] == "bf16" ? sim::Precision::bf16 : sim::Precision::fp32;
+    std::string name = s["kind"];
+    int k = 0;
+    while (k < sim::kOpKinds && name != sim::op_kind_name(static_cast<sim::OpKind>(k))) ++k;
+    ASSERT_LT(k, sim::kOpKinds) << name;
+    const sim::OpCost* c = hw.device.op_cost(prec, static_cast<sim::OpKind>(k));
+    ASSERT_NE(c, nullptr) << name;
+    const double n = s["elements"], t = std::max(s["seconds"].get<double>(), 1e-9);
+    EXPECT_NEAR(s["pass"] == "forward" ? c->forward_s(n) : c->backward_s(n), t, 1e-6 * t) << name << " " << s["pass"];
+  }
+  EXPECT_GE(op_samples, 2 * 8 * 2);  // forward and backward, 8 ops, 2 dtypes (+ the optimizer)
+
   // The planner plans with it.
   const CommandResult plan = run_command(std::string(SHARDPLAN_BINARY) +
                                          " simulate --model tiny-llama --hardware " + quote(out) +
@@ -102,6 +127,29 @@ TEST(ProfileWriter, FitsAKnownDevice) {
   EXPECT_NEAR(hw.device.memory_bytes, 0.85 * 8e9 / 2, 1.0);
   EXPECT_EQ(hw.device.peak(sim::Precision::fp16), run.base.device.peak(sim::Precision::fp16));  // not measured
   EXPECT_NE(j["sources"]["device.peak_TFLOPs.fp16"].get<std::string>().find("not measured"), std::string::npos);
+
+  EXPECT_EQ(hw.device.op_cost(sim::Precision::fp32, sim::OpKind::dropout), nullptr);  // none sampled
+
+  // An op sampled at two sizes: seconds per element by size; equal sizes (other shapes) average.
+  executor::ProfileRun ops = run;
+  auto op = [&](const char* kind, const char* pass, double n, double seconds) {
+    executor::KernelSample k{kind, "fp32", "x", 0, 0, seconds, pass, n};
+    ops.kernels.push_back(k);
+  };
+  op("dropout", "forward", 1e5, 6e-4);
+  op("dropout", "forward", 1e6, 8e-3);
+  op("dropout", "backward", 1e5, 1e-4);
+  op("dropout", "backward", 1e6, 2e-3);
+  op("dropout", "backward", 1e6, 4e-3);
+  const sim::HardwareProfile with_ops = sim::hardware_from_json(executor::measured_profile_json(ops), "ops");
+  const sim::OpCost* d = with_ops.device.op_cost(sim::Precision::fp32, sim::OpKind::dropout);
+  ASSERT_NE(d, nullptr);
+  EXPECT_NEAR(d->forward_s(1e5), 6e-4, 1e-12);
+  EXPECT_NEAR(d->forward_s(1e6), 8e-3, 1e-12);
+  EXPECT_NEAR(d->backward_s(1e6), 3e-3, 1e-12);
+  EXPECT_NEAR(d->forward_s(1e7), 1e7 * 8e-9, 1e-9);  // clamped beyond the largest size
+  // Samples of ops are not memory-bound kernels: the bandwidth fit is unchanged.
+  EXPECT_DOUBLE_EQ(with_ops.device.memory_bandwidth_Bps, hw.device.memory_bandwidth_Bps);
 
   executor::ProfileRun empty = run;
   empty.kernels.erase(empty.kernels.begin() + 1, empty.kernels.begin() + 8);  // no GEMMs

@@ -2,6 +2,8 @@
 // stage, the report, and bad input (one clear error, every rank exits non-zero, no hang).
 #include <gtest/gtest.h>
 
+#include <fstream>
+
 #include <chrono>
 #include <cmath>
 #include <cstring>
@@ -120,6 +122,30 @@ TEST(Report, PeakMemoryFallsWithEachZeroStageAndTheReportCarriesPredictions) {
   EXPECT_GT(peaks[0], peaks[1]);
   EXPECT_GT(peaks[1], peaks[2]);
   EXPECT_GT(peaks[2], peaks[3]);
+}
+
+// --trace: rank 0's per-op table of the steps after the first. Every linear runs three GEMMs
+// per micro-batch (forward, input gradient, weight gradient): 7 per Llama block and the LM head.
+TEST(Trace, OpTableCountsTheModelsGemmsPerStep) {
+  TempDir dir("shardrun_trace");
+  const std::string plan = write_plan(dir, "t", "tiny-llama", {{"micro_batch_size", 2}, {"global_batch_size", 4}});
+  const std::string table = dir.file("ops.json");
+  const RunResult r = shardrun(1, plan, dir.file("run"), "--steps 3 --trace " + quote(table));
+  ASSERT_EQ(r.exit_code, 0) << r.output;
+  const nlohmann::json t = nlohmann::json::parse(std::ifstream(table));
+  EXPECT_EQ(t["steps"].get<int>(), 2);
+  double mm_calls = 0, self_s = 0, previous = 1e30;
+  for (const auto& op : t["ops"]) {
+    if (op["op"] == "aten::mm") mm_calls += op["calls_per_step"].get<double>();
+    const double s = op["self_seconds_per_step"].get<double>();
+    EXPECT_LE(s, previous);  // sorted by self time
+    previous = s;
+    self_s += s;
+  }
+  const double micro_batches = 2, layers = 4;
+  EXPECT_DOUBLE_EQ(mm_calls, micro_batches * 3 * (7 * layers + 1));
+  EXPECT_NEAR(t["self_seconds_per_step"].get<double>(), self_s, 1e-9);
+  EXPECT_GT(self_s, 0.0);
 }
 
 TEST(Weights, HuggingFaceSafetensorsLoadIntoAnotherLayoutUnchanged) {

@@ -120,6 +120,27 @@ TEST(Calibration, ApplyParamsChangesExactlyTheNamedFigures) {
   EXPECT_EQ(prior, (Params{1, 1, 1, 2}));  // local-cpu-2core: kernel_launch_us 2
 }
 
+// A measured profile's own figures move with their parameter: the bus-bandwidth curves with
+// comm_scale, the attention GEMMs' cost with compute_scale, the other op costs with memory_scale.
+TEST(Calibration, ApplyParamsScalesMeasuredCurvesAndOpCosts) {
+  sim::HardwareProfile base = sim::load_hardware("local-cpu-2core");
+  const auto all_reduce = static_cast<std::size_t>(sim::CollectiveKind::all_reduce);
+  base.node.intra.busbw_by_bytes[all_reduce] = {{3.0, 6.0}, {1e9, 3e9}};
+  auto& ops = base.device.op_costs[static_cast<std::size_t>(sim::Precision::fp32)];
+  ops[static_cast<std::size_t>(sim::OpKind::dropout)] = {{{5.0}, {6e-9}}, {{5.0}, {2e-9}}};
+  ops[static_cast<std::size_t>(sim::OpKind::attention_gemms)] = {{{8.0}, {1e-11}}, {{8.0}, {2e-11}}};
+  const sim::HardwareProfile hw = apply_params(base, {0.5, 2.0, 4.0, 9.0});
+  EXPECT_DOUBLE_EQ(hw.node.intra.busbw(sim::CollectiveKind::all_reduce)->at(1e3), 4.0 * 1e9);
+  EXPECT_DOUBLE_EQ(hw.node.intra.busbw(sim::CollectiveKind::all_reduce)->at(1e6), 4.0 * 3e9);
+  const auto* drop = hw.device.op_cost(sim::Precision::fp32, sim::OpKind::dropout);
+  const auto* attn = hw.device.op_cost(sim::Precision::fp32, sim::OpKind::attention_gemms);
+  ASSERT_TRUE(drop && attn);
+  EXPECT_DOUBLE_EQ(drop->forward_s(1e5), 1e5 * 6e-9 / 2.0);  // memory_scale 2: twice as fast
+  EXPECT_DOUBLE_EQ(drop->backward_s(1e5), 1e5 * 2e-9 / 2.0);
+  EXPECT_DOUBLE_EQ(attn->forward_s(1e8), 1e8 * 1e-11 / 0.5);  // compute_scale 0.5: half as fast
+  EXPECT_DOUBLE_EQ(attn->backward_s(1e8), 1e8 * 2e-11 / 0.5);
+}
+
 TEST(Calibration, RecoversKnownFactorsAndFixesTheHoldOut) {
   std::vector<MeasuredRun> runs = synthetic_runs(cases());
   EXPECT_EQ(assign_holdout(runs, {}, 4), "");

@@ -218,5 +218,29 @@ TEST(Properties, ComputeOverlapDecidesHowMuchZeroCommunicationHides) {
   }
 }
 
+// A measured op cost is what the op costs: raising dropout's seconds per element by `extra`
+// adds extra x (every dropout element of a micro-batch) to forward and to backward, counted
+// here from the model's shapes: attention probabilities and two residual branches per block,
+// and the embedding output (Megatron's dropout sites).
+TEST(Properties, MeasuredOpCostsAreChargedPerElement) {
+  const ModelSpec m = load_model("tiny-gpt");
+  ClusterSpec c = cluster("local-cpu-2core", 1);
+  const ParallelConfig cfg = config(c, 1, 1, 0, 4, 8, 128);  // dp 2, 1 micro-batch per rank
+  auto with_dropout_cost = [&](double s_per_element) {
+    OpCost& d = c.hardware.device.op_costs[static_cast<int>(cfg.precision)][static_cast<int>(OpKind::dropout)];
+    d.forward_s_per_element = {{3.0, 7.0}, {s_per_element, s_per_element}};
+    d.backward_s_per_element = {{3.0, 7.0}, {s_per_element / 4, s_per_element / 4}};
+    return run(m, c, cfg).time;
+  };
+  const double b = cfg.micro_batch_size, S = cfg.seq_len, M = b * S;
+  const double elements = m.num_layers * (b * m.num_heads * S * S + 2 * M * m.hidden) + M * m.hidden;
+  const TimeBreakdown base = with_dropout_cost(1e-9), dearer = with_dropout_cost(5e-9);
+  EXPECT_NEAR(dearer.forward_compute_s - base.forward_compute_s, elements * 4e-9, 1e-9);
+  EXPECT_NEAR(dearer.backward_compute_s - base.backward_compute_s, elements * 1e-9, 1e-9);
+  // Without a measured cost the op falls back on the memory roofline: cheaper on a CPU.
+  c.hardware.device.op_costs = {};
+  EXPECT_LT(run(m, c, cfg).time.forward_compute_s, base.forward_compute_s);
+}
+
 }  // namespace
 }  // namespace shardplan::simulator
