@@ -1,5 +1,9 @@
 #pragma once
+#include <nlohmann/json.hpp>
+#include <string_view>
 #include <vector>
+
+#include "json_fields.hpp"
 
 namespace shardplan::simulator {
 
@@ -11,5 +15,13 @@ struct EfficiencyCurve {
   std::vector<double> efficiency;
   [[nodiscard]] double at(double x) const;  // allocation-free
 };
+
+// A curve as the schema writes it: [[size, value], ...].
+nlohmann::json to_json(const EfficiencyCurve& c);
+
+// A curve of positive values ([[size, value], ...], sizes ascending, both > 0) at obj[key]:
+// `pair` names a point in errors (e.g. "[bytes, bytes/s]"), `sizes` its first element ("sizes").
+EfficiencyCurve parse_positive_curve(const nlohmann::json& obj, std::string_view key, std::string_view pair,
+                                     std::string_view sizes, const JsonContext& ctx);
 
 }  // namespace shardplan::simulator

@@ -53,23 +53,14 @@ EfficiencyCurve parse_curve(const nlohmann::json& obj, const char* key, const Js
 // {"all_gather": [[bytes, bytes/s], ...], ...}: sizes ascending, bandwidths > 0.
 void parse_busbw(const nlohmann::json& obj, LinkProfile& link, const JsonContext& ctx) {
   if (!obj.is_object()) ctx.fail("", "an object of collective name -> [[bytes, bytes/s], ...]");
-  for (const auto& [name, arr] : obj.items()) {
+  for (const auto& item : obj.items()) {
+    const std::string& name = item.key();
     int kind = -1;
     for (int k = 0; k < 4; ++k)
       if (name == to_string(static_cast<CollectiveKind>(k))) kind = k;
     if (kind < 0) ctx.fail(name, "one of all_reduce, all_gather, reduce_scatter, send_recv");
-    if (!arr.is_array() || arr.empty()) ctx.fail(name, "a non-empty array of [bytes, bytes/s] pairs");
-    EfficiencyCurve c;
-    for (const auto& p : arr) {
-      if (!p.is_array() || p.size() != 2 || !p[0].is_number() || !p[1].is_number() || !(p[0].get<double>() > 0) ||
-          !(p[1].get<double>() > 0))
-        ctx.fail(name, "[bytes, bytes/s] pairs of positive numbers");
-      const double lx = std::log10(p[0].get<double>());
-      if (!c.log10_x.empty() && lx <= c.log10_x.back()) ctx.fail(name, "sizes in ascending order");
-      c.log10_x.push_back(lx);
-      c.efficiency.push_back(p[1].get<double>());
-    }
-    link.busbw_by_bytes[static_cast<std::size_t>(kind)] = std::move(c);
+    link.busbw_by_bytes[static_cast<std::size_t>(kind)] =
+        parse_positive_curve(obj, name, "[bytes, bytes/s]", "sizes", ctx);
   }
 }
 
@@ -216,16 +207,6 @@ nlohmann::json resolve_json(const std::string& path, std::set<std::string>& seen
 
 }  // namespace
 
-double EfficiencyCurve::at(double x) const {
-  if (log10_x.empty()) return 1.0;
-  const double lx = std::log10(std::max(x, 1e-30));
-  if (lx <= log10_x.front()) return efficiency.front();
-  if (lx >= log10_x.back()) return efficiency.back();
-  std::size_t i = 1;
-  while (log10_x[i] < lx) ++i;
-  const double t = (lx - log10_x[i - 1]) / (log10_x[i] - log10_x[i - 1]);
-  return efficiency[i - 1] + t * (efficiency[i] - efficiency[i - 1]);
-}
 
 const char* to_string(Precision p) {
   switch (p) {
@@ -267,11 +248,6 @@ HardwareProfile hardware_from_json(const nlohmann::json& j, const std::string& s
   return hw;
 }
 
-nlohmann::json to_json(const EfficiencyCurve& c) {
-  nlohmann::json a = nlohmann::json::array();
-  for (std::size_t i = 0; i < c.log10_x.size(); ++i) a.push_back({std::pow(10.0, c.log10_x[i]), c.efficiency[i]});
-  return a;
-}
 
 nlohmann::json to_json(const HardwareProfile& hw) {
   const auto& d = hw.device;

@@ -119,8 +119,6 @@ std::vector<std::string> builtin_hardware_names();
 
 // A resolved profile (no "base") from parsed JSON, e.g. embedded in a plan.
 HardwareProfile hardware_from_json(const nlohmann::json& j, const std::string& source);
-// A curve as the schema writes it: [[size, efficiency], ...].
-nlohmann::json to_json(const EfficiencyCurve& c);
 // The resolved profile in the same schema (SI unit keys); hardware_from_json inverts it.
 nlohmann::json to_json(const HardwareProfile& hw);
 

@@ -1,38 +1,10 @@
 #include "op_costs.hpp"
 
-#include <cmath>
 #include <string>
 
+#include "hardware_profile.hpp"  // Precision, to_string
+
 namespace shardplan::simulator {
-
-namespace {
-
-constexpr std::array<const char*, 3> kPrecisionKeys{"fp32", "fp16", "bf16"};  // Precision order
-
-// [[elements, seconds per element], ...]: elements ascending and > 0, seconds > 0.
-EfficiencyCurve parse_per_element(const nlohmann::json& obj, const char* key, const JsonContext& ctx) {
-  const nlohmann::json& arr = require(obj, key, ctx);
-  if (!arr.is_array() || arr.empty()) ctx.fail(key, "a non-empty array of [elements, seconds per element] pairs");
-  EfficiencyCurve c;
-  for (const auto& p : arr) {
-    if (!p.is_array() || p.size() != 2 || !p[0].is_number() || !p[1].is_number() || !(p[0].get<double>() > 0) ||
-        !(p[1].get<double>() > 0))
-      ctx.fail(key, "[elements, seconds per element] pairs of positive numbers");
-    const double lx = std::log10(p[0].get<double>());
-    if (!c.log10_x.empty() && lx <= c.log10_x.back()) ctx.fail(key, "elements in ascending order");
-    c.log10_x.push_back(lx);
-    c.efficiency.push_back(p[1].get<double>());
-  }
-  return c;
-}
-
-nlohmann::json curve_json(const EfficiencyCurve& c) {
-  nlohmann::json a = nlohmann::json::array();
-  for (std::size_t i = 0; i < c.log10_x.size(); ++i) a.push_back({std::pow(10.0, c.log10_x[i]), c.efficiency[i]});
-  return a;
-}
-
-}  // namespace
 
 const char* op_kind_name(OpKind k) {
   switch (k) {
@@ -67,14 +39,14 @@ OpCostTable parse_op_costs(const nlohmann::json& device, const JsonContext& ctx)
     for (const auto& [prec, cost] : by_precision.items()) {
       int p = -1;
       for (int i = 0; i < 3; ++i)
-        if (prec == kPrecisionKeys[static_cast<std::size_t>(i)]) p = i;
+        if (prec == to_string(static_cast<Precision>(i))) p = i;
       if (p < 0) kctx.fail(prec, "a precision name: fp32, fp16 or bf16");
       if (!cost.is_object()) kctx.fail(prec, "an object {forward_seconds_per_element_by_elements, backward_seconds_per_element_by_elements}");
       const JsonContext c = kctx.child(prec);
       OpCost& oc = t[static_cast<std::size_t>(p)][static_cast<std::size_t>(kind)];
-      oc.forward_s_per_element = parse_per_element(cost, "forward_seconds_per_element_by_elements", c);
+      oc.forward_s_per_element = parse_positive_curve(cost, "forward_seconds_per_element_by_elements", "[elements, seconds per element]", "elements", c);
       if (cost.contains("backward_seconds_per_element_by_elements"))
-        oc.backward_s_per_element = parse_per_element(cost, "backward_seconds_per_element_by_elements", c);
+        oc.backward_s_per_element = parse_positive_curve(cost, "backward_seconds_per_element_by_elements", "[elements, seconds per element]", "elements", c);
     }
   }
   return t;
@@ -86,10 +58,10 @@ nlohmann::json to_json(const OpCostTable& t) {
     for (int p = 0; p < 3; ++p) {
       const OpCost& c = t[static_cast<std::size_t>(p)][static_cast<std::size_t>(k)];
       if (!c.measured()) continue;
-      nlohmann::json& o = j[op_kind_name(static_cast<OpKind>(k))][kPrecisionKeys[static_cast<std::size_t>(p)]];
-      o["forward_seconds_per_element_by_elements"] = curve_json(c.forward_s_per_element);
+      nlohmann::json& o = j[op_kind_name(static_cast<OpKind>(k))][to_string(static_cast<Precision>(p))];
+      o["forward_seconds_per_element_by_elements"] = to_json(c.forward_s_per_element);
       if (!c.backward_s_per_element.log10_x.empty())
-        o["backward_seconds_per_element_by_elements"] = curve_json(c.backward_s_per_element);
+        o["backward_seconds_per_element_by_elements"] = to_json(c.backward_s_per_element);
     }
   return j.empty() ? nlohmann::json() : j;
 }

@@ -24,7 +24,10 @@ std::string shapes_text(const std::vector<std::vector<int64_t>>& shapes) {
   for (const auto& sh : shapes) {
     if (!s.empty()) s += ", ";
     s += "[";
-    for (std::size_t i = 0; i < sh.size(); ++i) s += (i ? "," : "") + std::to_string(sh[i]);
+    for (std::size_t i = 0; i < sh.size(); ++i) {
+      if (i) s += ',';
+      s += std::to_string(sh[i]);
+    }
     s += "]";
   }
   return s;

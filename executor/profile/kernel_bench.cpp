@@ -83,7 +83,10 @@ class Bench {
 
 std::string dims(std::initializer_list<int64_t> d) {
   std::string s;
-  for (int64_t x : d) s += (s.empty() ? "" : "x") + std::to_string(x);
+  for (int64_t x : d) {
+    if (!s.empty()) s += 'x';
+    s += std::to_string(x);
+  }
   return s;
 }
 
@@ -172,9 +175,8 @@ void optimizer(Bench& b) {
     const auto o = b.opts(torch::kFloat);
     torch::Tensor p = torch::randn({n}, o), g = torch::randn({n}, o), m = torch::zeros({n}, o), v = torch::zeros({n}, o);
     torch::NoGradGuard no_grad;
-    KernelSample s{simulator::op_kind_name(simulator::OpKind::adamw), "fp32", std::to_string(n), 0, 32.0 * n, 0};
-    s.pass = "forward";
-    s.elements = static_cast<double>(n);
+    KernelSample s{simulator::op_kind_name(simulator::OpKind::adamw), "fp32", std::to_string(n), 0, 32.0 * n, 0,
+                   "forward", static_cast<double>(n)};
     b.add(s, [&] {
       const double sq = g.to(torch::kDouble).pow(2).sum().item<double>();
       g.mul_(1.0 / (1.0 + 1e-6 * sq));

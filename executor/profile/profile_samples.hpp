@@ -2,6 +2,7 @@
 // What `shardrun profile` measures, as plain data (no LibTorch): kernel samples and timed
 // collectives, and everything the measured profile records about the run that took them.
 #include <string>
+#include <utility>
 #include <vector>
 
 #include "simulator/efficiency_fit.hpp"
@@ -10,6 +11,12 @@
 namespace shardplan::executor {
 
 struct KernelSample {
+  // Kernels leave pass and elements out (a constructor rather than aggregate initialisation,
+  // which would flag every kernel's missing fields).
+  KernelSample(std::string kind_, std::string dtype_, std::string shape_, double flops_, double bytes_,
+               double seconds_, std::string pass_ = "", double elements_ = 0)
+      : kind(std::move(kind_)), dtype(std::move(dtype_)), shape(std::move(shape_)), flops(flops_), bytes(bytes_),
+        seconds(seconds_), pass(std::move(pass_)), elements(elements_) {}
   std::string kind;   // gemm | attention_gemm | lm_head | softmax | layer_norm | rms_norm |
                       // elementwise | embedding | optimizer | launch | h2d | d2h, or with a
                       // pass: one of the model's ops (simulator::op_kind_name: dropout, ...)
