@@ -132,6 +132,7 @@ bool run_block(Shared& sh, const Block& b, detail::ThreadState& ts) {
   cfg.precision = b.precision;
   cfg.offload_optimizer = b.offload_optimizer;
   cfg.lora = sp.lora;
+  cfg.mixed_precision = sp.mixed_precision;
   cfg.rank_order = sp.rank_order;
   cfg.memory_headroom = sh.constraints->memory_headroom;
   const bool even = m.num_layers % b.pp == 0;

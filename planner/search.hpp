@@ -37,6 +37,7 @@ struct SearchSpace {
   std::vector<bool> offload_activations{false, true};
   std::vector<simulator::Precision> precisions{simulator::Precision::bf16};
   simulator::LoraConfig lora;               // fixed by the user
+  simulator::MixedPrecision mixed_precision = simulator::MixedPrecision::master_weights;  // the framework's recipe
   std::string rank_order = "tp-dp-pp";
   bool uneven_pipeline = true;              // pp not dividing layers, via auto-partition
 };

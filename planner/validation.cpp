@@ -54,6 +54,12 @@ sim::Precision precision_of(const json& j, const sim::JsonContext& ctx) {
                     sim::Precision::fp32);
 }
 
+sim::MixedPrecision mixed_precision_of(const json& j, const sim::JsonContext& ctx) {
+  return parse_enum(j, "mixed_precision", ctx,
+                    {{"master_weights", sim::MixedPrecision::master_weights}, {"autocast", sim::MixedPrecision::autocast}},
+                    sim::MixedPrecision::master_weights);
+}
+
 sim::Recompute recompute_of(const json& j, const sim::JsonContext& ctx) {
   return parse_enum(j, "recompute", ctx,
                     {{"none", sim::Recompute::none}, {"selective", sim::Recompute::selective},
@@ -139,6 +145,7 @@ sim::ParallelConfig ValidationEntry::parallel_config() const {
   c.global_batch_size = global_batch_size;
   c.seq_len = seq_len;
   c.precision = precision;
+  c.mixed_precision = mixed_precision;
   c.sequence_parallel = sequence_parallel;
   c.recompute = recompute;
   c.schedule = schedule;
@@ -164,6 +171,9 @@ std::vector<ValidationEntry> builtin_suite() {
   s.back().precision = sim::Precision::bf16;
   s.push_back(entry("tiny-gpt-dp2-z2-bf16", "tiny-gpt", 1, 1, 2, 2, 4, 8));
   s.back().precision = sim::Precision::bf16;
+  s.push_back(entry("tiny-gpt-dp2-z1-autocast", "tiny-gpt", 1, 1, 2, 1, 4, 8));
+  s.back().precision = sim::Precision::bf16;
+  s.back().mixed_precision = sim::MixedPrecision::autocast;
   s.push_back(entry("tiny-gpt-tp2-lora", "tiny-gpt", 2, 1, 1, 0, 4, 8));
   s.back().lora = lora(8, 16, {"c_attn"});
   s.push_back(entry("tiny-llama-tp2-dp2-z1", "tiny-llama", 2, 1, 2, 1, 2, 8));
@@ -193,6 +203,7 @@ json to_json(const ValidationEntry& e) {
             {"global_batch_size", e.global_batch_size},
             {"seq_len", e.seq_len},
             {"precision", sim::to_string(e.precision)},
+            {"mixed_precision", sim::to_string(e.mixed_precision)},
             {"sequence_parallel", e.sequence_parallel},
             {"recompute", sim::to_string(e.recompute)},
             {"schedule", sim::to_string(e.schedule)},
@@ -209,11 +220,11 @@ ValidationEntry entry_from_json(const json& j, const std::string& where) {
   if (!j.is_object()) throw sim::InputError(where + ": expected an object {name, model, tp, pp, dp, ...}");
   static const std::set<std::string> known = {
       "name",     "model",          "tp",        "pp",          "dp",        "zero_stage",        "sharding_degree",
-      "micro_batch_size", "global_batch_size", "seq_len", "precision", "sequence_parallel", "recompute",
+      "micro_batch_size", "global_batch_size", "seq_len", "precision", "mixed_precision", "sequence_parallel", "recompute",
       "schedule", "virtual_stages", "lora"};
   for (const auto& [k, v] : j.items())
     if (!known.count(k)) ctx.fail(k, "no such field (known: name, model, tp, pp, dp, zero_stage, sharding_degree, "
-                                     "micro_batch_size, global_batch_size, seq_len, precision, sequence_parallel, "
+                                     "micro_batch_size, global_batch_size, seq_len, precision, mixed_precision, sequence_parallel, "
                                      "recompute, schedule, virtual_stages, lora)");
   ValidationEntry e;
   e.name = sim::get_string(j, "name", ctx);
@@ -229,6 +240,7 @@ ValidationEntry entry_from_json(const json& j, const std::string& where) {
   e.sharding_degree = int_field(j, "sharding_degree", ctx, 0, 0);
   e.virtual_stages = int_field(j, "virtual_stages", ctx, 1, 1);
   e.precision = precision_of(j, ctx);
+  e.mixed_precision = mixed_precision_of(j, ctx);
   e.sequence_parallel = sim::get_bool_or(j, "sequence_parallel", false, ctx);
   e.recompute = recompute_of(j, ctx);
   e.schedule = parse_enum(j, "schedule", ctx,
@@ -449,6 +461,7 @@ ValidationEntry entry_of_layout(const json& l, const std::string& name, const si
   e.global_batch_size = static_cast<int>(sim::get_positive_int(l, "global_batch_size", ctx));
   e.seq_len = static_cast<int>(sim::get_positive_int(l, "seq_len", ctx));
   e.precision = precision_of(l, ctx);
+  e.mixed_precision = mixed_precision_of(l, ctx);
   e.sequence_parallel = sim::get_bool_or(l, "sequence_parallel", false, ctx);
   e.recompute = recompute_of(l, ctx);
   e.lora.rank = int_field(l, "lora_rank", ctx, 0, 0);

@@ -37,9 +37,9 @@ double waste_per_failure(double interval_s, double checkpoint_s, double restart_
   return restart_s + (interval_s + checkpoint_s) / 2.0;
 }
 
-double checkpoint_bytes(double trainable_parameters, Precision precision) {
-  const double weight = precision == Precision::fp32 ? 4.0 : 2.0;
-  const double optimizer = precision == Precision::fp32 ? 8.0 : 12.0;  // (master +) m + v, fp32
+double checkpoint_bytes(double trainable_parameters, const ParallelConfig& cfg) {
+  const double weight = cfg.fp32_weights() ? 4.0 : 2.0;
+  const double optimizer = cfg.fp32_weights() ? 8.0 : 12.0;  // (master +) m + v, fp32
   return trainable_parameters * (weight + optimizer);
 }
 
@@ -48,7 +48,7 @@ GoodputPrediction predict_goodput(const ClusterSpec& cluster, const ParallelConf
   const ResilienceProfile& r = cluster.hardware.resilience;
   GoodputPrediction g;
   g.job_mtbf_s = r.node_mtbf_s / std::max(1, cluster.nodes);
-  g.checkpoint_bytes = checkpoint_bytes(trainable_parameters, cfg.precision);
+  g.checkpoint_bytes = checkpoint_bytes(trainable_parameters, cfg);
   g.checkpoint_writers = cfg.tp * cfg.pp * (cfg.zero_stage >= 1 ? std::max(1, cfg.shard_group()) : 1);
   const int per_node = std::max(1, cluster.per_node());
   const int writing_nodes = std::clamp((g.checkpoint_writers + per_node - 1) / per_node, 1, std::max(1, cluster.nodes));

@@ -51,9 +51,9 @@ struct GoodputPrediction {
 };
 
 // Bytes of one checkpoint: every trainable parameter's weight (training precision) plus its
-// optimizer state (fp32 master + Adam moments: 12 bytes, 8 when training in fp32, where the
-// weight is the master). A frozen LoRA base is not saved (it is re-created from its source).
-double checkpoint_bytes(double trainable_parameters, Precision precision);
+// optimizer state (fp32 master + Adam moments: 12 bytes, 8 when the weights are fp32 — an fp32
+// or autocast run — where the weight is the master). A frozen LoRA base is not saved (it is re-created from its source).
+double checkpoint_bytes(double trainable_parameters, const ParallelConfig& cfg);
 
 // Goodput figures of one configuration (allocation-free: the search calls it per point).
 // The shards are written in parallel by tp x pp x (ZeRO >= 1 ? sharding group : 1) ranks, spread

@@ -55,10 +55,10 @@ void model_op(const CostEnv& env, Acc& a, OpKind k, double elements, double roof
 
 bool measured(const CostEnv& env, OpKind k) { return env.hw->device.op_cost(env.precision, k) != nullptr; }
 
-// Mixed precision (measured profiles only): a linear casts its fp32 weight to the compute dtype
-// in forward and again in backward, and a trained weight's gradient back to fp32.
+// Autocast mixed precision (measured profiles only): a linear casts its fp32 weight to the
+// compute dtype in forward and again in backward, and a trained weight's gradient back to fp32.
 void weight_cast(const CostEnv& env, Acc& a, double weight_elements, bool trainable) {
-  if (env.precision == Precision::fp32) return;
+  if (!env.casts_weights) return;
   const OpCost* c = env.hw->device.op_cost(env.precision, OpKind::weight_cast);
   if (c == nullptr) return;
   a.fwd_s += c->forward_s(weight_elements);
@@ -130,6 +130,7 @@ CostEnv make_cost_env(const ModelSpec& m, const ClusterSpec& c, const ParallelCo
   env.sp = cfg.sequence_parallel && cfg.tp > 1;
   env.recompute = cfg.recompute;
   env.precision = cfg.precision;
+  env.casts_weights = cfg.precision != Precision::fp32 && cfg.mixed_precision == MixedPrecision::autocast;
   env.act_bytes = cfg.precision == Precision::fp32 ? 4.0 : 2.0;
   env.peak_flops = c.hardware.device.peak(cfg.precision);
   env.gemm_curve = &c.hardware.device.gemm_curve(cfg.precision);

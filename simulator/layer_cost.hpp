@@ -20,6 +20,7 @@ struct CostEnv {
   bool sp = false;              // sequence parallel
   Recompute recompute = Recompute::none;
   Precision precision = Precision::bf16;
+  bool casts_weights = false;   // autocast mixed precision: fp32 weights cast per use
   double act_bytes = 2;         // bytes per activation element (2 for bf16/fp16, 4 for fp32)
   double peak_flops = 0;        // device peak for the precision
   const EfficiencyCurve* gemm_curve = nullptr;  // the device's GEMM curve for the precision

@@ -98,6 +98,10 @@ void check_lora(const ModelSpec& m, const ParallelConfig& cfg) {
 
 }  // namespace
 
+const char* to_string(MixedPrecision m) {
+  return m == MixedPrecision::autocast ? "autocast" : "master_weights";
+}
+
 const char* to_string(Recompute r) {
   switch (r) {
     case Recompute::none: return "none";

@@ -13,6 +13,14 @@ namespace shardplan::simulator {
 enum class Recompute { none, selective, full };
 const char* to_string(Recompute r);
 
+// How a bf16/fp16 run keeps its weights (ignored for fp32):
+//   master_weights  weights and gradients in the compute dtype, an fp32 master copy with the
+//                   Adam moments in the optimizer (ZeRO paper §3's 2+2+12 bytes; DeepSpeed, Megatron)
+//   autocast        fp32 weights, gradients and moments (4+4+8 bytes); each linear casts its
+//                   weight to the compute dtype as it runs (PyTorch AMP, FSDP without param_dtype)
+enum class MixedPrecision { master_weights, autocast };
+const char* to_string(MixedPrecision m);
+
 struct LoraConfig {
   int rank = 0;  // 0 = full fine-tuning / pre-training
   double alpha = 16.0;
@@ -37,6 +45,7 @@ struct ParallelConfig {
   bool offload_activations = false;
   bool offload_optimizer = false;
   Precision precision = Precision::bf16;
+  MixedPrecision mixed_precision = MixedPrecision::master_weights;
   LoraConfig lora;
   // Layers per pipeline stage (p entries) or per model chunk (p*v entries, chunk-major).
   std::vector<int> partition;
@@ -44,6 +53,10 @@ struct ParallelConfig {
   double memory_headroom = 0.05;        // fraction of device memory kept free
 
   [[nodiscard]] int devices() const { return tp * pp * dp; }
+  // Weights (and so gradients) are held in fp32: an fp32 run, or mixed precision by autocast.
+  [[nodiscard]] bool fp32_weights() const {
+    return precision == Precision::fp32 || mixed_precision == MixedPrecision::autocast;
+  }
   [[nodiscard]] int shard_group() const { return sharding_degree > 0 ? sharding_degree : dp; }
   [[nodiscard]] int micro_batches() const {
     return global_batch_size / (micro_batch_size * dp);

@@ -25,6 +25,7 @@ nlohmann::json to_json(const ParallelConfig& c) {
       {"offload_activations", c.offload_activations},
       {"offload_optimizer", c.offload_optimizer},
       {"precision", to_string(c.precision)},
+      {"mixed_precision", to_string(c.mixed_precision)},
       {"rank_order", c.rank_order},
       {"memory_headroom_fraction", c.memory_headroom},
       {"partition", c.partition},
@@ -79,6 +80,10 @@ ParallelConfig config_from_json(const nlohmann::json& j, const std::string& sour
   c.precision = enum_field(j, "precision", ctx,
                            {{"bf16", Precision::bf16}, {"fp16", Precision::fp16}, {"fp32", Precision::fp32}},
                            Precision::bf16);
+  c.mixed_precision = enum_field(j, "mixed_precision", ctx,
+                                 {{"master_weights", MixedPrecision::master_weights},
+                                  {"autocast", MixedPrecision::autocast}},
+                                 MixedPrecision::master_weights);
   c.rank_order = get_string_or(j, "rank_order", "tp-dp-pp", ctx);
   c.memory_headroom = get_number_or(j, "memory_headroom_fraction", 0.05, ctx);
   if (auto it = j.find("partition"); it != j.end() && !it->is_null()) {

@@ -1,7 +1,7 @@
 // Legend: Ψ parameters per tp rank on a stage (Ψ_t trainable), N ZeRO sharding group, w bytes
-// per weight/gradient element (2 mixed precision, 4 fp32), m micro-batches.
+// per weight/gradient element (2 with master weights, 4 fp32 or autocast), m micro-batches.
 // Model states (Rajbhandari et al. 2019, "ZeRO", §3): 2Ψ weights + 2Ψ gradients + 12Ψ
-// optimizer (fp32 master, momentum, variance); stage 1 shards the optimizer over N, stage 2
+// optimizer (fp32 master, momentum, variance) — 4Ψ + 4Ψ + 8Ψ when the weights are fp32; stage 1 shards the optimizer over N, stage 2
 // also the gradients, stage 3 also the weights. MiCS (Zhang et al. 2022) shards over a group
 // smaller than DP and replicates across groups.
 #include "step_model.hpp"
@@ -35,7 +35,7 @@ ConfigContext::ConfigContext(const ModelContext& m, const ParallelConfig& config
   const auto& counts = m.counts;
   const int tp = config.tp;
   per_node = m.cluster.per_node();
-  param_bytes = config.precision == Precision::fp32 ? 4.0 : 2.0;
+  param_bytes = config.fp32_weights() ? 4.0 : 2.0;
   shard = config.zero_stage > 0 ? config.shard_group() : 1;
   dp_group = layout.group(Dim::dp);
   shard_group = layout.group(Dim::dp, shard);
@@ -221,7 +221,7 @@ StageMemory stage_memory(const ConfigContext& c, const StageShape& s) {
   out.trainable_per_device = trainable;
 
   // Base model states; under LoRA the base is frozen: weights only (ZeRO-3 still shards them).
-  const double opt_bytes_per_param = cfg.precision == Precision::fp32 ? 8.0 : 12.0;
+  const double opt_bytes_per_param = cfg.fp32_weights() ? 8.0 : 12.0;  // (fp32 master +) m + v
   MemoryBreakdown& m = out.device;
   m.parameters = cfg.zero_stage >= 3 ? w * params / N : w * params;
   double base_grads = lora ? 0.0 : params, base_opt = lora ? 0.0 : params;
@@ -319,6 +319,10 @@ StepTail step_tail(const ConfigContext& c, double trainable, double last_backwar
     const double shard = cfg.zero_stage >= 1 ? c.shard : 1.0;
     const double unit = std::max(1.0, (c.block_trainable > 0 ? c.block_trainable : trainable) / shard);
     t.optimizer_s = shard_params * adamw->forward_s_per_element.at(unit);
+    // Master weights: the gradient shard is cast up to fp32 and the updated master back down.
+    if (!cfg.fp32_weights())
+      if (const OpCost* cast = hw.device.op_cost(cfg.precision, OpKind::weight_cast))
+        t.optimizer_s += 2 * shard_params * cast->forward_s_per_element.at(unit);
   } else {
     t.optimizer_s = memory_time_s(c.env, bytes);
   }

@@ -88,6 +88,9 @@ void add_options(CLI::App& app, ex::RunOptions& o) {
   app.add_option("--weight-decay", o.weight_decay, "AdamW weight decay (not on biases and norms)");
   app.add_option("--clip-grad", o.clip_norm, "Clip the global gradient norm to this (0 = off)");
   app.add_option("--precision", o.precision, "Override the plan's precision: fp32 | bf16 | fp16");
+  app.add_option("--mixed-precision", o.mixed_precision,
+                 "Override the plan's mixed-precision recipe: master_weights (16-bit weights and gradients, fp32 "
+                 "master in the optimizer) | autocast (fp32 weights, 16-bit matmuls)");
   app.add_flag("--loss-scaling", o.loss_scaling, "Dynamic loss scaling even without fp16");
   app.add_option("--initial-loss-scale", o.initial_loss_scale, "Starting loss scale (fp16 / --loss-scaling)");
   app.add_option("--dropout", o.dropout, "Override the card's hidden and attention dropout");

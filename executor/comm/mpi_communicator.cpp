@@ -36,8 +36,38 @@ MPI_Datatype mpi_type(torch::ScalarType d) {
   EXECUTOR_CHECK(false, std::string("no MPI datatype for ") + c10::toString(d));
 }
 
-bool needs_upcast(const torch::Tensor& t) {
-  return t.scalar_type() == torch::kBFloat16 || t.scalar_type() == torch::kHalf;
+bool is_16bit(const torch::Tensor& t) { return t.scalar_type() == torch::kBFloat16 || t.scalar_type() == torch::kHalf; }
+
+// MPI has no 16-bit float types. 16-bit sums travel as MPI_UINT16_T (2 bytes per element on the
+// wire, as with NCCL) and are added by a user-defined op: in fp32, each partial sum rounded to
+// the tensor's dtype. A 16-bit max is rare (overflow checks): it goes through an fp32 copy.
+template <typename T>
+void sum_16bit(void* in, void* inout, int* len, MPI_Datatype* /*type*/) {
+  const T* a = static_cast<const T*>(in);
+  T* b = static_cast<T*>(inout);
+  for (int i = 0; i < *len; ++i) b[i] = static_cast<T>(static_cast<float>(a[i]) + static_cast<float>(b[i]));
+}
+
+template <typename T>
+MPI_Op make_sum_op() {
+  MPI_Op op = MPI_OP_NULL;
+  MPI_Op_create(&sum_16bit<T>, /*commute=*/1, &op);
+  return op;
+}
+
+MPI_Op sum_op_16bit(torch::ScalarType d) {
+  static const MPI_Op bf16 = make_sum_op<c10::BFloat16>();  // freed by MPI_Finalize
+  static const MPI_Op fp16 = make_sum_op<c10::Half>();
+  return d == torch::kBFloat16 ? bf16 : fp16;
+}
+
+bool needs_upcast(const torch::Tensor& t, ReduceOp op) { return is_16bit(t) && op != ReduceOp::sum; }
+
+MPI_Datatype wire_type(const torch::Tensor& t) { return is_16bit(t) ? MPI_UINT16_T : mpi_type(t.scalar_type()); }
+
+MPI_Op wire_op(const torch::Tensor& t, ReduceOp op) {
+  if (is_16bit(t)) return sum_op_16bit(t.scalar_type());  // needs_upcast sent the max elsewhere
+  return op == ReduceOp::sum ? MPI_SUM : MPI_MAX;
 }
 
 int checked_count(int64_t n, const char* what) {
@@ -118,7 +148,7 @@ void MpiCommunicator::wait(MPI_Request& req, const char* what) {
 
 std::unique_ptr<Work> MpiCommunicator::start_all_reduce(torch::Tensor t, ReduceOp op) {
   check_dense(t, "all_reduce");
-  torch::Tensor staged = needs_upcast(t) ? t.to(torch::kFloat) : t;
+  torch::Tensor staged = needs_upcast(t, op) ? t.to(torch::kFloat) : t;
   auto work = std::make_unique<MpiWork>(*this, "all_reduce", t, staged, torch::Tensor());
   count_call(static_cast<double>(t.nbytes()));
   if (size_ == 1) {
@@ -126,8 +156,7 @@ std::unique_ptr<Work> MpiCommunicator::start_all_reduce(torch::Tensor t, ReduceO
     return work;
   }
   check(MPI_Iallreduce(MPI_IN_PLACE, staged.data_ptr(), checked_count(staged.numel(), "all_reduce"),
-                       mpi_type(staged.scalar_type()), op == ReduceOp::sum ? MPI_SUM : MPI_MAX, comm_,
-                       work->request()),
+                       wire_type(staged), wire_op(staged, op), comm_, work->request()),
         "all_reduce", name_);
   return work;
 }
@@ -161,13 +190,10 @@ std::unique_ptr<Work> MpiCommunicator::reduce_scatter_async(torch::Tensor out, t
   check_dense(in, "reduce_scatter");
   EXECUTOR_CHECK(in.numel() == out.numel() * size_ && out.scalar_type() == in.scalar_type(),
                  "reduce_scatter: in must hold size() * out.numel() elements of out's dtype");
-  torch::Tensor staged_in = needs_upcast(in) ? in.to(torch::kFloat) : in;
-  torch::Tensor staged_out = needs_upcast(out) ? torch::empty(out.sizes(), out.options().dtype(torch::kFloat)) : out;
-  auto work = std::make_unique<MpiWork>(*this, "reduce_scatter", out, staged_out, staged_in);
+  auto work = std::make_unique<MpiWork>(*this, "reduce_scatter", out, out, in);
   count_call(static_cast<double>(in.nbytes()));
-  check(MPI_Ireduce_scatter_block(staged_in.data_ptr(), staged_out.data_ptr(),
-                                  checked_count(out.numel(), "reduce_scatter"),
-                                  mpi_type(staged_out.scalar_type()), MPI_SUM, comm_, work->request()),
+  check(MPI_Ireduce_scatter_block(in.data_ptr(), out.data_ptr(), checked_count(out.numel(), "reduce_scatter"),
+                                  wire_type(out), wire_op(out, ReduceOp::sum), comm_, work->request()),
         "reduce_scatter", name_);
   return work;
 }

@@ -4,15 +4,25 @@
 
 namespace shardplan::executor {
 
-void FlatGroup::init(std::vector<Parameter>& params, int shard_size, int shard_rank, int zero_stage) {
+void FlatGroup::init(std::vector<Parameter>& params, int shard_size, int shard_rank, int zero_stage,
+                     torch::ScalarType weight_dtype) {
   stage = zero_stage;
+  dtype = weight_dtype;
   padded = (numel + shard_size - 1) / shard_size * shard_size;
   shard = padded / shard_size;
   own_begin = static_cast<int64_t>(shard_rank) * shard;
   if (slots.empty()) return;
   device = params[static_cast<size_t>(slots.front().index)].tensor.device();
-  const auto f32 = options();
-  full = torch::zeros({padded}, f32);
+  const auto f32 = torch::TensorOptions().dtype(torch::kFloat).device(device);
+  if (trainable && dtype != torch::kFloat) {  // the master starts from the values before rounding
+    master = torch::zeros({shard}, f32);
+    torch::NoGradGuard no_grad;
+    for_each_owned([&](const ParamSlot& s, int64_t b, int64_t n) {
+      const torch::Tensor flat = params[static_cast<size_t>(s.index)].tensor.reshape({-1});
+      master.narrow(0, b, n).copy_(flat.narrow(0, own_begin + b - s.offset, n));
+    });
+  }
+  full = torch::zeros({padded}, options());
   {
     torch::NoGradGuard no_grad;
     for (const ParamSlot& s : slots) full.narrow(0, s.offset, s.numel).copy_(params[static_cast<size_t>(s.index)].tensor.reshape({-1}));
@@ -25,13 +35,13 @@ void FlatGroup::init(std::vector<Parameter>& params, int shard_size, int shard_r
     exp_avg = torch::zeros({shard}, f32);
     exp_avg_sq = torch::zeros({shard}, f32);
     if (stage < 2) {
-      grad_full = torch::zeros({padded}, f32);
+      grad_full = torch::zeros({padded}, options());
       for (const ParamSlot& s : slots) {
         Parameter& p = params[static_cast<size_t>(s.index)];
         p.tensor.mutable_grad() = grad_full.narrow(0, s.offset, s.numel).view(s.shape);
       }
     } else {
-      grad_shard = torch::zeros({shard}, f32);
+      grad_shard = torch::zeros({shard}, options());
     }
   }
   if (stage == 3) {
@@ -75,7 +85,15 @@ void FlatGroup::drop(std::vector<Parameter>& params) {
   full = torch::Tensor();
 }
 
-torch::TensorOptions FlatGroup::options() const { return torch::TensorOptions().dtype(torch::kFloat).device(device); }
+torch::TensorOptions FlatGroup::options() const { return torch::TensorOptions().dtype(dtype).device(device); }
+
+torch::Tensor FlatGroup::optimizer_params() const { return master.defined() ? master : owned_params(); }
+
+void FlatGroup::copy_master_to_params() {
+  if (!master.defined()) return;
+  torch::NoGradGuard no_grad;
+  owned_params().copy_(master);
+}
 
 torch::Tensor FlatGroup::owned_params() const {
   return stage == 3 ? shard_data : full.narrow(0, own_begin, shard);

@@ -1,7 +1,9 @@
 #pragma once
-// FlatGroup: the parameters of one ZeRO unit (trainable or frozen) as one flat fp32 buffer,
-// padded to a multiple of the sharding group size; the rank owns [own_begin, own_begin + shard).
-// Parameters are views into `full` while resident. See zero_engine.hpp for the stages.
+// FlatGroup: the parameters of one ZeRO unit (trainable or frozen) as one flat buffer of the
+// weights' dtype (fp32, or bf16/fp16 with master weights), padded to a multiple of the sharding
+// group size; the rank owns [own_begin, own_begin + shard). Parameters are views into `full`
+// while resident; gradients have the weights' dtype. With 16-bit weights the owned elements
+// also have an fp32 master copy, which the optimizer updates. See zero_engine.hpp.
 #include <torch/torch.h>
 
 #include <vector>
@@ -31,10 +33,14 @@ struct FlatGroup {
   torch::Tensor grad_full;   // (padded): stage 0/1 gradients; params' .grad are views
   torch::Tensor grad_shard;  // (shard): stage 2/3 reduced gradient shard
   torch::Tensor exp_avg, exp_avg_sq;  // (shard): AdamW moments of the owned elements
+  torch::Tensor master;      // (shard): fp32 master of the owned elements (16-bit weights only)
   torch::Device device{torch::kCPU};  // the parameters' device: every buffer lives there
+  torch::ScalarType dtype = torch::kFloat;  // the weights' (and gradients') dtype
 
-  // Builds the buffers from the parameters' current values (stage 3 then drops `full`).
-  void init(std::vector<Parameter>& params, int shard_size, int shard_rank, int zero_stage);
+  // Builds the buffers from the parameters' current values, converting them to `weight_dtype`
+  // (stage 3 then drops `full`).
+  void init(std::vector<Parameter>& params, int shard_size, int shard_rank, int zero_stage,
+            torch::ScalarType weight_dtype);
   void zero_grad(std::vector<Parameter>& params, int zero_stage);
   // Stage 2/3: this micro-batch's gradients as one padded flat tensor; the params' .grad are
   // dropped (freed).
@@ -42,9 +48,14 @@ struct FlatGroup {
   // Stage 3: all-gather the parameters / drop them.
   void gather(std::vector<Parameter>& params, Communicator& shard_group);
   void drop(std::vector<Parameter>& params);
-  [[nodiscard]] torch::TensorOptions options() const;  // fp32 on `device`
+  [[nodiscard]] torch::TensorOptions options() const;  // `dtype` on `device`
   // Owned parameter and gradient elements (views).
   [[nodiscard]] torch::Tensor owned_params() const;
+  // What the optimizer updates and a checkpoint saves: `master` if there is one, else the
+  // owned parameters.
+  [[nodiscard]] torch::Tensor optimizer_params() const;
+  // After an update of `master`: round it into the owned parameters (no-op without master).
+  void copy_master_to_params();
   [[nodiscard]] torch::Tensor owned_grads() const;
   // Calls f(slot, begin, length) for each parameter's part inside the owned range, with
   // `begin` relative to the owned range.

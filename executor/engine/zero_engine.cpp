@@ -55,8 +55,9 @@ struct ZeroEngine::Pending {
   bool accumulate = false;  // add `out` into the unit's gradient shard once done
 };
 
-ZeroEngine::ZeroEngine(Transformer& model, const ProcessGroups& groups, int zero_stage, OptimizerOptions opt)
-    : model_(model), groups_(groups), stage_(zero_stage), opt_(opt) {
+ZeroEngine::ZeroEngine(Transformer& model, const ProcessGroups& groups, int zero_stage, OptimizerOptions opt,
+                       torch::ScalarType weight_dtype)
+    : model_(model), groups_(groups), stage_(zero_stage), opt_(opt), weight_dtype_(weight_dtype) {
   EXECUTOR_CHECK(stage_ >= 0 && stage_ <= 3, "ZeRO stage must be 0..3");
   if (stage_ > 0) {
     shard_size_ = groups.shard().size();
@@ -85,7 +86,7 @@ void ZeroEngine::setup_unit(int u) {
   }
   for (FlatGroup* g : {&unit->train, &unit->frozen}) {
     g->trainable = g == &unit->train;
-    g->init(params, shard_size_, shard_rank_, stage_);
+    g->init(params, shard_size_, shard_rank_, stage_, weight_dtype_);
   }
   unit->resident = stage_ < 3;  // stage 3: init() left only the shards
   units_.push_back(std::move(unit));

@@ -17,7 +17,9 @@
 // concatenated in model order, padded to a multiple of the sharding group size S; rank s of the
 // sharding group owns elements [s*n, (s+1)*n), n = padded / S. Trainable and frozen (LoRA
 // base) parameters live in separate flat groups: frozen ones have no gradients or AdamW state.
-// Parameters are fp32 (they are the master copy); autocast runs the matmuls in bf16/fp16.
+// Weights: fp32 (they are the master copy; autocast runs the matmuls in bf16/fp16), or bf16/fp16
+// with an fp32 master of the owned elements in the optimizer (master weights, as DeepSpeed and
+// Megatron): gradients and communication are then 16-bit too.
 #include <torch/torch.h>
 
 #include <memory>
@@ -48,7 +50,8 @@ struct EngineUnit;
 
 class ZeroEngine final : public UnitHooks {
  public:
-  ZeroEngine(Transformer& model, const ProcessGroups& groups, int zero_stage, OptimizerOptions opt);
+  ZeroEngine(Transformer& model, const ProcessGroups& groups, int zero_stage, OptimizerOptions opt,
+             torch::ScalarType weight_dtype = torch::kFloat);
   ~ZeroEngine() override;
   ZeroEngine(const ZeroEngine&) = delete;
   ZeroEngine& operator=(const ZeroEngine&) = delete;
@@ -101,6 +104,7 @@ class ZeroEngine final : public UnitHooks {
   const ProcessGroups& groups_;
   int stage_;
   OptimizerOptions opt_;
+  torch::ScalarType weight_dtype_;
   int shard_size_ = 1;  // 1 for stage 0 (nothing sharded)
   int shard_rank_ = 0;
   bool last_micro_batch_ = true;

@@ -65,8 +65,8 @@ void ZeroEngine::adamw(FlatGroup& g, double lr, double clip_coef) {
   // AdamW (Loshchilov & Hutter 2019, Algorithm 2), decoupled weight decay, as torch.optim.AdamW.
   torch::NoGradGuard no_grad;
   const auto& params = model_.parameters();
-  torch::Tensor p = g.owned_params();
-  torch::Tensor grad = g.owned_grads();
+  torch::Tensor p = g.optimizer_params();  // fp32: the master with 16-bit weights
+  torch::Tensor grad = g.owned_grads().to(torch::kFloat);  // a copy only for 16-bit gradients
   if (clip_coef != 1.0) grad.mul_(clip_coef);
   if (opt_.weight_decay > 0)
     g.for_each_owned([&](const ParamSlot& s, int64_t b, int64_t n) {
@@ -78,6 +78,7 @@ void ZeroEngine::adamw(FlatGroup& g, double lr, double clip_coef) {
   const double bc1 = 1.0 - std::pow(opt_.beta1, t), bc2 = 1.0 - std::pow(opt_.beta2, t);
   const torch::Tensor denom = (g.exp_avg_sq.sqrt() / std::sqrt(bc2)).add_(opt_.eps);
   p.addcdiv_(g.exp_avg, denom, -lr / bc1);
+  g.copy_master_to_params();
 }
 
 void ZeroEngine::reassemble(FlatGroup& g) {
@@ -125,7 +126,7 @@ std::vector<std::pair<std::string, torch::Tensor>> ZeroEngine::owned_state() {
     FlatGroup& g = units_[u]->train;
     if (g.slots.empty()) continue;
     const std::string prefix = "unit" + std::to_string(u) + ".";
-    out.emplace_back(prefix + "param", g.owned_params());
+    out.emplace_back(prefix + "param", g.optimizer_params());
     out.emplace_back(prefix + "exp_avg", g.exp_avg);
     out.emplace_back(prefix + "exp_avg_sq", g.exp_avg_sq);
   }
@@ -141,7 +142,10 @@ void ZeroEngine::load_state(const std::vector<std::pair<std::string, torch::Tens
                    "checkpoint tensor " + tensors[i].first + " does not match " + mine[i].first);
     mine[i].second.copy_(tensors[i].second.reshape(mine[i].second.sizes()));
   }
-  for (auto& u : units_) reassemble(u->train);
+  for (auto& u : units_) {
+    u->train.copy_master_to_params();
+    reassemble(u->train);
+  }
   adam_step_ = adam_step;
 }
 

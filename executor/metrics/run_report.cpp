@@ -142,6 +142,7 @@ nlohmann::json build_report(const ReportInputs& in) {
           {"device", in.device},
           {"threads_per_rank", in.threads_per_rank},
           {"layout", in.layout},
+          {"precision", in.precision},
           {"measured", measured},
           {"predicted", predicted},
           {"error",

@@ -50,6 +50,7 @@ struct ReportInputs {
   std::string model;
   int world_size = 1;
   nlohmann::json layout;
+  nlohmann::json precision;  // {"compute", "weights", "optimizer"}: dtypes
   std::vector<StepRecord> steps;           // this run's steps (rank 0's view)
   std::vector<int64_t> peak_bytes_per_rank;
   std::string memory_source;               // "cpu-accounting-allocator" | "cuda-caching-allocator"

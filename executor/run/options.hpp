@@ -25,6 +25,7 @@ struct RunOptions {
   double clip_norm = 1.0;
   double beta1 = 0.9, beta2 = 0.95, eps = 1e-8;
   std::string precision;              // override the plan's: fp32 | bf16 | fp16
+  std::string mixed_precision;        // override the plan's: master_weights | autocast
   double initial_loss_scale = 65536;  // fp16 (and --loss-scaling) only
   bool loss_scaling = false;          // dynamic loss scaling even without fp16
   std::optional<double> dropout;      // override the card's hidden/attention dropout

@@ -229,6 +229,9 @@ void Trainer::finish() {
   in.model = s.plan.model.name;
   in.world_size = s.groups->world().size();
   in.layout = s.layout;
+  in.precision = {{"compute", simulator::to_string(s.precision)},
+                  {"weights", s.weight_dtype() == torch::kFloat ? "fp32" : simulator::to_string(s.precision)},
+                  {"optimizer", "fp32"}};
   in.steps = s.records;
   for (int64_t i = 0; i < peaks.numel(); ++i) in.peak_bytes_per_rank.push_back(peaks[i].item<int64_t>());
   in.memory_source = memory_source(s.device);

@@ -41,6 +41,12 @@ Precision parse_precision(const std::string& s) {
   throw InputError("--precision: expected fp32, bf16 or fp16, got '" + s + "'");
 }
 
+simulator::MixedPrecision parse_mixed_precision(const std::string& s) {
+  if (s == "master_weights") return simulator::MixedPrecision::master_weights;
+  if (s == "autocast") return simulator::MixedPrecision::autocast;
+  throw InputError("--mixed-precision: expected master_weights or autocast, got '" + s + "'");
+}
+
 // What this executor runs: everything the planner outputs but optimizer offload; fp16 needs CUDA.
 void check_supported(const planner::Plan& plan, const std::string& src, Precision precision, torch::Device device) {
   const auto& c = plan.config;
@@ -72,6 +78,8 @@ void Trainer::setup() {
   phase(s.runtime, [&] {
     s.plan = planner::load_plan(o.plan_path);
     s.precision = o.precision.empty() ? s.plan.config.precision : parse_precision(o.precision);
+    s.mixed_precision =
+        o.mixed_precision.empty() ? s.plan.config.mixed_precision : parse_mixed_precision(o.mixed_precision);
     s.device = pick_device(o.device, s.runtime.local_rank(), s.runtime.local_size(), /*training=*/true);
     make_current(s.device);  // before the NCCL communicators, which bind to the current device
     check_supported(s.plan, o.plan_path, s.precision, s.device);
@@ -119,7 +127,7 @@ void Trainer::setup() {
       throw InputError(o.plan_path + ": field 'config.global_batch_size': expected a multiple of dp x micro_batch_size");
   });
   OptimizerOptions oo{o.beta1, o.beta2, o.eps, o.weight_decay, o.clip_norm};
-  s.engine = std::make_unique<ZeroEngine>(*s.model, *s.groups, cfg.zero_stage, oo);
+  s.engine = std::make_unique<ZeroEngine>(*s.model, *s.groups, cfg.zero_stage, oo, s.weight_dtype());
   s.layout = {{"model", s.plan.model.name}, {"tp", cfg.tp}, {"dp", cfg.dp}, {"pp", cfg.pp},
               {"zero_stage", cfg.zero_stage}, {"sharding_degree", cfg.shard_group()},
               {"lora_rank", cfg.lora.rank}, {"init", o.init == "seed" ? "seed:" + std::to_string(o.seed) : o.init},
@@ -153,7 +161,12 @@ void Trainer::setup() {
               << (s.device.is_cuda() ? describe_device(s.device) + " (rank 0)" : s.threads.describe()) << "; "
               << s.dataset->describe() << "\n";
     std::cerr << "shardrun: " << s.groups->describe() << "; ZeRO-" << cfg.zero_stage << ", precision "
-              << simulator::to_string(s.precision) << (s.start_step ? "; resumed at step " + std::to_string(s.start_step) : "")
+              << simulator::to_string(s.precision)
+              << (s.precision == Precision::fp32 ? ""
+                  : s.weight_dtype() == torch::kFloat
+                      ? " (autocast: fp32 weights)"
+                      : " (16-bit weights and gradients, fp32 master weights)")
+              << (s.start_step ? "; resumed at step " + std::to_string(s.start_step) : "")
               << "\n";
     if (cfg.pp > 1)
       std::cerr << "shardrun: pipeline: " << cfg.pp << " stages, schedule " << simulator::to_string(cfg.schedule)

@@ -83,6 +83,12 @@ std::vector<sim::Precision> parse_precisions(const std::string& s) {
   return out;
 }
 
+sim::MixedPrecision parse_mixed_precision(const std::string& s) {
+  if (s == "master_weights") return sim::MixedPrecision::master_weights;
+  if (s == "autocast") return sim::MixedPrecision::autocast;
+  throw sim::InputError("--mixed-precision: expected master_weights or autocast, got '" + s + "'");
+}
+
 std::pair<sim::ClusterSpec, sim::ParallelConfig> parse_config_spec(const std::string& spec, const sim::ModelSpec& m,
                                                                    const sim::HardwareProfile& hw,
                                                                    const planner::SearchSpace& space,
@@ -91,6 +97,7 @@ std::pair<sim::ClusterSpec, sim::ParallelConfig> parse_config_spec(const std::st
   sim::ParallelConfig cfg;
   cfg.seq_len = space.seq_len;
   cfg.lora = space.lora;
+  cfg.mixed_precision = space.mixed_precision;
   cfg.rank_order = space.rank_order;
   cfg.memory_headroom = c.memory_headroom;
   cfg.global_batch_size = space.global_batch_sizes.front();

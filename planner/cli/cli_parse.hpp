@@ -17,6 +17,8 @@ std::vector<int> parse_int_list(const std::string& flag, const std::string& s, b
 std::vector<simulator::PipelineSchedule> parse_schedules(const std::string& s);
 std::vector<simulator::Recompute> parse_recomputes(const std::string& s);
 std::vector<simulator::Precision> parse_precisions(const std::string& s);
+// --mixed-precision: master_weights | autocast.
+simulator::MixedPrecision parse_mixed_precision(const std::string& s);
 
 // "nodes=1,tp=8,pp=1,zero=1,mbs=2,gbs=64,schedule=1f1b,v=2,recompute=full,sp,offload-optimizer,
 // offload-activations,shard=4,precision=bf16": unspecified fields come from the search space.

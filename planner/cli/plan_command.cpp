@@ -31,7 +31,7 @@ struct PlanOptions {
   ResilienceOverrides resilience;
   std::string model, hardware, nodes = "1", global_batch = "0", micro_batches = "1,2,4,8";
   std::string zero_stages = "0,1,2,3", schedules = "1f1b,gpipe,interleaved", recomputes = "none,selective,full";
-  std::string precisions = "bf16", virtual_stages = "2,3,4";
+  std::string precisions = "bf16", virtual_stages = "2,3,4", mixed_precision = "master_weights";
   int devices_per_node = 0, seq_len = 2048, top = 10, threads = 0, max_nodes = 0, max_tp = 0;
   bool no_mics = false, no_offload = false, no_sp = false, tp_across_nodes = false, json = false, quiet = false;
   std::string lora_ranks = "0";
@@ -53,6 +53,9 @@ void add_options(CLI::App* cmd, PlanOptions& o) {
   cmd->add_option("--virtual-stages", o.virtual_stages, "Model chunks per stage for interleaved");
   cmd->add_option("--recompute", o.recomputes, "Recompute modes to try (none,selective,full)");
   cmd->add_option("--precision", o.precisions, "Precisions to try (bf16,fp16,fp32)");
+  cmd->add_option("--mixed-precision", o.mixed_precision,
+                  "How bf16/fp16 keep weights: master_weights (DeepSpeed, Megatron) or autocast (PyTorch AMP)")
+      ->check(CLI::IsMember({"master_weights", "autocast"}));
   cmd->add_flag("--no-mics", o.no_mics, "Only shard over the whole data-parallel group");
   cmd->add_flag("--no-offload", o.no_offload, "Do not consider optimizer/activation offload");
   cmd->add_flag("--no-sequence-parallel", o.no_sp, "Do not consider sequence parallelism");
@@ -95,6 +98,7 @@ pl::SearchSpace make_space(const PlanOptions& o) {
   s.virtual_stages = parse_int_list("--virtual-stages", o.virtual_stages, false);
   s.recomputes = parse_recomputes(o.recomputes);
   s.precisions = parse_precisions(o.precisions);
+  s.mixed_precision = parse_mixed_precision(o.mixed_precision);
   s.mics = !o.no_mics;
   if (o.no_offload) s.offload_optimizer = s.offload_activations = {false};
   if (o.no_sp) s.sequence_parallel = {false};
@@ -128,7 +132,7 @@ pl::Objective objective_of(const std::string& s) {
 nlohmann::json search_settings(const PlanOptions& o) {
   return {{"nodes", o.nodes}, {"global_batch_size", o.global_batch}, {"seq_len", o.seq_len},
           {"micro_batch_sizes", o.micro_batches}, {"zero_stages", o.zero_stages}, {"schedules", o.schedules},
-          {"recompute", o.recomputes}, {"precision", o.precisions}, {"objective", o.objective},
+          {"recompute", o.recomputes}, {"precision", o.precisions}, {"mixed_precision", o.mixed_precision}, {"objective", o.objective},
           {"max_nodes", o.max_nodes}, {"max_usd_per_hour", o.max_usd}, {"max_tp", o.max_tp},
           {"require", o.require}, {"forbid", o.forbid}, {"headroom", o.headroom}};
 }

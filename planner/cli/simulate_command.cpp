@@ -28,7 +28,7 @@ struct SimulateOptions {
   int tp = 1, pp = 1, dp = 0, zero = 0, sharding_degree = 0;
   int micro_batch_size = 1, global_batch_size = 0;
   std::optional<int> seq_len;
-  std::string schedule = "1f1b", recompute = "none", precision = "bf16", rank_order = "tp-dp-pp";
+  std::string schedule = "1f1b", recompute = "none", precision = "bf16", mixed_precision = "master_weights", rank_order = "tp-dp-pp";
   int virtual_stages = 1;
   bool sequence_parallel = false, offload_activations = false, offload_optimizer = false;
   int lora_rank = 0;
@@ -80,6 +80,7 @@ sim::ParallelConfig to_config(const SimulateOptions& o, const sim::ModelSpec& m,
   cfg.offload_activations = o.offload_activations;
   cfg.offload_optimizer = o.offload_optimizer;
   cfg.precision = parse_precisions(o.precision).front();
+  cfg.mixed_precision = parse_mixed_precision(o.mixed_precision);
   cfg.lora.rank = o.lora_rank;
   cfg.lora.alpha = o.lora_alpha;
   cfg.lora.dropout = o.lora_dropout;
@@ -117,6 +118,9 @@ void add_options(CLI::App* cmd, SimulateOptions& o) {
   cmd->add_flag("--offload-activations", o.offload_activations, "Offload stored activations to host memory");
   cmd->add_flag("--offload-optimizer", o.offload_optimizer, "Optimizer states and step on the host (ZeRO-Offload)");
   cmd->add_option("--precision", o.precision, "Training precision")->check(CLI::IsMember({"bf16", "fp16", "fp32"}));
+  cmd->add_option("--mixed-precision", o.mixed_precision,
+                  "How bf16/fp16 keep weights: master_weights (DeepSpeed, Megatron) or autocast (PyTorch AMP)")
+      ->check(CLI::IsMember({"master_weights", "autocast"}));
   cmd->add_option("--lora-rank", o.lora_rank, "LoRA rank (0 = full training)");
   cmd->add_option("--lora-alpha", o.lora_alpha, "LoRA alpha");
   cmd->add_option("--lora-dropout", o.lora_dropout, "LoRA dropout probability");

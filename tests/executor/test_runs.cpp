@@ -166,7 +166,7 @@ TEST(Weights, HuggingFaceSafetensorsLoadIntoAnotherLayoutUnchanged) {
     EXPECT_EQ(std::memcmp(w.data(), wb.at(name).data(), w.size() * sizeof(float)), 0) << name;
 }
 
-TEST(Precision, Bf16AutocastTracksFp32) {
+TEST(Precision, Bf16TracksFp32UnderTensorParallelism) {  // the plan's recipe: master weights
   TempDir dir("shardrun_bf16");
   const std::string plan = write_plan(dir, "tp2", "tiny-llama", {{"tensor_parallel", 2}});
   const std::string args = corpus_data_args(dir) + " --steps 6 --lr 1e-3";
@@ -180,7 +180,31 @@ TEST(Precision, Bf16AutocastTracksFp32) {
     EXPECT_NEAR(bf16.losses[i], fp32.losses[i], 2e-2 * fp32.losses[i]) << "step " << i + 1;
     any_difference |= bf16.losses[i] != fp32.losses[i];
   }
-  EXPECT_TRUE(any_difference) << "bf16 autocast did not change any arithmetic";
+  EXPECT_TRUE(any_difference) << "bf16 did not change any arithmetic";
+}
+
+// Master weights (the plan's default recipe) keep 16-bit weights and gradients with an fp32
+// master in the optimizer; autocast keeps fp32 weights. Both track the fp32 run, and on dp 2 with
+// ZeRO-1 (2 + 2 + 12/2 bytes per parameter against 4 + 4 + 8/2) master weights peak lower.
+TEST(Precision, MasterWeightsAndAutocastTrackFp32AndDifferInMemory) {
+  TempDir dir("shardrun_recipes");
+  const std::string plan = write_plan(dir, "dp2z1", "tiny-llama", {{"data_parallel", 2}, {"zero_stage", 1}});
+  const std::string args = corpus_data_args(dir) + " --steps 6 --lr 1e-3";
+  const RunResult fp32 = shardrun(2, plan, dir.file("fp32"), args);
+  const RunResult master = shardrun(2, plan, dir.file("master"), args + " --precision bf16");
+  const RunResult autocast =
+      shardrun(2, plan, dir.file("autocast"), args + " --precision bf16 --mixed-precision autocast");
+  for (const RunResult* r : {&fp32, &master, &autocast}) ASSERT_EQ(r->exit_code, 0) << r->output;
+  EXPECT_EQ(master.report["precision"]["weights"], "bf16");
+  EXPECT_EQ(autocast.report["precision"]["weights"], "fp32");
+  for (const RunResult* r : {&master, &autocast}) {
+    ASSERT_EQ(r->losses.size(), fp32.losses.size());
+    for (size_t i = 0; i < fp32.losses.size(); ++i)
+      EXPECT_NEAR(r->losses[i], fp32.losses[i], 2e-2 * fp32.losses[i]) << "step " << i + 1;
+  }
+  EXPECT_NE(master.losses, autocast.losses) << "the recipes did the same arithmetic";
+  const auto peak = [](const RunResult& r) { return r.report["measured"]["peak_memory_bytes"].get<double>(); };
+  EXPECT_LT(peak(master), peak(autocast));
 }
 
 class BadInput : public ::testing::Test {

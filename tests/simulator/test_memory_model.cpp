@@ -52,6 +52,29 @@ TEST(ZeroStates, Fp32KeepsSixteenBytesPerParameter) {
   EXPECT_NEAR(p.worst.parameters, 4 * psi, 1);
 }
 
+// Autocast mixed precision keeps fp32 weights, gradients and moments (4Ψ + 4Ψ + 8Ψ), sharded by
+// the same stages; only the bytes per element differ from master weights' 2Ψ + 2Ψ + 12Ψ.
+TEST_P(ZeroStates, AutocastKeepsFp32WeightsGradientsAndMoments) {
+  const ModelSpec m = load_model("llama2-7b");
+  const ClusterSpec c = cluster("p4de.24xlarge", 2);
+  ParallelConfig cfg = config(c, 1, 1, GetParam().zero, 1, 16, 1024);
+  cfg.sharding_degree = GetParam().sharding;
+  cfg.mixed_precision = MixedPrecision::autocast;
+  const Prediction p = run(m, c, cfg);
+  const double psi = static_cast<double>(count_parameters(m).total);
+  const double N = GetParam().sharding > 0 ? GetParam().sharding : 16;
+  const int z = GetParam().zero;
+  EXPECT_NEAR(p.worst.parameters, z == 3 ? 4 * psi / N : 4 * psi, 1);
+  EXPECT_NEAR(p.worst.gradients, z >= 2 ? 4 * psi / N : 4 * psi, 1);
+  EXPECT_NEAR(p.worst.optimizer_states, z >= 1 ? 8 * psi / N : 8 * psi, 1);
+  // Same activations and the same sixteen bytes per parameter unsharded or fully sharded.
+  cfg.mixed_precision = MixedPrecision::master_weights;
+  const Prediction master = run(m, c, cfg);
+  EXPECT_DOUBLE_EQ(p.worst.activations, master.worst.activations);
+  if (z == 0 || z == 3) EXPECT_NEAR(model_states(p.worst), model_states(master.worst), 1e-9 * psi);
+  if (z == 1 || z == 2) EXPECT_GT(model_states(p.worst), model_states(master.worst));
+}
+
 // --- activations ---------------------------------------------------------------------------
 
 struct ActivationFixture : ::testing::Test {

@@ -242,5 +242,34 @@ TEST(Properties, MeasuredOpCostsAreChargedPerElement) {
   EXPECT_LT(run(m, c, cfg).time.forward_compute_s, base.forward_compute_s);
 }
 
+// With a measured weight-cast cost, autocast pays a cast per linear weight in forward and in
+// backward; master weights pay none there, only the optimizer's two casts of its shard.
+TEST(Properties, WeightCastsAreChargedByTheMixedPrecisionRecipe) {
+  const ModelSpec m = load_model("tiny-gpt");
+  ClusterSpec c = cluster("local-cpu-2core", 1);
+  ParallelConfig cfg = config(c, 1, 1, 0, 4, 8, 128);
+  cfg.precision = Precision::bf16;
+  OpCost& adamw = c.hardware.device.op_costs[static_cast<int>(Precision::fp32)][static_cast<int>(OpKind::adamw)];
+  adamw.forward_s_per_element = {{3.0, 7.0}, {5e-9, 5e-9}};
+  auto with_cast_cost = [&](MixedPrecision recipe, double s_per_element) {
+    OpCost& w = c.hardware.device.op_costs[static_cast<int>(Precision::bf16)][static_cast<int>(OpKind::weight_cast)];
+    w.forward_s_per_element = {{3.0, 7.0}, {s_per_element, s_per_element}};
+    w.backward_s_per_element = {{3.0, 7.0}, {s_per_element, s_per_element}};
+    cfg.mixed_precision = recipe;
+    return run(m, c, cfg).time;
+  };
+  const double linear_weights = m.num_layers * (4.0 * m.hidden * m.hidden + 2.0 * m.hidden * m.ffn_hidden) +
+                                static_cast<double>(m.hidden) * m.vocab_size;  // blocks + LM head
+  const TimeBreakdown a1 = with_cast_cost(MixedPrecision::autocast, 1e-9);
+  const TimeBreakdown a2 = with_cast_cost(MixedPrecision::autocast, 3e-9);
+  const double micro_batches = cfg.global_batch_size / (cfg.micro_batch_size * cfg.dp);
+  EXPECT_NEAR((a2.forward_compute_s - a1.forward_compute_s) / micro_batches, linear_weights * 2e-9, 1e-9);
+  EXPECT_NEAR(a2.optimizer_s, a1.optimizer_s, 1e-12);
+  const TimeBreakdown m1 = with_cast_cost(MixedPrecision::master_weights, 1e-9);
+  const TimeBreakdown m2 = with_cast_cost(MixedPrecision::master_weights, 3e-9);
+  EXPECT_NEAR(m2.forward_compute_s, m1.forward_compute_s, 1e-12);
+  EXPECT_GT(m2.optimizer_s, m1.optimizer_s);
+}
+
 }  // namespace
 }  // namespace shardplan::simulator
