@@ -21,6 +21,7 @@ struct PlanRequest {
   std::string global_batch = "0";           // sequences per step; 0 = smallest valid
   std::string seq_len = "2048";
   std::string precision = "bf16";           // list allowed: "bf16,fp16"
+  std::string mixed_precision = "master_weights";  // master_weights | autocast
   std::string lora_rank = "0";
   std::string lora_alpha = "16";
   std::string lora_dropout = "0";

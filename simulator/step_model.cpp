@@ -90,6 +90,19 @@ ChunkTime chunk_time(const ConfigContext& c, const ChunkShape& sh) {
   if (sh.head) add(c.head, 1);
 
   const bool lora = c.mc->lora.enabled();
+  if (cfg.zero_stage >= 2 && c.shard > 1) {
+    // Each micro-batch's gradients of a unit are packed into one flat bucket (zero-filled, then
+    // copied) for the reduce-scatter, whose shard is added into the kept one: 3w per gradient
+    // element plus 3w per shard element, unit by unit (shardrun's FlatGroup::take_grads;
+    // DeepSpeed's stage-2 bucket copies).
+    auto pack_s = [&](double elements) {
+      return elements > 0 ? memory_time_s(c.env, 3 * c.param_bytes * elements * (1 + 1 / c.shard)) : 0.0;
+    };
+    double pack = L * pack_s(c.block_trainable);
+    if (!lora) pack += (sh.embedding ? pack_s(c.embedding_params) : 0) + (sh.head ? pack_s(c.head_params) : 0);
+    t.backward_s += pack;
+    t.bwd_compute_s += pack;  // memory-bound work of the engine, on the compute stream
+  }
   if (cfg.zero_stage == 3 && c.shard > 1) {
     // Parameters gathered layer by layer, prefetching the next behind the current one's
     // compute; gradients reduce-scattered behind the backward.

@@ -39,6 +39,7 @@ PlanRequest lora_request() {
   r.lora_targets = "q_proj,v_proj";
   r.objective = "time";
   r.nodes = "1-2";
+  r.mixed_precision = "autocast";  // fp32 weights: a different memory model, both sides must carry it
   return r;
 }
 
