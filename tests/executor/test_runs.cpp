@@ -87,6 +87,35 @@ TEST(Checkpoint, StoppedAndResumedRunReachesBitIdenticalLosses) {
   EXPECT_EQ(step_dirs(dir.file("ck")), (std::vector<std::string>{"step-00000008", "step-00000012"}));
 }
 
+// bf16 master weights under ZeRO-3: the checkpoint holds the fp32 master (not the rounded bf16
+// weights), and a resumed run rounds it back into the gathered shards, so the losses match the
+// uninterrupted run bit for bit.
+TEST(Checkpoint, MasterWeightsRunResumesBitIdentically) {
+  TempDir dir("shardrun_ckpt_bf16");
+  const std::string plan = write_plan(dir, "z3", "tiny-llama", {{"data_parallel", 2}, {"zero_stage", 3}});
+  const std::string common = corpus_data_args(dir) + " --steps 8 --lr 1e-3 --precision bf16";
+  const RunResult full = shardrun(2, plan, dir.file("full"), common);
+  ASSERT_EQ(full.exit_code, 0) << full.output;
+  ASSERT_EQ(full.report["precision"]["weights"], "bf16");
+  const std::string ck = " --checkpoint-dir " + quote(dir.file("ck")) + " --checkpoint-every 4";
+  ASSERT_EQ(shardrun(2, plan, dir.file("first"), common + ck + " --stop-after 5").exit_code, 0);
+  const RunResult resumed = shardrun(2, plan, dir.file("resumed"), common + ck + " --resume auto");
+  ASSERT_EQ(resumed.exit_code, 0) << resumed.output;
+  ASSERT_EQ(resumed.losses.size(), 4u);  // steps 5..8, from the step-4 checkpoint
+  for (size_t i = 0; i < resumed.losses.size(); ++i) EXPECT_EQ(resumed.losses[i], full.losses[i + 4]) << "step " << i + 5;
+  bool fp32_master = false;
+  for (const auto& entry : std::filesystem::recursive_directory_iterator(dir.file("ck"))) {
+    if (entry.path().extension() != ".safetensors") continue;
+    executor::io::SafetensorsReader reader(entry.path().string());
+    for (const auto& t : reader.tensors())
+      if (t.name.size() > 6 && t.name.compare(t.name.size() - 6, 6, ".param") == 0) {
+        EXPECT_EQ(t.dtype, executor::io::DType::F32) << t.name;
+        fp32_master = true;
+      }
+  }
+  EXPECT_TRUE(fp32_master);
+}
+
 TEST(LossScaling, OverflowingStepsAreSkippedAndTheScaleBacksOff) {
   // Rank 1's gradients overflow in step 3 (as fp16 would): every rank must skip that update and
   // halve the scale; the others train normally.
