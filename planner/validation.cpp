@@ -313,10 +313,21 @@ const char* to_string(RunStatus s) {
   return "?";
 }
 
+namespace {
+
+double median_of(std::vector<double> v) {
+  std::sort(v.begin(), v.end());
+  const std::size_t n = v.size();
+  return n % 2 ? v[n / 2] : (v[n / 2 - 1] + v[n / 2]) / 2;
+}
+
+}  // namespace
+
 void apply_report(ValidationRun& run, const json& report, const std::string& source) {
   const sim::JsonContext ctx{source, "measured"};
   const json& m = sim::require(report, "measured", sim::JsonContext{source, ""});
-  run.measured_step_s = sim::get_positive(m, "step_seconds", ctx);
+  run.measured_step_s_runs.push_back(sim::get_positive(m, "step_seconds", ctx));
+  run.measured_step_s = median_of(run.measured_step_s_runs);
   run.measured_peak_bytes = sim::get_positive(m, "peak_memory_bytes", ctx);
   run.measured_peak_per_rank.clear();
   if (auto it = m.find("peak_memory_bytes_per_rank"); it != m.end() && it->is_array())
@@ -419,6 +430,7 @@ json run_json(const ValidationRun& r, const std::string& base_dir) {
                       {"peak_memory_bytes_per_rank", r.predicted_peak_per_rank}};
   if (r.has_measurement) {
     j["measured"] = {{"step_seconds", r.measured_step_s},
+                     {"step_seconds_runs", r.measured_step_s_runs},
                      {"peak_memory_bytes", r.measured_peak_bytes},
                      {"peak_memory_bytes_per_rank", r.measured_peak_per_rank}};
     j["error"] = {{"step_seconds_relative", r.step_error},
@@ -496,6 +508,8 @@ ValidationRun run_from_json(const json& j, const sim::JsonContext& ctx, const st
     const auto c = ctx.child("measured");
     r.has_measurement = true;
     r.measured_step_s = sim::get_number(*it, "step_seconds", c);
+    r.measured_step_s_runs = numbers(*it, "step_seconds_runs", c);
+    if (r.measured_step_s_runs.empty()) r.measured_step_s_runs = {r.measured_step_s};
     r.measured_peak_bytes = sim::get_number(*it, "peak_memory_bytes", c);
     r.measured_peak_per_rank = numbers(*it, "peak_memory_bytes_per_rank", c);
     const json& e = sim::require(j, "error", ctx);
@@ -517,6 +531,7 @@ json to_json(const ValidationReport& r, const std::string& base_dir) {
           {"hardware_file", r.hardware_file},
           {"steps", r.steps},
           {"threads_per_rank", r.threads_per_rank},
+          {"repeats", r.repeats},
           {"cores", r.cores},
           {"runs", std::move(runs)},
           {"summary",
@@ -537,6 +552,7 @@ ValidationReport validation_from_json(const json& j, const std::string& source, 
   r.hardware_file = sim::get_string_or(j, "hardware_file", r.hardware, ctx);
   r.steps = static_cast<int>(sim::get_int_or(j, "steps", 0, ctx));
   r.threads_per_rank = static_cast<int>(sim::get_int_or(j, "threads_per_rank", 1, ctx));
+  r.repeats = static_cast<int>(sim::get_int_or(j, "repeats", 1, ctx));
   r.cores = static_cast<int>(sim::get_int_or(j, "cores", 1, ctx));
   const json& runs = sim::require(j, "runs", ctx);
   if (!runs.is_array()) ctx.fail("runs", "an array");

@@ -82,7 +82,8 @@ struct ValidationRun {
   std::vector<double> predicted_peak_per_rank;
 
   bool has_measurement = false;
-  double measured_step_s = 0;
+  double measured_step_s = 0;       // the median over the repeats
+  std::vector<double> measured_step_s_runs;  // one per repeat, in run order
   double measured_peak_bytes = 0;  // report.json measured.peak_memory_bytes (largest rank)
   std::vector<double> measured_peak_per_rank;
 
@@ -92,7 +93,8 @@ struct ValidationRun {
 };
 
 // Fills the measurement and the errors of `run` (whose prediction is set) from a shardrun
-// report.json. Throws InputError naming `source` when a figure is missing or not positive.
+// report.json, adding its step time to the repeats' (the measured step time is their median).
+// Throws InputError naming `source` when a figure is missing or not positive.
 void apply_report(ValidationRun& run, const nlohmann::json& report, const std::string& source);
 
 struct RunnerOptions {
@@ -101,6 +103,7 @@ struct RunnerOptions {
   std::string out_dir = "build/validate";  // one sub-directory per entry
   int steps = 8;
   int threads = 1;                  // per rank
+  int repeats = 1;                  // runs per entry; the step time is their median
   int cores = 1;                    // of this machine (timing honesty)
   double timeout_s = 900;           // per run; a run over it is killed and "failed"
   const std::atomic<bool>* cancel = nullptr;  // set (e.g. by SIGINT): the running job is ended
@@ -130,7 +133,7 @@ ValidationSummary summarize(const std::vector<ValidationRun>& runs);
 struct ValidationReport {
   std::string hardware;       // profile name
   std::string hardware_file;  // what was given (name or path)
-  int steps = 0, threads_per_rank = 1, cores = 1;
+  int steps = 0, threads_per_rank = 1, cores = 1, repeats = 1;
   std::vector<ValidationRun> runs;
 };
 

@@ -30,7 +30,7 @@ extern "C" void on_stop_signal(int) { g_stop.store(true); }
 struct ValidateOptions {
   std::string hardware = "local-cpu-2core", suite = "builtin", configs, only, out_dir = "build/validate";
   std::string json, plot, shardrun, mpirun = "mpirun";
-  int steps = 8, threads = 1;
+  int steps = 8, threads = 1, repeats = 1;
   double timeout_s = 900;
   bool list = false;
 };
@@ -43,6 +43,8 @@ void add_options(CLI::App* cmd, ValidateOptions& o) {
   cmd->add_option("--only", o.only, "Run only these configurations (comma-separated names)");
   cmd->add_option("--steps", o.steps, "Training steps per run")->check(CLI::PositiveNumber);
   cmd->add_option("--threads", o.threads, "Threads per rank")->check(CLI::PositiveNumber);
+  cmd->add_option("--repeats", o.repeats, "Runs per configuration; the step time compared is their median")
+      ->check(CLI::PositiveNumber);
   cmd->add_option("--out-dir", o.out_dir, "One sub-directory per configuration: plan.json, output.log, report.json");
   cmd->add_option("--json", o.json, "Write the results (schema shardplan.validation/1) to this file");
   cmd->add_option("--plot", o.plot, "Write an SVG of predicted vs measured to this file");
@@ -174,14 +176,16 @@ int run_validate(const ValidateOptions& o) {
   ro.out_dir = o.out_dir;
   ro.steps = o.steps;
   ro.threads = o.threads;
+  ro.repeats = o.repeats;
   ro.cores = static_cast<int>(std::max(1u, std::thread::hardware_concurrency()));
   ro.timeout_s = o.timeout_s;
   ro.cancel = &g_stop;
   if (!o.json.empty()) prepare_parent(o.json, "--json");
   if (!o.plot.empty()) prepare_parent(o.plot, "--plot");
-  pl::ValidationReport report{hw.name, o.hardware, o.steps, o.threads, ro.cores, {}};
-  std::printf("validating %zu configuration%s on %s (%d steps, %d thread%s per rank, %d cores)\n", suite.size(),
-              suite.size() == 1 ? "" : "s", hw.name.c_str(), o.steps, o.threads, o.threads == 1 ? "" : "s", ro.cores);
+  pl::ValidationReport report{hw.name, o.hardware, o.steps, o.threads, ro.cores, o.repeats, {}};
+  std::printf("validating %zu configuration%s on %s (%d steps, %d thread%s per rank, %d cores%s)\n", suite.size(),
+              suite.size() == 1 ? "" : "s", hw.name.c_str(), o.steps, o.threads, o.threads == 1 ? "" : "s", ro.cores,
+              o.repeats > 1 ? (", median of " + std::to_string(o.repeats) + " runs each").c_str() : "");
   std::signal(SIGINT, on_stop_signal);
   std::signal(SIGTERM, on_stop_signal);
   bool interrupted = false;

@@ -105,6 +105,32 @@ TEST(ValidateReport, PerRankMemoryErrorTakesTheWorstRank) {
   EXPECT_THROW(pl::apply_report(r, {{"measured", {{"step_seconds", 0}}}}, "report.json"), sim::InputError);
 }
 
+// --repeats: every run's step time is kept and the median is compared; memory is the last run's
+// (the accounting allocator makes it the same every time). Round-trips through the JSON.
+TEST(ValidateReport, RepeatsCompareTheMedianStepTime) {
+  pl::ValidationRun r = made_run("tiny", pl::RunStatus::ran, 0, 0);
+  r.entry.model = "tiny-llama";
+  r.entry.global_batch_size = 8;
+  r.ranks = 1;
+  r.has_measurement = false;
+  r.measured_step_s_runs.clear();
+  r.predicted_step_s = 0.2;
+  r.predicted_peak_per_rank = {100};
+  for (double step : {0.30, 0.18, 0.25})
+    pl::apply_report(r, {{"measured", {{"step_seconds", step}, {"peak_memory_bytes", 100}}}}, "report.json");
+  EXPECT_EQ(r.measured_step_s_runs, (std::vector<double>{0.30, 0.18, 0.25}));
+  EXPECT_DOUBLE_EQ(r.measured_step_s, 0.25);
+  EXPECT_NEAR(r.step_error, (0.2 - 0.25) / 0.25, 1e-12);
+  pl::apply_report(r, {{"measured", {{"step_seconds", 0.19}, {"peak_memory_bytes", 100}}}}, "report.json");
+  EXPECT_DOUBLE_EQ(r.measured_step_s, (0.19 + 0.25) / 2);  // even count: the middle two's mean
+  pl::ValidationReport report{"hw", "hw", 8, 1, 2, 4, {r}};
+  const auto back = pl::validation_from_json(pl::to_json(report, "/tmp"), "v.json", "/tmp");
+  EXPECT_EQ(back.repeats, 4);
+  ASSERT_EQ(back.runs.size(), 1u);
+  EXPECT_EQ(back.runs[0].measured_step_s_runs, r.measured_step_s_runs);
+  EXPECT_DOUBLE_EQ(back.runs[0].measured_step_s, r.measured_step_s);
+}
+
 TEST(ValidateSuite, AtLeastFourteenUniqueEntriesThatPassValidateConfigIncludingPipelinesAndRecompute) {
   const auto suite = pl::builtin_suite();
   ASSERT_GE(suite.size(), 14u);
@@ -188,7 +214,7 @@ TEST(ValidateEndToEnd, RunsThreeConfigurationsIncludingAPipelineAndPlots) {
   TempDir dir("validate_e2e");
   const std::string json_path = dir.file("results.json"), svg = dir.file("plot.svg");
   const CommandResult r =
-      run_command(validate_cmd("--only tiny-llama-1r,tiny-llama-dp2-z1,tiny-llama-pp2-1f1b --steps 3 --out-dir " +
+      run_command(validate_cmd("--only tiny-llama-1r,tiny-llama-dp2-z1,tiny-llama-pp2-1f1b --steps 3 --repeats 2 --out-dir " +
                                dir.file("runs") + " --json " + json_path + " --plot " + svg));
   ASSERT_EQ(r.status, 0) << r.out;
   EXPECT_NE(r.out.find("step pred"), std::string::npos) << r.out;
@@ -196,6 +222,7 @@ TEST(ValidateEndToEnd, RunsThreeConfigurationsIncludingAPipelineAndPlots) {
   const nlohmann::json j = nlohmann::json::parse(read_text(json_path));
   EXPECT_EQ(j["schema"], "shardplan.validation/1");
   EXPECT_EQ(j["steps"], 3);
+  EXPECT_EQ(j["repeats"], 2);
   ASSERT_EQ(j["runs"].size(), 3u);
   int ran = 0;
   for (const auto& run : j["runs"]) {
@@ -210,7 +237,11 @@ TEST(ValidateEndToEnd, RunsThreeConfigurationsIncludingAPipelineAndPlots) {
     const double step = run["measured"]["step_seconds"], peak = run["measured"]["peak_memory_bytes"];
     EXPECT_GT(step, 0);
     EXPECT_GT(peak, 0);
-    EXPECT_EQ(step, report["measured"]["step_seconds"].get<double>());
+    // Two runs each: the median of two is their mean; report.json is the last run's.
+    const std::vector<double> runs = run["measured"]["step_seconds_runs"];
+    ASSERT_EQ(runs.size(), 2u) << name;
+    EXPECT_DOUBLE_EQ(step, (runs[0] + runs[1]) / 2) << name;
+    EXPECT_EQ(runs[1], report["measured"]["step_seconds"].get<double>());
     EXPECT_EQ(peak, report["measured"]["peak_memory_bytes"].get<double>());
     EXPECT_EQ(run["measured"]["peak_memory_bytes_per_rank"].size(), static_cast<size_t>(run["ranks"].get<int>()));
     const double pred_step = run["predicted"]["step_seconds"];
