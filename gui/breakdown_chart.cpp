@@ -17,7 +17,8 @@ std::vector<std::pair<QString, double>> step_parts(const simulator::TimeBreakdow
           {"bubble", t.pipeline_bubble_s},
           {"DP comm", t.dp_exposed_comm_s},
           {"offload", t.offload_exposed_s},
-          {"optimizer", t.optimizer_s}};
+          {"optimizer", t.optimizer_s},
+          {"sync wait", t.sync_wait_s}};
 }
 
 BreakdownChart::BreakdownChart(QWidget* parent) : QChartView(parent) {
@@ -30,7 +31,7 @@ BreakdownChart::BreakdownChart(QWidget* parent) : QChartView(parent) {
 void BreakdownChart::showPrediction(const simulator::Prediction* p, const MeasuredRun* measured) {
   static const QColor colors[] = {QColor(0x4e, 0x79, 0xa7), QColor(0x9c, 0x75, 0x5f), QColor(0xf2, 0x8e, 0x2b),
                                   QColor(0xba, 0xb0, 0xac), QColor(0xe1, 0x57, 0x59), QColor(0x76, 0xb7, 0xb2),
-                                  QColor(0x59, 0xa1, 0x4f)};
+                                  QColor(0x59, 0xa1, 0x4f), QColor(0xed, 0xc9, 0x48)};
   QChart* c = chart();
   c->removeAllSeries();
   for (auto* axis : c->axes()) {
@@ -41,7 +42,8 @@ void BreakdownChart::showPrediction(const simulator::Prediction* p, const Measur
   measured_ = false;
   if (!p) return;
   parts_ = step_parts(p->time);
-  // Measured parts in the same order: shardrun reports compute, TP, DP and optimizer time.
+  // Measured parts in the same order: shardrun reports compute, TP, DP and optimizer time (its
+  // TP and DP times include the waits for the slowest rank).
   std::vector<double> meas(parts_.size(), 0.0);
   if (measured) {
     meas[0] = measured->compute_s;

@@ -146,6 +146,9 @@ HardwareProfile parse_profile(const nlohmann::json& j, const JsonContext& ctx) {
   hw.node.intra.compute_overlap = get_number_or(intra, "compute_overlap", 1.0, ictx);
   if (!(hw.node.intra.compute_overlap >= 0 && hw.node.intra.compute_overlap <= 1))
     ictx.fail("compute_overlap", "a fraction in [0, 1]");
+  hw.node.intra.sync_skew_fraction = get_number_or(intra, "sync_skew_fraction", 0.0, ictx);
+  if (!(hw.node.intra.sync_skew_fraction >= 0 && hw.node.intra.sync_skew_fraction < 1))
+    ictx.fail("sync_skew_fraction", "a fraction in [0, 1)");
   if (auto it = intra.find("collective_busbw_bytes_per_s_by_bytes"); it != intra.end())
     parse_busbw(*it, hw.node.intra, ictx.child("collective_busbw_bytes_per_s_by_bytes"));
   hw.network = parse_link(require(j, "network", ctx), ctx.child("network"));
@@ -272,7 +275,8 @@ nlohmann::json to_json(const HardwareProfile& hw) {
               {"bandwidth_bytes_per_s", hw.node.intra.bandwidth_Bps},
               {"latency_s", hw.node.intra.latency_s},
               {"efficiency", hw.node.intra.efficiency},
-              {"compute_overlap", hw.node.intra.compute_overlap}}}}},
+              {"compute_overlap", hw.node.intra.compute_overlap},
+              {"sync_skew_fraction", hw.node.intra.sync_skew_fraction}}}}},
           {"network",
            {{"bandwidth_bytes_per_s", hw.network.bandwidth_Bps},
             {"latency_s", hw.network.latency_s},

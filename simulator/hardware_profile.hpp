@@ -57,6 +57,10 @@ struct LinkProfile {
   // its own stream), 0 for CPU ranks under MPI (non-blocking collectives progress only inside
   // MPI calls, and the rank's core is busy computing).
   double compute_overlap = 1.0;
+  // Ranks reach a collective at different times: the wait for the slower of two ranks, as a
+  // fraction of the compute between two collectives (`shardrun profile`: compute then a
+  // one-element all-reduce, against the compute alone). 0 = not measured.
+  double sync_skew_fraction = 0.0;
   [[nodiscard]] const EfficiencyCurve* busbw(CollectiveKind k) const {
     const auto& c = busbw_by_bytes[static_cast<std::size_t>(k)];
     return c.log10_x.empty() ? nullptr : &c;

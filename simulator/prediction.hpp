@@ -47,6 +47,7 @@ struct TimeBreakdown {  // seconds per training step, along the critical stage
   double dp_exposed_comm_s = 0;    // DP / ZeRO communication not hidden behind compute
   double offload_exposed_s = 0;    // host<->device transfers not hidden behind compute
   double optimizer_s = 0;          // optimizer step (device or host)
+  double sync_wait_s = 0;          // waiting at collectives for the slowest rank (measured skew)
   double step_s = 0;
   // Informational (already inside the parts above):
   double pp_p2p_s = 0;             // what p2p transfers add to the makespan

@@ -143,6 +143,7 @@ nlohmann::json time_json(const TimeBreakdown& t) {
           {"dp_comm_exposed_seconds", t.dp_exposed_comm_s},
           {"offload_exposed_seconds", t.offload_exposed_s},
           {"optimizer_seconds", t.optimizer_s},
+          {"sync_wait_seconds", t.sync_wait_s},
           {"pp_p2p_seconds", t.pp_p2p_s},
           {"dp_comm_overlapped_seconds", t.dp_overlapped_comm_s},
           {"dp_comm_total_seconds", t.dp_total_comm_s}};

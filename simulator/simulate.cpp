@@ -143,12 +143,14 @@ Prediction Evaluator::simulate(const ParallelConfig& cfg, const TrainingGoal& go
   t.tp_comm_s = m * b.tp_comm_s;
   t.dp_exposed_comm_s = m * b.dp_exposed_s + tail;
   t.offload_exposed_s = m * b.offload_exposed_s;
+  t.sync_wait_s = m * b.sync_wait_s;
   t.pipeline_bubble_s = pr.pipeline.bubble_s();
   t.optimizer_s = opt;
   t.step_s = pr.pipeline.makespan_s + tail + opt;
   t.dp_overlapped_comm_s = std::max(0.0, t.dp_total_comm_s - t.dp_exposed_comm_s);
   SHARDPLAN_CHECK(std::abs(t.forward_compute_s + t.backward_compute_s + t.recompute_s + t.tp_comm_s +
-                           t.dp_exposed_comm_s + t.offload_exposed_s + t.pipeline_bubble_s + t.optimizer_s -
+                           t.dp_exposed_comm_s + t.offload_exposed_s + t.pipeline_bubble_s + t.optimizer_s +
+                           t.sync_wait_s -
                            t.step_s) <= 1e-9 * t.step_s + 1e-12,
                   "time breakdown does not add up to the step time");
 

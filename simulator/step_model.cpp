@@ -7,6 +7,7 @@
 #include "step_model.hpp"
 
 #include <algorithm>
+#include <cmath>
 
 #include "errors.hpp"
 
@@ -27,7 +28,22 @@ double lora_per_rank(const ModelContext& mc, int tp) {
   return n;
 }
 
+// E[max of n standard normals] at n = 2^k, k = 0..16 (numerical integration).
+constexpr double kExpectedMaxNormal[] = {0.0,    0.5642, 1.0294, 1.4236, 1.7660, 2.0697, 2.3437, 2.5946, 2.8269,
+                                         3.0439, 3.2482, 3.4418, 3.6261, 3.8023, 3.9714, 4.1341, 4.2911};
+
+double expected_max_normal(int n) {
+  if (n <= 1) return 0.0;
+  const double k = std::min(std::log2(static_cast<double>(n)), 16.0);
+  const int lo = static_cast<int>(std::floor(k)), hi = std::min(lo + 1, 16);
+  return kExpectedMaxNormal[lo] + (k - lo) * (kExpectedMaxNormal[hi] - kExpectedMaxNormal[lo]);
+}
+
 }  // namespace
+
+double sync_skew_factor(double two_rank_fraction, int ranks) {
+  return two_rank_fraction * expected_max_normal(ranks) / expected_max_normal(2);
+}
 
 ConfigContext::ConfigContext(const ModelContext& m, const ParallelConfig& config)
     : mc(&m), cfg(&config),
@@ -37,6 +53,7 @@ ConfigContext::ConfigContext(const ModelContext& m, const ParallelConfig& config
   per_node = m.cluster.per_node();
   param_bytes = config.fp32_weights() ? 4.0 : 2.0;
   shard = config.zero_stage > 0 ? config.shard_group() : 1;
+  set_sync_skew(m.cluster.hardware.node.intra.sync_skew_fraction);
   dp_group = layout.group(Dim::dp);
   shard_group = layout.group(Dim::dp, shard);
   replica_group = layout.group(Dim::dp, config.dp / shard, shard);
@@ -57,6 +74,26 @@ ConfigContext::ConfigContext(const ModelContext& m, const ParallelConfig& config
   p2p_s = config.pp > 1 ? ::shardplan::simulator::p2p_s(act, cross, tp * config.dp, m.cluster.hardware, per_node) : 0.0;
 }
 
+void ConfigContext::set_sync_skew(double two_rank_fraction) {
+  if (two_rank_fraction <= 0) return;
+  const auto& c = *cfg;
+  // The largest group that synchronises inside every micro-batch's pass: TP per layer, ZeRO-3's
+  // gathers, pipeline p2p; in backward also ZeRO-2's reduce-scatters. The stage 0/1 gradient
+  // all-reduce (last micro-batch only) counts when nothing else synchronises.
+  int fwd = 1, bwd = 1;
+  if (c.tp > 1) fwd = bwd = c.tp;
+  if (c.pp > 1) fwd = std::max(fwd, 2), bwd = std::max(bwd, 2);
+  if (c.zero_stage == 3 && shard > 1) fwd = std::max(fwd, shard);
+  if (c.zero_stage >= 2 && shard > 1) bwd = std::max(bwd, shard);
+  double bwd_share = 1.0;
+  if (bwd == 1 && c.dp > 1) {
+    bwd = c.dp;
+    bwd_share = 1.0 / std::max(1, c.micro_batches());
+  }
+  sync_skew_fwd = sync_skew_factor(two_rank_fraction, fwd);
+  sync_skew_bwd = bwd_share * sync_skew_factor(two_rank_fraction, bwd);
+}
+
 ChunkTime& ChunkTime::operator+=(const ChunkTime& o) {
   forward_s += o.forward_s;
   backward_s += o.backward_s;
@@ -68,6 +105,7 @@ ChunkTime& ChunkTime::operator+=(const ChunkTime& o) {
   dp_exposed_s += o.dp_exposed_s;
   dp_total_s += o.dp_total_s;
   offload_exposed_s += o.offload_exposed_s;
+  sync_wait_s += o.sync_wait_s;
   return *this;
 }
 
@@ -130,6 +168,14 @@ ChunkTime chunk_time(const ConfigContext& c, const ChunkShape& sh) {
     t.backward_s += exposed;
     t.dp_exposed_s += exposed;
     t.dp_total_s += rs;
+  }
+  if (c.sync_skew_fwd > 0 || c.sync_skew_bwd > 0) {
+    // Every collective waits for the slowest rank: the compute between collectives, times the
+    // profile's skew fraction (two ranks), scaled to the group (ConfigContext::set_sync_skew).
+    const double fwd = c.sync_skew_fwd * t.fwd_compute_s, bwd = c.sync_skew_bwd * (t.bwd_compute_s + t.recompute_s);
+    t.forward_s += fwd;
+    t.backward_s += bwd;
+    t.sync_wait_s += fwd + bwd;
   }
   if (cfg.offload_activations) {
     // Stored activations go to host during forward and come back for backward.

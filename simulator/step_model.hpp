@@ -37,9 +37,19 @@ struct ConfigContext {
   double embedding_params = 0;  // per tp rank
   double head_params = 0;       // per tp rank (incl. a tied-embedding copy when pp > 1)
   double p2p_s = 0;             // one micro-batch's activations to the next stage
+  // Waits at collectives for the slowest rank, per second of a micro-batch's forward / backward
+  // compute (sync_skew_factor over the largest group that synchronises inside that pass).
+  double sync_skew_fwd = 0, sync_skew_bwd = 0;
 
   ConfigContext(const ModelContext& mc, const ParallelConfig& cfg);
+
+ private:
+  void set_sync_skew(double two_rank_fraction);
 };
+
+// The profile's two-rank skew fraction scaled to n synchronising ranks: the expected maximum of
+// n standard normal phases over that of two (Tippett 1925; order statistics of the normal).
+double sync_skew_factor(double two_rank_fraction, int ranks);
 
 struct ChunkShape {
   int layers = 0;
@@ -54,6 +64,7 @@ struct ChunkTime {
   // Breakdown (one micro-batch):
   double fwd_compute_s = 0, bwd_compute_s = 0, recompute_s = 0, tp_comm_s = 0;
   double dp_exposed_s = 0, dp_total_s = 0, offload_exposed_s = 0;
+  double sync_wait_s = 0;  // waiting at collectives for the slowest rank
   // Summing chunks of one stage.
   ChunkTime& operator+=(const ChunkTime& o);
 };

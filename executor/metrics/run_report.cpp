@@ -117,6 +117,7 @@ nlohmann::json build_report(const ReportInputs& in) {
       {"tp_comm_seconds", p.time.tp_comm_s},
       {"dp_comm_seconds", p.time.dp_exposed_comm_s},
       {"optimizer_seconds", p.time.optimizer_s},
+      {"sync_wait_seconds", p.time.sync_wait_s},
       {"pipeline_bubble_seconds", p.time.pipeline_bubble_s},
       {"pp_p2p_seconds", p.time.pp_p2p_s},
       {"pipeline",

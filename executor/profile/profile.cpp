@@ -118,6 +118,51 @@ std::vector<simulator::LinkSample> bench_links(Communicator& comm, torch::Device
   return out;
 }
 
+double median_of(std::vector<double> v) {
+  std::nth_element(v.begin(), v.begin() + static_cast<long>(v.size() / 2), v.end());
+  return v[v.size() / 2];
+}
+
+// Ranks reach each collective at different times, and the first waits for the last. Every rank
+// runs the same compute phase, shaped like a slice of training (GEMMs, then dropout and GELU on
+// freshly allocated 4 MB tensors: allocation and memory-bound work are what jitter; GEMMs alone
+// barely do), about 2-3 ms on a CPU core, many times alone, then each followed by a one-element all-reduce, then the all-reduce alone in
+// lockstep. Skew = (phase + all-reduce) - phase - all-reduce, relative to the phase; the mean
+// over ranks (with two ranks, E[max of two phases] - E[phase]).
+double bench_sync_skew(Communicator& comm, torch::Device dev, bool quick) {
+  torch::NoGradGuard no_grad;
+  const auto f32 = torch::TensorOptions().dtype(torch::kFloat).device(dev);
+  const int64_t n = dev.is_cuda() ? 2048 : 256;
+  const torch::Tensor a = torch::randn({n, n}, f32), b = torch::randn({n, n}, f32);
+  torch::Tensor c, x = torch::randn({int64_t{1} << 18}, f32), one = torch::zeros({1}, f32);
+  auto seconds_of = [&](const std::function<void()>& fn) {
+    const auto s = Clock::now();
+    fn();
+    if (dev.is_cuda()) torch::cuda::synchronize();
+    return std::chrono::duration<double>(Clock::now() - s).count();
+  };
+  auto phase = [&] {
+    for (int i = 0; i < 6; ++i) c = torch::mm(a, b);
+    torch::Tensor y = torch::gelu(torch::dropout(x.view({-1, n}).repeat({4, 1}), 0.1, true));
+    x.add_(y.narrow(0, 0, x.numel() / n).reshape({-1}), 1e-6);
+  };
+  const int iters = quick ? 10 : 200;
+  std::vector<double> alone, together, latency;
+  seconds_of(phase);
+  comm.barrier();
+  for (int i = 0; i < iters; ++i) alone.push_back(seconds_of(phase));
+  comm.barrier();
+  for (int i = 0; i < iters; ++i) together.push_back(seconds_of([&] {
+    phase();
+    comm.all_reduce(one);
+  }));
+  comm.barrier();
+  for (int i = 0; i < iters; ++i) latency.push_back(seconds_of([&] { comm.all_reduce(one); }));
+  const double t = median_of(alone);
+  const double skew = std::max(0.0, (median_of(together) - t - median_of(latency)) / t);
+  return reduce(skew, MPI_SUM) / comm.size();
+}
+
 std::string today() {
   const std::time_t now = std::time(nullptr);
   char buf[32];
@@ -197,6 +242,11 @@ int run_profile(MpiRuntime& rt, const ProfileOptions& o) {
     if (rt.world_size() > 1) {
       MpiCommunicator world(MPI_COMM_WORLD, "world", o.comm_timeout_s);
       run.links = bench_links(world, dev, o, progress);
+      run.sync_skew_fraction = bench_sync_skew(world, dev, o.quick);
+      char line[120];
+      std::snprintf(line, sizeof line, "sync skew      %.1f %% of the compute between two collectives",
+                    100 * run.sync_skew_fraction);
+      progress(line);
     }
   } catch (const ProfileInterrupted&) {
     if (lead) std::fprintf(stderr, "shardrun profile: interrupted; nothing written\n");

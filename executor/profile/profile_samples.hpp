@@ -43,6 +43,7 @@ struct ProfileRun {
   std::string date;                 // ISO date of the measurement
   std::vector<KernelSample> kernels;
   std::vector<simulator::LinkSample> links;  // empty with one rank
+  double sync_skew_fraction = -1;            // < 0: not measured (one rank)
 };
 
 // The measured profile (schema shardplan.hardware/1, "measured": true) with fitted curves,

@@ -198,6 +198,11 @@ nlohmann::json measured_profile_json(const ProfileRun& run) {
     intra["collective_busbw_bytes_per_s_by_bytes"] = curves;
     sources["node.intra_node.collective_busbw_bytes_per_s_by_bytes"] =
         by + "each collective's wire bytes per rank / time, by buffer size (nccl-tests' bus bandwidth)";
+    if (run.sync_skew_fraction >= 0) {
+      intra["sync_skew_fraction"] = std::min(run.sync_skew_fraction, 0.99);
+      sources["node.intra_node.sync_skew_fraction"] =
+          by + "(compute phase + one-element all-reduce) - phase - all-reduce, relative to the phase, mean over ranks";
+    }
     // On CPU ranks MPI progresses a non-blocking collective only inside MPI calls, and the
     // rank's core is computing meanwhile: nothing overlaps. NCCL runs on its own stream.
     intra["compute_overlap"] = run.cuda ? 1.0 : 0.0;

@@ -115,6 +115,7 @@ void print_time(std::ostream& out, const sim::Prediction& p) {
   row("DP/ZeRO comm (exposed)", t.dp_exposed_comm_s);
   row("offload (exposed)", t.offload_exposed_s);
   row("optimizer step", t.optimizer_s);
+  if (t.sync_wait_s > 0) row("wait for slowest rank", t.sync_wait_s);
   row("step", t.step_s);
   out << "  (p2p adds " << duration(t.pp_p2p_s) << "; DP/ZeRO comm hidden behind compute "
       << duration(t.dp_overlapped_comm_s) << ")\n\n";

@@ -54,6 +54,13 @@ TEST(Profile, QuickTwoRankProfileLoadsEverywhere) {
   EXPECT_GT(hw.node.intra.bandwidth_Bps, 0.0);
   EXPECT_NE(j["sources"]["node.intra_node.bandwidth_bytes_per_s"].get<std::string>().find("shardrun profile"),
             std::string::npos);
+  // Two ranks: the wait at a collective for the slower one was measured and has its source.
+  ASSERT_TRUE(j["node"]["intra_node"].contains("sync_skew_fraction"));
+  EXPECT_GE(hw.node.intra.sync_skew_fraction, 0.0);
+  EXPECT_LT(hw.node.intra.sync_skew_fraction, 1.0);
+  EXPECT_EQ(hw.node.intra.sync_skew_fraction, j["node"]["intra_node"]["sync_skew_fraction"].get<double>());
+  EXPECT_TRUE(j["sources"].contains("node.intra_node.sync_skew_fraction"));
+  EXPECT_NE(r.out.find("[profile] sync skew"), std::string::npos) << r.out;
 
   // The model's ops: a curve per op (weight casts: mixed precision only) whose points are the
   // samples' seconds per element (one size each in a quick profile).

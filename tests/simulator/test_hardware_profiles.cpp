@@ -404,6 +404,12 @@ TEST(HardwareProfiles, EfficiencyAboveOne) {
   u["device"]["memory_efficiency_by_bytes"][1][0] = 1.0;  // sizes must ascend
   const std::string msg3 = load_error(tmp, "order.json", u);
   EXPECT_TRUE(contains(msg3, "device.memory_efficiency_by_bytes")) << msg3;
+
+  auto s = p4d_json();
+  s["node"]["intra_node"]["sync_skew_fraction"] = 1.0;  // a wait as long as the compute: not a skew
+  const std::string msg4 = load_error(tmp, "skew.json", s);
+  EXPECT_TRUE(contains(msg4, "node.intra_node.sync_skew_fraction")) << msg4;
+  EXPECT_TRUE(contains(msg4, "[0, 1)")) << msg4;
 }
 
 TEST(HardwareProfiles, TwoUnitVariantsOfOneQuantity) {
