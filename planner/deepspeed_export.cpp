@@ -58,7 +58,7 @@ std::string provenance(const Plan& plan) {
 std::vector<std::string> deepspeed_notes(const Plan& plan) {
   const auto& c = plan.config;
   std::vector<std::string> n;
-  if (c.precision != sim::Precision::fp32 && c.mixed_precision == sim::MixedPrecision::autocast)
+  if (c.casts_weights())
     n.push_back("the plan keeps fp32 weights (autocast); DeepSpeed's bf16/fp16 sections keep 16-bit weights with "
                 "an fp32 master (re-plan with --mixed-precision master_weights for its memory)");
   if (c.tp > 1)

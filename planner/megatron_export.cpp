@@ -129,7 +129,7 @@ std::vector<std::string> megatron_notes(const Plan& plan) {
   const auto& c = plan.config;
   const auto& m = plan.model;
   std::vector<std::string> n;
-  if (c.precision != sim::Precision::fp32 && c.mixed_precision == sim::MixedPrecision::autocast)
+  if (c.casts_weights())
     n.push_back("the plan keeps fp32 weights (autocast); Megatron-LM's --bf16/--fp16 keep 16-bit weights with an "
                 "fp32 master (re-plan with --mixed-precision master_weights for its memory)");
   if (!edge_split(c).expressible)

@@ -114,7 +114,7 @@ std::string describe(const sim::ParallelConfig& c, int nodes) {
   if (c.offload_optimizer) s += " offload-optimizer";
   if (c.offload_activations) s += " offload-activations";
   s += std::string(" ") + sim::to_string(c.precision);
-  if (c.precision != sim::Precision::fp32 && c.mixed_precision == sim::MixedPrecision::autocast) s += " autocast";
+  if (c.casts_weights()) s += " autocast";
   return s;
 }
 

@@ -9,7 +9,7 @@ using nlohmann::json;
 std::vector<std::string> smp_notes(const Plan& plan) {
   const auto& c = plan.config;
   std::vector<std::string> n;
-  if (c.precision != sim::Precision::fp32 && c.mixed_precision == sim::MixedPrecision::autocast)
+  if (c.casts_weights())
     n.push_back("the plan keeps fp32 weights (autocast); SMP's bf16/fp16 keep 16-bit weights with an fp32 master "
                 "(re-plan with --mixed-precision master_weights for its memory)");
   n.push_back("SMP has no batch size parameter: the training script feeds micro_batch_size x microbatches = " +

@@ -363,9 +363,7 @@ ValidationErrorStats abs_error_stats(const std::vector<std::pair<double, std::st
     a.push_back(std::abs(e));
     s.mean_abs += std::abs(e) / static_cast<double>(v.size());
   }
-  std::sort(a.begin(), a.end());
-  const std::size_t n = a.size();
-  s.median_abs = n % 2 ? a[n / 2] : 0.5 * (a[n / 2 - 1] + a[n / 2]);
+  s.median_abs = median_of(std::move(a));
   return s;
 }
 

@@ -210,7 +210,6 @@ nlohmann::json resolve_json(const std::string& path, std::set<std::string>& seen
 
 }  // namespace
 
-
 const char* to_string(Precision p) {
   switch (p) {
     case Precision::fp32: return "fp32";
@@ -250,7 +249,6 @@ HardwareProfile hardware_from_json(const nlohmann::json& j, const std::string& s
   hw.source_file = source;
   return hw;
 }
-
 
 nlohmann::json to_json(const HardwareProfile& hw) {
   const auto& d = hw.device;

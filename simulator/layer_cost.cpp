@@ -53,6 +53,8 @@ void model_op(const CostEnv& env, Acc& a, OpKind k, double elements, double roof
   }
 }
 
+OpKind norm_op(const ModelSpec& m) { return m.norm_kind == NormKind::rmsnorm ? OpKind::rms_norm : OpKind::layer_norm; }
+
 bool measured(const CostEnv& env, OpKind k) { return env.hw->device.op_cost(env.precision, k) != nullptr; }
 
 // Autocast mixed precision (measured profiles only): a linear casts its fp32 weight to the
@@ -130,7 +132,7 @@ CostEnv make_cost_env(const ModelSpec& m, const ClusterSpec& c, const ParallelCo
   env.sp = cfg.sequence_parallel && cfg.tp > 1;
   env.recompute = cfg.recompute;
   env.precision = cfg.precision;
-  env.casts_weights = cfg.precision != Precision::fp32 && cfg.mixed_precision == MixedPrecision::autocast;
+  env.casts_weights = cfg.casts_weights();
   env.act_bytes = cfg.precision == Precision::fp32 ? 4.0 : 2.0;
   env.peak_flops = c.hardware.device.peak(cfg.precision);
   env.gemm_curve = &c.hardware.device.gemm_curve(cfg.precision);
@@ -185,8 +187,7 @@ PartCost block_cost(const CostEnv& env) {
   Acc fwd_attn_core;
   attention_core(env, fwd_attn_core);
   Acc a = fwd_attn_core;
-  const OpKind norm = m.norm_kind == NormKind::rmsnorm ? OpKind::rms_norm : OpKind::layer_norm;
-  for (int i = 0; i < m.norms_per_layer; ++i) model_op(env, a, norm, M * h * rep, 2 * e * M * h * rep);
+  for (int i = 0; i < m.norms_per_layer; ++i) model_op(env, a, norm_op(m), M * h * rep, 2 * e * M * h * rep);
   for (std::size_t i = 0; i < env.linears->size(); ++i) {
     const LinearDesc& lin = (*env.linears)[i];
     const double d_in = lin.split == TpSplit::row ? lin.d_in / t : lin.d_in;
@@ -264,8 +265,7 @@ PartCost head_cost(const CostEnv& env) {
   Acc a;
   PartCost c;
   if (m.final_norm) {
-    model_op(env, a, m.norm_kind == NormKind::rmsnorm ? OpKind::rms_norm : OpKind::layer_norm, M * h * rep,
-             2 * e * M * h * rep);
+    model_op(env, a, norm_op(m), M * h * rep, 2 * e * M * h * rep);
     c.stored_activation_bytes += e * M * h * rep;
   }
   if (m.mlm_head) {  // transform: dense + gelu + norm (replicated)

@@ -102,6 +102,12 @@ const char* to_string(MixedPrecision m) {
   return m == MixedPrecision::autocast ? "autocast" : "master_weights";
 }
 
+std::optional<MixedPrecision> mixed_precision_from_string(const std::string& name) {
+  for (MixedPrecision m : {MixedPrecision::master_weights, MixedPrecision::autocast})
+    if (name == to_string(m)) return m;
+  return std::nullopt;
+}
+
 const char* to_string(Recompute r) {
   switch (r) {
     case Recompute::none: return "none";

@@ -1,6 +1,7 @@
 #pragma once
 // ParallelConfig: one point of the configuration space; ClusterSpec: profile x nodes.
 // Validated once, at the edge (validate_config), then trusted by the cost model.
+#include <optional>
 #include <string>
 #include <vector>
 
@@ -20,6 +21,12 @@ const char* to_string(Recompute r);
 //                   weight to the compute dtype as it runs (PyTorch AMP, FSDP without param_dtype)
 enum class MixedPrecision { master_weights, autocast };
 const char* to_string(MixedPrecision m);
+// The recipe named `name` ("master_weights" | "autocast"); nullopt for anything else.
+std::optional<MixedPrecision> mixed_precision_from_string(const std::string& name);
+// Weights (and so gradients) are held in fp32: an fp32 run, or mixed precision by autocast.
+inline bool fp32_weights(Precision p, MixedPrecision m) {
+  return p == Precision::fp32 || m == MixedPrecision::autocast;
+}
 
 struct LoraConfig {
   int rank = 0;  // 0 = full fine-tuning / pre-training
@@ -53,9 +60,10 @@ struct ParallelConfig {
   double memory_headroom = 0.05;        // fraction of device memory kept free
 
   [[nodiscard]] int devices() const { return tp * pp * dp; }
-  // Weights (and so gradients) are held in fp32: an fp32 run, or mixed precision by autocast.
-  [[nodiscard]] bool fp32_weights() const {
-    return precision == Precision::fp32 || mixed_precision == MixedPrecision::autocast;
+  [[nodiscard]] bool fp32_weights() const { return simulator::fp32_weights(precision, mixed_precision); }
+  // A 16-bit run that casts each fp32 weight to the compute dtype as it is used (autocast).
+  [[nodiscard]] bool casts_weights() const {
+    return precision != Precision::fp32 && mixed_precision == MixedPrecision::autocast;
   }
   [[nodiscard]] int shard_group() const { return sharding_degree > 0 ? sharding_degree : dp; }
   [[nodiscard]] int micro_batches() const {

@@ -1,8 +1,8 @@
 // Legend: Ψ parameters per tp rank on a stage (Ψ_t trainable), N ZeRO sharding group, w bytes
 // per weight/gradient element (2 with master weights, 4 fp32 or autocast), m micro-batches.
 // Model states (Rajbhandari et al. 2019, "ZeRO", §3): 2Ψ weights + 2Ψ gradients + 12Ψ
-// optimizer (fp32 master, momentum, variance) — 4Ψ + 4Ψ + 8Ψ when the weights are fp32; stage 1 shards the optimizer over N, stage 2
-// also the gradients, stage 3 also the weights. MiCS (Zhang et al. 2022) shards over a group
+// optimizer (fp32 master, momentum, variance) — 4Ψ + 4Ψ + 8Ψ when the weights are fp32; stage 1
+// shards the optimizer over N, stage 2 also the gradients, stage 3 also the weights. MiCS (Zhang et al. 2022) shards over a group
 // smaller than DP and replicates across groups.
 #include "step_model.hpp"
 
@@ -39,11 +39,13 @@ double expected_max_normal(int n) {
   return kExpectedMaxNormal[lo] + (k - lo) * (kExpectedMaxNormal[hi] - kExpectedMaxNormal[lo]);
 }
 
-}  // namespace
-
+// The profile's two-rank skew fraction scaled to n synchronising ranks: the expected maximum of
+// n standard normal phases over that of two (Tippett 1925; order statistics of the normal).
 double sync_skew_factor(double two_rank_fraction, int ranks) {
   return two_rank_fraction * expected_max_normal(ranks) / expected_max_normal(2);
 }
+
+}  // namespace
 
 ConfigContext::ConfigContext(const ModelContext& m, const ParallelConfig& config)
     : mc(&m), cfg(&config),

@@ -38,7 +38,7 @@ struct ConfigContext {
   double head_params = 0;       // per tp rank (incl. a tied-embedding copy when pp > 1)
   double p2p_s = 0;             // one micro-batch's activations to the next stage
   // Waits at collectives for the slowest rank, per second of a micro-batch's forward / backward
-  // compute (sync_skew_factor over the largest group that synchronises inside that pass).
+  // compute (the profile's skew scaled to the largest group that synchronises inside that pass).
   double sync_skew_fwd = 0, sync_skew_bwd = 0;
 
   ConfigContext(const ModelContext& mc, const ParallelConfig& cfg);
@@ -46,10 +46,6 @@ struct ConfigContext {
  private:
   void set_sync_skew(double two_rank_fraction);
 };
-
-// The profile's two-rank skew fraction scaled to n synchronising ranks: the expected maximum of
-// n standard normal phases over that of two (Tippett 1925; order statistics of the normal).
-double sync_skew_factor(double two_rank_fraction, int ranks);
 
 struct ChunkShape {
   int layers = 0;

@@ -59,6 +59,12 @@ double reduce(double v, MPI_Op op) {
 
 std::atomic<bool> g_stop{false};
 
+// The upper median (nth_element; the timing loops here take many samples).
+double median_of(std::vector<double> v) {
+  std::nth_element(v.begin(), v.begin() + static_cast<long>(v.size() / 2), v.end());
+  return v[v.size() / 2];
+}
+
 // Median seconds per call of `fn` on the slowest rank.
 double time_collective(Communicator& comm, const std::function<void()>& fn, double min_time_s) {
   fn();
@@ -73,8 +79,7 @@ double time_collective(Communicator& comm, const std::function<void()>& fn, doub
     const bool more = t.size() < 5 || std::chrono::duration<double>(Clock::now() - begin).count() < min_time_s;
     if (!any_rank(more && t.size() < 1000)) break;
   }
-  std::nth_element(t.begin(), t.begin() + static_cast<long>(t.size() / 2), t.end());
-  return reduce(t[t.size() / 2], MPI_MAX);
+  return reduce(median_of(std::move(t)), MPI_MAX);
 }
 
 std::vector<simulator::LinkSample> bench_links(Communicator& comm, torch::Device dev, const ProfileOptions& o,
@@ -118,16 +123,11 @@ std::vector<simulator::LinkSample> bench_links(Communicator& comm, torch::Device
   return out;
 }
 
-double median_of(std::vector<double> v) {
-  std::nth_element(v.begin(), v.begin() + static_cast<long>(v.size() / 2), v.end());
-  return v[v.size() / 2];
-}
-
 // Ranks reach each collective at different times, and the first waits for the last. Every rank
 // runs the same compute phase, shaped like a slice of training (GEMMs, then dropout and GELU on
 // freshly allocated 4 MB tensors: allocation and memory-bound work are what jitter; GEMMs alone
-// barely do), about 2-3 ms on a CPU core, many times alone, then each followed by a one-element all-reduce, then the all-reduce alone in
-// lockstep. Skew = (phase + all-reduce) - phase - all-reduce, relative to the phase; the mean
+// barely do), about 2-3 ms on a CPU core, many times alone, then each followed by a one-element
+// all-reduce, then the all-reduce alone in lockstep. Skew = (phase + all-reduce) - phase - all-reduce, relative to the phase; the mean
 // over ranks (with two ranks, E[max of two phases] - E[phase]).
 double bench_sync_skew(Communicator& comm, torch::Device dev, bool quick) {
   torch::NoGradGuard no_grad;

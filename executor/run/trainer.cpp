@@ -42,8 +42,7 @@ Precision parse_precision(const std::string& s) {
 }
 
 simulator::MixedPrecision parse_mixed_precision(const std::string& s) {
-  if (s == "master_weights") return simulator::MixedPrecision::master_weights;
-  if (s == "autocast") return simulator::MixedPrecision::autocast;
+  if (const auto m = simulator::mixed_precision_from_string(s)) return *m;
   throw InputError("--mixed-precision: expected master_weights or autocast, got '" + s + "'");
 }
 

@@ -26,8 +26,7 @@ struct TrainerState {
   simulator::MixedPrecision mixed_precision = simulator::MixedPrecision::master_weights;
   // The weights' dtype: fp32, or the compute dtype with master weights.
   [[nodiscard]] torch::ScalarType weight_dtype() const {
-    if (precision == simulator::Precision::fp32 || mixed_precision == simulator::MixedPrecision::autocast)
-      return torch::kFloat;
+    if (simulator::fp32_weights(precision, mixed_precision)) return torch::kFloat;
     return precision == simulator::Precision::fp16 ? torch::kHalf : torch::kBFloat16;
   }
   torch::Device device{torch::kCPU};  // this rank's run device (run/device.hpp)

@@ -84,8 +84,7 @@ std::vector<sim::Precision> parse_precisions(const std::string& s) {
 }
 
 sim::MixedPrecision parse_mixed_precision(const std::string& s) {
-  if (s == "master_weights") return sim::MixedPrecision::master_weights;
-  if (s == "autocast") return sim::MixedPrecision::autocast;
+  if (const auto m = sim::mixed_precision_from_string(s)) return *m;
   throw sim::InputError("--mixed-precision: expected master_weights or autocast, got '" + s + "'");
 }
 
