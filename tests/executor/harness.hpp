@@ -26,7 +26,11 @@ struct RunResult {
 
 inline std::string quote(const std::string& s) { return planner::shell_quote(s); }
 
-inline std::string corpus_dir() { return std::string(SHARDPLAN_SOURCE_DIR) + "/executor/data/corpus"; }
+inline std::string corpus_dir() {
+  std::string dir = SHARDPLAN_SOURCE_DIR;  // appended, not concatenated: GCC 12's false -Warray-bounds
+  dir += "/executor/data/corpus";
+  return dir;
+}
 
 // A plan for `model` with the given layout, derived from a plan the real planner wrote.
 // `model_overrides` change the embedded model card (e.g. more layers); the plan's prediction is
