@@ -130,6 +130,21 @@ ResilienceProfile parse_resilience(const nlohmann::json& r, const JsonContext& c
   return out;
 }
 
+// A chip that the framework drives as k logical devices (trn1: 2 NeuronCore-v2 per Trainium, and
+// the Neuron SDK counts tp/pp/dp in NeuronCores; AWS Neuron docs, "Trainium architecture"): each
+// gets 1/k of the chip's memory, bandwidth, FLOP/s, runtime reserve and links; a node has k times
+// the devices. The resolved profile (to_json) holds the per-logical-device figures.
+void split_into_logical_devices(HardwareProfile& hw, int k) {
+  DeviceProfile& d = hw.device;
+  d.memory_bytes /= k;
+  d.memory_bandwidth_Bps /= k;
+  for (double& p : d.peak_flops) p /= k;
+  d.runtime_reserved_bytes /= k;
+  hw.node.devices_per_node *= k;
+  hw.node.intra.bandwidth_Bps /= k;
+  hw.host.link_bandwidth_Bps /= k;
+}
+
 HardwareProfile parse_profile(const nlohmann::json& j, const JsonContext& ctx) {
   HardwareProfile hw;
   hw.name = get_string(j, "name", ctx);
@@ -153,6 +168,8 @@ HardwareProfile parse_profile(const nlohmann::json& j, const JsonContext& ctx) {
     parse_busbw(*it, hw.node.intra, ictx.child("collective_busbw_bytes_per_s_by_bytes"));
   hw.network = parse_link(require(j, "network", ctx), ctx.child("network"));
   const auto& host = require(j, "host", ctx);
+  const long long logical = get_int_or(node, "logical_devices_per_device", 1, nctx);
+  if (logical < 1 || logical > 64) nctx.fail("logical_devices_per_device", "a whole number from 1 to 64");
   auto hctx = ctx.child("host");
   hw.host.memory_bytes = *get_quantity(host, "memory", Quantity::bytes, hctx);
   hw.host.memory_bandwidth_Bps = *get_quantity(host, "memory_bandwidth", Quantity::bytes_per_second, hctx);
@@ -166,6 +183,7 @@ HardwareProfile parse_profile(const nlohmann::json& j, const JsonContext& ctx) {
     hw.price.note = get_string_or(*it, "note", "", pctx);
   }
   if (auto it = j.find("resilience"); it != j.end()) hw.resilience = parse_resilience(*it, ctx.child("resilience"));
+  if (logical > 1) split_into_logical_devices(hw, static_cast<int>(logical));
   return hw;
 }
 
@@ -306,6 +324,22 @@ HardwareProfile load_hardware_file(const std::string& path) {
   std::set<std::string> seen;
   nlohmann::json j = resolve_json(path, seen);
   HardwareProfile hw = parse_profile(j, JsonContext{path, ""});
+  hw.source_file = path;
+  return hw;
+}
+
+HardwareProfile load_hardware_with_overrides(const std::string& name_or_path, const nlohmann::json& overrides,
+                                             const std::string& source) {
+  if (overrides.is_null() || overrides.empty()) return load_hardware(name_or_path);
+  if (!overrides.is_object()) throw InputError(source + ": expected an object (profile fields to override)");
+  const std::string path = looks_like_path(name_or_path) ? name_or_path : builtin_path(name_or_path);
+  if (!looks_like_path(name_or_path) && !std::filesystem::exists(path)) load_hardware(name_or_path);  // names the choices
+  std::set<std::string> seen;
+  nlohmann::json j = resolve_json(path, seen);
+  for (const char* section : {"device", "node", "network", "host", "price", "resilience"})
+    if (auto s = overrides.find(section); s != overrides.end()) check_unit_variants(*s, JsonContext{source, section});
+  overlay(j, overrides);
+  HardwareProfile hw = parse_profile(j, JsonContext{source, ""});
   hw.source_file = path;
   return hw;
 }

@@ -120,6 +120,10 @@ HardwareProfile load_hardware_file(const std::string& path);
 // A built-in profile name (hardware_profiles/<name>.json) or a path.
 HardwareProfile load_hardware(const std::string& name_or_path);
 std::vector<std::string> builtin_hardware_names();
+// `name_or_path` with `overrides` (profile fields in the schema's unit keys, e.g.
+// {"network": {"bandwidth_Gbps": 1600}}) overlaid as "base" + file would be; errors name `source`.
+HardwareProfile load_hardware_with_overrides(const std::string& name_or_path, const nlohmann::json& overrides,
+                                             const std::string& source);
 
 // A resolved profile (no "base") from parsed JSON, e.g. embedded in a plan.
 HardwareProfile hardware_from_json(const nlohmann::json& j, const std::string& source);

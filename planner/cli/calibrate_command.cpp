@@ -9,7 +9,7 @@
 
 #include "cli_parse.hpp"
 #include "commands.hpp"
-#include "planner/calibration.hpp"
+#include "calibration/calibration.hpp"
 #include "simulator/errors.hpp"
 #include "simulator/json_fields.hpp"
 #include "simulator/paths.hpp"
@@ -38,7 +38,7 @@ std::string line(const char* f, ...) {
 
 std::string percent(double relative) { return line("%+.1f%%", 100 * relative); }
 
-sim::HardwareProfile base_profile(const CalibrateOptions& o, const planner::MeasuredRuns& loaded) {
+sim::HardwareProfile base_profile(const CalibrateOptions& o, const calibration::MeasuredRuns& loaded) {
   if (!o.hardware.empty()) return sim::load_hardware(o.hardware);
   const std::string& hw = loaded.hardware_file;
   if (hw.empty())
@@ -49,7 +49,7 @@ sim::HardwareProfile base_profile(const CalibrateOptions& o, const planner::Meas
   return sim::load_hardware(hw);
 }
 
-void print_parameters(std::ostream& out, const planner::CalibrationResult& r) {
+void print_parameters(std::ostream& out, const calibration::CalibrationResult& r) {
   out << line("%-18s %12s %12s %12s  %s\n", "parameter", "prior", "fitted", "std error", "identified");
   for (const auto& p : r.parameters) {
     const std::string se = p.std_error >= 0 ? line("%12.4g", p.std_error) : line("%12s", "-");
@@ -61,7 +61,7 @@ void print_parameters(std::ostream& out, const planner::CalibrationResult& r) {
                 r.converged ? "converged" : "not converged");
 }
 
-void print_runs(std::ostream& out, const planner::CalibrationResult& r) {
+void print_runs(std::ostream& out, const calibration::CalibrationResult& r) {
   out << line("\n%-28s %-8s %12s %12s %12s %10s %10s\n", "run", "set", "measured_s", "before_s", "after_s",
               "err_before", "err_after");
   for (const auto& run : r.runs)
@@ -69,7 +69,7 @@ void print_runs(std::ostream& out, const planner::CalibrationResult& r) {
                 run.measured_s, run.before_s, run.after_s, percent(run.error_before()).c_str(),
                 percent(run.error_after()).c_str());
   out << line("\n%-22s %5s %10s %10s %10s\n", "|relative error|", "runs", "mean", "median", "worst");
-  auto row = [&](const char* label, const planner::ErrorStats& s) {
+  auto row = [&](const char* label, const calibration::ErrorStats& s) {
     if (s.runs == 0) return;
     out << line("%-22s %5d %9.2f%% %9.2f%% %9.2f%%\n", label, s.runs, 100 * s.mean, 100 * s.median, 100 * s.worst);
   };
@@ -80,18 +80,18 @@ void print_runs(std::ostream& out, const planner::CalibrationResult& r) {
 }
 
 int run_calibrate(const CalibrateOptions& o) {
-  planner::MeasuredRuns loaded = planner::load_measured_runs(o.runs);
+  calibration::MeasuredRuns loaded = calibration::load_measured_runs(o.runs);
   const sim::HardwareProfile base = base_profile(o, loaded);
-  planner::CalibrationOptions opts;
+  calibration::CalibrationOptions opts;
   opts.parameters = split_list(o.fit);
   opts.max_iterations = o.max_iterations;
   const std::string split_note =
-      planner::assign_holdout(loaded.runs, split_list(o.holdout), planner::free_parameters(opts));
-  planner::CalibrationResult r = planner::calibrate(base, loaded.runs, opts);
+      calibration::assign_holdout(loaded.runs, split_list(o.holdout), calibration::free_parameters(opts));
+  calibration::CalibrationResult r = calibration::calibrate(base, loaded.runs, opts);
   if (!split_note.empty()) r.notes.insert(r.notes.begin(), split_note);
   for (const auto& ignored : loaded.ignored) r.notes.push_back("ignored run " + ignored);
-  sim::write_file_atomically(o.out, planner::calibrated_profile_json(r).dump(2) + "\n");
-  if (!o.json.empty()) sim::write_file_atomically(o.json, planner::to_json(r).dump(2) + "\n");
+  sim::write_file_atomically(o.out, calibration::calibrated_profile_json(r).dump(2) + "\n");
+  if (!o.json.empty()) sim::write_file_atomically(o.json, calibration::to_json(r).dump(2) + "\n");
 
   std::ostream& out = std::cout;
   int fit = 0;

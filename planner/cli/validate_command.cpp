@@ -12,14 +12,16 @@
 
 #include "cli_parse.hpp"
 #include "commands.hpp"
-#include "planner/validation.hpp"
+#include "calibration/runs_file.hpp"
+#include "calibration/validation.hpp"
+#include "validate_runs.hpp"
 #include "simulator/errors.hpp"
 #include "simulator/json_fields.hpp"
 
 namespace shardplan::cli {
 
 namespace sim = shardplan::simulator;
-namespace pl = shardplan::planner;
+namespace cal = shardplan::calibration;
 namespace fs = std::filesystem;
 
 namespace {
@@ -29,7 +31,7 @@ extern "C" void on_stop_signal(int) { g_stop.store(true); }
 
 struct ValidateOptions {
   std::string hardware = "local-cpu-2core", suite = "builtin", configs, only, out_dir = "build/validate";
-  std::string json, plot, shardrun, mpirun = "mpirun";
+  std::string json, plot, shardrun, mpirun = "mpirun", runs;
   int steps = 8, threads = 1, repeats = 1;
   double timeout_s = 900;
   bool list = false;
@@ -37,9 +39,14 @@ struct ValidateOptions {
 
 void add_options(CLI::App* cmd, ValidateOptions& o) {
   cmd->add_option("--hardware", o.hardware, "Built-in profile or profile JSON (measured profiles too)");
-  auto* suite = cmd->add_option("--suite", o.suite, "Configurations to run: builtin")->check(CLI::IsMember({"builtin"}));
-  cmd->add_option("--configs", o.configs, "JSON array of configurations (same form as the built-in suite)")
+  auto* suite = cmd->add_option("--suite", o.suite,
+                                "builtin (shardrun runs on this machine) or a shipped suite of recorded runs "
+                                "(published: the public record, runs/published.json)");
+  auto* configs = cmd->add_option("--configs", o.configs, "JSON array of configurations (same form as the built-in suite)")
       ->excludes(suite);
+  cmd->add_option("--runs", o.runs, "Recorded runs (shardplan.runs/1): simulate each and compare, no shardrun")
+      ->excludes(suite)
+      ->excludes(configs);
   cmd->add_option("--only", o.only, "Run only these configurations (comma-separated names)");
   cmd->add_option("--steps", o.steps, "Training steps per run")->check(CLI::PositiveNumber);
   cmd->add_option("--threads", o.threads, "Threads per rank")->check(CLI::PositiveNumber);
@@ -70,7 +77,7 @@ std::string find_shardrun(const std::string& given) {
   return guess.string();
 }
 
-std::string describe(const pl::ValidationEntry& e) {
+std::string describe(const cal::ValidationEntry& e) {
   std::string s = e.model + ": tp " + std::to_string(e.tp) + ", pp " + std::to_string(e.pp) + ", dp " +
                   std::to_string(e.dp) + ", zero " + std::to_string(e.zero_stage);
   if (e.sharding_degree > 0) s += " (shard " + std::to_string(e.sharding_degree) + ")";
@@ -83,7 +90,7 @@ std::string describe(const pl::ValidationEntry& e) {
   return s;
 }
 
-void print_list(const std::vector<pl::ValidationEntry>& suite) {
+void print_list(const std::vector<cal::ValidationEntry>& suite) {
   for (const auto& e : suite)
     std::printf("%-28s %d rank%s  %s\n", e.name.c_str(), e.ranks(), e.ranks() == 1 ? " " : "s", describe(e).c_str());
 }
@@ -103,22 +110,22 @@ std::string pct(double e) {
 std::string first_line(const std::string& s) { return s.substr(0, s.find('\n')); }
 
 // The finished half of a progress line.
-std::string outcome(const pl::ValidationRun& r) {
-  if (r.status == pl::RunStatus::skipped) return "skipped: " + r.reason;
-  if (r.status == pl::RunStatus::failed) return "FAILED: " + first_line(r.reason) + " (see " + r.output_log + ")";
+std::string outcome(const cal::ValidationRun& r) {
+  if (r.status == cal::RunStatus::skipped) return "skipped: " + r.reason;
+  if (r.status == cal::RunStatus::failed) return "FAILED: " + first_line(r.reason) + " (see " + r.output_log + ")";
   char b[96];
   std::snprintf(b, sizeof b, "%.3f s/step, %s", r.measured_step_s, mib(r.measured_peak_bytes).c_str());
   return b + (r.time_judged ? std::string() : " (" + r.time_note + ": time not judged)");
 }
 
-void print_table(const std::vector<pl::ValidationRun>& runs, int cores) {
+void print_table(const std::vector<cal::ValidationRun>& runs, int cores) {
   std::printf("\n%-28s %5s %10s %10s %10s %12s %12s %9s\n", "configuration", "ranks", "step pred", "step meas",
               "step err", "mem pred", "mem meas", "mem err");
   bool note = false;
   for (const auto& r : runs) {
     std::printf("%-28s %5d ", r.entry.name.c_str(), r.ranks);
-    if (r.status != pl::RunStatus::ran) {
-      std::printf("%s: %s\n", pl::to_string(r.status), first_line(r.reason).c_str());
+    if (r.status != cal::RunStatus::ran) {
+      std::printf("%s: %s\n", cal::to_string(r.status), first_line(r.reason).c_str());
       continue;
     }
     const std::size_t k = static_cast<std::size_t>(r.memory_error_rank);
@@ -134,7 +141,7 @@ void print_table(const std::vector<pl::ValidationRun>& runs, int cores) {
                 cores);
 }
 
-void print_stats(const char* what, const pl::ValidationErrorStats& s) {
+void print_stats(const char* what, const cal::ValidationErrorStats& s) {
   if (s.count == 0) {
     std::printf("%-12s no runs\n", what);
     return;
@@ -150,27 +157,33 @@ void prepare_parent(const std::string& path, const char* flag) {
   if (ec) throw sim::InputError(std::string(flag) + ": cannot create the directory '" + parent.string() + "'");
 }
 
-void write_outputs(const ValidateOptions& o, const pl::ValidationReport& report) {
+void write_outputs(const ValidateOptions& o, const cal::ValidationReport& report) {
   if (!o.json.empty()) {
     const std::string base = fs::path(o.json).parent_path().string();
-    sim::write_file_atomically(o.json, pl::to_json(report, base).dump(2) + "\n");
+    sim::write_file_atomically(o.json, cal::to_json(report, base).dump(2) + "\n");
     std::printf("results: %s\n", o.json.c_str());
   }
   if (!o.plot.empty()) {
-    pl::write_svg_plot(report, o.plot);
+    cal::write_svg_plot(report, o.plot);
     std::printf("plot: %s\n", o.plot.c_str());
   }
 }
 
 int run_validate(const ValidateOptions& o) {
+  if (!o.runs.empty() || o.suite != "builtin") {
+    RecordedValidateOptions r{o.runs.empty() ? cal::suite_path(o.suite) : o.runs, o.json, o.plot, o.only};
+    if (!o.json.empty()) prepare_parent(o.json, "--json");
+    if (!o.plot.empty()) prepare_parent(o.plot, "--plot");
+    return run_validate_recorded(r);
+  }
   const sim::HardwareProfile hw = sim::load_hardware(o.hardware);
-  std::vector<pl::ValidationEntry> suite = o.configs.empty() ? pl::builtin_suite() : pl::load_suite_file(o.configs);
-  if (!o.only.empty()) suite = pl::select_entries(suite, split_list(o.only));
+  std::vector<cal::ValidationEntry> suite = o.configs.empty() ? cal::builtin_suite() : cal::load_suite_file(o.configs);
+  if (!o.only.empty()) suite = cal::select_entries(suite, split_list(o.only));
   if (o.list) {
     print_list(suite);
     return 0;
   }
-  pl::RunnerOptions ro;
+  cal::RunnerOptions ro;
   ro.shardrun = find_shardrun(o.shardrun);
   ro.mpirun = o.mpirun;
   ro.out_dir = o.out_dir;
@@ -182,7 +195,7 @@ int run_validate(const ValidateOptions& o) {
   ro.cancel = &g_stop;
   if (!o.json.empty()) prepare_parent(o.json, "--json");
   if (!o.plot.empty()) prepare_parent(o.plot, "--plot");
-  pl::ValidationReport report{hw.name, o.hardware, o.steps, o.threads, ro.cores, o.repeats, {}};
+  cal::ValidationReport report{hw.name, o.hardware, o.steps, o.threads, ro.cores, o.repeats, {}};
   std::printf("validating %zu configuration%s on %s (%d steps, %d thread%s per rank, %d cores%s)\n", suite.size(),
               suite.size() == 1 ? "" : "s", hw.name.c_str(), o.steps, o.threads, o.threads == 1 ? "" : "s", ro.cores,
               o.repeats > 1 ? (", median of " + std::to_string(o.repeats) + " runs each").c_str() : "");
@@ -193,7 +206,7 @@ int run_validate(const ValidateOptions& o) {
     const auto& e = suite[i];
     std::printf("[%zu/%zu] %s: %d rank%s ... ", i + 1, suite.size(), e.name.c_str(), e.ranks(), e.ranks() == 1 ? "" : "s");
     std::fflush(stdout);
-    auto run = pl::run_entry(e, hw, ro);
+    auto run = cal::run_entry(e, hw, ro);
     interrupted = !run || g_stop.load();
     if (!run) {
       std::printf("interrupted\n");
@@ -206,7 +219,7 @@ int run_validate(const ValidateOptions& o) {
   std::signal(SIGINT, SIG_DFL);
   std::signal(SIGTERM, SIG_DFL);
   print_table(report.runs, ro.cores);
-  const pl::ValidationSummary s = pl::summarize(report.runs);
+  const cal::ValidationSummary s = cal::summarize(report.runs);
   std::printf("\nran %d, skipped %d, failed %d (of %zu)\n", s.ran, s.skipped, s.failed, report.runs.size());
   print_stats("step time", s.step_seconds);
   print_stats("peak memory", s.peak_memory);

@@ -12,7 +12,7 @@
 #include <fstream>
 #include <set>
 
-#include "planner/validation.hpp"
+#include "calibration/validation.hpp"
 #include "simulator/errors.hpp"
 #include "support/run_command.hpp"
 #include "support/temp_dir.hpp"
@@ -20,7 +20,7 @@
 namespace {
 
 namespace fs = std::filesystem;
-namespace pl = shardplan::planner;
+namespace cal = shardplan::calibration;
 namespace sim = shardplan::simulator;
 using shardplan::testing::CommandResult;
 using shardplan::testing::run_command;
@@ -30,14 +30,14 @@ std::string validate_cmd(const std::string& args) {
   return std::string(SHARDPLAN_BINARY) + " validate --shardrun " + SHARDRUN_BINARY + " " + args;
 }
 
-pl::ValidationRun made_run(const std::string& name, pl::RunStatus status, double step_err, double mem_err,
+cal::ValidationRun made_run(const std::string& name, cal::RunStatus status, double step_err, double mem_err,
                            bool judged = true) {
-  pl::ValidationRun r;
+  cal::ValidationRun r;
   r.entry.name = name;
   r.status = status;
   r.time_judged = judged;
   r.has_prediction = true;
-  r.has_measurement = status == pl::RunStatus::ran;
+  r.has_measurement = status == cal::RunStatus::ran;
   r.step_error = step_err;
   r.memory_error = mem_err;
   return r;
@@ -55,15 +55,15 @@ std::string read_text(const std::string& path) {
 }
 
 TEST(ValidateSummary, MeanMedianWorstAndOversubscribedTimesLeftOut) {
-  std::vector<pl::ValidationRun> runs = {
-      made_run("a", pl::RunStatus::ran, 0.10, -0.20),
-      made_run("b", pl::RunStatus::ran, -0.30, 0.10),
-      made_run("c", pl::RunStatus::ran, 0.05, 0.05),
-      made_run("d", pl::RunStatus::ran, 2.00, -0.40, /*judged=*/false),
-      made_run("e", pl::RunStatus::skipped, 9.0, 9.0),
-      made_run("f", pl::RunStatus::failed, 9.0, 9.0),
+  std::vector<cal::ValidationRun> runs = {
+      made_run("a", cal::RunStatus::ran, 0.10, -0.20),
+      made_run("b", cal::RunStatus::ran, -0.30, 0.10),
+      made_run("c", cal::RunStatus::ran, 0.05, 0.05),
+      made_run("d", cal::RunStatus::ran, 2.00, -0.40, /*judged=*/false),
+      made_run("e", cal::RunStatus::skipped, 9.0, 9.0),
+      made_run("f", cal::RunStatus::failed, 9.0, 9.0),
   };
-  const pl::ValidationSummary s = pl::summarize(runs);
+  const cal::ValidationSummary s = cal::summarize(runs);
   EXPECT_EQ(s.ran, 4);
   EXPECT_EQ(s.skipped, 1);
   EXPECT_EQ(s.failed, 1);
@@ -82,7 +82,7 @@ TEST(ValidateSummary, MeanMedianWorstAndOversubscribedTimesLeftOut) {
 }
 
 TEST(ValidateSummary, EmptyInputHasZeroCounts) {
-  const pl::ValidationSummary s = pl::summarize({made_run("x", pl::RunStatus::skipped, 0, 0)});
+  const cal::ValidationSummary s = cal::summarize({made_run("x", cal::RunStatus::skipped, 0, 0)});
   EXPECT_EQ(s.ran, 0);
   EXPECT_EQ(s.step_seconds.count, 0);
   EXPECT_EQ(s.peak_memory.count, 0);
@@ -90,25 +90,25 @@ TEST(ValidateSummary, EmptyInputHasZeroCounts) {
 }
 
 TEST(ValidateReport, PerRankMemoryErrorTakesTheWorstRank) {
-  pl::ValidationRun r;
+  cal::ValidationRun r;
   r.predicted_step_s = 0.3;
   r.predicted_peak_bytes = 110;
   r.predicted_peak_per_rank = {110, 110};
   const nlohmann::json report = {
       {"measured", {{"step_seconds", 0.25}, {"peak_memory_bytes", 200}, {"peak_memory_bytes_per_rank", {100, 200}}}}};
-  pl::apply_report(r, report, "report.json");
+  cal::apply_report(r, report, "report.json");
   EXPECT_TRUE(r.has_measurement);
   EXPECT_NEAR(r.step_error, (0.3 - 0.25) / 0.25, 1e-12);
   EXPECT_EQ(r.memory_error_rank, 1);  // rank 0 is +10 %, rank 1 is -45 %
   EXPECT_NEAR(r.memory_error, (110.0 - 200.0) / 200.0, 1e-12);
   EXPECT_EQ(r.measured_peak_bytes, 200);
-  EXPECT_THROW(pl::apply_report(r, {{"measured", {{"step_seconds", 0}}}}, "report.json"), sim::InputError);
+  EXPECT_THROW(cal::apply_report(r, {{"measured", {{"step_seconds", 0}}}}, "report.json"), sim::InputError);
 }
 
 // --repeats: every run's step time is kept and the median is compared; memory is the last run's
 // (the accounting allocator makes it the same every time). Round-trips through the JSON.
 TEST(ValidateReport, RepeatsCompareTheMedianStepTime) {
-  pl::ValidationRun r = made_run("tiny", pl::RunStatus::ran, 0, 0);
+  cal::ValidationRun r = made_run("tiny", cal::RunStatus::ran, 0, 0);
   r.entry.model = "tiny-llama";
   r.entry.global_batch_size = 8;
   r.ranks = 1;
@@ -117,14 +117,14 @@ TEST(ValidateReport, RepeatsCompareTheMedianStepTime) {
   r.predicted_step_s = 0.2;
   r.predicted_peak_per_rank = {100};
   for (double step : {0.30, 0.18, 0.25})
-    pl::apply_report(r, {{"measured", {{"step_seconds", step}, {"peak_memory_bytes", 100}}}}, "report.json");
+    cal::apply_report(r, {{"measured", {{"step_seconds", step}, {"peak_memory_bytes", 100}}}}, "report.json");
   EXPECT_EQ(r.measured_step_s_runs, (std::vector<double>{0.30, 0.18, 0.25}));
   EXPECT_DOUBLE_EQ(r.measured_step_s, 0.25);
   EXPECT_NEAR(r.step_error, (0.2 - 0.25) / 0.25, 1e-12);
-  pl::apply_report(r, {{"measured", {{"step_seconds", 0.19}, {"peak_memory_bytes", 100}}}}, "report.json");
+  cal::apply_report(r, {{"measured", {{"step_seconds", 0.19}, {"peak_memory_bytes", 100}}}}, "report.json");
   EXPECT_DOUBLE_EQ(r.measured_step_s, (0.19 + 0.25) / 2);  // even count: the middle two's mean
-  pl::ValidationReport report{"hw", "hw", 8, 1, 2, 4, {r}};
-  const auto back = pl::validation_from_json(pl::to_json(report, "/tmp"), "v.json", "/tmp");
+  cal::ValidationReport report{"hw", "hw", 8, 1, 2, 4, {r}};
+  const auto back = cal::validation_from_json(cal::to_json(report, "/tmp"), "v.json", "/tmp");
   EXPECT_EQ(back.repeats, 4);
   ASSERT_EQ(back.runs.size(), 1u);
   EXPECT_EQ(back.runs[0].measured_step_s_runs, r.measured_step_s_runs);
@@ -132,7 +132,7 @@ TEST(ValidateReport, RepeatsCompareTheMedianStepTime) {
 }
 
 TEST(ValidateSuite, AtLeastFourteenUniqueEntriesThatPassValidateConfigIncludingPipelinesAndRecompute) {
-  const auto suite = pl::builtin_suite();
+  const auto suite = cal::builtin_suite();
   ASSERT_GE(suite.size(), 14u);
   std::set<std::string> names;
   int pipelines = 0, recomputing = 0;
@@ -141,29 +141,29 @@ TEST(ValidateSuite, AtLeastFourteenUniqueEntriesThatPassValidateConfigIncludingP
     EXPECT_TRUE(names.insert(e.name).second) << "duplicate " << e.name;
     pipelines += e.pp > 1 ? 1 : 0;
     recomputing += e.recompute != sim::Recompute::none ? 1 : 0;
-    pl::Plan plan;
-    EXPECT_NO_THROW(plan = pl::build_plan(e, hw)) << e.name;
+    shardplan::planner::Plan plan;
+    EXPECT_NO_THROW(plan = cal::build_plan(e, hw)) << e.name;
     EXPECT_TRUE(plan.prediction.feasible) << e.name << ": " << plan.prediction.infeasible_reason;
     EXPECT_EQ(plan.cluster.devices(), e.ranks()) << e.name;
-    EXPECT_EQ(pl::predicted_peak_per_rank(plan).size(), static_cast<size_t>(e.ranks())) << e.name;
+    EXPECT_EQ(cal::predicted_peak_per_rank(plan).size(), static_cast<size_t>(e.ranks())) << e.name;
   }
   EXPECT_GE(pipelines, 2);
   EXPECT_GE(recomputing, 2);
 }
 
 TEST(ValidateSuite, EntryJsonRoundTrips) {
-  for (const auto& e : pl::builtin_suite()) {
-    const nlohmann::json j = pl::to_json(e);
-    EXPECT_EQ(pl::to_json(pl::entry_from_json(j, "suite")), j) << e.name;
+  for (const auto& e : cal::builtin_suite()) {
+    const nlohmann::json j = cal::to_json(e);
+    EXPECT_EQ(cal::to_json(cal::entry_from_json(j, "suite")), j) << e.name;
   }
 }
 
 TEST(ValidateSuite, PipelineStagesGetTheirOwnPeakPerRank) {
-  const auto suite = pl::builtin_suite();
+  const auto suite = cal::builtin_suite();
   const auto it = std::find_if(suite.begin(), suite.end(), [](const auto& e) { return e.pp > 1; });
   ASSERT_NE(it, suite.end());
-  const pl::Plan plan = pl::build_plan(*it, sim::load_hardware("local-cpu-2core"));
-  const auto per_rank = pl::predicted_peak_per_rank(plan);
+  const shardplan::planner::Plan plan = cal::build_plan(*it, sim::load_hardware("local-cpu-2core"));
+  const auto per_rank = cal::predicted_peak_per_rank(plan);
   ASSERT_EQ(per_rank.size(), static_cast<size_t>(it->ranks()));
   // tp-dp-pp order with tp = dp = 1: rank r is stage r.
   for (int r = 0; r < it->ranks(); ++r) EXPECT_EQ(per_rank[r], plan.prediction.stages[r].memory.total());
@@ -186,7 +186,7 @@ nlohmann::json good_named(nlohmann::json j, const std::string& name) {
 }
 
 TEST(ValidateCli, ConfigsFileErrorsNameFileEntryAndField) {
-  nlohmann::json good = pl::to_json(pl::builtin_suite().front());
+  nlohmann::json good = cal::to_json(cal::builtin_suite().front());
   nlohmann::json missing = good;
   missing.erase("tp");
   missing["name"] = "second";
@@ -203,7 +203,7 @@ TEST(ValidateCli, ConfigsFileErrorsNameFileEntryAndField) {
 TEST(ValidateCli, ListPrintsTheSuiteAndUnknownOnlyNamesTheValidOnes) {
   const CommandResult list = run_command(validate_cmd("--list"));
   EXPECT_EQ(list.status, 0) << list.out;
-  for (const auto& e : pl::builtin_suite()) EXPECT_NE(list.out.find(e.name), std::string::npos) << e.name;
+  for (const auto& e : cal::builtin_suite()) EXPECT_NE(list.out.find(e.name), std::string::npos) << e.name;
   const CommandResult bad = run_command(validate_cmd("--list --only tiny-llama-1r,nope"));
   EXPECT_EQ(bad.status, 2) << bad.out;
   EXPECT_NE(bad.out.find("'nope'"), std::string::npos) << bad.out;
@@ -259,9 +259,9 @@ TEST(ValidateEndToEnd, RunsThreeConfigurationsIncludingAPipelineAndPlots) {
   EXPECT_EQ(count_of(plot, "<text"), count_of(plot, "</text>"));
   EXPECT_NE(plot.find("tiny-llama-dp2-z1"), std::string::npos);
   // The JSON reads back.
-  const pl::ValidationReport back = pl::validation_from_json(j, json_path, dir.path().string());
+  const cal::ValidationReport back = cal::validation_from_json(j, json_path, dir.path().string());
   ASSERT_EQ(back.runs.size(), 3u);
-  EXPECT_EQ(pl::summarize(back.runs).ran, 3);
+  EXPECT_EQ(cal::summarize(back.runs).ran, 3);
 }
 
 TEST(ValidateEndToEnd, ConfigurationOverDeviceMemoryIsSkippedWithoutRunning) {

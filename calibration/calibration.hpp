@@ -11,7 +11,9 @@
 #include "planner/plan.hpp"
 #include "simulator/hardware_profile.hpp"
 
-namespace shardplan::planner {
+namespace shardplan::calibration {
+
+using planner::Plan;
 
 inline constexpr const char* kCalibrationSchema = "shardplan.calibration/1";
 
@@ -116,4 +118,4 @@ nlohmann::json to_json(const CalibrationResult& r);
 // "calibration" object and a "sources" entry per changed figure (the base's other sources kept).
 nlohmann::json calibrated_profile_json(const CalibrationResult& r);
 
-}  // namespace shardplan::planner
+}  // namespace shardplan::calibration

@@ -13,7 +13,9 @@
 #include "simulator/hardware_profile.hpp"
 #include "simulator/parallel_config.hpp"
 
-namespace shardplan::planner {
+namespace shardplan::calibration {
+
+using planner::Plan;
 
 inline constexpr const char* kValidationSchema = "shardplan.validation/1";
 
@@ -149,4 +151,4 @@ ValidationReport validation_from_json(const nlohmann::json& j, const std::string
 std::string svg_plot(const ValidationReport& r);
 void write_svg_plot(const ValidationReport& r, const std::string& path);
 
-}  // namespace shardplan::planner
+}  // namespace shardplan::calibration

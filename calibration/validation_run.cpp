@@ -20,7 +20,7 @@
 #include "simulator/json_fields.hpp"
 #include "validation.hpp"
 
-namespace shardplan::planner {
+namespace shardplan::calibration {
 
 namespace sim = shardplan::simulator;
 namespace fs = std::filesystem;
@@ -199,7 +199,7 @@ std::optional<ValidationRun> run_entry(const ValidationEntry& e, const sim::Hard
   r.predicted_peak_bytes = plan.prediction.worst.total();
   r.predicted_peak_per_rank = predicted_peak_per_rank(plan);
   r.plan_file = (dir / "plan.json").string();
-  save_plan(plan, r.plan_file);
+  planner::save_plan(plan, r.plan_file);
   if (!plan.prediction.feasible) {
     r.reason = "predicted memory does not fit the device: " + plan.prediction.infeasible_reason;
     return r;
@@ -215,4 +215,4 @@ std::optional<ValidationRun> run_entry(const ValidationEntry& e, const sim::Hard
   return r;
 }
 
-}  // namespace shardplan::planner
+}  // namespace shardplan::calibration

@@ -27,7 +27,7 @@
 #include "simulator/prediction_json.hpp"
 #include "simulator/rank_layout.hpp"
 
-namespace shardplan::planner {
+namespace shardplan::calibration {
 
 namespace sim = shardplan::simulator;
 namespace fs = std::filesystem;
@@ -559,4 +559,4 @@ ValidationReport validation_from_json(const json& j, const std::string& source, 
   return r;
 }
 
-}  // namespace shardplan::planner
+}  // namespace shardplan::calibration

@@ -7,14 +7,14 @@
 #include <cstdint>
 #include <random>
 
-#include "planner/calibration.hpp"
+#include "calibration/calibration.hpp"
 #include "planner/plan.hpp"
 #include "simulator/errors.hpp"
 #include "simulator/evaluator.hpp"
 #include "simulator/json_fields.hpp"
 #include "support/temp_dir.hpp"
 
-namespace shardplan::planner {
+namespace shardplan::calibration {
 namespace {
 
 namespace sim = shardplan::simulator;
@@ -360,4 +360,4 @@ TEST(Calibration, WrittenProfileLoadsBackAndReproducesTheAfterPredictions) {
 }
 
 }  // namespace
-}  // namespace shardplan::planner
+}  // namespace shardplan::calibration
