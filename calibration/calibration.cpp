@@ -23,8 +23,6 @@ using nlohmann::json;
 
 namespace {
 
-constexpr const char* kMethod = "Levenberg-Marquardt on log step time";
-
 std::string num(const char* f, double v) {
   char buf[64];
   std::snprintf(buf, sizeof buf, f, v);
@@ -63,7 +61,7 @@ void read_run(const json& r, const std::string& path, const sim::JsonContext& rc
   const std::string plan_file = resolve_relative(path, sim::get_string(r, "plan_file", rctx));
   if (!fs::is_regular_file(plan_file)) rctx.fail("plan_file", "an existing plan file (no file '" + plan_file + "')");
   const double step_s = sim::get_positive(sim::require(r, "measured", rctx), "step_seconds", rctx.child("measured"));
-  out.runs.push_back(MeasuredRun{unique_name(name, taken), planner::load_plan(plan_file), step_s, false, path});
+  out.runs.push_back(MeasuredRun{unique_name(name, taken), planner::load_plan(plan_file), step_s, false, path, false, ""});
 }
 
 void read_runs_file(const std::string& path, bool first, MeasuredRuns& out, std::set<std::string>& taken) {
@@ -72,7 +70,15 @@ void read_runs_file(const std::string& path, bool first, MeasuredRuns& out, std:
   if (!j.is_object()) throw sim::InputError(path + ": expected a JSON object (`shardplan validate --json` output)");
   const sim::JsonContext ctx{path, ""};
   const std::string schema = sim::get_string(j, "schema", ctx);
-  if (schema != kValidationSchema) ctx.fail("schema", std::string("\"") + kValidationSchema + "\" (got \"" + schema + "\")");
+  if (schema == kRunsSchema) {  // recorded runs: each on its own cluster
+    for (auto& r : measured_from_recorded(runs_from_json(j, path).runs)) {
+      r.name = unique_name(r.name, taken);
+      out.runs.push_back(std::move(r));
+    }
+    return;
+  }
+  if (schema != kValidationSchema)
+    ctx.fail("schema", std::string("\"") + kValidationSchema + "\" or \"" + kRunsSchema + "\" (got \"" + schema + "\")");
   if (first) {
     const std::string hw = sim::get_string_or(j, "hardware_file", "", ctx);
     const bool beside = sim::looks_like_path(hw) && fs::is_regular_file(resolve_relative(path, hw));
@@ -198,6 +204,10 @@ HW apply_params(const HW& base, const Params& params) {
   return hw;
 }
 
+double predicted_step_s(const MeasuredRun& run, const HW& base, const Params& params) {
+  return predicted_step_s(run, apply_params(run.own_hardware ? run.plan.cluster.hardware : base, params));
+}
+
 double predicted_step_s(const MeasuredRun& run, const HW& hw) {
   sim::ClusterSpec cluster{hw, run.plan.cluster.nodes, run.plan.cluster.per_node()};
   sim::ParallelConfig cfg = run.plan.config;
@@ -247,10 +257,13 @@ struct Fit {
   }
   // r_i = ln(predicted_i) - ln(measured_i): relative errors, symmetric for over/under.
   [[nodiscard]] Eigen::VectorXd residuals(const Eigen::VectorXd& u) const {
-    const HW hw = apply_params(*base, natural(u));
+    const Params p = natural(u);
+    const HW hw = apply_params(*base, p);
     Eigen::VectorXd r(runs.size());
-    for (std::size_t i = 0; i < runs.size(); ++i)
-      r[i] = std::log(predicted_step_s(*runs[i], hw)) - std::log(runs[i]->measured_step_s);
+    for (std::size_t i = 0; i < runs.size(); ++i) {
+      const double predicted = runs[i]->own_hardware ? predicted_step_s(*runs[i], *base, p) : predicted_step_s(*runs[i], hw);
+      r[i] = std::log(predicted) - std::log(runs[i]->measured_step_s);
+    }
     return r;
   }
   // Central differences through the real simulator (forward at a lower bound).
@@ -379,13 +392,14 @@ std::vector<bool> asked_parameters(const CalibrationOptions& o) {
   return asked;
 }
 
-std::vector<double> predictions(const std::vector<MeasuredRun>& runs, const HW& hw) {
+std::vector<double> predictions(const std::vector<MeasuredRun>& runs, const HW& base, const Params& params) {
+  const HW hw = apply_params(base, params);
   std::vector<double> out;
   for (const auto& r : runs) {
     try {
-      out.push_back(predicted_step_s(r, hw));
+      out.push_back(r.own_hardware ? predicted_step_s(r, base, params) : predicted_step_s(r, hw));
     } catch (const sim::InputError& e) {
-      throw sim::InputError("run '" + r.name + "' of " + r.source + " on profile " + hw.name + ": " + e.what());
+      throw sim::InputError("run '" + r.name + "' of " + r.source + ": " + e.what());
     }
   }
   return out;
@@ -440,7 +454,7 @@ CalibrationResult calibrate(const HW& base, const std::vector<MeasuredRun>& runs
   if (fit.runs.empty()) throw sim::InputError("--holdout: every run is held out; expected at least one fitting run");
   CalibrationResult res;
   res.base = base;
-  const std::vector<double> before = predictions(runs, base);
+  const std::vector<double> before = predictions(runs, base, fit.start);
   // Identification: a parameter no fitting run's step time depends on (a zero Jacobian column at
   // the prior) stays at its prior.
   for (std::size_t i = 0; i < table.size(); ++i)
@@ -478,140 +492,8 @@ CalibrationResult calibrate(const HW& base, const std::vector<MeasuredRun>& runs
   res.calibrated.name = base.name + "-calibrated";
   res.calibrated.measured = true;
   res.calibrated.description = describe(res, static_cast<int>(fit.runs.size()));
-  fill_runs_and_stats(runs, before, predictions(runs, res.calibrated), res);
+  fill_runs_and_stats(runs, before, predictions(runs, base, res.values), res);
   return res;
-}
-
-namespace {
-
-json stats_json(const ErrorStats& s) {
-  if (s.runs == 0) return nullptr;
-  return {{"runs", s.runs}, {"mean", s.mean}, {"median", s.median}, {"worst", s.worst}};
-}
-
-json parameters_json(const CalibrationResult& r) {
-  json o = json::object();
-  for (std::size_t i = 0; i < r.parameters.size(); ++i) {
-    const auto& p = r.parameters[i];
-    json e{{"value", p.value}, {"prior", p.prior}, {"fitted", p.fitted}, {"identified", p.identified},
-           {"meaning", calibration_parameters()[i].meaning}};
-    if (p.std_error >= 0) e["std_error"] = p.std_error;
-    o[p.name] = e;
-  }
-  return o;
-}
-
-json run_names(const CalibrationResult& r, bool holdout) {
-  json a = json::array();
-  for (const auto& run : r.runs)
-    if (run.holdout == holdout) a.push_back(run.name);
-  return a;
-}
-
-// Summary shared by the report and the profile's "calibration" object.
-json summary_json(const CalibrationResult& r) {
-  return {{"method", kMethod},
-          {"base_profile", r.base.name},
-          {"base_profile_file", r.base.source_file},
-          {"runs_file", r.runs_files},
-          {"fit_runs", run_names(r, false)},
-          {"holdout_runs", run_names(r, true)},
-          {"iterations", r.iterations},
-          {"converged", r.converged},
-          {"parameters", parameters_json(r)},
-          {"step_seconds_error_before", {{"fit", stats_json(r.fit_before)}, {"holdout", stats_json(r.holdout_before)}}},
-          {"step_seconds_error_after", {{"fit", stats_json(r.fit_after)}, {"holdout", stats_json(r.holdout_after)}}},
-          {"notes", r.notes}};
-}
-
-// The quantity a key names ("memory_MiB" and "memory_bytes": "memory"); the key itself when it
-// carries no unit.
-std::string quantity_of(const std::string& key) {
-  const std::string base = sim::quantity_base(key);
-  return base.empty() ? key : base;
-}
-
-// "device.memory_MiB" -> "device.memory_bytes": the written profile's key for the same figure.
-std::string rekey(const std::string& dotted, const json& written) {
-  const json* node = &written;
-  std::string out;
-  std::size_t start = 0;
-  while (start <= dotted.size()) {
-    const std::size_t dot = std::min(dotted.find('.', start), dotted.size());
-    std::string key = dotted.substr(start, dot - start);
-    if (node != nullptr && node->is_object() && !node->contains(key))
-      for (auto it = node->begin(); it != node->end(); ++it)
-        if (quantity_of(it.key()) == quantity_of(key)) key = it.key();
-    out += (out.empty() ? "" : ".") + key;
-    node = node != nullptr && node->is_object() && node->contains(key) ? &(*node)[key] : nullptr;
-    start = dot + 1;
-  }
-  return out;
-}
-
-// The base profile's sources (re-keyed to the written units), then one entry per changed figure.
-json sources_json(const CalibrationResult& r, const json& written) {
-  json sources = json::object();
-  if (!r.base.source_file.empty() && fs::is_regular_file(r.base.source_file)) {
-    const json base = sim::read_json_file(r.base.source_file);
-    if (auto it = base.find("sources"); it != base.end() && it->is_object())
-      for (auto s = it->begin(); s != it->end(); ++s) sources[rekey(s.key(), written)] = *s;
-  }
-  int fit_runs = 0;
-  bool multi_node = false;
-  for (const auto& run : r.runs) {
-    fit_runs += run.holdout ? 0 : 1;
-    multi_node = multi_node || (!run.holdout && run.nodes > 1);
-  }
-  std::string files;
-  for (const auto& f : r.runs_files) files += (files.empty() ? "" : ", ") + f;
-  const auto& table = calibration_parameters();
-  for (std::size_t i = 0; i < table.size(); ++i) {
-    const auto& p = r.parameters[i];
-    if (!p.identified || p.value == p.prior) continue;
-    const std::string what = table[i].kind == ParamKind::scale
-                                 ? p.name + " = " + num("%.4f", p.value) + " x the base profile's figure"
-                                 : p.name + " = " + num("%.3f", p.value) + " (base " + num("%.3f", p.prior) + ")";
-    for (const std::string field : table[i].fields) {
-      std::string pointer = "/" + field;
-      std::replace(pointer.begin(), pointer.end(), '.', '/');
-      const json v = written.value(json::json_pointer(pointer), json());
-      if (v.is_null() || v == 0) continue;  // absent or unsupported
-      std::string text = "calibrated by shardplan calibrate from " + std::to_string(fit_runs) +
-                         " measured runs (" + files + "): " + what + ", " + kMethod + ".";
-      if (field.starts_with("network.") && !multi_node)
-        text += " No fitting run spanned nodes: the factor measured on intra-node links is applied here too.";
-      if (auto old = sources.find(field); old != sources.end() && old->is_string())
-        text += " Base figure: " + old->get<std::string>();
-      sources[field] = text;
-    }
-  }
-  return sources;
-}
-
-}  // namespace
-
-json to_json(const CalibrationResult& r) {
-  json j = summary_json(r);
-  j["schema"] = kCalibrationSchema;
-  j["calibrated_profile"] = r.calibrated.name;
-  j["runs"] = json::array();
-  for (const auto& run : r.runs)
-    j["runs"].push_back({{"name", run.name},
-                         {"set", run.holdout ? "holdout" : "fit"},
-                         {"measured_step_seconds", run.measured_s},
-                         {"predicted_step_seconds_before", run.before_s},
-                         {"predicted_step_seconds_after", run.after_s},
-                         {"error_before_relative", run.error_before()},
-                         {"error_after_relative", run.error_after()}});
-  return j;
-}
-
-json calibrated_profile_json(const CalibrationResult& r) {
-  json j = sim::to_json(r.calibrated);
-  j["calibration"] = summary_json(r);
-  j["sources"] = sources_json(r, j);
-  return j;
 }
 
 }  // namespace shardplan::calibration

@@ -9,6 +9,7 @@
 #include <vector>
 
 #include "planner/plan.hpp"
+#include "runs_file.hpp"
 #include "simulator/hardware_profile.hpp"
 
 namespace shardplan::calibration {
@@ -16,6 +17,9 @@ namespace shardplan::calibration {
 using planner::Plan;
 
 inline constexpr const char* kCalibrationSchema = "shardplan.calibration/1";
+inline constexpr const char* kMethod = "Levenberg-Marquardt on log step time";
+
+using Params = std::vector<double>;  // one value per calibration_parameters() entry
 
 // One measured run: the plan it ran and its measured step time.
 struct MeasuredRun {
@@ -24,6 +28,10 @@ struct MeasuredRun {
   double measured_step_s = 0;
   bool holdout = false;
   std::string source;  // the runs file it came from
+  // Recorded runs (shardplan.runs/1) keep their own cluster's profile: the parameters scale it
+  // instead of the calibrated base, and `group` is their source id (leave-one-source-out).
+  bool own_hardware = false;
+  std::string group;
 };
 
 struct MeasuredRuns {
@@ -37,6 +45,12 @@ struct MeasuredRuns {
 // it exists there (else it is taken as given). A name that repeats gets "#2", "#3" appended.
 // Errors name the file and the field.
 MeasuredRuns load_measured_runs(const std::vector<std::string>& paths);
+
+// Recorded runs as calibration runs: own_hardware, group = their source id, source = the file.
+std::vector<MeasuredRun> measured_from_recorded(const std::vector<RecordedRun>& runs);
+// Keeps the runs whose name, group (source id) or profile name is listed; InputError naming
+// --only for a name that matches nothing.
+void select_runs(std::vector<MeasuredRun>& runs, const std::vector<std::string>& names);
 
 // Marks hold-out runs: the ones named (InputError naming --holdout for an unknown name or when
 // fewer than `free_parameters` runs would remain), or by default every third run in name order
@@ -58,13 +72,14 @@ struct ParamSpec {
 const std::vector<ParamSpec>& calibration_parameters();
 int parameter_index(const std::string& name);  // -1 if unknown
 
-using Params = std::vector<double>;  // one value per calibration_parameters() entry
 Params prior_params(const simulator::HardwareProfile& base);
 // `base` with every parameter applied (named apply_params: a bare apply() would meet std::apply by ADL).
 simulator::HardwareProfile apply_params(const simulator::HardwareProfile& base, const Params& params);
 
 // The run's plan (model, config, nodes, devices per node) on `hw`: predicted step seconds.
 double predicted_step_s(const MeasuredRun& run, const simulator::HardwareProfile& hw);
+// With `params` applied to the run's own profile (own_hardware) or else to `base`.
+double predicted_step_s(const MeasuredRun& run, const simulator::HardwareProfile& base, const Params& params);
 
 struct CalibrationOptions {
   std::vector<std::string> parameters;  // names to fit; empty = all; the others stay at the prior
@@ -111,6 +126,21 @@ struct CalibrationResult {
 
 CalibrationResult calibrate(const simulator::HardwareProfile& base, const std::vector<MeasuredRun>& runs,
                             const CalibrationOptions& options = {});
+
+// Leave-one-source-out: for each group (source), fit on every other group's runs and predict
+// this one's. Groups in first-appearance order; a group whose removal leaves fewer fitting runs
+// than free parameters is reported with fitted = false.
+struct SourceHoldout {
+  std::string group;
+  int runs = 0;
+  bool fitted = false;
+  ErrorStats before, after;  // |relative step-time error| of this group's runs
+  double bias_before = 0, bias_after = 0;  // mean signed error
+  Params values;             // the fit without this group
+};
+std::vector<SourceHoldout> leave_one_source_out(const simulator::HardwareProfile& base,
+                                                const std::vector<MeasuredRun>& runs,
+                                                const CalibrationOptions& options);
 
 // The report (schema shardplan.calibration/1): parameters, per-run table, error statistics.
 nlohmann::json to_json(const CalibrationResult& r);

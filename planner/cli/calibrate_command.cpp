@@ -22,7 +22,8 @@ namespace {
 
 struct CalibrateOptions {
   std::vector<std::string> runs;
-  std::string hardware, out, holdout, fit, json;
+  std::string hardware, out, holdout, fit, json, only, suite;
+  bool loso = false;
   int max_iterations = 100;
 };
 
@@ -42,9 +43,9 @@ sim::HardwareProfile base_profile(const CalibrateOptions& o, const calibration::
   if (!o.hardware.empty()) return sim::load_hardware(o.hardware);
   const std::string& hw = loaded.hardware_file;
   if (hw.empty())
-    throw sim::InputError(o.runs.front() + ": field 'hardware_file': expected a profile (or give --hardware)");
+    throw sim::InputError("--hardware: expected the profile to calibrate (the runs name none)");
   if (sim::looks_like_path(hw) && !std::filesystem::is_regular_file(hw))
-    throw sim::InputError(o.runs.front() + ": field 'hardware_file': expected an existing profile (no file '" + hw +
+    throw sim::InputError("--runs: field 'hardware_file': expected an existing profile (no file '" + hw +
                           "'; give --hardware)");
   return sim::load_hardware(hw);
 }
@@ -79,12 +80,36 @@ void print_runs(std::ostream& out, const calibration::CalibrationResult& r) {
   row("hold-out, after", r.holdout_after);
 }
 
+void print_loso(std::ostream& out, const std::vector<calibration::SourceHoldout>& rows) {
+  out << line("\nleave-one-source-out (each source predicted by a fit to the others; step-time error)\n");
+  out << line("%-20s %5s %10s %10s %10s %10s %10s  %s\n", "source", "runs", "mean_bef", "mean_aft", "worst_aft",
+              "bias_bef", "bias_aft", "fitted");
+  double sum = 0;
+  int n = 0;
+  for (const auto& h : rows) {
+    out << line("%-20s %5d %9.1f%% %9.1f%% %9.1f%% %+9.1f%% %+9.1f%%  %s\n", h.group.c_str(), h.runs,
+                100 * h.before.mean, 100 * h.after.mean, 100 * h.after.worst, 100 * h.bias_before, 100 * h.bias_after,
+                h.fitted ? "yes" : "no (too few other runs)");
+    sum += h.after.mean;
+    ++n;
+  }
+  if (n > 0) out << line("%-20s %5s %9s %9.1f%%\n", "mean over sources", "", "", 100 * sum / n);
+}
+
 int run_calibrate(const CalibrateOptions& o) {
-  calibration::MeasuredRuns loaded = calibration::load_measured_runs(o.runs);
+  std::vector<std::string> files = o.runs;
+  if (!o.suite.empty()) files.push_back(calibration::suite_path(o.suite));
+  if (files.empty()) throw sim::InputError("--runs: expected a runs file (or --suite published)");
+  calibration::MeasuredRuns loaded = calibration::load_measured_runs(files);
+  calibration::select_runs(loaded.runs, split_list(o.only));
   const sim::HardwareProfile base = base_profile(o, loaded);
   calibration::CalibrationOptions opts;
   opts.parameters = split_list(o.fit);
   opts.max_iterations = o.max_iterations;
+  if (o.loso) {
+    print_loso(std::cout, calibration::leave_one_source_out(base, loaded.runs, opts));
+    std::cout << "\n";
+  }
   const std::string split_note =
       calibration::assign_holdout(loaded.runs, split_list(o.holdout), calibration::free_parameters(opts));
   calibration::CalibrationResult r = calibration::calibrate(base, loaded.runs, opts);
@@ -113,7 +138,12 @@ Run add_calibrate_command(CLI::App& app) {
   auto* cmd = app.add_subcommand(
       "calibrate", "Refit a hardware profile's compute/memory/communication/kernel-launch terms to measured runs");
   auto o = std::make_shared<CalibrateOptions>();
-  cmd->add_option("--runs", o->runs, "`shardplan validate --json` output (repeat to merge several)")->required();
+  cmd->add_option("--runs", o->runs,
+                  "`shardplan validate --json` output or recorded runs (shardplan.runs/1); repeat to merge several");
+  cmd->add_option("--suite", o->suite, "A shipped suite of recorded runs (published)");
+  cmd->add_option("--only", o->only, "Fit only these runs, sources or profiles (comma-separated)");
+  cmd->add_flag("--leave-one-source-out", o->loso,
+                "First print, for each source, its error when the fit sees only the other sources");
   cmd->add_option("--hardware", o->hardware,
                   "Profile to calibrate: built-in name or JSON (default: the first runs file's hardware_file)");
   cmd->add_option("--out", o->out, "Write the calibrated profile here")->required();

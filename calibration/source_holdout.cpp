@@ -1,0 +1,86 @@
+// Recorded runs in the calibration, and leave-one-source-out: does a fit generalise to a source
+// (a framework, a cluster, a team's way of measuring) it never saw?
+#include <algorithm>
+
+#include "calibration.hpp"
+#include "simulator/errors.hpp"
+
+namespace shardplan::calibration {
+
+namespace sim = shardplan::simulator;
+
+std::vector<MeasuredRun> measured_from_recorded(const std::vector<RecordedRun>& runs) {
+  std::vector<MeasuredRun> out;
+  for (const auto& r : runs) {
+    MeasuredRun m{r.name, r.plan, r.measured_step_s, false, "", true, r.source};
+    out.push_back(std::move(m));
+  }
+  return out;
+}
+
+void select_runs(std::vector<MeasuredRun>& runs, const std::vector<std::string>& names) {
+  if (names.empty()) return;
+  auto matches = [](const MeasuredRun& r, const std::string& n) {
+    return r.name == n || r.group == n || r.plan.cluster.hardware.name == n;
+  };
+  for (const auto& n : names)
+    if (std::none_of(runs.begin(), runs.end(), [&](const MeasuredRun& r) { return matches(r, n); }))
+      throw sim::InputError("--only: no run, source or profile named '" + n + "'");
+  std::erase_if(runs, [&](const MeasuredRun& r) {
+    return std::none_of(names.begin(), names.end(), [&](const std::string& n) { return matches(r, n); });
+  });
+}
+
+namespace {
+
+void signed_stats(const std::vector<double>& errors, ErrorStats& stats, double& bias) {
+  stats = error_stats(errors);
+  bias = 0;
+  for (double e : errors) bias += e;
+  if (!errors.empty()) bias /= static_cast<double>(errors.size());
+}
+
+}  // namespace
+
+std::vector<SourceHoldout> leave_one_source_out(const sim::HardwareProfile& base, const std::vector<MeasuredRun>& runs,
+                                                const CalibrationOptions& options) {
+  std::vector<std::string> groups;
+  for (const auto& r : runs) {
+    const std::string g = r.group.empty() ? r.source : r.group;
+    if (std::find(groups.begin(), groups.end(), g) == groups.end()) groups.push_back(g);
+  }
+  const Params prior = prior_params(base);
+  std::vector<SourceHoldout> out;
+  for (const auto& g : groups) {
+    std::vector<MeasuredRun> split = runs;
+    SourceHoldout h;
+    h.group = g;
+    for (auto& r : split) {
+      r.holdout = (r.group.empty() ? r.source : r.group) == g;
+      h.runs += r.holdout ? 1 : 0;
+    }
+    const int fitting = static_cast<int>(split.size()) - h.runs;
+    std::vector<double> before, after;
+    h.values = prior;
+    if (fitting >= std::max(1, free_parameters(options))) {
+      const CalibrationResult res = calibrate(base, split, options);
+      h.values = res.values;
+      h.fitted = true;
+      for (const auto& rr : res.runs)
+        if (rr.holdout) before.push_back(rr.error_before()), after.push_back(rr.error_after());
+    } else {
+      for (const auto& r : split)
+        if (r.holdout) {
+          const double e = predicted_step_s(r, base, prior) / r.measured_step_s - 1;
+          before.push_back(e);
+          after.push_back(e);
+        }
+    }
+    signed_stats(before, h.before, h.bias_before);
+    signed_stats(after, h.after, h.bias_after);
+    out.push_back(std::move(h));
+  }
+  return out;
+}
+
+}  // namespace shardplan::calibration
