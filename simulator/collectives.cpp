@@ -32,6 +32,11 @@ double hierarchical(double bytes, double phases, CollectiveKind kind, const Grou
     const double per_rank_bw = nic / std::max(1, per_node);
     t += phases * (n_nodes - 1.0) / n_nodes * (bytes / r) / per_rank_bw +
          phases * (n_nodes - 1) * hw.network.latency_s;
+    // NCCL's ring runs through every rank: n-1 steps per phase, N-1 of them across the network
+    // and n-N over intra-node links (NVIDIA/nccl src/graph/tuning.cc, ncclTopoTuneModel:
+    // latency = (nsteps - nInterSteps) * intraLat + nInterSteps * interLat). The r-1 intra steps
+    // of one node are counted above; the other nodes' intra steps are paid here too.
+    t += phases * (g.size - n_nodes - (r - 1.0)) * hw.node.intra.latency_s;
   }
   return t;
 }

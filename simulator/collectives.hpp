@@ -4,7 +4,8 @@
 // all-reduce moves 2(n-1)/n of the buffer per rank, reduce-scatter and all-gather (n-1)/n.
 // A group spanning nodes runs hierarchically: intra-node reduce-scatter, inter-node ring on
 // 1/r of the buffer per rank (r ranks per node share the node's NICs with the node's other
-// concurrently communicating groups), intra-node all-gather.
+// concurrently communicating groups), intra-node all-gather. Latency per phase follows NCCL's
+// ring model: n-N steps over intra-node links and N-1 over the network (nccl tuning.cc).
 #include "hardware_profile.hpp"
 #include "rank_layout.hpp"
 
