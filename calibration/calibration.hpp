@@ -48,9 +48,11 @@ MeasuredRuns load_measured_runs(const std::vector<std::string>& paths);
 
 // Recorded runs as calibration runs: own_hardware, group = their source id, source = the file.
 std::vector<MeasuredRun> measured_from_recorded(const std::vector<RecordedRun>& runs);
-// Keeps the runs whose name, group (source id) or profile name is listed; InputError naming
-// --only for a name that matches nothing.
-void select_runs(std::vector<MeasuredRun>& runs, const std::vector<std::string>& names);
+// Keeps the runs named in `only` (all when empty) less those named in `exclude`: by run name,
+// group (source id), profile name, or a name prefix ending in '*'. InputError naming the flag
+// for a name that matches nothing.
+void select_runs(std::vector<MeasuredRun>& runs, const std::vector<std::string>& only,
+                 const std::vector<std::string>& exclude = {});
 
 // Marks hold-out runs: the ones named (InputError naming --holdout for an unknown name or when
 // fewer than `free_parameters` runs would remain), or by default every third run in name order

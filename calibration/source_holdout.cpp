@@ -18,16 +18,30 @@ std::vector<MeasuredRun> measured_from_recorded(const std::vector<RecordedRun>& 
   return out;
 }
 
-void select_runs(std::vector<MeasuredRun>& runs, const std::vector<std::string>& names) {
-  if (names.empty()) return;
-  auto matches = [](const MeasuredRun& r, const std::string& n) {
-    return r.name == n || r.group == n || r.plan.cluster.hardware.name == n;
-  };
+namespace {
+
+// A run is named by its name, its source id, its profile, or a prefix of its name ending in '*'.
+bool matches(const MeasuredRun& r, const std::string& n) {
+  if (!n.empty() && n.back() == '*') return r.name.starts_with(n.substr(0, n.size() - 1));
+  return r.name == n || r.group == n || r.plan.cluster.hardware.name == n;
+}
+
+void check_names(const std::vector<MeasuredRun>& runs, const std::vector<std::string>& names, const char* flag) {
   for (const auto& n : names)
     if (std::none_of(runs.begin(), runs.end(), [&](const MeasuredRun& r) { return matches(r, n); }))
-      throw sim::InputError("--only: no run, source or profile named '" + n + "'");
+      throw sim::InputError(std::string(flag) + ": expected names of runs, sources or profiles in the runs; '" + n +
+                            "' matches none");
+}
+
+}  // namespace
+
+void select_runs(std::vector<MeasuredRun>& runs, const std::vector<std::string>& only,
+                 const std::vector<std::string>& exclude) {
+  check_names(runs, only, "--only");
+  check_names(runs, exclude, "--exclude");
   std::erase_if(runs, [&](const MeasuredRun& r) {
-    return std::none_of(names.begin(), names.end(), [&](const std::string& n) { return matches(r, n); });
+    const bool kept = only.empty() || std::any_of(only.begin(), only.end(), [&](const auto& n) { return matches(r, n); });
+    return !kept || std::any_of(exclude.begin(), exclude.end(), [&](const auto& n) { return matches(r, n); });
   });
 }
 

@@ -60,6 +60,12 @@ sim::MixedPrecision mixed_precision_of(const json& j, const sim::JsonContext& ct
                     sim::MixedPrecision::master_weights);
 }
 
+// shardrun on a LibTorch without SDPA (Debian's 1.13) runs the eager attention core: eager unless given.
+sim::AttentionKind attention_of(const json& j, const sim::JsonContext& ctx) {
+  return parse_enum(j, "attention", ctx, {{"eager", sim::AttentionKind::eager}, {"flash", sim::AttentionKind::flash}},
+                    sim::AttentionKind::eager);
+}
+
 sim::Recompute recompute_of(const json& j, const sim::JsonContext& ctx) {
   return parse_enum(j, "recompute", ctx,
                     {{"none", sim::Recompute::none}, {"selective", sim::Recompute::selective},
@@ -146,6 +152,7 @@ sim::ParallelConfig ValidationEntry::parallel_config() const {
   c.seq_len = seq_len;
   c.precision = precision;
   c.mixed_precision = mixed_precision;
+  c.attention = attention;
   c.sequence_parallel = sequence_parallel;
   c.recompute = recompute;
   c.schedule = schedule;
@@ -204,6 +211,7 @@ json to_json(const ValidationEntry& e) {
             {"seq_len", e.seq_len},
             {"precision", sim::to_string(e.precision)},
             {"mixed_precision", sim::to_string(e.mixed_precision)},
+            {"attention", sim::to_string(e.attention)},
             {"sequence_parallel", e.sequence_parallel},
             {"recompute", sim::to_string(e.recompute)},
             {"schedule", sim::to_string(e.schedule)},
@@ -220,11 +228,11 @@ ValidationEntry entry_from_json(const json& j, const std::string& where) {
   if (!j.is_object()) throw sim::InputError(where + ": expected an object {name, model, tp, pp, dp, ...}");
   static const std::set<std::string> known = {
       "name",     "model",          "tp",        "pp",          "dp",        "zero_stage",        "sharding_degree",
-      "micro_batch_size", "global_batch_size", "seq_len", "precision", "mixed_precision", "sequence_parallel", "recompute",
-      "schedule", "virtual_stages", "lora"};
+      "micro_batch_size", "global_batch_size", "seq_len", "precision", "mixed_precision", "attention", "sequence_parallel",
+      "recompute", "schedule", "virtual_stages", "lora"};
   for (const auto& [k, v] : j.items())
     if (!known.count(k)) ctx.fail(k, "no such field (known: name, model, tp, pp, dp, zero_stage, sharding_degree, "
-                                     "micro_batch_size, global_batch_size, seq_len, precision, mixed_precision, sequence_parallel, "
+                                     "micro_batch_size, global_batch_size, seq_len, precision, mixed_precision, attention, sequence_parallel, "
                                      "recompute, schedule, virtual_stages, lora)");
   ValidationEntry e;
   e.name = sim::get_string(j, "name", ctx);
@@ -241,6 +249,7 @@ ValidationEntry entry_from_json(const json& j, const std::string& where) {
   e.virtual_stages = int_field(j, "virtual_stages", ctx, 1, 1);
   e.precision = precision_of(j, ctx);
   e.mixed_precision = mixed_precision_of(j, ctx);
+  e.attention = attention_of(j, ctx);
   e.sequence_parallel = sim::get_bool_or(j, "sequence_parallel", false, ctx);
   e.recompute = recompute_of(j, ctx);
   e.schedule = parse_enum(j, "schedule", ctx,
@@ -472,6 +481,7 @@ ValidationEntry entry_of_layout(const json& l, const std::string& name, const si
   e.seq_len = static_cast<int>(sim::get_positive_int(l, "seq_len", ctx));
   e.precision = precision_of(l, ctx);
   e.mixed_precision = mixed_precision_of(l, ctx);
+  e.attention = attention_of(l, ctx);
   e.sequence_parallel = sim::get_bool_or(l, "sequence_parallel", false, ctx);
   e.recompute = recompute_of(l, ctx);
   e.lora.rank = int_field(l, "lora_rank", ctx, 0, 0);

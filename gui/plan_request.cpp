@@ -61,7 +61,7 @@ nlohmann::json settings_of(const PlanRequest& r, int seq_len, int max_nodes, dou
   return {{"nodes", r.nodes},         {"global_batch_size", r.global_batch}, {"seq_len", seq_len},
           {"micro_batch_sizes", kMicroBatches}, {"zero_stages", kZeroStages}, {"schedules", kSchedules},
           {"recompute", kRecomputes}, {"precision", r.precision},
-          {"mixed_precision", r.mixed_precision}, {"objective", r.objective},
+          {"mixed_precision", r.mixed_precision}, {"attention", r.attention}, {"objective", r.objective},
           {"max_nodes", max_nodes},   {"max_usd_per_hour", max_usd}, {"max_tp", max_tp},
           {"require", r.require},     {"forbid", r.forbid},          {"headroom", headroom}};
 }
@@ -88,6 +88,7 @@ void check_numbers(Validation& v, const PlanRequest& r, ResolvedRequest& out) {
   });
   field(v, "precision", [&] { s.precisions = cli::parse_precisions(r.precision); });
   field(v, "mixed_precision", [&] { s.mixed_precision = cli::parse_mixed_precision(r.mixed_precision); });
+  field(v, "attention", [&] { s.attention = cli::parse_attention(r.attention); });
   field(v, "lora_rank", [&] { s.lora.rank = to_int("--lora-rank", r.lora_rank); });
   field(v, "lora_alpha", [&] {
     s.lora.alpha = to_double("--lora-alpha", r.lora_alpha);
@@ -166,7 +167,8 @@ Validation validate(const PlanRequest& r) {
 std::vector<std::string> cli_arguments(const PlanRequest& r) {
   std::vector<std::string> a{"plan", "--model", r.model, "--hardware", r.hardware, "--nodes", r.nodes,
                              "--global-batch-size", r.global_batch, "--seq-len", r.seq_len, "--precision",
-                             r.precision, "--mixed-precision", r.mixed_precision, "--lora-rank", r.lora_rank, "--lora-alpha", r.lora_alpha,
+                             r.precision, "--mixed-precision", r.mixed_precision, "--attention", r.attention,
+                             "--lora-rank", r.lora_rank, "--lora-alpha", r.lora_alpha,
                              "--lora-dropout", r.lora_dropout, "--objective", r.objective, "--train-tokens",
                              r.train_tokens, "--dataset-tokens", r.dataset_tokens, "--epochs", r.epochs,
                              "--max-nodes", r.max_nodes, "--max-usd-per-hour", r.max_usd_per_hour, "--max-tp",
@@ -186,6 +188,7 @@ const std::vector<RequestField>& string_fields() {
       {"seq_len", &PlanRequest::seq_len},
       {"precision", &PlanRequest::precision},
       {"mixed_precision", &PlanRequest::mixed_precision},
+      {"attention", &PlanRequest::attention},
       {"lora_rank", &PlanRequest::lora_rank},
       {"lora_alpha", &PlanRequest::lora_alpha},
       {"lora_dropout", &PlanRequest::lora_dropout},

@@ -22,6 +22,7 @@ struct PlanRequest {
   std::string seq_len = "2048";
   std::string precision = "bf16";           // list allowed: "bf16,fp16"
   std::string mixed_precision = "master_weights";  // master_weights | autocast
+  std::string attention = "flash";          // flash | eager
   std::string lora_rank = "0";
   std::string lora_alpha = "16";
   std::string lora_dropout = "0";

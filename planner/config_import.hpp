@@ -7,6 +7,8 @@
 // Settings that do not matter to the cost model (optimizer, scheduler, bucket sizes, ...) are
 // accepted silently; unknown or unsupported ones are ignored and reported in `warnings`.
 // The result is not validated against a model (call simulator::validate_config for that).
+// Neither format names the attention kernel (it lives in the model code): config.attention keeps
+// the default, flash; `shardplan simulate --import ... --attention eager` overrides it.
 #include <nlohmann/json.hpp>
 #include <optional>
 #include <string>

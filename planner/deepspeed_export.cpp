@@ -86,6 +86,7 @@ std::vector<std::string> deepspeed_notes(const Plan& plan) {
   if (c.sequence_parallel) n.push_back("sequence parallelism has no ds_config setting (Megatron --sequence-parallel)");
   if (c.lora.enabled())
     n.push_back("LoRA rank " + std::to_string(c.lora.rank) + ": apply with PEFT (DeepSpeed has no LoRA settings)");
+  n.push_back(attention_note(c.attention));
   return n;
 }
 

@@ -89,6 +89,7 @@ std::string sbatch_settings(const Plan& plan, const std::string& plan_path, cons
     << "# back-off (RETRY_DELAY_S, doubling, at most RETRY_DELAY_MAX_S) and a health check of every\n"
     << "# rank (shardrun health); then the script exits with the failure's status. --requeue lets\n"
     << "# Slurm requeue the job after a node failure; it resumes the same way.\n"
+    << "# " << comment_text(shardrun_attention_comment(plan)) << "\n"
     << "set -euo pipefail\n\n"
     << "PLAN=" << shell_quote(plan_path) << "\n"
     << "CHECKPOINT_DIR=" << shell_quote(checkpoint_dir) << "\n"
@@ -165,6 +166,23 @@ bool is_gpu_hardware(const sim::HardwareProfile& hw) {
 int default_omp_threads(const sim::ClusterSpec& cluster) {
   const int per_node = std::max(1, cluster.per_node());
   return std::max(1, cluster.hardware.host.cpu_cores / per_node);
+}
+
+std::string attention_note(sim::AttentionKind kind) {
+  if (kind == sim::AttentionKind::eager)
+    return "attention kind eager (explicit softmax; the plan's memory holds the s x s scores) is not a setting "
+           "here: load the model with attn_implementation=\"eager\" (Hugging Face), or run Megatron without "
+           "--use-flash-attn";
+  return "attention kind flash (one fused kernel, no s x s scores stored) is not a setting here: load the model "
+         "with attn_implementation=\"flash_attention_2\" or \"sdpa\" (Hugging Face), or pass --use-flash-attn "
+         "(Megatron-DeepSpeed)";
+}
+
+std::string shardrun_attention_comment(const Plan& plan) {
+  if (plan.config.attention == sim::AttentionKind::eager)
+    return "attention: eager (shardrun runs the explicit softmax path)";
+  return "attention: flash (shardrun runs LibTorch's fused scaled_dot_product_attention on CUDA with LibTorch >= 2 "
+         "and no attention dropout, the explicit path otherwise; report.json records which ran)";
 }
 
 std::string mpirun_command(const Plan& plan, const std::string& plan_path, const MpirunOptions& o) {

@@ -90,6 +90,14 @@ std::string megatron_command_line(const Plan& plan, const std::vector<std::strin
 nlohmann::json smp_parameters(const Plan& plan);
 std::vector<std::string> smp_notes(const Plan& plan);
 
+// Where a framework without an attention setting of its own (ds_config, SMP parameters) takes the
+// plan's attention kind: the model code (Hugging Face attn_implementation, Megatron flags). One
+// line, for the *_notes() lists.
+std::string attention_note(simulator::AttentionKind kind);
+// What shardrun runs for the plan's attention kind, as a one-line comment text for the launch
+// scripts (fused SDPA on CUDA with LibTorch >= 2, the explicit path elsewhere; report.json says).
+std::string shardrun_attention_comment(const Plan& plan);
+
 struct ExportOptions {
   MpirunOptions mpirun;
   SlurmOptions slurm;

@@ -106,6 +106,7 @@ void training_args(const sim::ParallelConfig& c, Args& a) {
   add(a, "--global-batch-size", c.global_batch_size);
   if (c.precision == sim::Precision::bf16) add(a, "--bf16");
   if (c.precision == sim::Precision::fp16) add(a, "--fp16");
+  if (c.attention == sim::AttentionKind::flash) add(a, "--use-flash-attn");  // FlashAttention-2 core attention
   if (c.recompute == sim::Recompute::full) {
     add(a, "--recompute-granularity", "full");
     add(a, "--recompute-method", "uniform");
@@ -132,6 +133,10 @@ std::vector<std::string> megatron_notes(const Plan& plan) {
   if (c.casts_weights())
     n.push_back("the plan keeps fp32 weights (autocast); Megatron-LM's --bf16/--fp16 keep 16-bit weights with an "
                 "fp32 master (re-plan with --mixed-precision master_weights for its memory)");
+  if (c.attention == sim::AttentionKind::eager)
+    n.push_back("eager attention: the plan assumes the explicit (unfused) softmax path; Megatron-LM runs it "
+                "without --use-flash-attn (Megatron-Core: --attention-backend unfused), its memory holds the "
+                "s x s scores");
   if (!edge_split(c).expressible)
     n.push_back("the layer partition is not expressible in Megatron-LM (only uneven first/last stages, "
                 "without interleaving); Megatron will split the layers evenly");

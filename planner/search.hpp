@@ -38,6 +38,9 @@ struct SearchSpace {
   std::vector<simulator::Precision> precisions{simulator::Precision::bf16};
   simulator::LoraConfig lora;               // fixed by the user
   simulator::MixedPrecision mixed_precision = simulator::MixedPrecision::master_weights;  // the framework's recipe
+  // Fixed, not searched: the kind the user's framework runs (`--attention`); flash by default,
+  // what Megatron-Core, torchtitan, DeepSpeed, FSDP and Hugging Face use on GPUs today.
+  simulator::AttentionKind attention = simulator::AttentionKind::flash;
   std::string rank_order = "tp-dp-pp";
   bool uneven_pipeline = true;              // pp not dividing layers, via auto-partition
 };

@@ -115,6 +115,7 @@ std::string describe(const sim::ParallelConfig& c, int nodes) {
   if (c.offload_activations) s += " offload-activations";
   s += std::string(" ") + sim::to_string(c.precision);
   if (c.casts_weights()) s += " autocast";
+  if (c.attention == sim::AttentionKind::eager) s += " eager-attention";
   return s;
 }
 

@@ -28,6 +28,7 @@ std::vector<std::string> smp_notes(const Plan& plan) {
   if (c.lora.enabled()) n.push_back("LoRA: apply with PEFT in the training script");
   if (!c.partition.empty())
     n.push_back("explicit partition: auto_partition is false; assign layers with smp.partition() in the script");
+  n.push_back(attention_note(c.attention));
   return n;
 }
 

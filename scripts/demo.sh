@@ -87,9 +87,10 @@ echo "profile written: build/demo/measured.json (fitted curves, raw samples, a s
 
 echo
 echo "==> Plan: tiny-llama (5 M parameters) on this machine's two cores, fp32, with the measured profile"
+echo "    (eager attention: this machine's LibTorch 1.13 has no fused SDPA kernel for shardrun to run)"
 "$SHARDPLAN" plan \
   --model tiny-llama --hardware build/demo/measured.json --nodes 1 \
-  --global-batch-size 8 --seq-len 128 --precision fp32 \
+  --global-batch-size 8 --seq-len 128 --precision fp32 --attention eager \
   --forbid offload --top 3 --quiet --out "$DEMO.plan.json"
 
 echo

@@ -105,6 +105,7 @@ DeviceProfile parse_device(const nlohmann::json& d, const JsonContext& ctx) {
   dev.runtime_reserved_bytes =
       get_quantity(d, "runtime_reserved", Quantity::bytes, ctx, false, true).value_or(0.0);
   dev.op_costs = parse_op_costs(d, ctx);
+  dev.flash_attention = parse_flash_attention_curves(d, ctx);
   return dev;
 }
 
@@ -143,6 +144,46 @@ void split_into_logical_devices(HardwareProfile& hw, int k) {
   hw.node.devices_per_node *= k;
   hw.node.intra.bandwidth_Bps /= k;
   hw.host.link_bandwidth_Bps /= k;
+}
+
+void scale_curve(EfficiencyCurve& c, double k) {
+  for (double& v : c.efficiency) v *= k;
+}
+
+// "fitted": {"compute_efficiency_scale", "memory_efficiency_scale", "network_efficiency_scale",
+// "source", "applied"}: see FittedTerms. A resolved profile (to_json) says "applied": true.
+FittedTerms parse_fitted(const nlohmann::json& f, const JsonContext& ctx, bool* applied) {
+  if (!f.is_object()) ctx.fail("fitted", "an object of fitted scales");
+  const JsonContext fctx = ctx.child("fitted");
+  FittedTerms t;
+  t.present = true;
+  auto scale = [&](const char* key) {
+    const double v = get_number_or(f, key, 1.0, fctx);
+    if (!(v > 0.05 && v < 20)) fctx.fail(key, "a factor between 0.05 and 20");
+    return v;
+  };
+  t.compute_efficiency_scale = scale("compute_efficiency_scale");
+  t.memory_efficiency_scale = scale("memory_efficiency_scale");
+  t.network_efficiency_scale = scale("network_efficiency_scale");
+  t.source = get_string(f, "source", fctx);
+  *applied = get_bool_or(f, "applied", false, fctx);
+  return t;
+}
+
+void apply_fitted(HardwareProfile& hw) {
+  const FittedTerms& f = hw.fitted;
+  DeviceProfile& d = hw.device;
+  scale_curve(d.gemm_efficiency, f.compute_efficiency_scale);
+  for (auto& c : d.gemm_efficiency_by_precision) scale_curve(c, f.compute_efficiency_scale);
+  for (auto& by_mask : d.flash_attention.by_mask)
+    for (auto& hd : by_mask) {
+      scale_curve(hd.forward, f.compute_efficiency_scale);
+      scale_curve(hd.backward, f.compute_efficiency_scale);
+    }
+  scale_curve(d.memory_efficiency, f.memory_efficiency_scale);
+  hw.node.intra.efficiency *= f.network_efficiency_scale;
+  for (auto& c : hw.node.intra.busbw_by_bytes) scale_curve(c, f.network_efficiency_scale);
+  hw.network.efficiency *= f.network_efficiency_scale;
 }
 
 HardwareProfile parse_profile(const nlohmann::json& j, const JsonContext& ctx) {
@@ -184,6 +225,11 @@ HardwareProfile parse_profile(const nlohmann::json& j, const JsonContext& ctx) {
   }
   if (auto it = j.find("resilience"); it != j.end()) hw.resilience = parse_resilience(*it, ctx.child("resilience"));
   if (logical > 1) split_into_logical_devices(hw, static_cast<int>(logical));
+  if (auto it = j.find("fitted"); it != j.end() && !it->is_null()) {
+    bool applied = false;
+    hw.fitted = parse_fitted(*it, ctx, &applied);
+    if (!applied) apply_fitted(hw);
+  }
   return hw;
 }
 
@@ -312,11 +358,19 @@ nlohmann::json to_json(const HardwareProfile& hw) {
     if (!c.log10_x.empty()) j["device"]["gemm_efficiency_by_precision"][to_string(p)] = to_json(c);
   }
   if (nlohmann::json ops = to_json(d.op_costs); !ops.is_null()) j["device"]["op_costs"] = ops;
+  if (nlohmann::json fa = to_json(d.flash_attention); !fa.is_null())
+    j["device"]["flash_attention_efficiency_by_seq_len"] = fa;
   nlohmann::json busbw = nlohmann::json::object();
   for (int kind = 0; kind < 4; ++kind)
     if (const auto* c = hw.node.intra.busbw(static_cast<CollectiveKind>(kind)))
       busbw[to_string(static_cast<CollectiveKind>(kind))] = to_json(*c);
   if (!busbw.empty()) j["node"]["intra_node"]["collective_busbw_bytes_per_s_by_bytes"] = busbw;
+  if (hw.fitted.present)  // the curves above already carry the scales
+    j["fitted"] = {{"compute_efficiency_scale", hw.fitted.compute_efficiency_scale},
+                   {"memory_efficiency_scale", hw.fitted.memory_efficiency_scale},
+                   {"network_efficiency_scale", hw.fitted.network_efficiency_scale},
+                   {"source", hw.fitted.source},
+                   {"applied", true}};
   return j;
 }
 

@@ -8,6 +8,7 @@
 #include <string>
 #include <vector>
 
+#include "attention_efficiency.hpp"
 #include "efficiency_curve.hpp"
 #include "op_costs.hpp"
 
@@ -30,6 +31,7 @@ struct DeviceProfile {
   double kernel_launch_s = 0;          // fixed cost per kernel
   double runtime_reserved_bytes = 0;   // context, library workspaces, allocator slack
   OpCostTable op_costs{};              // measured non-GEMM ops (op_costs.hpp); none = roofline
+  FlashAttentionCurves flash_attention;  // fused attention kernel by seq len; none = GEMM curve
   [[nodiscard]] double peak(Precision p) const { return peak_flops[static_cast<int>(p)]; }
   // The measured cost of op `k` in precision `p`, or nullptr (use the memory roofline).
   [[nodiscard]] const OpCost* op_cost(Precision p, OpKind k) const {
@@ -98,6 +100,19 @@ struct ResilienceProfile {
   double restart_s = kDefaultRestartSeconds;                        // failure to training again
 };
 
+// Terms fitted to measured runs (`shardplan calibrate`; the shipped GPU profiles carry a fit to
+// the public record, runs/published.json). Applied once at load on top of the datasheet-derived
+// curves: compute scales every GEMM and fused-attention efficiency curve, memory the memory-bound
+// efficiency curve, network the intra-node and network efficiencies (and measured bus-bandwidth
+// curves). The peaks stay the datasheet's, so MFU keeps its usual denominator.
+struct FittedTerms {
+  bool present = false;
+  double compute_efficiency_scale = 1.0;
+  double memory_efficiency_scale = 1.0;
+  double network_efficiency_scale = 1.0;
+  std::string source;  // what it was fitted to, and its held-out error
+};
+
 struct HardwareProfile {
   std::string name;
   std::string description;
@@ -109,6 +124,7 @@ struct HardwareProfile {
   HostProfile host;
   PriceInfo price;
   ResilienceProfile resilience;
+  FittedTerms fitted;
 };
 
 const char* to_string(Precision p);

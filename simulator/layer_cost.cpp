@@ -12,8 +12,13 @@
 namespace shardplan::simulator {
 namespace {
 
+// Under a causal mask FlashAttention-2 skips the blocks above the diagonal, about half of the
+// work (Dao 2023, §3.1.1; its §4.1 counts causal FLOPs as half the full count).
+constexpr double kCausalExecutedFraction = 0.5;
+
 struct Acc {
   double fwd_s = 0, bwd_s = 0, fwd_flops = 0, bwd_flops = 0;
+  double kernel_recompute_flops = 0;  // recomputed inside a backward kernel (flash: S = Q K^T)
 };
 
 // A linear layer: forward GEMM, backward dgrad (+ wgrad when the weight trains).
@@ -83,8 +88,8 @@ void lora_adapter(const CostEnv& env, Acc& a, const LinearDesc& lin) {
   elementwise(env, a, 3 * e * M * d_out);  // scale and add to the base output
 }
 
-// The attention core: scores, softmax, dropout, attention over values.
-void attention_core(const CostEnv& env, Acc& a) {
+// The attention core, eager: scores, softmax, dropout, attention over values.
+void eager_attention_core(const CostEnv& env, Acc& a) {
   const ModelSpec& m = *env.model;
   const double heads = m.num_heads / env.tp, s = env.s, d = m.head_dim, e = env.act_bytes;
   const double batch = env.b * heads;
@@ -102,7 +107,66 @@ void attention_core(const CostEnv& env, Acc& a) {
   if (m.attention_dropout > 0) model_op(env, a, OpKind::dropout, batch * s * s, (2 * e + 1) * batch * s * s);
 }
 
+// The attention core as one fused kernel per pass (flash): mask, softmax and dropout inside it.
+void flash_attention_core(const CostEnv& env, Acc& a) {
+  const AttentionFlops f = attention_flops(env);
+  const AttentionTime t = flash_attention_time(env);
+  a.fwd_s += t.forward_s;
+  a.bwd_s += t.backward_s;
+  a.fwd_flops += f.model_forward;
+  a.bwd_flops += f.model_backward;
+  a.kernel_recompute_flops += f.model_forward / 2;  // S = Q K^T again in backward (conventional count)
+}
+
+void attention_core(const CostEnv& env, Acc& a) {
+  if (env.attention == AttentionKind::flash) flash_attention_core(env, a);
+  else eager_attention_core(env, a);
+}
+
 }  // namespace
+
+AttentionFlops attention_flops(const CostEnv& env) {
+  const ModelSpec& m = *env.model;
+  const double heads = m.num_heads / env.tp;
+  AttentionFlops f;
+  f.model_forward = 4.0 * env.b * heads * env.s * env.s * m.head_dim;  // Q K^T and P V: 2 x 2·s·s·d per head
+  f.model_backward = 2 * f.model_forward;
+  if (env.attention == AttentionKind::eager) {
+    f.executed_forward = f.model_forward;
+    f.executed_backward = f.model_backward;
+    return f;
+  }
+  f.executed_forward = f.model_forward * (env.causal ? kCausalExecutedFraction : 1.0);
+  f.executed_backward = 2.5 * f.executed_forward;  // Dao 2023, §4.1: 5 matmuls in backward vs 2 forward
+  return f;
+}
+
+AttentionTime flash_attention_time(const CostEnv& env) {
+  const ModelSpec& m = *env.model;
+  const DeviceProfile& dev = env.hw->device;
+  const double heads = m.num_heads / env.tp, kv_heads = m.num_kv_heads / env.tp;
+  const double s = env.s, d = m.head_dim, e = env.act_bytes, M = env.s * env.b;
+  const AttentionFlops f = attention_flops(env);
+  // Forward reads Q, K, V, writes O and the fp32 log-sum-exp; backward reads Q, K, V, O, dO and
+  // the LSE, writes the fp32 row sums D = rowsum(dO * O) and dQ, dK, dV (Dao 2023, Algorithms 1-2).
+  const double q = e * M * heads * d, kv = e * M * kv_heads * d, lse = 4.0 * env.b * heads * s;
+  const double fwd_bytes = 2 * q + 2 * kv + lse;
+  const double bwd_bytes = 4 * q + 4 * kv + 2 * lse;
+  double eff_fwd = 0, eff_bwd = 0;
+  if (!dev.flash_attention.empty() && env.precision != Precision::fp32) {
+    eff_fwd = dev.flash_attention.at(env.causal, d, s, /*backward=*/false);
+    eff_bwd = dev.flash_attention.at(env.causal, d, s, /*backward=*/true);
+  } else {  // no curve (or fp32, where no flash kernel runs): one of its batched GEMMs, as executed
+    const double gemm_flops = 2.0 * env.b * heads * s * s * d * (f.executed_forward / f.model_forward);
+    eff_fwd = eff_bwd = env.gemm_curve->at(gemm_flops);
+  }
+  auto pass = [&](double flops, double eff, double bytes) {
+    const double compute = flops / (env.peak_flops * eff);
+    const double memory = bytes / (dev.memory_bandwidth_Bps * dev.memory_efficiency.at(bytes));
+    return std::max(compute, memory) + dev.kernel_launch_s;
+  };
+  return {pass(f.executed_forward, eff_fwd, fwd_bytes), pass(f.executed_backward, eff_bwd, bwd_bytes)};
+}
 
 double gemm_time_s(const CostEnv& env, double m, double k, double n, double batch) {
   const DeviceProfile& dev = env.hw->device;
@@ -131,6 +195,8 @@ CostEnv make_cost_env(const ModelSpec& m, const ClusterSpec& c, const ParallelCo
   env.tp = cfg.tp;
   env.sp = cfg.sequence_parallel && cfg.tp > 1;
   env.recompute = cfg.recompute;
+  env.attention = cfg.attention;
+  env.causal = m.kind == ModelKind::decoder;
   env.precision = cfg.precision;
   env.casts_weights = cfg.casts_weights();
   env.act_bytes = cfg.precision == Precision::fp32 ? 4.0 : 2.0;
@@ -156,7 +222,12 @@ double block_activation_bytes(const CostEnv& env, Recompute recompute) {
   bytes += e * M * (m.q_dim() + m.kv_dim()) / t;             // q, k for q @ k^T
   bytes += e * M * m.kv_dim() / t;                           // v for p @ v
   bytes += e * M * m.q_dim() / t;                            // output projection input
-  if (recompute == Recompute::none) {
+  if (env.attention == AttentionKind::flash) {
+    // FlashAttention-2 (Dao 2023, §3.1.1) keeps O (the output projection's input, above) and the
+    // fp32 log-sum-exp per query row; in-kernel dropout keeps an RNG seed and offset. Nothing
+    // s x s is stored, so selective recompute has nothing to drop (Megatron-LM skips it then).
+    bytes += 4 * env.b * (m.num_heads / t) * env.s;
+  } else if (recompute == Recompute::none) {  // eager: Korthikanti et al. 2022, §4.1 (its 5·a·s²·b terms)
     const double scores = env.b * (m.num_heads / t) * env.s * env.s;
     bytes += e * scores;                                     // softmax output
     if (m.attention_dropout > 0) bytes += (1 + e) * scores;  // dropout mask + dropout output
@@ -227,10 +298,11 @@ PartCost block_cost(const CostEnv& env) {
   if (env.recompute == Recompute::full) {
     c.recompute_s = a.fwd_s + tp_comm;
     c.recompute_flops = a.fwd_flops;
-  } else if (env.recompute == Recompute::selective) {
+  } else if (env.recompute == Recompute::selective && env.attention == AttentionKind::eager) {
     c.recompute_s = fwd_attn_core.fwd_s;
     c.recompute_flops = fwd_attn_core.fwd_flops;
   }
+  c.recompute_flops += a.kernel_recompute_flops;  // hardware FLOPs count the flash kernel's own recompute
   c.stored_activation_bytes = block_activation_bytes(env, env.recompute);
   c.full_activation_bytes = block_activation_bytes(env, Recompute::none);
   return c;

@@ -19,6 +19,8 @@ struct CostEnv {
   double s = 0, b = 0, tp = 1;  // sequence length, micro-batch size, tensor parallel
   bool sp = false;              // sequence parallel
   Recompute recompute = Recompute::none;
+  AttentionKind attention = AttentionKind::flash;
+  bool causal = true;           // decoder: causal mask (a fused kernel skips the masked blocks)
   Precision precision = Precision::bf16;
   bool casts_weights = false;   // autocast mixed precision: fp32 weights cast per use
   double act_bytes = 2;         // bytes per activation element (2 for bf16/fp16, 4 for fp32)
@@ -60,6 +62,26 @@ PartCost head_cost(const CostEnv& env);
 // derivation of Korthikanti et al. 2022, §4.1, generalised to GQA, SwiGLU, parallel residual,
 // dropout-free models and LoRA adapters).
 double block_activation_bytes(const CostEnv& env, Recompute recompute);
+
+// FLOPs of the attention core's matmuls (Q K^T and P V) for one micro-batch on one tp rank.
+// `model_*`: the conventional count whatever the kernel and mask (forward 4·b·(a/t)·s²·d,
+// backward twice that; Megatron-LM's formula, what MFU divides by). `executed_*`: what the
+// device runs: the same for eager; for flash half the forward under a causal mask (the kernel
+// skips the masked blocks) and 2.5x the forward in backward (S recomputed: 5 GEMMs, not 2).
+struct AttentionFlops {
+  double model_forward = 0, model_backward = 0;
+  double executed_forward = 0, executed_backward = 0;
+};
+AttentionFlops attention_flops(const CostEnv& env);
+
+// Forward and backward time of the fused attention kernel (flash): executed FLOPs at the
+// profile's fused-kernel efficiency for the sequence length and head dim (16-bit precisions),
+// else through the GEMM curve at the size of one of its batched GEMMs; max with the bytes it
+// moves over the memory bandwidth; plus one kernel launch per pass.
+struct AttentionTime {
+  double forward_s = 0, backward_s = 0;
+};
+AttentionTime flash_attention_time(const CostEnv& env);
 
 // Time of a GEMM (m x k) @ (k x n) on the device: roofline with efficiency curves.
 double gemm_time_s(const CostEnv& env, double m, double k, double n, double batch = 1);

@@ -17,8 +17,9 @@ namespace shardplan::simulator {
 
 // attention_gemms: the attention core's batched GEMMs (Q K^T and P V, and their four backward
 // GEMMs), charged per FLOP of the two forward GEMMs: small heads run far below the GEMM peak on
-// a CPU. adamw: the optimizer step per parameter of the rank's shard (gradient norm, clipping,
-// AdamW; executor/engine/zero_optimizer.cpp), fp32, forward only.
+// a CPU; eager attention only (flash runs one fused kernel, layer_cost.cpp). adamw: the
+// optimizer step per parameter of the rank's shard (gradient norm, clipping, AdamW;
+// executor/engine/zero_optimizer.cpp), fp32, forward only.
 enum class OpKind {
   dropout, causal_softmax, layer_norm, rms_norm, gelu_tanh, swiglu, rotary, weight_cast, adamw, attention_gemms
 };

@@ -108,6 +108,14 @@ std::optional<MixedPrecision> mixed_precision_from_string(const std::string& nam
   return std::nullopt;
 }
 
+const char* to_string(AttentionKind k) { return k == AttentionKind::eager ? "eager" : "flash"; }
+
+std::optional<AttentionKind> attention_kind_from_string(const std::string& name) {
+  for (AttentionKind k : {AttentionKind::flash, AttentionKind::eager})
+    if (name == to_string(k)) return k;
+  return std::nullopt;
+}
+
 const char* to_string(Recompute r) {
   switch (r) {
     case Recompute::none: return "none";

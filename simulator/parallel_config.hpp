@@ -28,6 +28,17 @@ inline bool fp32_weights(Precision p, MixedPrecision m) {
   return p == Precision::fp32 || m == MixedPrecision::autocast;
 }
 
+// How the attention core runs (softmax(Q K^T / sqrt(d) + mask) V):
+//   flash  one fused kernel per pass (FlashAttention-2, Dao 2023; PyTorch SDPA): no s x s score
+//          tensor is stored, the backward recomputes the scores inside the kernel. What
+//          Megatron-Core, torchtitan, DeepSpeed, FSDP and Hugging Face run today; the default.
+//   eager  explicit GEMMs, softmax and dropout, each storing its s x s output for backward
+//          (Korthikanti et al. 2022, §4.1); what shardrun runs on LibTorch < 2 and on the CPU.
+enum class AttentionKind { flash, eager };
+const char* to_string(AttentionKind k);
+// The kind named `name` ("flash" | "eager"); nullopt for anything else.
+std::optional<AttentionKind> attention_kind_from_string(const std::string& name);
+
 struct LoraConfig {
   int rank = 0;  // 0 = full fine-tuning / pre-training
   double alpha = 16.0;
@@ -53,6 +64,7 @@ struct ParallelConfig {
   bool offload_optimizer = false;
   Precision precision = Precision::bf16;
   MixedPrecision mixed_precision = MixedPrecision::master_weights;
+  AttentionKind attention = AttentionKind::flash;
   LoraConfig lora;
   // Layers per pipeline stage (p entries) or per model chunk (p*v entries, chunk-major).
   std::vector<int> partition;

@@ -97,7 +97,9 @@ struct StepTail {
 StepTail step_tail(const ConfigContext& c, double stage_trainable_params, double last_backward_s);
 
 // FLOPs of one micro-batch through the whole model, all tp ranks: what the math needs
-// (`model`, no recompute) and what the devices execute (`hardware`, with recompute).
+// (`model`, no recompute) and what the devices execute (`hardware`, with recompute, including
+// the flash kernel's recompute of the scores in backward). Both use the conventional attention
+// count (no halving under a causal mask): MFU stays comparable across attention kinds.
 void flops_per_micro_batch(const ConfigContext& c, double* model, double* hardware);
 
 }  // namespace shardplan::simulator

@@ -144,6 +144,7 @@ nlohmann::json build_report(const ReportInputs& in) {
           {"threads_per_rank", in.threads_per_rank},
           {"layout", in.layout},
           {"precision", in.precision},
+          {"attention", in.attention},
           {"measured", measured},
           {"predicted", predicted},
           {"error",

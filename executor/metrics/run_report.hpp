@@ -51,6 +51,7 @@ struct ReportInputs {
   int world_size = 1;
   nlohmann::json layout;
   nlohmann::json precision;  // {"compute", "weights", "optimizer"}: dtypes
+  nlohmann::json attention;  // {"planned", "ran", "reason"}: the plan's kind, what ran, why not the plan's
   std::vector<StepRecord> steps;           // this run's steps (rank 0's view)
   std::vector<int64_t> peak_bytes_per_rank;
   std::string memory_source;               // "cpu-accounting-allocator" | "cuda-caching-allocator"

@@ -19,6 +19,7 @@
 #include <torch/torch.h>
 
 #include <memory>
+#include <string>
 #include <vector>
 
 #include "executor/comm/communicator.hpp"
@@ -44,10 +45,19 @@ struct ModelOptions {
   simulator::Recompute recompute = simulator::Recompute::none;
   bool offload_activations = false;     // checkpointed inputs to host (CUDA only)
   torch::Device device{torch::kCPU};    // where parameters and activations live
-  // CUDA with LibTorch >= 2: fused scaled_dot_product_attention (flash / memory-efficient
-  // kernels) when attention dropout is 0; else the explicit path (as on the CPU).
+  // The plan's attention kind is flash: fused scaled_dot_product_attention (flash /
+  // memory-efficient kernels) where it can run (attention_run); else the explicit path.
   bool fused_attention = true;
 };
+
+// What the attention core runs under `o`: "flash" (fused scaled_dot_product_attention: asked
+// for, LibTorch >= 2, a CUDA device, no attention dropout) or "eager" (the explicit path), and
+// why not flash when it was asked for (empty otherwise). report.json records it.
+struct AttentionRun {
+  std::string kind;
+  std::string reason;
+};
+AttentionRun attention_run(const ModelOptions& o);
 
 struct Block {
   torch::Tensor norm1_w, norm1_b, norm2_w, norm2_b;  // *_b undefined for RMSNorm

@@ -36,16 +36,24 @@ torch::Tensor fused_attention(const torch::Tensor& q, const torch::Tensor& k, co
 
 }  // namespace
 
-// The fused kernel runs on CUDA only (the CPU keeps the explicit path, bit for bit), and only
-// without attention dropout: SDPA would draw its mask from the global CUDA generator, not from
-// the layer's DropoutRng, so masks would no longer be the same whatever the layout.
-bool Transformer::use_fused_attention(const torch::Tensor& q) const {
+// The fused kernel runs when the plan asks for it (flash), on CUDA only (the CPU keeps the
+// explicit path, bit for bit), and only without attention dropout: SDPA would draw its mask from
+// the global CUDA generator, not from the layer's DropoutRng, so masks would no longer be the
+// same whatever the layout. It needs LibTorch 2 (scaled_dot_product_attention).
+AttentionRun attention_run(const ModelOptions& o) {
+  if (!o.fused_attention) return {"eager", ""};
 #if TORCH_VERSION_MAJOR >= 2
-  return opt_.fused_attention && q.is_cuda() && opt_.attention_dropout <= 0.0;
+  if (!o.device.is_cuda()) return {"eager", "the CPU runs the explicit path (the same bits whatever the layout)"};
+  if (o.attention_dropout > 0.0)
+    return {"eager", "attention dropout: SDPA would draw its masks from the global CUDA generator"};
+  return {"flash", ""};
 #else
-  (void)q;
-  return false;
+  return {"eager", "LibTorch " TORCH_VERSION " has no scaled_dot_product_attention (LibTorch >= 2)"};
 #endif
+}
+
+bool Transformer::use_fused_attention(const torch::Tensor& q) const {
+  return q.is_cuda() && attention_run(opt_).kind == "flash";
 }
 
 torch::Tensor Transformer::norm(const torch::Tensor& x, const torch::Tensor& w, const torch::Tensor& b) const {

@@ -232,6 +232,9 @@ void Trainer::finish() {
   in.precision = {{"compute", simulator::to_string(s.precision)},
                   {"weights", s.weight_dtype() == torch::kFloat ? "fp32" : simulator::to_string(s.precision)},
                   {"optimizer", "fp32"}};
+  const AttentionRun attention = attention_run(s.model->options());
+  in.attention = {{"planned", simulator::to_string(s.plan.config.attention)}, {"ran", attention.kind},
+                  {"reason", attention.reason}};
   in.steps = s.records;
   for (int64_t i = 0; i < peaks.numel(); ++i) in.peak_bytes_per_rank.push_back(peaks[i].item<int64_t>());
   in.memory_source = memory_source(s.device);

@@ -105,6 +105,7 @@ void Trainer::setup() {
     mo.virtual_stages = cfg.virtual_stages;
     mo.recompute = cfg.recompute;
     mo.offload_activations = cfg.offload_activations;
+    mo.fused_attention = cfg.attention == simulator::AttentionKind::flash;
     mo.device = s.device;
     try {
       mo.layers_per_chunk = simulator::layers_per_chunk(s.plan.model, cfg);
@@ -171,6 +172,9 @@ void Trainer::setup() {
       std::cerr << "shardrun: pipeline: " << cfg.pp << " stages, schedule " << simulator::to_string(cfg.schedule)
                 << (cfg.virtual_stages > 1 ? " with " + std::to_string(cfg.virtual_stages) + " chunks per stage" : "")
                 << ", " << cfg.micro_batches() << " micro-batches\n";
+    if (const AttentionRun a = attention_run(s.model->options()); !a.reason.empty())
+      std::cerr << "shardrun: attention: " << a.kind << " (the plan's " << simulator::to_string(cfg.attention)
+                << " cannot run: " << a.reason << ")\n";
     if (cfg.recompute != simulator::Recompute::none)
       std::cerr << "shardrun: activation recomputation: " << simulator::to_string(cfg.recompute) << "\n";
     if (cfg.offload_activations && !s.device.is_cuda())

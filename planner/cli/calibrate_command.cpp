@@ -22,7 +22,7 @@ namespace {
 
 struct CalibrateOptions {
   std::vector<std::string> runs;
-  std::string hardware, out, holdout, fit, json, only, suite;
+  std::string hardware, out, holdout, fit, json, only, exclude, suite;
   bool loso = false;
   int max_iterations = 100;
 };
@@ -101,7 +101,7 @@ int run_calibrate(const CalibrateOptions& o) {
   if (!o.suite.empty()) files.push_back(calibration::suite_path(o.suite));
   if (files.empty()) throw sim::InputError("--runs: expected a runs file (or --suite published)");
   calibration::MeasuredRuns loaded = calibration::load_measured_runs(files);
-  calibration::select_runs(loaded.runs, split_list(o.only));
+  calibration::select_runs(loaded.runs, split_list(o.only), split_list(o.exclude));
   const sim::HardwareProfile base = base_profile(o, loaded);
   calibration::CalibrationOptions opts;
   opts.parameters = split_list(o.fit);
@@ -111,7 +111,9 @@ int run_calibrate(const CalibrateOptions& o) {
     std::cout << "\n";
   }
   const std::string split_note =
-      calibration::assign_holdout(loaded.runs, split_list(o.holdout), calibration::free_parameters(opts));
+      o.holdout == "none" ? std::string("no hold-out (--holdout none): every run is fitted")
+                          : calibration::assign_holdout(loaded.runs, split_list(o.holdout),
+                                                        calibration::free_parameters(opts));
   calibration::CalibrationResult r = calibration::calibrate(base, loaded.runs, opts);
   if (!split_note.empty()) r.notes.insert(r.notes.begin(), split_note);
   for (const auto& ignored : loaded.ignored) r.notes.push_back("ignored run " + ignored);
@@ -141,14 +143,15 @@ Run add_calibrate_command(CLI::App& app) {
   cmd->add_option("--runs", o->runs,
                   "`shardplan validate --json` output or recorded runs (shardplan.runs/1); repeat to merge several");
   cmd->add_option("--suite", o->suite, "A shipped suite of recorded runs (published)");
-  cmd->add_option("--only", o->only, "Fit only these runs, sources or profiles (comma-separated)");
+  cmd->add_option("--only", o->only, "Fit only these runs, sources or profiles (comma-separated; name* = prefix)");
+  cmd->add_option("--exclude", o->exclude, "Leave these runs, sources or profiles out (comma-separated; name* = prefix)");
   cmd->add_flag("--leave-one-source-out", o->loso,
                 "First print, for each source, its error when the fit sees only the other sources");
   cmd->add_option("--hardware", o->hardware,
                   "Profile to calibrate: built-in name or JSON (default: the first runs file's hardware_file)");
   cmd->add_option("--out", o->out, "Write the calibrated profile here")->required();
   cmd->add_option("--holdout", o->holdout,
-                  "Runs kept out of the fit, comma-separated (default: every third run in name order)");
+                  "Runs kept out of the fit, comma-separated (default: every third run in name order; none: fit all)");
   cmd->add_option("--fit", o->fit,
                   "Parameters to fit, comma-separated (default: compute_scale,memory_scale,comm_scale,"
                   "kernel_launch_us)");

@@ -88,6 +88,11 @@ sim::MixedPrecision parse_mixed_precision(const std::string& s) {
   throw sim::InputError("--mixed-precision: expected master_weights or autocast, got '" + s + "'");
 }
 
+sim::AttentionKind parse_attention(const std::string& s) {
+  if (const auto k = sim::attention_kind_from_string(s)) return *k;
+  throw sim::InputError("--attention: expected flash or eager, got '" + s + "'");
+}
+
 std::pair<sim::ClusterSpec, sim::ParallelConfig> parse_config_spec(const std::string& spec, const sim::ModelSpec& m,
                                                                    const sim::HardwareProfile& hw,
                                                                    const planner::SearchSpace& space,
@@ -97,6 +102,7 @@ std::pair<sim::ClusterSpec, sim::ParallelConfig> parse_config_spec(const std::st
   cfg.seq_len = space.seq_len;
   cfg.lora = space.lora;
   cfg.mixed_precision = space.mixed_precision;
+  cfg.attention = space.attention;
   cfg.rank_order = space.rank_order;
   cfg.memory_headroom = c.memory_headroom;
   cfg.global_batch_size = space.global_batch_sizes.front();
@@ -117,11 +123,17 @@ std::pair<sim::ClusterSpec, sim::ParallelConfig> parse_config_spec(const std::st
     else if (k == "schedule") cfg.schedule = parse_schedules(v).front();
     else if (k == "recompute") cfg.recompute = parse_recomputes(v).front();
     else if (k == "precision") cfg.precision = parse_precisions(v).front();
+    else if (k == "attention") {
+      const auto a = sim::attention_kind_from_string(v);
+      if (!a) throw sim::InputError("--why: attention=" + v + ": expected flash or eager");
+      cfg.attention = *a;
+    }
     else if (k == "sp") cfg.sequence_parallel = true;
     else if (k == "offload-optimizer") cfg.offload_optimizer = true;
     else if (k == "offload-activations") cfg.offload_activations = true;
     else throw sim::InputError("--why: unknown field '" + k + "' (expected nodes, tp, pp, dp, zero, shard, mbs, gbs, "
-                               "schedule, v, recompute, precision, sp, offload-optimizer, offload-activations)");
+                               "schedule, v, recompute, precision, attention, sp, offload-optimizer, "
+                               "offload-activations)");
   }
   if (!dp_given && cfg.tp > 0 && cfg.pp > 0) cfg.dp = std::max(1, cluster.devices() / (cfg.tp * cfg.pp));
   if (cfg.pp > 0 && m.num_layers % cfg.pp) cfg.partition = {};  // validate_config explains

@@ -19,9 +19,12 @@ std::vector<simulator::Recompute> parse_recomputes(const std::string& s);
 std::vector<simulator::Precision> parse_precisions(const std::string& s);
 // --mixed-precision: master_weights | autocast.
 simulator::MixedPrecision parse_mixed_precision(const std::string& s);
+// --attention: flash | eager.
+simulator::AttentionKind parse_attention(const std::string& s);
 
 // "nodes=1,tp=8,pp=1,zero=1,mbs=2,gbs=64,schedule=1f1b,v=2,recompute=full,sp,offload-optimizer,
-// offload-activations,shard=4,precision=bf16": unspecified fields come from the search space.
+// offload-activations,shard=4,precision=bf16,attention=eager": unspecified fields come from the
+// search space.
 std::pair<simulator::ClusterSpec, simulator::ParallelConfig> parse_config_spec(
     const std::string& spec, const simulator::ModelSpec& model, const simulator::HardwareProfile& hw,
     const planner::SearchSpace& space, const planner::Constraints& constraints);

@@ -32,6 +32,7 @@ struct PlanOptions {
   std::string model, hardware, nodes = "1", global_batch = "0", micro_batches = "1,2,4,8";
   std::string zero_stages = "0,1,2,3", schedules = "1f1b,gpipe,interleaved", recomputes = "none,selective,full";
   std::string precisions = "bf16", virtual_stages = "2,3,4", mixed_precision = "master_weights";
+  std::string attention = "flash";
   int devices_per_node = 0, seq_len = 2048, top = 10, threads = 0, max_nodes = 0, max_tp = 0;
   bool no_mics = false, no_offload = false, no_sp = false, tp_across_nodes = false, json = false, quiet = false;
   std::string lora_ranks = "0";
@@ -56,6 +57,9 @@ void add_options(CLI::App* cmd, PlanOptions& o) {
   cmd->add_option("--mixed-precision", o.mixed_precision,
                   "How bf16/fp16 keep weights: master_weights (DeepSpeed, Megatron) or autocast (PyTorch AMP)")
       ->check(CLI::IsMember({"master_weights", "autocast"}));
+  cmd->add_option("--attention", o.attention,
+                  "Attention kernel of every plan (not searched): flash (fused, FlashAttention-2 / SDPA; default, "
+                  "what current frameworks run) or eager (explicit softmax)");
   cmd->add_flag("--no-mics", o.no_mics, "Only shard over the whole data-parallel group");
   cmd->add_flag("--no-offload", o.no_offload, "Do not consider optimizer/activation offload");
   cmd->add_flag("--no-sequence-parallel", o.no_sp, "Do not consider sequence parallelism");
@@ -99,6 +103,7 @@ pl::SearchSpace make_space(const PlanOptions& o) {
   s.recomputes = parse_recomputes(o.recomputes);
   s.precisions = parse_precisions(o.precisions);
   s.mixed_precision = parse_mixed_precision(o.mixed_precision);
+  s.attention = parse_attention(o.attention);
   s.mics = !o.no_mics;
   if (o.no_offload) s.offload_optimizer = s.offload_activations = {false};
   if (o.no_sp) s.sequence_parallel = {false};
@@ -132,7 +137,8 @@ pl::Objective objective_of(const std::string& s) {
 nlohmann::json search_settings(const PlanOptions& o) {
   return {{"nodes", o.nodes}, {"global_batch_size", o.global_batch}, {"seq_len", o.seq_len},
           {"micro_batch_sizes", o.micro_batches}, {"zero_stages", o.zero_stages}, {"schedules", o.schedules},
-          {"recompute", o.recomputes}, {"precision", o.precisions}, {"mixed_precision", o.mixed_precision}, {"objective", o.objective},
+          {"recompute", o.recomputes}, {"precision", o.precisions}, {"mixed_precision", o.mixed_precision},
+          {"attention", o.attention}, {"objective", o.objective},
           {"max_nodes", o.max_nodes}, {"max_usd_per_hour", o.max_usd}, {"max_tp", o.max_tp},
           {"require", o.require}, {"forbid", o.forbid}, {"headroom", o.headroom}};
 }

@@ -51,6 +51,7 @@ void print_config(std::ostream& out, const sim::Prediction& p, const sim::Parall
   if (c.virtual_stages > 1) out << " x" << c.virtual_stages;
   out << " recompute=" << sim::to_string(c.recompute) << " precision=" << sim::to_string(c.precision)
       << (c.precision != sim::Precision::fp32 ? std::string(" (") + sim::to_string(c.mixed_precision) + ")" : "")
+      << " attention=" << sim::to_string(c.attention)
       << (c.sequence_parallel ? " sequence-parallel" : "") << (c.offload_activations ? " offload-activations" : "")
       << (c.offload_optimizer ? " offload-optimizer" : "") << " order=" << c.rank_order << "\n";
   if (c.lora.enabled()) {

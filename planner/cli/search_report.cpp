@@ -56,7 +56,9 @@ nlohmann::json search_json(const pl::SearchResult& r, const std::optional<std::s
 
 void print_search(std::ostream& out, const sim::ModelSpec& model, const pl::SearchResult& r,
                   const pl::SearchOptions& o, const std::optional<std::string>& why, const std::string& out_path) {
-  out << "shardplan plan: " << model.name << ", objective " << pl::to_string(o.objective) << "\n";
+  out << "shardplan plan: " << model.name << ", objective " << pl::to_string(o.objective);
+  if (!r.ranked.empty()) out << ", " << sim::to_string(r.ranked.front().candidate.config.attention) << " attention";
+  out << "\n";
   out << "considered " << r.considered << " configurations (" << r.evaluated << " evaluated, " << r.pruned
       << " pruned by the model-state bound) in " << f("%.2f", r.seconds) << " s"
       << (r.interrupted ? " -- interrupted, best so far" : "") << "\n\n";

@@ -29,6 +29,7 @@ struct SimulateOptions {
   int micro_batch_size = 1, global_batch_size = 0;
   std::optional<int> seq_len;
   std::string schedule = "1f1b", recompute = "none", precision = "bf16", mixed_precision = "master_weights", rank_order = "tp-dp-pp";
+  std::string attention = "flash";
   int virtual_stages = 1;
   bool sequence_parallel = false, offload_activations = false, offload_optimizer = false;
   int lora_rank = 0;
@@ -81,6 +82,7 @@ sim::ParallelConfig to_config(const SimulateOptions& o, const sim::ModelSpec& m,
   cfg.offload_optimizer = o.offload_optimizer;
   cfg.precision = parse_precisions(o.precision).front();
   cfg.mixed_precision = parse_mixed_precision(o.mixed_precision);
+  cfg.attention = parse_attention(o.attention);
   cfg.lora.rank = o.lora_rank;
   cfg.lora.alpha = o.lora_alpha;
   cfg.lora.dropout = o.lora_dropout;
@@ -121,6 +123,8 @@ void add_options(CLI::App* cmd, SimulateOptions& o) {
   cmd->add_option("--mixed-precision", o.mixed_precision,
                   "How bf16/fp16 keep weights: master_weights (DeepSpeed, Megatron) or autocast (PyTorch AMP)")
       ->check(CLI::IsMember({"master_weights", "autocast"}));
+  cmd->add_option("--attention", o.attention,
+                  "Attention kernel: flash (fused, FlashAttention-2 / SDPA; default) or eager (explicit softmax)");
   cmd->add_option("--lora-rank", o.lora_rank, "LoRA rank (0 = full training)");
   cmd->add_option("--lora-alpha", o.lora_alpha, "LoRA alpha");
   cmd->add_option("--lora-dropout", o.lora_dropout, "LoRA dropout probability");
@@ -165,6 +169,7 @@ sim::ParallelConfig imported(const SimulateOptions& o, const sim::ModelSpec& m, 
   r.config.lora.dropout = o.lora_dropout;
   r.config.lora.targets = split_list(o.lora_targets);
   r.config.memory_headroom = o.headroom;
+  r.config.attention = parse_attention(o.attention);  // the imported files do not say
   return r.config;
 }
 

@@ -23,7 +23,7 @@ std::vector<cal::RecordedRun> select(std::vector<cal::RecordedRun> runs, const s
   const auto wanted = split_list(only);
   for (const auto& w : wanted)
     if (std::none_of(runs.begin(), runs.end(), [&](const auto& r) { return r.name == w || r.source == w; }))
-      throw sim::InputError("--only: no run or source named '" + w + "'");
+      throw sim::InputError("--only: expected names of runs or sources in the file; '" + w + "' matches none");
   std::erase_if(runs, [&](const cal::RecordedRun& r) {
     return std::none_of(wanted.begin(), wanted.end(), [&](const auto& w) { return r.name == w || r.source == w; });
   });

@@ -138,10 +138,16 @@ TEST(Report, PeakMemoryFallsWithEachZeroStageAndTheReportCarriesPredictions) {
   std::vector<double> peaks;
   for (const char* name : {"z0", "z1", "z2", "z3"}) {
     const int stage = name[1] - '0';
+    const std::string attention = stage % 2 ? "eager" : "flash";  // both kinds of plan run on the CPU
     const std::string plan = write_plan(dir, name, "tiny-llama",
-                                        {{"data_parallel", 2}, {"zero_stage", stage}, {"micro_batch_size", 1}});
+                                        {{"data_parallel", 2}, {"zero_stage", stage}, {"micro_batch_size", 1},
+                                         {"attention", attention}});
     const RunResult r = shardrun(2, plan, dir.file(name), "--steps 3");
     ASSERT_EQ(r.exit_code, 0) << r.output;
+    // The CPU runs the explicit path whatever the plan says; report.json says what ran and why.
+    EXPECT_EQ(r.report["attention"]["planned"], attention);
+    EXPECT_EQ(r.report["attention"]["ran"], "eager");
+    EXPECT_EQ(r.report["attention"]["reason"].get<std::string>().empty(), attention == "eager");
     const auto& m = r.report["measured"];
     ASSERT_EQ(m["peak_memory_bytes_per_rank"].size(), 2u);
     EXPECT_GT(m["step_seconds"].get<double>(), 0.0);

@@ -94,6 +94,7 @@ struct ActivationFixture : ::testing::Test {
     cfg.micro_batch_size = static_cast<int>(b);
     cfg.sequence_parallel = sp;
     cfg.recompute = r;
+    cfg.attention = AttentionKind::eager;  // Korthikanti's formulas: the s x s scores are stored
     GroupPlacement g{tp, 1, tp};
     CostEnv env = make_cost_env(m, c, cfg, linears, mask, g);
     return block_activation_bytes(env, r);
@@ -127,6 +128,7 @@ TEST(Activations, LlamaBlockDiffersFromGptFormula) {
   std::vector<char> mask(linears.size(), 0);
   ParallelConfig cfg;
   cfg.seq_len = 4096;
+  cfg.attention = AttentionKind::eager;  // the softmax output below (flash: test_attention_kinds.cpp)
   GroupPlacement g{1, 1, 1};
   const CostEnv env = make_cost_env(m, c, cfg, linears, mask, g);
   const double s = 4096, h = 8192, f = 28672, kv = 1024, a = 64;

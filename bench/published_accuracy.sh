@@ -1,0 +1,26 @@
+#!/usr/bin/env bash
+# Benchmark (not a test): how well the shipped profiles predict the public record.
+#   1. `shardplan validate --suite published`: every recorded run of runs/published.json simulated
+#      with the shipped profiles, throughput predicted vs measured, per source and overall, and
+#      whether every run that really ran is predicted to fit (headroom 0).
+#   2. `shardplan calibrate --leave-one-source-out` per GPU family: each source predicted by a fit
+#      to the other sources only (the fitted terms of the shipped profiles are refitted on top;
+#      step-time errors).
+#   bash bench/published_accuracy.sh [out-dir]      (after scripts/test.sh or demo.sh)
+set -euo pipefail
+cd "$(dirname "${BASH_SOURCE[0]}")/.."
+OUT="${1:-build/bench-published}"
+SP=build/release/planner/shardplan
+mkdir -p "$OUT"
+
+echo "==> shardplan validate --suite published (shipped profiles)"
+"$SP" validate --suite published --json "$OUT/validate.json" --plot "$OUT/validate.svg"
+
+for family in "A100:p4d.24xlarge:p4d.24xlarge,p4de.24xlarge" "H100:p5.48xlarge:p5.48xlarge"; do
+  IFS=: read -r name base profiles <<< "$family"
+  echo
+  echo "==> ${name}: leave-one-source-out (compute_scale, memory_scale refitted without each source)"
+  "$SP" calibrate --suite published --only "$profiles" --hardware "$base" --fit compute_scale,memory_scale \
+    --leave-one-source-out --out "$OUT/${name}-refit.json" --json "$OUT/${name}-refit-report.json" |
+    sed -n '/leave-one-source-out/,/mean over sources/p'
+done

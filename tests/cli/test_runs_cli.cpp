@@ -1,0 +1,62 @@
+// `shardplan validate --runs / --suite published` and `calibrate --leave-one-source-out` on
+// recorded runs (shardplan.runs/1), through the real binary.
+#include <gtest/gtest.h>
+
+#include <set>
+
+#include "cli/cli_support.hpp"
+
+namespace {
+
+using namespace shardplan::testing::cli;  // NOLINT: the CLI test helpers
+
+TEST(CliRuns, PublishedSuiteValidatesWithOneRowPerRunAndStatisticsPerSource) {
+  TempDir tmp;
+  const std::string out = tmp.file("published.json"), svg = tmp.file("published.svg");
+  const RunResult r = run_shardplan({"validate", "--suite", "published", "--json", out, "--plot", svg});
+  ASSERT_EQ(r.exit_code, 0) << r;
+  const json suite = read_json(repo_root() + "/runs/published.json");
+  const json j = read_json(out);
+  EXPECT_EQ(j["schema"], "shardplan.runs-validation/1");
+  ASSERT_EQ(j["runs"].size(), suite["runs"].size());
+  std::set<std::string> sources;
+  for (const auto& run : suite["runs"]) sources.insert(run["source"].get<std::string>());
+  EXPECT_EQ(j["summary"]["per_source"].size(), sources.size());
+  for (const auto& row : j["runs"]) {
+    EXPECT_GT(row["predicted"]["tokens_per_second"].get<double>(), 0) << row.dump();
+    // The error is what the two throughputs say it is.
+    const double e = row["predicted"]["tokens_per_second"].get<double>() / row["measured"]["tokens_per_second"].get<double>() - 1;
+    EXPECT_NEAR(row["throughput_error"].get<double>(), e, 1e-9);
+  }
+  EXPECT_TRUE(contains(r.out, "mosaicml-mpt")) << r;
+  EXPECT_TRUE(std::filesystem::file_size(svg) > 1000);
+}
+
+TEST(CliRuns, BadRunsFileIsOneLineNamingTheRunAndField) {
+  TempDir tmp;
+  json suite = read_json(repo_root() + "/runs/published.json");
+  json run = suite["runs"][0];
+  run.erase("measured");
+  const std::string path = tmp.write_json("bad.json", {{"schema", "shardplan.runs/1"}, {"runs", json::array({run})}});
+  expect_one_line_error({"validate", "--runs", path}, {"bad.json", run["name"].get<std::string>(), "measured"});
+  expect_one_line_error({"validate", "--suite", "nonesuch"}, {"--suite", "nonesuch", "published"});
+}
+
+TEST(CliRuns, LeaveOneSourceOutPrintsEverySource) {
+  TempDir tmp;
+  const RunResult r = run_shardplan({"calibrate", "--suite", "published", "--only", "p5.48xlarge", "--hardware",
+                                     "p5.48xlarge", "--fit", "compute_scale", "--leave-one-source-out", "--out",
+                                     tmp.file("fit.json"), "--max-iterations", "20"});
+  ASSERT_EQ(r.exit_code, 0) << r;
+  EXPECT_TRUE(contains(r.out, "leave-one-source-out")) << r;
+  EXPECT_TRUE(contains(r.out, "ibm-fms-fsdp")) << r;
+  EXPECT_TRUE(contains(r.out, "mosaicml-mpt")) << r;
+  EXPECT_TRUE(contains(r.out, "mean over sources")) << r;
+  const json profile = read_json(tmp.file("fit.json"));
+  EXPECT_EQ(profile["name"], "p5.48xlarge-calibrated");
+  expect_one_line_error({"calibrate", "--suite", "published", "--only", "no-such-source", "--hardware", "p5.48xlarge",
+                         "--out", tmp.file("x.json")},
+                        {"--only", "no-such-source"});
+}
+
+}  // namespace
