@@ -15,7 +15,7 @@ OUT=build/bench-shardrun
 mkdir -p "$OUT"
 
 "$B/planner/shardplan" plan --model "$MODEL" --hardware local-cpu-2core --nodes 1 --devices-per-node 1 \
-  --global-batch-size 4 --micro-batch-sizes 4 --seq-len 128 --precision fp32 --zero-stages 0 \
+  --global-batch-size 4 --micro-batch-sizes 4 --seq-len 128 --precision fp32 --zero-stages 0 --attention eager \
   --forbid pp,recompute,offload --quiet --top 1 --out "$OUT/plan.json" > /dev/null
 
 median() { sort -g | awk '{a[NR]=$1} END {print (NR%2 ? a[(NR+1)/2] : (a[NR/2]+a[NR/2+1])/2)}'; }
