@@ -12,6 +12,7 @@
 #include "simulator/evaluator.hpp"
 #include "simulator/json_fields.hpp"
 #include "simulator/paths.hpp"
+#include "number_text.hpp"
 #include "validation.hpp"
 
 namespace shardplan::calibration {
@@ -22,12 +23,6 @@ using HW = sim::HardwareProfile;
 using nlohmann::json;
 
 namespace {
-
-std::string num(const char* f, double v) {
-  char buf[64];
-  std::snprintf(buf, sizeof buf, f, v);
-  return buf;
-}
 
 // A path in a runs file is relative to that file's directory.
 std::string resolve_relative(const std::string& json_path, const std::string& p) {
@@ -223,6 +218,11 @@ ErrorStats error_stats(const std::vector<double>& relative_errors) {
 
 namespace {
 
+// `run` under `params`: on its own profile (recorded runs), else on `applied` = the base with them.
+double predict(const MeasuredRun& run, const HW& base, const HW& applied, const Params& params) {
+  return run.own_hardware ? predicted_step_s(run, base, params) : predicted_step_s(run, applied);
+}
+
 // The least-squares problem in internal coordinates u: ln(factor) for scales (so factors stay
 // positive), microseconds for absolute terms; parameters not in `active` stay at `start`.
 struct Fit {
@@ -261,8 +261,7 @@ struct Fit {
     const HW hw = apply_params(*base, p);
     Eigen::VectorXd r(runs.size());
     for (std::size_t i = 0; i < runs.size(); ++i) {
-      const double predicted = runs[i]->own_hardware ? predicted_step_s(*runs[i], *base, p) : predicted_step_s(*runs[i], hw);
-      r[i] = std::log(predicted) - std::log(runs[i]->measured_step_s);
+      r[i] = std::log(predict(*runs[i], *base, hw, p)) - std::log(runs[i]->measured_step_s);
     }
     return r;
   }
@@ -397,7 +396,7 @@ std::vector<double> predictions(const std::vector<MeasuredRun>& runs, const HW& 
   std::vector<double> out;
   for (const auto& r : runs) {
     try {
-      out.push_back(r.own_hardware ? predicted_step_s(r, base, params) : predicted_step_s(r, hw));
+      out.push_back(predict(r, base, hw, params));
     } catch (const sim::InputError& e) {
       throw sim::InputError("run '" + r.name + "' of " + r.source + ": " + e.what());
     }

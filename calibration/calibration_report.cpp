@@ -5,6 +5,7 @@
 #include <filesystem>
 
 #include "calibration.hpp"
+#include "number_text.hpp"
 #include "simulator/json_fields.hpp"
 
 namespace shardplan::calibration {
@@ -14,12 +15,6 @@ namespace fs = std::filesystem;
 using nlohmann::json;
 
 namespace {
-
-std::string num(const char* f, double v) {
-  char buf[64];
-  std::snprintf(buf, sizeof buf, f, v);
-  return buf;
-}
 
 json stats_json(const ErrorStats& s) {
   if (s.runs == 0) return nullptr;

@@ -47,6 +47,9 @@ void select_runs(std::vector<MeasuredRun>& runs, const std::vector<std::string>&
 
 namespace {
 
+// The unit of leave-one-source-out: a recorded run's source id, else its runs file.
+const std::string& group_of(const MeasuredRun& r) { return r.group.empty() ? r.source : r.group; }
+
 void signed_stats(const std::vector<double>& errors, ErrorStats& stats, double& bias) {
   stats = error_stats(errors);
   bias = 0;
@@ -60,8 +63,7 @@ std::vector<SourceHoldout> leave_one_source_out(const sim::HardwareProfile& base
                                                 const CalibrationOptions& options) {
   std::vector<std::string> groups;
   for (const auto& r : runs) {
-    const std::string g = r.group.empty() ? r.source : r.group;
-    if (std::find(groups.begin(), groups.end(), g) == groups.end()) groups.push_back(g);
+    if (std::find(groups.begin(), groups.end(), group_of(r)) == groups.end()) groups.push_back(group_of(r));
   }
   const Params prior = prior_params(base);
   std::vector<SourceHoldout> out;
@@ -70,7 +72,7 @@ std::vector<SourceHoldout> leave_one_source_out(const sim::HardwareProfile& base
     SourceHoldout h;
     h.group = g;
     for (auto& r : split) {
-      r.holdout = (r.group.empty() ? r.source : r.group) == g;
+      r.holdout = group_of(r) == g;
       h.runs += r.holdout ? 1 : 0;
     }
     const int fitting = static_cast<int>(split.size()) - h.runs;

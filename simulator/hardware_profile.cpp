@@ -245,15 +245,37 @@ void check_unit_variants(const nlohmann::json& obj, const JsonContext& ctx) {
   }
 }
 
+// A file may give a quantity in one unit only, in every section that holds quantities.
+void check_sections(const nlohmann::json& j, const std::string& file) {
+  for (const char* section : {"device", "node", "network", "host", "price", "resilience"})
+    if (auto s = j.find(section); s != j.end()) check_unit_variants(*s, JsonContext{file, section});
+}
+
 std::string builtin_path(const std::string& name) { return data_dir() + "/hardware_profiles/" + name + ".json"; }
+
+// The file of a built-in profile name or a path; InputError naming --hardware when there is none.
+std::string profile_file(const std::string& name_or_path) {
+  if (looks_like_path(name_or_path)) {
+    if (!std::filesystem::exists(name_or_path))
+      throw InputError("--hardware: file '" + name_or_path + "' does not exist");
+    return name_or_path;
+  }
+  std::string path = builtin_path(name_or_path);
+  if (!std::filesystem::exists(path)) {
+    std::string names;
+    for (const auto& n : builtin_hardware_names()) names += (names.empty() ? "" : ", ") + n;
+    throw InputError("--hardware: unknown profile '" + name_or_path + "' (expected a built-in name: " + names +
+                     "; or a path to a profile JSON)");
+  }
+  return path;
+}
 
 nlohmann::json resolve_json(const std::string& path, std::set<std::string>& seen) {
   std::string canon = std::filesystem::weakly_canonical(path).string();
   if (!seen.insert(canon).second) throw InputError(path + ": field 'base': circular base chain");
   nlohmann::json j = read_json_file(path);
   if (!j.is_object()) throw InputError(path + ": expected a JSON object (a hardware profile)");
-  for (const char* section : {"device", "node", "network", "host", "price", "resilience"})
-    if (auto s = j.find(section); s != j.end()) check_unit_variants(*s, JsonContext{path, section});
+  check_sections(j, path);
   auto it = j.find("base");
   if (it == j.end() || it->is_null()) return j;
   if (!it->is_string()) throw InputError(path + ": field 'base': expected a profile name or path");
@@ -307,8 +329,7 @@ HardwareProfile hardware_from_json(const nlohmann::json& j, const std::string& s
   if (!j.is_object()) throw InputError(source + ": expected a JSON object (a hardware profile)");
   if (j.contains("base") && !j["base"].is_null())
     throw InputError(source + ": field 'base': expected a resolved profile (no base) here");
-  for (const char* section : {"device", "node", "network", "host", "price", "resilience"})
-    if (auto s = j.find(section); s != j.end()) check_unit_variants(*s, JsonContext{source, section});
+  check_sections(j, source);
   HardwareProfile hw = parse_profile(j, JsonContext{source, ""});
   hw.source_file = source;
   return hw;
@@ -384,35 +405,19 @@ HardwareProfile load_hardware_file(const std::string& path) {
 
 HardwareProfile load_hardware_with_overrides(const std::string& name_or_path, const nlohmann::json& overrides,
                                              const std::string& source) {
-  if (overrides.is_null() || overrides.empty()) return load_hardware(name_or_path);
+  const std::string path = profile_file(name_or_path);
+  if (overrides.is_null() || overrides.empty()) return load_hardware_file(path);
   if (!overrides.is_object()) throw InputError(source + ": expected an object (profile fields to override)");
-  const std::string path = looks_like_path(name_or_path) ? name_or_path : builtin_path(name_or_path);
-  if (!looks_like_path(name_or_path) && !std::filesystem::exists(path)) load_hardware(name_or_path);  // names the choices
   std::set<std::string> seen;
   nlohmann::json j = resolve_json(path, seen);
-  for (const char* section : {"device", "node", "network", "host", "price", "resilience"})
-    if (auto s = overrides.find(section); s != overrides.end()) check_unit_variants(*s, JsonContext{source, section});
+  check_sections(overrides, source);
   overlay(j, overrides);
   HardwareProfile hw = parse_profile(j, JsonContext{source, ""});
   hw.source_file = path;
   return hw;
 }
 
-HardwareProfile load_hardware(const std::string& name_or_path) {
-  if (looks_like_path(name_or_path)) {
-    if (!std::filesystem::exists(name_or_path))
-      throw InputError("--hardware: file '" + name_or_path + "' does not exist");
-    return load_hardware_file(name_or_path);
-  }
-  std::string path = builtin_path(name_or_path);
-  if (!std::filesystem::exists(path)) {
-    std::string names;
-    for (const auto& n : builtin_hardware_names()) names += (names.empty() ? "" : ", ") + n;
-    throw InputError("--hardware: unknown profile '" + name_or_path + "' (expected a built-in name: " + names +
-                     "; or a path to a profile JSON)");
-  }
-  return load_hardware_file(path);
-}
+HardwareProfile load_hardware(const std::string& name_or_path) { return load_hardware_file(profile_file(name_or_path)); }
 
 std::vector<std::string> builtin_hardware_names() {
   std::vector<std::string> names;
