@@ -41,6 +41,8 @@ void check_zero(ParallelConfig& cfg) {
     bad("--offload-optimizer", "needs --zero 1, 2 or 3 (ZeRO-Offload partitions what it moves to the host)");
   if (cfg.zero_stage == 0 && cfg.sharding_degree != cfg.dp)
     bad("--sharding-degree", "needs --zero 1, 2 or 3 (stage 0 shards nothing)");
+  if (cfg.zero3_fetch != Zero3Fetch::prefetch && cfg.zero_stage != 3)
+    bad("--zero3-fetch", "per_tensor_sync needs --zero 3 (only stage 3 gathers parameters)");
 }
 
 void check_batch(ParallelConfig& cfg) {
@@ -113,6 +115,14 @@ const char* to_string(AttentionKind k) { return k == AttentionKind::eager ? "eag
 std::optional<AttentionKind> attention_kind_from_string(const std::string& name) {
   for (AttentionKind k : {AttentionKind::flash, AttentionKind::eager})
     if (name == to_string(k)) return k;
+  return std::nullopt;
+}
+
+const char* to_string(Zero3Fetch f) { return f == Zero3Fetch::per_tensor_sync ? "per_tensor_sync" : "prefetch"; }
+
+std::optional<Zero3Fetch> zero3_fetch_from_string(const std::string& name) {
+  for (Zero3Fetch f : {Zero3Fetch::prefetch, Zero3Fetch::per_tensor_sync})
+    if (name == to_string(f)) return f;
   return std::nullopt;
 }
 

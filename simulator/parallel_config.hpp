@@ -39,6 +39,20 @@ const char* to_string(AttentionKind k);
 // The kind named `name` ("flash" | "eager"); nullopt for anything else.
 std::optional<AttentionKind> attention_kind_from_string(const std::string& name);
 
+// How ZeRO-3 brings a unit's parameters in and its gradients out:
+//   prefetch         one collective per unit (a block's flat parameters, FSDP's FlatParameter,
+//                    DeepSpeed >= 0.4.1's coalesced fetch), the next unit's gather issued behind
+//                    the current one's compute. What FSDP, DeepSpeed and shardrun do today.
+//   per_tensor_sync  DeepSpeed's first ZeRO-3 (0.3.13 to 0.4.0, 2021): one all-gather per
+//                    parameter tensor, each behind a torch.cuda.synchronize(), into a list of one
+//                    output view per rank, and one reduce-scatter per gradient tensor; nothing
+//                    overlaps (deepspeedai/DeepSpeed issue #1069, pull #1188). For replaying
+//                    runs of that era (Narayanan et al. SC'21 Table 2), never searched.
+enum class Zero3Fetch { prefetch, per_tensor_sync };
+const char* to_string(Zero3Fetch f);
+// The fetch named `name` ("prefetch" | "per_tensor_sync"); nullopt for anything else.
+std::optional<Zero3Fetch> zero3_fetch_from_string(const std::string& name);
+
 struct LoraConfig {
   int rank = 0;  // 0 = full fine-tuning / pre-training
   double alpha = 16.0;
@@ -65,6 +79,7 @@ struct ParallelConfig {
   Precision precision = Precision::bf16;
   MixedPrecision mixed_precision = MixedPrecision::master_weights;
   AttentionKind attention = AttentionKind::flash;
+  Zero3Fetch zero3_fetch = Zero3Fetch::prefetch;  // zero_stage 3 only
   LoraConfig lora;
   // Layers per pipeline stage (p entries) or per model chunk (p*v entries, chunk-major).
   std::vector<int> partition;

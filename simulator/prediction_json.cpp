@@ -27,6 +27,7 @@ nlohmann::json to_json(const ParallelConfig& c) {
       {"precision", to_string(c.precision)},
       {"mixed_precision", to_string(c.mixed_precision)},
       {"attention", to_string(c.attention)},
+      {"zero3_fetch", to_string(c.zero3_fetch)},
       {"rank_order", c.rank_order},
       {"memory_headroom_fraction", c.memory_headroom},
       {"partition", c.partition},
@@ -88,6 +89,9 @@ ParallelConfig config_from_json(const nlohmann::json& j, const std::string& sour
   // Absent in plans written before attention kinds existed: the default (flash).
   c.attention = enum_field(j, "attention", ctx,
                            {{"flash", AttentionKind::flash}, {"eager", AttentionKind::eager}}, AttentionKind::flash);
+  c.zero3_fetch = enum_field(j, "zero3_fetch", ctx,
+                             {{"prefetch", Zero3Fetch::prefetch}, {"per_tensor_sync", Zero3Fetch::per_tensor_sync}},
+                             Zero3Fetch::prefetch);
   c.rank_order = get_string_or(j, "rank_order", "tp-dp-pp", ctx);
   c.memory_headroom = get_number_or(j, "memory_headroom_fraction", 0.05, ctx);
   if (auto it = j.find("partition"); it != j.end() && !it->is_null()) {

@@ -10,6 +10,7 @@
 #include <cmath>
 
 #include "errors.hpp"
+#include "zero3_fetch.hpp"
 
 namespace shardplan::simulator {
 namespace {
@@ -143,7 +144,13 @@ ChunkTime chunk_time(const ConfigContext& c, const ChunkShape& sh) {
     t.backward_s += pack;
     t.bwd_compute_s += pack;  // memory-bound work of the engine, on the compute stream
   }
-  if (cfg.zero_stage == 3 && c.shard > 1) {
+  if (cfg.zero_stage == 3 && c.shard > 1 && cfg.zero3_fetch == Zero3Fetch::per_tensor_sync) {
+    const Zero3SyncTime z = per_tensor_sync_time(c, sh);  // blocking, tensor by tensor: all exposed
+    t.forward_s += z.forward_s;
+    t.backward_s += z.backward_s;
+    t.dp_exposed_s += z.comm_s;
+    t.dp_total_s += z.comm_s;
+  } else if (cfg.zero_stage == 3 && c.shard > 1) {
     // Parameters gathered layer by layer, prefetching the next behind the current one's
     // compute; gradients reduce-scattered behind the backward.
     const double g = all_gather_s(c.param_bytes * c.block_params, c.shard_group, hw, c.per_node);
@@ -221,34 +228,42 @@ UnitBuffers unit_buffers(const ConfigContext& c, const StageShape& s) {
   // The stage's units in backward order: head first, then blocks.
   struct Unit {
     double params, trainable, largest;
+    double held;  // gathered parameters resident during its backward (stage 3)
   };
   const bool tied_here = mc.model.tied_embeddings && s.embedding && s.head;
-  const Unit block{c.block_params + c.block_lora, c.block_trainable, block_largest};
+  const bool per_tensor = cfg.zero3_fetch == Zero3Fetch::per_tensor_sync;  // one module at a time
+  const double block_held = per_tensor ? largest_fetched_module(mc, cfg.tp) : c.block_params + c.block_lora;
+  const Unit block{c.block_params + c.block_lora, c.block_trainable, block_largest, block_held};
   Unit first = block, next = block;
   if (s.head) {
     double params = c.head_params + (tied_here ? c.embedding_params : 0.0);
-    first = {params, lora ? 0.0 : params, lora ? 0.0 : vocab_param};
+    first = {params, lora ? 0.0 : params, lora ? 0.0 : vocab_param, params};
     if (s.layers == 0 && s.embedding && !tied_here)
-      next = {c.embedding_params, lora ? 0.0 : c.embedding_params, lora ? 0.0 : vocab_param};
+      next = {c.embedding_params, lora ? 0.0 : c.embedding_params, lora ? 0.0 : vocab_param, c.embedding_params};
   } else if (s.layers == 0 && s.embedding) {
-    first = {c.embedding_params, lora ? 0.0 : c.embedding_params, lora ? 0.0 : vocab_param};
+    first = {c.embedding_params, lora ? 0.0 : c.embedding_params, lora ? 0.0 : vocab_param, c.embedding_params};
   }
   // While this unit's gradients are handled. `freed`: its saved activations, released once its
   // backward has produced the gradients.
   auto grads = [&](const Unit& u, double freed) {
     // Mixed precision: the weight's cast, its gradient in the compute dtype and in fp32.
     if (cfg.zero_stage < 2) return (w < 4 ? 2 * w + 4 : w) * u.largest;
+    // Tensor by tensor (per_tensor_sync): a gradient is reduce-scattered as it appears; at most
+    // the largest one and its flattened copy exist, beside the module's gathered weights.
+    if (per_tensor) return 2 * w * u.largest + w * u.held;
     // ZeRO-2/3 (shardrun's ZeroEngine::launch_grad_sync): the gradients appear while the saved
     // activations live, then are copied into a flat bucket (both alive, the activations freed)
     // and freed before the 1/N reduce-scatter output is allocated. ZeRO-3 holds the gathered
     // weights throughout.
     const double G = w * u.trainable;
-    return std::max(G, 2 * G - freed) + (cfg.zero_stage == 3 ? w * u.params : 0.0);
+    return std::max(G, 2 * G - freed) + (cfg.zero_stage == 3 ? w * u.held : 0.0);
   };
-  auto in_flight = [&](const Unit& u) { return cfg.zero_stage < 2 ? 0.0 : w * u.trainable * (1 + 1 / N); };
+  auto in_flight = [&](const Unit& u) {
+    return cfg.zero_stage < 2 ? 0.0 : w * (per_tensor ? u.largest : u.trainable) * (1 + 1 / N);
+  };
   UnitBuffers out;
   if (cfg.zero_stage == 3) {
-    double largest = s.layers > 0 ? block.params : 0.0;
+    double largest = s.layers > 0 ? block.held : 0.0;
     if (s.embedding) largest = std::max(largest, c.embedding_params);
     if (s.head) largest = std::max(largest, first.params);
     out.gathered = w * largest;

@@ -175,6 +175,9 @@ void Trainer::setup() {
     if (const AttentionRun a = attention_run(s.model->options()); !a.reason.empty())
       std::cerr << "shardrun: attention: " << a.kind << " (the plan's " << simulator::to_string(cfg.attention)
                 << " cannot run: " << a.reason << ")\n";
+    if (cfg.zero3_fetch == simulator::Zero3Fetch::per_tensor_sync)
+      std::cerr << "shardrun: zero3_fetch: per_tensor_sync replays DeepSpeed <= 0.4.0 in the simulator; shardrun "
+                   "fetches unit by unit (prefetch), so its step is not that plan's prediction\n";
     if (cfg.recompute != simulator::Recompute::none)
       std::cerr << "shardrun: activation recomputation: " << simulator::to_string(cfg.recompute) << "\n";
     if (cfg.offload_activations && !s.device.is_cuda())

@@ -52,6 +52,7 @@ void print_config(std::ostream& out, const sim::Prediction& p, const sim::Parall
   out << " recompute=" << sim::to_string(c.recompute) << " precision=" << sim::to_string(c.precision)
       << (c.precision != sim::Precision::fp32 ? std::string(" (") + sim::to_string(c.mixed_precision) + ")" : "")
       << " attention=" << sim::to_string(c.attention)
+      << (c.zero3_fetch == sim::Zero3Fetch::per_tensor_sync ? " zero3-fetch=per_tensor_sync" : "")
       << (c.sequence_parallel ? " sequence-parallel" : "") << (c.offload_activations ? " offload-activations" : "")
       << (c.offload_optimizer ? " offload-optimizer" : "") << " order=" << c.rank_order << "\n";
   if (c.lora.enabled()) {

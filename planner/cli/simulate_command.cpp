@@ -29,7 +29,7 @@ struct SimulateOptions {
   int micro_batch_size = 1, global_batch_size = 0;
   std::optional<int> seq_len;
   std::string schedule = "1f1b", recompute = "none", precision = "bf16", mixed_precision = "master_weights", rank_order = "tp-dp-pp";
-  std::string attention = "flash";
+  std::string attention = "flash", zero3_fetch = "prefetch";
   int virtual_stages = 1;
   bool sequence_parallel = false, offload_activations = false, offload_optimizer = false;
   int lora_rank = 0;
@@ -83,6 +83,7 @@ sim::ParallelConfig to_config(const SimulateOptions& o, const sim::ModelSpec& m,
   cfg.precision = parse_precisions(o.precision).front();
   cfg.mixed_precision = parse_mixed_precision(o.mixed_precision);
   cfg.attention = parse_attention(o.attention);
+  cfg.zero3_fetch = *sim::zero3_fetch_from_string(o.zero3_fetch);  // CLI11 checked the name
   cfg.lora.rank = o.lora_rank;
   cfg.lora.alpha = o.lora_alpha;
   cfg.lora.dropout = o.lora_dropout;
@@ -125,6 +126,10 @@ void add_options(CLI::App* cmd, SimulateOptions& o) {
       ->check(CLI::IsMember({"master_weights", "autocast"}));
   cmd->add_option("--attention", o.attention,
                   "Attention kernel: flash (fused, FlashAttention-2 / SDPA; default) or eager (explicit softmax)");
+  cmd->add_option("--zero3-fetch", o.zero3_fetch,
+                  "ZeRO-3 parameter fetch: prefetch (one collective per unit, overlapped; FSDP, DeepSpeed today; "
+                  "default) or per_tensor_sync (DeepSpeed <= 0.4.0: one blocking collective per tensor)")
+      ->check(CLI::IsMember({"prefetch", "per_tensor_sync"}));
   cmd->add_option("--lora-rank", o.lora_rank, "LoRA rank (0 = full training)");
   cmd->add_option("--lora-alpha", o.lora_alpha, "LoRA alpha");
   cmd->add_option("--lora-dropout", o.lora_dropout, "LoRA dropout probability");

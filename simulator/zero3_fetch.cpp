@@ -1,0 +1,98 @@
+// Legend: n ranks of the ZeRO-3 sharding group, S bytes of one full (gathered) tensor, w bytes
+// per element, t_launch the profile's fixed cost per kernel.
+//
+// DeepSpeed 0.3.13-0.4.0 (partition_parameters.py, _allgather_param / _reduce_scatter_gradient):
+//   fetch   per parameter tensor: torch.zeros(S) (a memset), torch.cuda.synchronize(), a Python
+//           loop of n narrow() views, torch.distributed.all_gather(list of n views); PyTorch's
+//           ProcessGroupNCCL::allgather then copies the flat result into each of the n views, one
+//           copy kernel per rank (torch/lib/c10d/ProcessGroupNCCL.cpp, allgather). The next fetch
+//           synchronises the device again, so nothing overlaps (deepspeedai/DeepSpeed pull #1188:
+//           "the async version is not async at all, because each all_gather calls
+//           torch.cuda.synchronize()").
+//   reduce  per gradient tensor: reduce_scatter from a list of n views, which ProcessGroupNCCL
+//           flattens first (flatten_for_scatter_gather: n copy kernels).
+//   host    measured 130 us "pre_launch" + 250 us "launch" per parameter all-gather on a p4d
+//           (8 x A100, PyTorch 1.8; deepspeedai/DeepSpeed issue #1069, 2021-06-21).
+#include "zero3_fetch.hpp"
+
+#include <algorithm>
+
+#include "collectives.hpp"
+#include "layer_cost.hpp"
+
+namespace shardplan::simulator {
+namespace {
+
+constexpr double kHostPerCollectiveS = 380e-6;  // DeepSpeed issue #1069: 130 us + 250 us
+
+// Everything of one blocking per-tensor collective except the wire time: the host's fixed cost,
+// one copy kernel per rank of the group and the memory traffic of the zeroed / copied buffer.
+double per_tensor_overhead_s(const ConfigContext& c, double bytes, double buffer_passes) {
+  const auto& hw = c.mc->cluster.hardware;
+  return kHostPerCollectiveS + c.shard * hw.device.kernel_launch_s + memory_time_s(c.env, buffer_passes * bytes);
+}
+
+}  // namespace
+
+std::vector<ParamTensor> block_param_tensors(const ModelContext& mc, int tp) {
+  std::vector<ParamTensor> out;
+  const bool lora = mc.lora.enabled();
+  const double t = tp, r = mc.lora.rank;
+  for (std::size_t i = 0; i < mc.linears.size(); ++i) {
+    const auto& lin = mc.linears[i];
+    const bool column = lin.split == TpSplit::column;
+    out.push_back({static_cast<double>(lin.d_in * lin.d_out) / t, !lora});
+    if (lin.bias) out.push_back({column ? lin.d_out / t : static_cast<double>(lin.d_out), !lora});
+    if (lora && mc.lora_mask[i]) {  // A (r x d_in), B (d_out x r); the tp split as in step_model
+      out.push_back({column ? r * lin.d_in : r * lin.d_in / t, true});
+      out.push_back({column ? r * lin.d_out / t : r * lin.d_out, true});
+    }
+  }
+  const int per_norm = mc.model.norm_kind == NormKind::layernorm ? 2 : 1;
+  for (int i = 0; i < mc.model.norms_per_layer * per_norm; ++i)
+    out.push_back({static_cast<double>(mc.model.hidden), !lora});
+  return out;
+}
+
+double largest_fetched_module(const ModelContext& mc, int tp) {
+  double largest = 0;
+  for (const auto& lin : mc.linears) {
+    const double bias = !lin.bias ? 0.0 : lin.split == TpSplit::column ? lin.d_out / double(tp) : double(lin.d_out);
+    largest = std::max(largest, static_cast<double>(lin.d_in * lin.d_out) / tp + bias);
+  }
+  return largest;
+}
+
+Zero3SyncTime per_tensor_sync_time(const ConfigContext& c, const ChunkShape& sh) {
+  const auto& hw = c.mc->cluster.hardware;
+  const double w = c.param_bytes;
+  // One fetch: memset of S, the all-gather, the n per-rank copies (S read and written).
+  auto fetch = [&](double elements) {
+    const double S = w * elements;
+    return per_tensor_overhead_s(c, S, 3.0) + all_gather_s(S, c.shard_group, hw, c.per_node);
+  };
+  // One gradient reduce-scatter: the n-view flatten copy (S read and written), the collective.
+  auto reduce = [&](double elements) {
+    const double S = w * elements;
+    return per_tensor_overhead_s(c, S, 2.0) + reduce_scatter_s(S, c.shard_group, hw, c.per_node);
+  };
+  double fetch_block = 0, reduce_block = 0;
+  for (const auto& p : block_param_tensors(*c.mc, c.cfg->tp)) {
+    if (p.elements >= kPersistenceThresholdElements) fetch_block += fetch(p.elements);
+    if (p.trainable) reduce_block += reduce(p.elements);
+  }
+  // The embedding and the head: one tensor each (word embedding, lm head) dominates.
+  const bool lora = c.mc->lora.enabled();
+  double fetch_edge = 0, reduce_edge = 0;
+  if (sh.embedding) fetch_edge += fetch(c.embedding_params), reduce_edge += lora ? 0.0 : reduce(c.embedding_params);
+  if (sh.head && c.head_params > 0) fetch_edge += fetch(c.head_params), reduce_edge += lora ? 0.0 : reduce(c.head_params);
+  // A fully recomputed block runs its modules' forward hooks again in backward: fetched again.
+  const double fetches_in_backward = c.cfg->recompute == Recompute::full ? 2.0 : 1.0;
+  Zero3SyncTime t;
+  t.forward_s = sh.layers * fetch_block + fetch_edge;
+  t.backward_s = sh.layers * (fetches_in_backward * fetch_block + reduce_block) + fetch_edge + reduce_edge;
+  t.comm_s = t.forward_s + t.backward_s;
+  return t;
+}
+
+}  // namespace shardplan::simulator
