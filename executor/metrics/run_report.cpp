@@ -1,8 +1,10 @@
 #include "run_report.hpp"
 
 #include <algorithm>
+#include <chrono>
 
 #include "executor/errors.hpp"
+#include "run_history.hpp"
 
 namespace shardplan::executor {
 
@@ -62,14 +64,30 @@ nlohmann::json pipeline_summary(const std::vector<StepRecord>& steps, size_t ski
 
 }  // namespace
 
-void MetricsLog::open(const std::string& path) {
-  out_.open(path, std::ios::trunc);
+int MetricsLog::open(const std::string& path, bool continue_history) {
+  attempt_ = continue_history ? next_attempt(read_metrics(path)) : 1;
+  if (attempt_ > 1) {
+    // A kill in the middle of a write leaves the last line without its newline: end it first.
+    bool ends_with_newline = true;
+    if (std::ifstream in(path, std::ios::binary | std::ios::ate); in && in.tellg() > 0) {
+      in.seekg(-1, std::ios::end);
+      ends_with_newline = in.get() == '\n';
+    }
+    out_.open(path, std::ios::app);
+    if (out_ && !ends_with_newline) out_ << '\n';
+  } else {
+    out_.open(path, std::ios::trunc);
+  }
   if (!out_) throw InputError(path + ": cannot write the step metrics");
+  return attempt_;
 }
 
 void MetricsLog::write(const StepRecord& r) {
   if (!out_.is_open()) return;
-  out_ << r.to_json().dump() << '\n';
+  nlohmann::json j = r.to_json();
+  j["attempt"] = attempt_;
+  j["unix_time_s"] = std::chrono::duration<double>(std::chrono::system_clock::now().time_since_epoch()).count();
+  out_ << j.dump() << '\n';
   out_.flush();
 }
 
@@ -145,6 +163,7 @@ nlohmann::json build_report(const ReportInputs& in) {
           {"layout", in.layout},
           {"precision", in.precision},
           {"attention", in.attention},
+          {"attempts", in.attempts},
           {"measured", measured},
           {"predicted", predicted},
           {"error",

@@ -39,10 +39,13 @@ struct StepRecord {
 class MetricsLog {
  public:
   MetricsLog() = default;
-  void open(const std::string& path);  // truncates
-  void write(const StepRecord& r);     // one line, flushed
+  // A fresh run truncates; one that continues a run (`continue_history`: --resume auto or a
+  // checkpoint) appends as the next attempt (run_history.hpp). Returns the attempt number.
+  int open(const std::string& path, bool continue_history = false);
+  void write(const StepRecord& r);  // one line with the attempt and its wall-clock time, flushed
  private:
   std::ofstream out_;
+  int attempt_ = 1;
 };
 
 struct ReportInputs {
@@ -59,6 +62,7 @@ struct ReportInputs {
   int threads_per_rank = 1;
   std::string schedule;                    // pipeline schedule run
   simulator::Prediction prediction;
+  nlohmann::json attempts;                 // summarize_attempts() of metrics.jsonl; null: left out
 };
 
 // Medians skip the first step (warm-up) when there are more than two.

@@ -11,6 +11,7 @@
 #include "executor/errors.hpp"
 #include "executor/io/fs_util.hpp"
 #include "executor/metrics/op_trace.hpp"
+#include "executor/metrics/run_history.hpp"
 #include "device.hpp"
 #include "pipeline_step.hpp"
 #include "tensor_io.hpp"
@@ -242,6 +243,7 @@ void Trainer::finish() {
   in.threads_per_rank = s.threads.threads;
   in.schedule = simulator::to_string(s.plan.config.schedule);
   in.prediction = s.plan.prediction;
+  in.attempts = summarize_attempts(read_metrics((fs::path(s.opt.out_dir) / "metrics.jsonl").string()));
   const nlohmann::json report = build_report(in);
   io::atomic_write_file((fs::path(s.opt.out_dir) / "report.json").string(), report.dump(2) + "\n");
   if (!s.opt.quiet) {

@@ -153,7 +153,7 @@ void Trainer::setup() {
   phase(s.runtime, [&] {
     if (c.world == 0) {
       fs::create_directories(o.out_dir);
-      s.metrics.open((fs::path(o.out_dir) / "metrics.jsonl").string());
+      s.attempt = s.metrics.open((fs::path(o.out_dir) / "metrics.jsonl").string(), o.resume != "none");
     }
   });
   if (c.world == 0 && !o.quiet) {
@@ -167,6 +167,7 @@ void Trainer::setup() {
                       ? " (autocast: fp32 weights)"
                       : " (16-bit weights and gradients, fp32 master weights)")
               << (s.start_step ? "; resumed at step " + std::to_string(s.start_step) : "")
+              << (s.attempt > 1 ? "; attempt " + std::to_string(s.attempt) + " (metrics.jsonl keeps the earlier ones)" : "")
               << "\n";
     if (cfg.pp > 1)
       std::cerr << "shardrun: pipeline: " << cfg.pp << " stages, schedule " << simulator::to_string(cfg.schedule)

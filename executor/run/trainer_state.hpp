@@ -41,6 +41,7 @@ struct TrainerState {
   LrSchedule lr;
   LossScaler scaler;
   int64_t start_step = 0;  // completed steps when training starts (resume)
+  int attempt = 1;         // of this run in metrics.jsonl (run_history.hpp)
   int64_t done_steps = 0;
   bool interrupted = false;
   bool stopped_early = false;

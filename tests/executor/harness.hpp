@@ -20,7 +20,7 @@ namespace shardplan::testing {
 struct RunResult {
   int exit_code = -1;
   std::string output;           // stdout + stderr of all ranks
-  std::vector<double> losses;   // per step, from metrics.jsonl
+  std::vector<double> losses;   // per step of this run's attempt, from metrics.jsonl
   nlohmann::json report;        // report.json (null if none)
 };
 
@@ -93,9 +93,15 @@ inline RunResult shardrun(int ranks, const std::string& plan, const std::string&
   const CommandResult c = run_command(cmd);
   r.exit_code = c.status;
   r.output = c.out;
+  // This run's steps: a resumed run appends to the history as a new attempt (run_history.hpp).
   std::ifstream metrics(std::filesystem::path(out_dir) / "metrics.jsonl");
-  for (std::string line; std::getline(metrics, line);)
-    if (!line.empty()) r.losses.push_back(nlohmann::json::parse(line)["loss"].get<double>());
+  int attempt = 0;
+  for (std::string line; std::getline(metrics, line);) {
+    if (line.empty()) continue;
+    const nlohmann::json j = nlohmann::json::parse(line);
+    if (j.value("attempt", 1) != attempt) r.losses.clear(), attempt = j.value("attempt", 1);
+    r.losses.push_back(j["loss"].get<double>());
+  }
   std::ifstream report(std::filesystem::path(out_dir) / "report.json");
   if (report) r.report = nlohmann::json::parse(report);
   return r;

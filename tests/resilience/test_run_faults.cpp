@@ -8,7 +8,8 @@
 //   - a corrupted shard (bytes flipped, size unchanged) in the latest checkpoint: --resume auto
 //     names the file, skips it and resumes from the one before;
 //   - SIGTERM to the launcher: forwarded, shardrun checkpoints at the step boundary, no relaunch;
-//   - shardrun takes the plan's checkpoint interval when --checkpoint-every is not given.
+//   - shardrun takes the plan's checkpoint interval when --checkpoint-every is not given;
+//   - a run killed and resumed twice keeps all three attempts in metrics.jsonl and report.json.
 #include <gtest/gtest.h>
 #include <signal.h>
 
@@ -39,6 +40,14 @@ std::vector<nlohmann::json> jsonl(const std::string& path) {
   std::ifstream in(path);
   for (std::string line; std::getline(in, line);)
     if (!line.empty()) out.push_back(nlohmann::json::parse(line));
+  return out;
+}
+
+// The lines of metrics.jsonl written by one attempt (every attempt appends; run_history.hpp).
+std::vector<nlohmann::json> attempt_lines(const std::vector<nlohmann::json>& lines, int attempt) {
+  std::vector<nlohmann::json> out;
+  for (const auto& l : lines)
+    if (l.value("attempt", 0) == attempt) out.push_back(l);
   return out;
 }
 
@@ -122,7 +131,12 @@ TEST_P(KillNine, ARandomRankKilledAtARandomStepResumesToTheSameLosses) {
   EXPECT_EQ(resumed % kEvery, 0);
   EXPECT_GE(resumed, done_at_kill % kEvery == 0 ? logged - kEvery : logged) << "killed after " << done_at_kill;
   EXPECT_EQ(ev[3]["resume_step"], ev[4]["resume_step"]);
-  const std::vector<nlohmann::json> steps = jsonl(metrics);  // the relaunch's steps only
+  // Both attempts are in the history: the killed one's steps 1.. as logged, then the relaunch's.
+  const std::vector<nlohmann::json> all = jsonl(metrics);
+  const std::vector<nlohmann::json> first = attempt_lines(all, 1), steps = attempt_lines(all, 2);
+  ASSERT_EQ(first.size() + steps.size(), all.size()) << "lines of no attempt";
+  ASSERT_GE(first.size(), done_at_kill);
+  for (size_t i = 0; i < first.size(); ++i) EXPECT_EQ(first[i]["step"].get<size_t>(), i + 1);
   ASSERT_FALSE(steps.empty());
   EXPECT_EQ(steps.front()["step"].get<int>(), resumed + 1);
   EXPECT_EQ(steps.back()["step"].get<int>(), kSteps);
@@ -182,10 +196,67 @@ TEST_F(Faults, KillDuringACheckpointWriteKeepsThePreviousCheckpoint) {
   const auto ev = jsonl(ck + "/launch-events.jsonl");
   ASSERT_FALSE(ev.empty());
   EXPECT_EQ(ev.front()["resume_step"], 3);
-  std::vector<double> losses;
-  for (const auto& s : jsonl(out + "/metrics.jsonl")) losses.push_back(s["loss"].get<double>());
+  std::vector<double> losses;  // the launcher's attempt, after the killed run's steps 1..5
+  for (const auto& s : attempt_lines(jsonl(out + "/metrics.jsonl"), 2)) losses.push_back(s["loss"].get<double>());
   expect_reference_tail(losses, 4);
   EXPECT_FALSE(fs::exists(store.partial_dir(6))) << "the stale partial checkpoint was not cleaned up";
+}
+
+TEST_F(Faults, ARunKilledAndResumedTwiceKeepsAllThreeAttemptsInItsHistory) {
+  // kill -9 of one rank at the start of step 5, then (resumed from step 3) at the start of step 9,
+  // then (resumed from step 6) to the end; all three write to the same metrics.jsonl.
+  const std::string ck = dir_->file("twice-ck"), out = dir_->file("twice");
+  const std::string args = kTraining + " --checkpoint-dir " + quote(ck) + " --checkpoint-every 3 --keep-last 2 --resume auto";
+  const RunResult a1 = shardrun(2, plan_, out, args + " --inject-fault exit:1:5");
+  ASSERT_NE(a1.exit_code, 0) << a1.output;
+  const RunResult a2 = shardrun(2, plan_, out, args + " --inject-fault exit:0:9");
+  ASSERT_NE(a2.exit_code, 0) << a2.output;
+  const RunResult a3 = shardrun(2, plan_, out, args);
+  ASSERT_EQ(a3.exit_code, 0) << a3.output;
+
+  const std::vector<nlohmann::json> all = jsonl(out + "/metrics.jsonl");
+  std::vector<std::vector<nlohmann::json>> by(4);
+  for (int a = 1; a <= 3; ++a) by[a] = attempt_lines(all, a);
+  ASSERT_EQ(by[1].size() + by[2].size() + by[3].size(), all.size()) << "lines of no attempt";
+  for (int a = 1; a <= 3; ++a) ASSERT_FALSE(by[a].empty()) << "attempt " << a;
+  // Each attempt's steps are consecutive and start after a checkpoint the one before it reached;
+  // every step any attempt logged has the uninterrupted run's loss, bit for bit.
+  for (int a = 1; a <= 3; ++a) {
+    const int first = by[a].front()["step"].get<int>();
+    EXPECT_EQ((first - 1) % kEvery, 0) << "attempt " << a;
+    if (a > 1) {
+      EXPECT_LE(first - 1, by[a - 1].back()["step"].get<int>()) << "attempt " << a << " skipped steps";
+    }
+    for (size_t i = 0; i < by[a].size(); ++i) {
+      const int step = by[a][i]["step"].get<int>();
+      EXPECT_EQ(step, first + static_cast<int>(i));
+      EXPECT_EQ(by[a][i]["loss"].get<double>(), (*reference_)[static_cast<size_t>(step - 1)]) << "step " << step;
+      EXPECT_GT(by[a][i]["unix_time_s"].get<double>(), 0.0);
+    }
+  }
+  EXPECT_EQ(by[1].front()["step"], 1);
+  EXPECT_LT(by[1].back()["step"].get<int>(), by[2].back()["step"].get<int>());
+  EXPECT_EQ(by[3].back()["step"], kSteps);
+
+  // report.json summarises the three: steps run, and per restart the steps run again and the gap.
+  const nlohmann::json& h = a3.report.at("attempts");
+  ASSERT_EQ(h["count"], 3) << h.dump(2);
+  ASSERT_EQ(h["per_attempt"].size(), 3u);
+  EXPECT_EQ(h["steps_run"], all.size());
+  int64_t lost = 0;
+  for (int a = 2; a <= 3; ++a) {
+    const nlohmann::json& p = h["per_attempt"][static_cast<size_t>(a - 1)];
+    EXPECT_EQ(p["first_step"], by[a].front()["step"]);
+    const int64_t again = by[a - 1].back()["step"].get<int64_t>() - by[a].front()["step"].get<int64_t>() + 1;
+    EXPECT_EQ(p["steps_lost"], again) << p.dump();
+    EXPECT_GE(p["restart_gap_seconds"].get<double>(), 0.0) << p.dump();
+    lost += again;
+  }
+  EXPECT_EQ(h["steps_lost"], lost);
+  EXPECT_EQ(a3.report["measured"]["steps"], by[3].size()) << "the measured medians are this attempt's";
+  std::printf("[ history ] attempts of %zu, %zu, %zu steps; %lld steps run again; restart gaps %.2f s in all\n",
+              by[1].size(), by[2].size(), by[3].size(), static_cast<long long>(lost),
+              h["restart_gap_seconds"].get<double>());
 }
 
 TEST_F(Faults, ACorruptedCheckpointIsSkippedWithAMessageNamingTheFile) {

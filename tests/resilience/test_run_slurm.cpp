@@ -96,11 +96,17 @@ TEST_F(LocalSlurm, ARankKilledInsideTheJobIsHealthCheckedAndResumed) {
   EXPECT_NE(log.find("[shardplan] health check before attempt 2"), std::string::npos) << log;
   EXPECT_NE(log.find("health: ok (2 of 2 rank(s) healthy"), std::string::npos) << log;
   EXPECT_NE(log.find("[shardplan] finished after 2 attempt(s)"), std::string::npos) << log;
-  // The second attempt resumed from a checkpoint (metrics.jsonl holds its steps only) and ended at 8.
-  std::vector<int> steps;
+  // The second attempt resumed from a checkpoint and ended at 8; metrics.jsonl keeps both
+  // attempts' steps, the first's from step 1.
+  std::vector<int> steps, first;
   std::ifstream in(metrics);
-  for (std::string l; std::getline(in, l);)
-    if (!l.empty()) steps.push_back(nlohmann::json::parse(l)["step"].get<int>());
+  for (std::string l; std::getline(in, l);) {
+    if (l.empty()) continue;
+    const nlohmann::json j = nlohmann::json::parse(l);
+    (j["attempt"].get<int>() == 2 ? steps : first).push_back(j["step"].get<int>());
+  }
+  ASSERT_FALSE(first.empty());
+  EXPECT_EQ(first.front(), 1);
   ASSERT_FALSE(steps.empty());
   EXPECT_GT(steps.front(), 1) << "the relaunch started from scratch";
   EXPECT_EQ(steps.front() % 2, 1);
