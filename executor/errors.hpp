@@ -15,6 +15,10 @@ namespace shardplan::executor {
 
 using simulator::InputError;
 
+// shardrun's exit when its progress watchdog finds no step completed in time (run/watchdog.hpp):
+// EX_TEMPFAIL (sysexits.h), "try again". shardrun-launch and the exported sbatch relaunch it.
+inline constexpr int kStalledExitCode = 75;
+
 class ExecutorError : public std::logic_error {
  public:
   ExecutorError(const std::string& what, const char* file, int line)

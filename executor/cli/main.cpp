@@ -107,8 +107,13 @@ void add_options(CLI::App& app, ex::RunOptions& o) {
   app.add_option("--device", o.device, "auto (a GPU per rank when LibTorch sees CUDA) | cpu | cuda");
   app.add_option("--threads", o.threads, "Threads per rank (0 = cores / ranks on the node)");
   app.add_option("--comm-timeout", o.comm_timeout_s, "Seconds before a collective is declared hung");
+  app.add_option("--stall-factor", o.stall_factor,
+                 "Watchdog: a rank with no step for max(this x the plan's predicted step time, --stall-min-s) seconds "
+                 "names its phase and exits 75 (restartable); both <= 0 disable it");
+  app.add_option("--stall-min-s", o.stall_min_s, "Watchdog: the shortest stall limit, seconds");
   app.add_flag("--quiet", o.quiet, "No progress lines");
-  app.add_option("--inject-fault", o.inject_fault, "Resilience testing: hang:RANK:STEP, exit:RANK:STEP (SIGKILL), overflow:RANK:STEP, "
+  app.add_option("--inject-fault", o.inject_fault, "Resilience testing: hang:RANK:STEP, exit:RANK:STEP (SIGKILL), "
+                 "stall:RANK:STEP (no progress outside any collective, first attempt only), overflow:RANK:STEP, "
                  "or ckptkill:RANK:STEP (SIGKILL while writing the checkpoint of STEP)");
   app.add_option("--trace", o.trace, "Write rank 0's per-op time table (op, input shapes, calls, self seconds per step) of the steps after the first here (JSON)");
 }

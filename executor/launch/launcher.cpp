@@ -8,6 +8,7 @@
 #include <stdexcept>
 
 #include "event_log.hpp"
+#include "executor/errors.hpp"
 #include "executor/io/checkpoint_store.hpp"
 #include "launch_policy.hpp"
 #include "planner/plan.hpp"
@@ -127,10 +128,13 @@ int run_launcher(const LaunchOptions& o) {
       return 127;
     }
     const Verdict v = classify(a.status);
+    const bool stalled = a.status.signal == 0 && a.status.code == kStalledExitCode;  // shardrun's watchdog
     log.emit("exit",
              {{"attempt", attempt}, {"code", a.status.code}, {"signal", a.status.signal}, {"seconds", a.seconds},
-              {"verdict", to_string(v)}},
-             "attempt " + std::to_string(attempt) + " ended: " + a.status.describe() + " after " + seconds_text(a.seconds));
+              {"verdict", to_string(v)}, {"stalled", stalled}},
+             "attempt " + std::to_string(attempt) + " ended: " + a.status.describe() +
+                 (stalled ? " (stalled: no training step in the watchdog's limit)" : "") + " after " +
+                 seconds_text(a.seconds));
     if (v == Verdict::done) {
       log.emit("done", {{"attempts", attempt}, {"restarts", restarts}},
                "done after " + std::to_string(attempt) + " attempt(s), " + std::to_string(restarts) + " restart(s)");

@@ -45,11 +45,16 @@ struct RunOptions {
   std::string device = "auto";        // auto | cpu | cuda (one GPU per rank on the node)
   int threads = 0;                    // per rank; 0 = cores on the node / ranks on the node
   double comm_timeout_s = 300;
+  // Progress watchdog (run/watchdog.hpp): no step for max(factor x predicted step, min) seconds
+  // ends the rank with exit 75; both <= 0 disables it.
+  double stall_factor = 20;
+  double stall_min_s = 600;
   bool quiet = false;
   // Fault injection for resilience tests: "hang:RANK:STEP" (the rank stops taking part before
   // that step; its peers' collectives time out), "exit:RANK:STEP" (the rank dies abruptly) or
   // "overflow:RANK:STEP" (the rank's gradients become infinite in that step, as on fp16 overflow)
-  // or "ckptkill:RANK:STEP" (SIGKILL while the rank writes its shard of the step-STEP checkpoint,
+  // or "stall:RANK:STEP" (the rank stops making progress outside any collective, in the run's
+  // first attempt only, for the watchdog to catch) or "ckptkill:RANK:STEP" (SIGKILL while the rank writes its shard of the step-STEP checkpoint,
   // after part of it is on disk and before the manifest commits it; run/checkpointing.cpp).
   std::string inject_fault;
   // Operator-level trace of rank 0's steps after the first (LibTorch's profiler, Chrome trace

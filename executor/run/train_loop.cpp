@@ -17,6 +17,7 @@
 #include "tensor_io.hpp"
 #include "trainer.hpp"
 #include "trainer_state.hpp"
+#include "watchdog.hpp"
 
 namespace shardplan::executor {
 
@@ -65,22 +66,25 @@ Fault parse_fault(const std::string& spec) {
   int at_rank = -1;
   long long at_step = -1;
   const std::string k = std::sscanf(spec.c_str(), "%9[a-z]:%d:%lld", kind, &at_rank, &at_step) == 3 ? kind : "";
-  if (k != "hang" && k != "exit" && k != "overflow" && k != "throw" && k != "ckptkill")  // ckptkill: the Checkpointer's
-    throw InputError("--inject-fault: expected hang:RANK:STEP, exit:RANK:STEP, overflow:RANK:STEP, throw:RANK:STEP or "
-                     "ckptkill:RANK:STEP, got '" +
+  if (k != "hang" && k != "exit" && k != "stall" && k != "overflow" && k != "throw" &&
+      k != "ckptkill")  // ckptkill: the Checkpointer's
+    throw InputError("--inject-fault: expected hang:RANK:STEP, exit:RANK:STEP, stall:RANK:STEP, overflow:RANK:STEP, "
+                     "throw:RANK:STEP or ckptkill:RANK:STEP, got '" +
                      spec + "'");
   return {kind, at_rank, at_step};
 }
 
-// hang and exit apply at the start of STEP; overflow (the rank's scaled loss gradient infinite
-// in STEP, as an fp16 overflow would make it) and throw (an exception halfway through the
-// rank's pipeline schedule) are applied by the pipeline step.
-void maybe_inject_fault(const Fault& f, int rank, int64_t step) {
-  if (!f.is("hang", rank, step) && !f.is("exit", rank, step)) return;
+// hang, exit and stall apply at the start of STEP (stall in the run's first attempt only, so
+// that the relaunch runs through); overflow (the rank's scaled loss gradient infinite in STEP,
+// as an fp16 overflow would make it) and throw (an exception halfway through the rank's
+// pipeline schedule) are applied by the pipeline step.
+void maybe_inject_fault(const Fault& f, int rank, int64_t step, int attempt) {
+  const bool stall = f.is("stall", rank, step) && attempt == 1;
+  if (!f.is("hang", rank, step) && !f.is("exit", rank, step) && !stall) return;
   std::fprintf(stderr, "shardrun: rank %d: injected fault '%s' at step %lld\n", rank, f.kind.c_str(),
                static_cast<long long>(f.step));
   if (f.kind == "exit") std::raise(SIGKILL);  // as kill -9 would
-  for (;;) std::this_thread::sleep_for(std::chrono::seconds(1));  // hang: never join a collective again
+  for (;;) std::this_thread::sleep_for(std::chrono::seconds(1));  // hang / stall: never join a collective again
 }
 
 }  // namespace
@@ -163,23 +167,28 @@ void Trainer::train() {
   const Fault fault = parse_fault(s.opt.inject_fault);
   StepTimer timer(s.device);  // CUDA: events around the step
   std::unique_ptr<OpTrace> trace;  // rank 0, the steps after the first
+  Watchdog watchdog(stall_limit_s(s.opt.stall_factor, s.plan.prediction.time.step_s, s.opt.stall_min_s), c.world);
   for (int64_t step = s.start_step; step < s.opt.steps; ++step) {
-    maybe_inject_fault(fault, c.world, step + 1);
+    watchdog.phase("between steps");
+    maybe_inject_fault(fault, c.world, step + 1, s.attempt);
     if (!s.opt.trace.empty() && c.world == 0 && step == s.start_step + 1)
       trace = std::make_unique<OpTrace>(s.opt.trace);
     timer.start();
     const double tp0 = s.groups->tp().stats().seconds, dp0 = dp_seconds(*s.groups);
     double global_tokens = 0;
+    watchdog.phase("loading the step's data (and its token count all-reduce)");
     const std::vector<Batch> batches = load_step(s, step, global_tokens);
     s.engine->begin_step();
     StepFaults faults;
     faults.overflow = fault.is("overflow", c.world, step + 1);
     if (fault.is("throw", c.world, step + 1)) faults.throw_at_op = static_cast<int>(s.pipeline_ops.size() / 2);
+    watchdog.phase("forward and backward (the pipeline schedule, its p2p and TP/ZeRO collectives)");
     const PipelineStepResult pipe = run_pipeline_step(s, step, batches, global_tokens, faults);
 
     StepRecord r;
     r.step = step + 1;
     r.lr = s.lr.at(step);
+    watchdog.phase("optimizer step (gradient sync, clipping, AdamW)");
     const auto t_opt = Clock::now();
     const double dp_before_opt = dp_seconds(*s.groups);
     const StepOutcome res = s.engine->step(r.lr, 1.0 / s.scaler.loss_multiplier());
@@ -203,7 +212,9 @@ void Trainer::train() {
     s.records.push_back(r);
     s.metrics.write(r);
     s.done_steps = step + 1;
+    watchdog.step_done();
     if (c.world == 0 && !s.opt.quiet) print_step(r, s.opt.steps);
+    watchdog.phase("end of step (stop agreement, checkpoint)");
     if (!end_of_step(s)) break;
   }
   if (trace) trace->finish(static_cast<int>(s.done_steps - s.start_step - 1));

@@ -155,6 +155,10 @@ void Trainer::setup() {
       fs::create_directories(o.out_dir);
       s.attempt = s.metrics.open((fs::path(o.out_dir) / "metrics.jsonl").string(), o.resume != "none");
     }
+    // Rank 0 keeps the history; every rank learns which attempt this is.
+    torch::Tensor attempt = torch::tensor({c.world == 0 ? s.attempt : 0}, torch::kInt).to(s.device);
+    s.groups->world().all_reduce(attempt, ReduceOp::max);
+    s.attempt = attempt.item<int>();
   });
   if (c.world == 0 && !o.quiet) {
     std::cerr << "shardrun: " << s.plan.model.name << " on " << s.runtime.world_size() << " rank(s), "

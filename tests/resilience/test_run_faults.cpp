@@ -9,7 +9,9 @@
 //     names the file, skips it and resumes from the one before;
 //   - SIGTERM to the launcher: forwarded, shardrun checkpoints at the step boundary, no relaunch;
 //   - shardrun takes the plan's checkpoint interval when --checkpoint-every is not given;
-//   - a run killed and resumed twice keeps all three attempts in metrics.jsonl and report.json.
+//   - a run killed and resumed twice keeps all three attempts in metrics.jsonl and report.json;
+//   - a rank that stops making progress outside any collective (--inject-fault stall) is ended by
+//     the progress watchdog (exit 75) and the launcher resumes the job.
 #include <gtest/gtest.h>
 #include <signal.h>
 
@@ -257,6 +259,35 @@ TEST_F(Faults, ARunKilledAndResumedTwiceKeepsAllThreeAttemptsInItsHistory) {
   std::printf("[ history ] attempts of %zu, %zu, %zu steps; %lld steps run again; restart gaps %.2f s in all\n",
               by[1].size(), by[2].size(), by[3].size(), static_cast<long long>(lost),
               h["restart_gap_seconds"].get<double>());
+}
+
+TEST_F(Faults, ARankThatStopsMakingProgressIsCaughtByTheWatchdogAndTheJobResumes) {
+  // Rank 1 stops at the start of step 5 outside any collective (its peer waits in the next one,
+  // whose timeout, 60 s, is far off); the watchdog's 4 s limit ends it with exit 75, the launcher
+  // health-checks and relaunches from the step-3 checkpoint, and the run ends with the reference.
+  const std::string out = dir_->file("stall"), ck = dir_->file("stall-ck");
+  const auto t0 = Clock::now();
+  const CommandResult r =
+      run_command(launcher(plan_, ck, out, " --stall-factor 0 --stall-min-s 4 --inject-fault stall:1:5"));
+  const double seconds = std::chrono::duration<double>(Clock::now() - t0).count();
+  ASSERT_EQ(r.status, 0) << r.out;
+  EXPECT_NE(r.out.find("rank 1: stalled: no training step completed for"), std::string::npos) << r.out;
+  EXPECT_NE(r.out.find("stuck in 'between steps'"), std::string::npos) << r.out;
+  const auto ev = jsonl(ck + "/launch-events.jsonl");
+  std::vector<std::string> kinds;
+  for (const auto& e : ev) kinds.push_back(e["event"]);
+  ASSERT_EQ(kinds, (std::vector<std::string>{"launch", "exit", "health", "relaunch", "launch", "exit", "done"})) << r.out;
+  EXPECT_EQ(ev[1]["code"], 75) << ev[1].dump();
+  EXPECT_TRUE(ev[1]["stalled"].get<bool>()) << ev[1].dump();
+  EXPECT_EQ(ev[1]["verdict"], "retry");
+  EXPECT_EQ(ev[4]["resume_step"], 3);
+  // Caught by the watchdog, not by the 60 s communication timeout.
+  EXPECT_LT(ev[1]["seconds"].get<double>(), 60.0) << ev[1].dump();
+  std::vector<double> losses;
+  for (const auto& s : attempt_lines(jsonl(out + "/metrics.jsonl"), 2)) losses.push_back(s["loss"].get<double>());
+  expect_reference_tail(losses, 4);
+  std::printf("[ stall ] attempt 1 ended after %.1f s (watchdog 4 s), health %.1f s; whole job %.1f s\n",
+              ev[1]["seconds"].get<double>(), ev[2]["seconds"].get<double>(), seconds);
 }
 
 TEST_F(Faults, ACorruptedCheckpointIsSkippedWithAMessageNamingTheFile) {
