@@ -47,7 +47,9 @@ void add_options(CLI::App* cmd, ValidateOptions& o) {
   cmd->add_option("--runs", o.runs, "Recorded runs (shardplan.runs/1): simulate each and compare, no shardrun")
       ->excludes(suite)
       ->excludes(configs);
-  cmd->add_option("--only", o.only, "Run only these configurations (comma-separated names)");
+  cmd->add_option("--only", o.only,
+                  "Only these (comma-separated): configuration names; with --runs / --suite published also sources, "
+                  "profiles or name prefixes ending in *");
   cmd->add_option("--steps", o.steps, "Training steps per run")->check(CLI::PositiveNumber);
   cmd->add_option("--threads", o.threads, "Threads per rank")->check(CLI::PositiveNumber);
   cmd->add_option("--repeats", o.repeats, "Runs per configuration; the step time compared is their median")

@@ -5,6 +5,7 @@
 #include <cstdio>
 #include <filesystem>
 
+#include "calibration/calibration.hpp"
 #include "calibration/run_comparison.hpp"
 #include "cli_parse.hpp"
 #include "simulator/errors.hpp"
@@ -18,14 +19,14 @@ namespace sim = shardplan::simulator;
 
 namespace {
 
+// The runs `only` names, as calibrate selects them (calibration::select_runs: run name, source,
+// profile, or a name prefix ending in '*').
 std::vector<cal::RecordedRun> select(std::vector<cal::RecordedRun> runs, const std::string& only) {
   if (only.empty()) return runs;
-  const auto wanted = split_list(only);
-  for (const auto& w : wanted)
-    if (std::none_of(runs.begin(), runs.end(), [&](const auto& r) { return r.name == w || r.source == w; }))
-      throw sim::InputError("--only: expected names of runs or sources in the file; '" + w + "' matches none");
+  std::vector<cal::MeasuredRun> kept = cal::measured_from_recorded(runs);
+  cal::select_runs(kept, split_list(only));
   std::erase_if(runs, [&](const cal::RecordedRun& r) {
-    return std::none_of(wanted.begin(), wanted.end(), [&](const auto& w) { return r.name == w || r.source == w; });
+    return std::none_of(kept.begin(), kept.end(), [&](const cal::MeasuredRun& k) { return k.name == r.name; });
   });
   return runs;
 }

@@ -32,6 +32,33 @@ TEST(CliRuns, PublishedSuiteValidatesWithOneRowPerRunAndStatisticsPerSource) {
   EXPECT_TRUE(std::filesystem::file_size(svg) > 1000);
 }
 
+TEST(CliRuns, ValidateOnlySelectsAsCalibrateDoes) {
+  // Run names, sources, profiles and name prefixes ending in '*', as calibrate --only takes them.
+  TempDir tmp;
+  const json suite = read_json(repo_root() + "/runs/published.json");
+  auto expected = [&](auto keep) {
+    std::set<std::string> names;
+    for (const auto& run : suite["runs"])
+      if (keep(run)) names.insert(run["name"].get<std::string>());
+    return names;
+  };
+  auto selected = [&](const std::string& only) {
+    const std::string out = tmp.file("only.json");
+    const RunResult r = run_shardplan({"validate", "--suite", "published", "--only", only, "--json", out});
+    EXPECT_EQ(r.exit_code, 0) << r;
+    const json j = read_json(out);
+    std::set<std::string> names;
+    for (const auto& row : j["runs"]) names.insert(row["name"].get<std::string>());
+    return names;
+  };
+  const auto zero3 = expected([](const json& run) { return run["name"].get<std::string>().starts_with("megatron-sc21-table2-zero3"); });
+  ASSERT_FALSE(zero3.empty());
+  EXPECT_EQ(selected("megatron-sc21-table2-zero3*"), zero3);
+  EXPECT_EQ(selected("aws-neuron"), expected([](const json& run) { return run["source"] == "aws-neuron"; }));
+  EXPECT_EQ(selected("p5.48xlarge"), expected([](const json& run) { return run["hardware"]["profile"] == "p5.48xlarge"; }));
+  expect_one_line_error({"validate", "--suite", "published", "--only", "no-such-run"}, {"--only", "no-such-run"});
+}
+
 TEST(CliRuns, BadRunsFileIsOneLineNamingTheRunAndField) {
   TempDir tmp;
   json suite = read_json(repo_root() + "/runs/published.json");
