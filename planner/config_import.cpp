@@ -56,7 +56,8 @@ int data_parallel(const ImportContext& ctx, int tp, int pp, std::string_view tp_
 void warn_unknown_keys(const json& obj, const sim::JsonContext& jc, std::initializer_list<std::string_view> read,
                        std::initializer_list<std::string_view> silent, std::vector<std::string>& warnings) {
   if (!obj.is_object()) return;
-  for (const auto& [key, value] : obj.items()) {
+  for (const auto& item : obj.items()) {
+    const std::string& key = item.key();  // not a structured binding: clang 14 cannot capture those
     const auto known = [&](std::initializer_list<std::string_view> list) {
       return std::find(list.begin(), list.end(), key) != list.end();
     };

@@ -1,6 +1,6 @@
 #!/usr/bin/env bash
 # shardplan test suite: install dependencies, build + test the release preset,
-# build + test the asan preset (ASan + UBSan), and smoke-run the benchmark.
+# build + test the asan preset (ASan + UBSan), smoke-run the fuzz targets and the benchmark.
 #
 #   SHARDPLAN_SKIP_ASAN=1 bash scripts/test.sh   # skip the sanitizer pass (local only; CI must not set it)
 set -euo pipefail
@@ -82,6 +82,12 @@ else
   echo "==> nccl backend: compile check skipped (no CUDA/NCCL headers under /usr/local/cuda)"
   summary+=("nccl-check SKIPPED")
 fi
+
+# Smoke run of every fuzz target (the libFuzzer build; a few seconds each): a finding fails the
+# suite. Long runs: bash scripts/fuzz.sh 600. The corpora are replayed by ctest above as well.
+begin "fuzz smoke run"
+bash scripts/fuzz.sh 5
+end
 
 # Smoke check only: the benchmark must still run; its figures are not judged here.
 begin "bench smoke run"

@@ -10,8 +10,11 @@ namespace {
 std::string detect_type(const nlohmann::json& j, const JsonContext& ctx) {
   std::string t = get_string_or(j, "model_type", "", ctx);
   if (t.empty()) {
-    const auto& arch = j.value("architectures", nlohmann::json::array());
-    std::string a = arch.empty() || !arch[0].is_string() ? "" : arch[0].get<std::string>();
+    std::string a;
+    if (const auto it = j.find("architectures"); it != j.end() && !it->is_null()) {
+      if (!it->is_array()) ctx.fail("architectures", "an array of class names (e.g. [\"LlamaForCausalLM\"])");
+      if (!it->empty() && (*it)[0].is_string()) a = (*it)[0].get<std::string>();
+    }
     if (a.starts_with("Llama") || a.starts_with("Mistral")) t = "llama";
     else if (a.starts_with("GPT2")) t = "gpt2";
     else if (a.starts_with("GPTJ")) t = "gptj";
