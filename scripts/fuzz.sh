@@ -3,6 +3,8 @@
 # UBSan): every target for SECONDS each (default 60), starting from its committed seed corpus.
 #
 #   bash scripts/fuzz.sh [SECONDS] [TARGET ...]     e.g. bash scripts/fuzz.sh 600 plan runs_file
+#   FUZZ_RUNS=1000000 bash scripts/fuzz.sh 600     each target stops at 1,000,000 executions or
+#                                                   600 s, whichever comes first
 #
 # Builds the `fuzz` preset first. New inputs that add coverage go to build/fuzz/corpus/<target>
 # (the committed corpus is only read). A finding (crash, leak, sanitizer report, uncaught
@@ -13,6 +15,7 @@ set -euo pipefail
 cd "$(dirname "${BASH_SOURCE[0]}")/.."
 
 seconds="${1:-60}"
+runs="${FUZZ_RUNS:--1}"
 shift || true
 targets=("$@")
 if ((${#targets[@]} == 0)); then
@@ -22,15 +25,16 @@ fi
 cmake --preset fuzz > /dev/null
 cmake --build --preset fuzz -j"$(nproc)"
 
-printf '%-18s %12s %10s %8s %8s\n' target executions exec/s edges corpus
+printf '%-20s %12s %8s %10s %8s %8s\n' target executions seconds exec/s edges corpus
 for t in "${targets[@]}"; do
   work="build/fuzz/corpus/$t" findings="build/fuzz/findings/$t"
   mkdir -p "$work" "$findings"
   log="$findings/fuzz.log"
   seeds=("fuzz/corpus/$t")
   [[ -d "fuzz/regressions/$t" ]] && seeds+=("fuzz/regressions/$t")
+  start=$(date +%s)
   if ! "build/fuzz/fuzz/fuzz_$t" "$work" "${seeds[@]}" -dict="fuzz/$t.dict" \
-      -max_total_time="$seconds" -timeout=10 -rss_limit_mb=4096 -artifact_prefix="$findings/" \
+      -max_total_time="$seconds" -runs="$runs" -timeout=10 -rss_limit_mb=4096 -artifact_prefix="$findings/" \
       -print_final_stats=1 > "$log" 2>&1; then
     echo "fuzz.sh: $t: FINDING (reproducer in $findings/; log $log)" >&2
     tail -40 "$log" >&2
@@ -39,5 +43,5 @@ for t in "${targets[@]}"; do
   execs=$(sed -n 's/^stat::number_of_executed_units: *//p' "$log")
   rate=$(sed -n 's/^stat::average_exec_per_sec: *//p' "$log")
   edges=$(grep -o 'cov: [0-9]*' "$log" | tail -1 | cut -d' ' -f2)
-  printf '%-18s %12s %10s %8s %8s\n' "$t" "${execs:-?}" "${rate:-?}" "${edges:-?}" "$(find "$work" -type f | wc -l)"
+  printf '%-20s %12s %8s %10s %8s %8s\n' "$t" "${execs:-?}" "$(($(date +%s) - start))" "${rate:-?}" "${edges:-?}" "$(find "$work" -type f | wc -l)"
 done

@@ -185,17 +185,26 @@ std::optional<double> get_quantity(const nlohmann::json& obj, std::string_view b
   return v;
 }
 
-nlohmann::json read_json_file(const std::string& path) {
-  std::ifstream in(path);
-  if (!in) throw InputError(path + ": cannot open file for reading");
+std::string json_error_text(const nlohmann::json::exception& e) {
+  const std::string msg = e.what();
+  const auto end = msg.rfind("] ", msg.find(' '));  // "[json.exception.parse_error.101] parse error at ..."
+  return msg.rfind("[json.exception.", 0) == 0 && end != std::string::npos ? msg.substr(end + 2) : msg;
+}
+
+nlohmann::json parse_json_text(std::string_view text, const std::string& name) {
   try {
-    return nlohmann::json::parse(in, nullptr, true, /*ignore_comments=*/true);
-  } catch (const nlohmann::json::parse_error& e) {
-    std::string msg = e.what();
-    // nlohmann's message: "[json.exception.parse_error.101] parse error at line 3, column 5: ..."
-    auto pos = msg.find("parse error");
-    throw InputError(path + ": invalid JSON: " + (pos == std::string::npos ? msg : msg.substr(pos)));
+    return nlohmann::json::parse(text.begin(), text.end(), nullptr, true, /*ignore_comments=*/true);
+  } catch (const nlohmann::json::exception& e) {  // parse_error, or out_of_range 406 (number overflow)
+    throw InputError(name + ": invalid JSON: " + json_error_text(e));
   }
+}
+
+nlohmann::json read_json_file(const std::string& path) {
+  std::ifstream in(path, std::ios::binary);
+  if (!in) throw InputError(path + ": cannot open file for reading");
+  std::ostringstream text;
+  text << in.rdbuf();
+  return parse_json_text(text.str(), path);
 }
 
 void write_file_atomically(const std::string& path, const std::string& text) {

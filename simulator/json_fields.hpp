@@ -52,6 +52,11 @@ std::optional<double> get_quantity(const nlohmann::json& obj, std::string_view b
 
 // Parse a whole JSON file; errors name the file and the line.
 nlohmann::json read_json_file(const std::string& path);
+// The same for text already in memory (`name` starts the error): comments allowed; bad syntax and
+// numbers beyond double (1e309) are one InputError "<name>: invalid JSON: ...".
+nlohmann::json parse_json_text(std::string_view text, const std::string& name);
+// nlohmann's message without its "[json.exception.parse_error.101] " prefix.
+std::string json_error_text(const nlohmann::json::exception& e);
 
 // Write text atomically: temp file in the same directory, fsync, rename.
 void write_file_atomically(const std::string& path, const std::string& text);

@@ -6,6 +6,7 @@
 
 #include "executor/data/dataset.hpp"
 #include "executor/errors.hpp"
+#include "simulator/json_fields.hpp"
 
 namespace shardplan::executor::data {
 namespace {
@@ -60,8 +61,8 @@ std::vector<Example> read_examples(const std::string& file) {
     json array;
     try {
       array = json::parse(text);
-    } catch (const json::parse_error& e) {
-      throw InputError(file + ": not valid JSON (" + std::string(e.what()) + ")");
+    } catch (const json::exception& e) {  // parse_error, or out_of_range 406 (a number beyond double)
+      throw InputError(file + ": not valid JSON (" + simulator::json_error_text(e) + ")");
     }
     for (size_t i = 0; i < array.size(); ++i) examples.push_back(parse_example(array[i], file + ": element " + std::to_string(i)));
     return examples;
@@ -74,8 +75,8 @@ std::vector<Example> read_examples(const std::string& file) {
     json obj;
     try {
       obj = json::parse(line);
-    } catch (const json::parse_error& e) {
-      throw InputError(where + ": not valid JSON (" + std::string(e.what()) + ")");
+    } catch (const json::exception& e) {
+      throw InputError(where + ": not valid JSON (" + simulator::json_error_text(e) + ")");
     }
     examples.push_back(parse_example(obj, where));
   }

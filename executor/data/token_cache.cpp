@@ -11,7 +11,7 @@ namespace {
 
 class CachedDataset final : public Dataset {
  public:
-  explicit CachedDataset(const std::string& path) : path_(path) {
+  CachedDataset(const std::string& path, int64_t model_vocab) : path_(path) {
     const io::SafetensorsReader reader(path);
     const io::TensorInfo& in = reader.at("input");
     const io::TensorInfo& lab = reader.at("labels");
@@ -24,6 +24,8 @@ class CachedDataset final : public Dataset {
     labels_.resize(static_cast<size_t>(lab.numel()));
     reader.read("input", input_.data(), input_.size() * sizeof(int32_t));
     reader.read("labels", labels_.data(), labels_.size() * sizeof(int32_t));
+    check_ids("input", input_, model_vocab, false);
+    check_ids("labels", labels_, model_vocab, true);
     auto it = reader.metadata().find("source");
     source_ = it == reader.metadata().end() ? "" : it->second;
   }
@@ -40,6 +42,17 @@ class CachedDataset final : public Dataset {
   }
 
  private:
+  void check_ids(const char* tensor, const std::vector<int32_t>& ids, int64_t vocab, bool labels) const {
+    for (size_t i = 0; i < ids.size(); ++i) {
+      const int64_t id = ids[i];
+      if ((id >= 0 && id < vocab) || (labels && id == kIgnoreLabel)) continue;
+      throw InputError(path_ + ": tensor '" + tensor + "': sample " + std::to_string(i / static_cast<size_t>(seq_len_)) +
+                       ", position " + std::to_string(i % static_cast<size_t>(seq_len_)) + ": token id " +
+                       std::to_string(id) + " outside the model's vocabulary [0, " + std::to_string(vocab) + ")" +
+                       (labels ? " (or -100, ignored)" : "") + "; expected a cache tokenised for this model");
+    }
+  }
+
   std::string path_, source_;
   int64_t samples_ = 0;
   int seq_len_ = 0;
@@ -67,7 +80,9 @@ void write_token_cache(const Dataset& ds, const std::string& path, const std::ma
   w.write(path);
 }
 
-std::unique_ptr<Dataset> load_token_cache(const std::string& path) { return std::make_unique<CachedDataset>(path); }
+std::unique_ptr<Dataset> load_token_cache(const std::string& path, int64_t model_vocab) {
+  return std::make_unique<CachedDataset>(path, model_vocab);
+}
 
 std::map<std::string, std::string> token_cache_metadata(const std::string& path) {
   std::error_code ec;

@@ -11,6 +11,7 @@
 
 #include "executor/errors.hpp"
 #include "executor/io/fs_util.hpp"
+#include "simulator/json_fields.hpp"
 
 namespace fs = std::filesystem;
 using nlohmann::json;
@@ -212,8 +213,8 @@ std::optional<json> CheckpointStore::load_manifest(const std::string& dir, int64
   json m;
   try {
     m = json::parse(text.str());
-  } catch (const json::parse_error& e) {
-    why = std::string("manifest.json is not valid JSON (") + e.what() + ")";
+  } catch (const json::exception& e) {  // parse_error, or out_of_range 406 (number overflow)
+    why = "manifest.json is not valid JSON (" + simulator::json_error_text(e) + ")";
     return std::nullopt;
   }
   if (!m.is_object() || !m.contains("schema") || m["schema"] != kCheckpointSchema) {

@@ -9,6 +9,7 @@
 #include <utility>
 
 #include "executor/errors.hpp"
+#include "simulator/json_fields.hpp"
 
 namespace shardplan::executor::io {
 namespace {
@@ -94,8 +95,8 @@ ordered_json parse_json_rejecting_duplicates(const std::string& text, const std:
   ordered_json j;
   try {
     j = ordered_json::parse(text, callback);
-  } catch (const ordered_json::parse_error& e) {
-    throw InputError(path + ": header is not valid JSON (" + e.what() + ")");
+  } catch (const ordered_json::exception& e) {  // parse_error, or out_of_range 406 (number overflow)
+    throw InputError(path + ": header is not valid JSON (" + simulator::json_error_text(e) + ")");
   }
   if (!duplicate.empty()) {
     if (duplicate_in.empty()) {

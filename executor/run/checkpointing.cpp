@@ -7,6 +7,7 @@
 #include <iostream>
 
 #include "executor/errors.hpp"
+#include "executor/io/checkpoint_state.hpp"
 #include "executor/io/checkpoint_store.hpp"
 #include "tensor_io.hpp"
 
@@ -112,19 +113,16 @@ void Checkpointer::save(ZeroEngine& engine, const TrainState& state) {
 
 std::optional<TrainState> Checkpointer::load(ZeroEngine& engine, const std::string& dir,
                                              const nlohmann::json& manifest) {
-  const auto& st = manifest.at("state");
-  if (st.at("layout") != layout_)
-    throw InputError(dir + ": field 'state.layout': the checkpoint was written for " + st.at("layout").dump() +
-                     ", this run is " + layout_.dump() + " (resharding a checkpoint is not supported)");
+  const io::CheckpointState st = io::parse_checkpoint_state(manifest, dir, layout_);
   const io::SafetensorsReader reader((fs::path(dir) / (engine.shard_key() + ".safetensors")).string());
   std::vector<std::pair<std::string, torch::Tensor>> tensors;
   for (const auto& [name, t] : engine.owned_state()) tensors.emplace_back(name, read_tensor(reader, name));
-  engine.load_state(tensors, st.at("adam_step").get<int64_t>());
+  engine.load_state(tensors, st.adam_step);
   TrainState out;
-  out.step = st.at("step").get<int64_t>();
-  out.adam_step = st.at("adam_step").get<int64_t>();
-  out.loss_scale = st.at("loss_scale").get<double>();
-  out.good_steps = st.at("good_steps").get<int64_t>();
+  out.step = st.step;
+  out.adam_step = st.adam_step;
+  out.loss_scale = st.loss_scale;
+  out.good_steps = st.good_steps;
   return out;
 }
 

@@ -85,7 +85,7 @@ std::unique_ptr<data::Dataset> open_dataset(const RunOptions& o, int64_t model_v
   if (o.data == "synthetic")
     return data::make_synthetic_dataset(o.synthetic_samples, seq_len, static_cast<int>(model_vocab), o.seed);
   const std::string path = o.data.ends_with(".safetensors") ? o.data : cache_path(o, cache_key(o, seq_len));
-  auto ds = data::load_token_cache(path);
+  auto ds = data::load_token_cache(path, model_vocab);
   if (ds->seq_len() != seq_len)
     throw InputError(path + ": token cache has seq_len " + std::to_string(ds->seq_len()) + ", the plan needs " +
                      std::to_string(seq_len));

@@ -374,5 +374,22 @@ TEST(ModelCards, BertHeadsFollowTheArchitecture) {
   EXPECT_EQ(count_parameters(load_model_file(tmp.write_json("pre.json", cfg))).total, 336'226'108);
 }
 
+// Found by fuzzing: a number beyond double made nlohmann throw out_of_range, which escaped as an
+// "internal error" (exit 3) instead of a one-line error naming the file.
+TEST(ModelCards, ANumberBeyondDoubleIsInvalidJsonNamingTheFile) {
+  const TempDir tmp("cards");
+  const std::string path = tmp.write("big.json", "{\"num_layers\": 1e309}");
+  try {
+    (void)load_model_file(path);
+    FAIL() << "expected an InputError";
+  } catch (const InputError& e) {
+    const std::string msg = e.what();
+    EXPECT_EQ(msg.rfind(path + ": invalid JSON: ", 0), 0u) << msg;
+    EXPECT_NE(msg.find("number overflow"), std::string::npos) << msg;
+  }
+  EXPECT_THROW((void)parse_json_text("[1, 2", "x.json"), InputError);
+  EXPECT_EQ(parse_json_text("// a comment\n{\"a\": 1}", "x.json")["a"], 1);
+}
+
 }  // namespace
 }  // namespace shardplan::simulator

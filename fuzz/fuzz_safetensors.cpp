@@ -1,0 +1,28 @@
+// Fuzz target: a safetensors file (executor::io::SafetensorsReader): the 8-byte header length,
+// the JSON header (dtypes, shapes, data_offsets, __metadata__) checked against the file size,
+// then every tensor read whole and as a byte range, as sharded loading does.
+#include <algorithm>
+#include <vector>
+
+#include "executor/io/safetensors.hpp"
+#include "fuzz_file.hpp"
+#include "simulator/errors.hpp"
+
+extern "C" int LLVMFuzzerTestOneInput(const uint8_t* data, size_t size) {
+  namespace io = shardplan::executor::io;
+  const std::string path = shardplan::fuzz::write_input("input.safetensors", data, size);
+  try {
+    const io::SafetensorsReader reader(path);
+    std::vector<unsigned char> buffer;
+    for (const io::TensorInfo& t : reader.tensors()) {
+      if (reader.find(t.name) != &reader.at(t.name)) __builtin_trap();
+      buffer.resize(static_cast<size_t>(t.bytes()));
+      reader.read(t.name, buffer.data(), buffer.size());
+      const uint64_t half = t.bytes() / 2;
+      reader.read_range(t.name, half, buffer.data(), static_cast<size_t>(t.bytes() - half));
+    }
+    for (const auto& [key, value] : reader.metadata()) (void)key.size(), (void)value.size();
+  } catch (const shardplan::simulator::InputError&) {
+  }
+  return 0;
+}
