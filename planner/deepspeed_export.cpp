@@ -77,6 +77,10 @@ std::vector<std::string> deepspeed_notes(const Plan& plan) {
     n.push_back("explicit layer partition is not expressible in ds_config (PipelineModule partition_method)");
   if (c.zero_stage >= 1 && c.zero_stage < 3 && c.shard_group() < c.dp)
     n.push_back("mics_shard_size: DeepSpeed implements MiCS for ZeRO stage 3 only");
+  if (c.recompute_num_layers > 0)
+    n.push_back("recompute_num_layers " + std::to_string(c.recompute_num_layers) +
+                ": wrap only the first that many blocks of each stage in deepspeed.checkpointing.checkpoint "
+                "(activation_checkpointing configures how, the model code chooses which)");
   if (c.offload_optimizer && c.zero_stage == 0)
     n.push_back("offload_optimizer needs ZeRO stage >= 1 in DeepSpeed");
   if (c.recompute == sim::Recompute::selective)

@@ -107,7 +107,11 @@ void training_args(const sim::ParallelConfig& c, Args& a) {
   if (c.precision == sim::Precision::bf16) add(a, "--bf16");
   if (c.precision == sim::Precision::fp16) add(a, "--fp16");
   if (c.attention == sim::AttentionKind::flash) add(a, "--use-flash-attn");  // FlashAttention-2 core attention
-  if (c.recompute == sim::Recompute::full) {
+  if (c.recompute == sim::Recompute::full && c.recompute_num_layers > 0) {
+    add(a, "--recompute-granularity", "full");  // the first k layers of each stage (chunk)
+    add(a, "--recompute-method", "block");
+    add(a, "--recompute-num-layers", c.recompute_num_layers);
+  } else if (c.recompute == sim::Recompute::full) {
     add(a, "--recompute-granularity", "full");
     add(a, "--recompute-method", "uniform");
     add(a, "--recompute-num-layers", 1);

@@ -24,7 +24,10 @@ std::vector<std::string> smp_notes(const Plan& plan) {
   if (c.offload_optimizer) n.push_back("optimizer offload is not available in SMP v1");
   if (c.recompute != sim::Recompute::none)
     n.push_back(std::string("recompute '") + sim::to_string(c.recompute) +
-                "': enable it in the training script (smp.set_activation_checkpointing)");
+                "': enable it in the training script (smp.set_activation_checkpointing)" +
+                (c.recompute_num_layers > 0 ? " on the first " + std::to_string(c.recompute_num_layers) +
+                                                  " blocks of each stage only"
+                                            : std::string()));
   if (c.lora.enabled()) n.push_back("LoRA: apply with PEFT in the training script");
   if (!c.partition.empty())
     n.push_back("explicit partition: auto_partition is false; assign layers with smp.partition() in the script");

@@ -54,6 +54,14 @@ void check_batch(ParallelConfig& cfg) {
                                    str(cfg.global_batch_size));
 }
 
+void check_recompute(const ModelSpec& m, const ParallelConfig& cfg) {
+  if (cfg.recompute_num_layers < 0 || cfg.recompute_num_layers > m.num_layers)
+    bad("--recompute-num-layers", "expected 0 (every block) to the model's " + str(m.num_layers) + " layers, got " +
+                                      str(cfg.recompute_num_layers));
+  if (cfg.recompute_num_layers > 0 && cfg.recompute != Recompute::full)
+    bad("--recompute-num-layers", "needs --recompute full (it picks which blocks are fully recomputed)");
+}
+
 void check_pipeline(const ModelSpec& m, ParallelConfig& cfg) {
   const int v = cfg.virtual_stages;
   if (cfg.schedule == PipelineSchedule::interleaved) {
@@ -141,6 +149,7 @@ void validate_config(const ModelSpec& m, const ClusterSpec& c, ParallelConfig& c
   check_batch(cfg);
   check_pipeline(m, cfg);
   check_lora(m, cfg);
+  check_recompute(m, cfg);
   if (c.hardware.device.peak(cfg.precision) <= 0)
     bad("--precision", std::string("the device of '") + c.hardware.name + "' has no " + to_string(cfg.precision) +
                            " peak in its profile");

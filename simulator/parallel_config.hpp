@@ -1,6 +1,7 @@
 #pragma once
 // ParallelConfig: one point of the configuration space; ClusterSpec: profile x nodes.
 // Validated once, at the edge (validate_config), then trusted by the cost model.
+#include <algorithm>
 #include <optional>
 #include <string>
 #include <vector>
@@ -73,6 +74,10 @@ struct ParallelConfig {
   PipelineSchedule schedule = PipelineSchedule::one_f_one_b;
   int virtual_stages = 1;
   Recompute recompute = Recompute::none;
+  // With full recompute: 0 = every block; k > 0 = the first k blocks of each model chunk, the
+  // others keep their activations (Megatron-LM --recompute-method block --recompute-num-layers k;
+  // fms-fsdp's selective_checkpointing p is k = p x layers).
+  int recompute_num_layers = 0;
   bool sequence_parallel = false;
   bool offload_activations = false;
   bool offload_optimizer = false;
@@ -95,6 +100,11 @@ struct ParallelConfig {
   [[nodiscard]] int shard_group() const { return sharding_degree > 0 ? sharding_degree : dp; }
   [[nodiscard]] int micro_batches() const {
     return global_batch_size / (micro_batch_size * dp);
+  }
+  // Of a model chunk of `layers` blocks, how many are fully recomputed in backward.
+  [[nodiscard]] int recomputed_blocks(int layers) const {
+    if (recompute != Recompute::full) return 0;
+    return recompute_num_layers > 0 ? std::min(layers, recompute_num_layers) : layers;
   }
 };
 

@@ -21,6 +21,7 @@ nlohmann::json to_json(const ParallelConfig& c) {
       {"pipeline_schedule", to_string(c.schedule)},
       {"virtual_stages", c.virtual_stages},
       {"recompute", to_string(c.recompute)},
+      {"recompute_num_layers", c.recompute_num_layers},
       {"sequence_parallel", c.sequence_parallel},
       {"offload_activations", c.offload_activations},
       {"offload_optimizer", c.offload_optimizer},
@@ -76,6 +77,7 @@ ParallelConfig config_from_json(const nlohmann::json& j, const std::string& sour
   c.recompute = enum_field(j, "recompute", ctx,
                            {{"none", Recompute::none}, {"selective", Recompute::selective}, {"full", Recompute::full}},
                            Recompute::none);
+  c.recompute_num_layers = static_cast<int>(get_int_or(j, "recompute_num_layers", 0, ctx));
   c.sequence_parallel = get_bool_or(j, "sequence_parallel", false, ctx);
   c.offload_activations = get_bool_or(j, "offload_activations", false, ctx);
   c.offload_optimizer = get_bool_or(j, "offload_optimizer", false, ctx);

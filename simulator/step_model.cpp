@@ -62,6 +62,12 @@ ConfigContext::ConfigContext(const ModelContext& m, const ParallelConfig& config
   replica_group = layout.group(Dim::dp, config.dp / shard, shard);
   env = make_cost_env(m.model, m.cluster, config, m.linears, m.lora_mask, layout.group(Dim::tp));
   block = block_cost(env);
+  block_kept = block;
+  if (config.recompute == Recompute::full && config.recompute_num_layers > 0) {
+    CostEnv kept = env;
+    kept.recompute = Recompute::none;
+    block_kept = block_cost(kept);
+  }
   embedding = embedding_cost(env);
   head = head_cost(env);
   block_params = static_cast<double>(per_rank(counts.per_layer, counts.per_layer_tp_sharded, tp));
@@ -126,7 +132,9 @@ ChunkTime chunk_time(const ConfigContext& c, const ChunkShape& sh) {
     t.backward_s += n * p.backward_total_s();
     t.stored_bytes += n * p.stored_activation_bytes;
   };
-  add(c.block, L);
+  const int recomputed = cfg.recompute == Recompute::full ? cfg.recomputed_blocks(sh.layers) : sh.layers;
+  add(c.block, recomputed);
+  add(c.block_kept, L - recomputed);
   if (sh.embedding) add(c.embedding, 1);
   if (sh.head) add(c.head, 1);
 
@@ -160,7 +168,10 @@ ChunkTime chunk_time(const ConfigContext& c, const ChunkShape& sh) {
     if (sh.head) edge += all_gather_s(c.param_bytes * c.head_params, c.shard_group, hw, c.per_node);
     const double ov = hw.node.intra.compute_overlap;  // CPU ranks under MPI: nothing hides
     const double fwd_hidden = ov * std::min(g, c.block.forward_total_s());
-    const double bwd_hidden = ov * std::min(g + rs, c.block.backward_total_s());
+    const double block_bwd = L > 0 ? (recomputed * c.block.backward_total_s() +
+                                      (L - recomputed) * c.block_kept.backward_total_s()) / L
+                                   : c.block.backward_total_s();
+    const double bwd_hidden = ov * std::min(g + rs, block_bwd);
     const double exposed_f = L > 0 ? g + (L - 1) * (g - fwd_hidden) + edge : edge;
     const double exposed_b = L > 0 ? g + (L - 1) * (g + rs - bwd_hidden) + rs + edge : edge;
     t.forward_s += exposed_f;
@@ -274,9 +285,9 @@ UnitBuffers unit_buffers(const ConfigContext& c, const StageShape& s) {
     // (2 + 1/N) gradients of the unit besides its gathered weights.
     out.first = w * first.trainable * (2 + 1 / N) + (cfg.zero_stage == 3 ? w * first.params : 0.0);
   } else {
-    out.first = grads(first, s.head ? c.head.stored_activation_bytes : c.block.stored_activation_bytes);
+    out.first = grads(first, s.head ? c.head.stored_activation_bytes : c.block_kept.stored_activation_bytes);
   }
-  out.next = grads(next, c.block.stored_activation_bytes) + in_flight(first);
+  out.next = grads(next, c.block_kept.stored_activation_bytes) + in_flight(first);
   return out;
 }
 
@@ -406,10 +417,17 @@ StepTail step_tail(const ConfigContext& c, double trainable, double last_backwar
 }
 
 void flops_per_micro_batch(const ConfigContext& c, double* model, double* hardware) {
-  const double L = static_cast<double>(c.mc->model.num_layers), tp = c.cfg->tp;
+  const auto& cfg = *c.cfg;
+  const double L = static_cast<double>(c.mc->model.num_layers), tp = cfg.tp;
   auto part = [](const PartCost& p) { return p.forward_flops + p.backward_flops; };
   *model = tp * (L * part(c.block) + part(c.embedding) + part(c.head));
-  *hardware = *model + tp * (L * c.block.recompute_flops + c.head.recompute_flops);
+  double recomputed = L;  // blocks whose recompute_flops count (every block but the kept ones)
+  if (cfg.recompute == Recompute::full) {
+    recomputed = 0;
+    for (const int layers : layers_per_chunk(c.mc->model, cfg)) recomputed += cfg.recomputed_blocks(layers);
+  }
+  *hardware = *model + tp * (recomputed * c.block.recompute_flops + (L - recomputed) * c.block_kept.recompute_flops +
+                             c.head.recompute_flops);
 }
 
 }  // namespace shardplan::simulator

@@ -28,6 +28,9 @@ struct ConfigContext {
   GroupPlacement dp_group, shard_group, replica_group;
   CostEnv env;
   PartCost block, embedding, head;
+  // A block that keeps its activations, for the blocks past recompute_num_layers in a chunk
+  // (equal to `block` unless recompute is full with recompute_num_layers > 0).
+  PartCost block_kept;
   double param_bytes = 2;       // bytes per weight / gradient element
   int per_node = 1;
   int shard = 1;                // ZeRO sharding group size (1 when zero_stage == 0)

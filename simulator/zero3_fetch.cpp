@@ -87,10 +87,10 @@ Zero3SyncTime per_tensor_sync_time(const ConfigContext& c, const ChunkShape& sh)
   if (sh.embedding) fetch_edge += fetch(c.embedding_params), reduce_edge += lora ? 0.0 : reduce(c.embedding_params);
   if (sh.head && c.head_params > 0) fetch_edge += fetch(c.head_params), reduce_edge += lora ? 0.0 : reduce(c.head_params);
   // A fully recomputed block runs its modules' forward hooks again in backward: fetched again.
-  const double fetches_in_backward = c.cfg->recompute == Recompute::full ? 2.0 : 1.0;
+  const double refetched = c.cfg->recomputed_blocks(sh.layers);
   Zero3SyncTime t;
   t.forward_s = sh.layers * fetch_block + fetch_edge;
-  t.backward_s = sh.layers * (fetches_in_backward * fetch_block + reduce_block) + fetch_edge + reduce_edge;
+  t.backward_s = (sh.layers + refetched) * fetch_block + sh.layers * reduce_block + fetch_edge + reduce_edge;
   t.comm_s = t.forward_s + t.backward_s;
   return t;
 }

@@ -43,6 +43,7 @@ struct ModelOptions {
   int virtual_stages = 1;
   std::vector<int> layers_per_chunk;    // [chunk * pp + stage], size pp * v; empty = all in one
   simulator::Recompute recompute = simulator::Recompute::none;
+  int recompute_num_layers = 0;         // full: 0 = every block, k = the first k of each chunk
   bool offload_activations = false;     // checkpointed inputs to host (CUDA only)
   torch::Device device{torch::kCPU};    // where parameters and activations live
   // The plan's attention kind is flash: fused scaled_dot_product_attention (flash /

@@ -196,9 +196,13 @@ ChunkOutput Transformer::forward_chunk(int chunk, const torch::Tensor& input, co
                                        TpContext& ctx, UnitHooks* hooks) {
   const ModelChunk& c = chunks_.at(static_cast<size_t>(chunk));
   torch::Tensor x = c.first ? embed(c, input, ctx, hooks) : input;  // (B, Sx, H)
-  const bool full = opt_.recompute == simulator::Recompute::full;
+  // Megatron's block method: the first recompute_num_layers blocks of the chunk (0: all of them).
+  const int recomputed = opt_.recompute != simulator::Recompute::full ? 0
+                         : opt_.recompute_num_layers > 0           ? std::min(c.layers, opt_.recompute_num_layers)
+                                                                   : c.layers;
   for (int i = 0; i < c.layers; ++i) {
     const Block& blk = blocks_[static_cast<size_t>(c.block_begin + i)];
+    const bool full = i < recomputed;
     if (ctx.rng) ctx.rng->reseed(blk.layer + 1);
     if (hooks) {
       hooks->before_forward(blk.unit);

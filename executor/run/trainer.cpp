@@ -104,6 +104,7 @@ void Trainer::setup() {
     mo.pp_rank = c.pp;
     mo.virtual_stages = cfg.virtual_stages;
     mo.recompute = cfg.recompute;
+    mo.recompute_num_layers = cfg.recompute_num_layers;
     mo.offload_activations = cfg.offload_activations;
     mo.fused_attention = cfg.attention == simulator::AttentionKind::flash;
     mo.device = s.device;

@@ -49,7 +49,9 @@ void print_config(std::ostream& out, const sim::Prediction& p, const sim::Parall
       << p.micro_batches << " micro-batches)  seq=" << c.seq_len << "\n";
   out << "  schedule=" << sim::to_string(c.schedule);
   if (c.virtual_stages > 1) out << " x" << c.virtual_stages;
-  out << " recompute=" << sim::to_string(c.recompute) << " precision=" << sim::to_string(c.precision)
+  out << " recompute=" << sim::to_string(c.recompute);
+  if (c.recompute_num_layers > 0) out << " (first " << c.recompute_num_layers << " blocks per chunk)";
+  out << " precision=" << sim::to_string(c.precision)
       << (c.precision != sim::Precision::fp32 ? std::string(" (") + sim::to_string(c.mixed_precision) + ")" : "")
       << " attention=" << sim::to_string(c.attention)
       << (c.zero3_fetch == sim::Zero3Fetch::per_tensor_sync ? " zero3-fetch=per_tensor_sync" : "")

@@ -30,7 +30,7 @@ struct SimulateOptions {
   std::optional<int> seq_len;
   std::string schedule = "1f1b", recompute = "none", precision = "bf16", mixed_precision = "master_weights", rank_order = "tp-dp-pp";
   std::string attention = "flash", zero3_fetch = "prefetch";
-  int virtual_stages = 1;
+  int virtual_stages = 1, recompute_num_layers = 0;
   bool sequence_parallel = false, offload_activations = false, offload_optimizer = false;
   int lora_rank = 0;
   double lora_alpha = 16, lora_dropout = 0, headroom = 0.05;
@@ -77,6 +77,7 @@ sim::ParallelConfig to_config(const SimulateOptions& o, const sim::ModelSpec& m,
   cfg.schedule = parse_schedules(o.schedule).front();
   cfg.virtual_stages = o.virtual_stages;
   cfg.recompute = parse_recomputes(o.recompute).front();
+  cfg.recompute_num_layers = o.recompute_num_layers;
   cfg.sequence_parallel = o.sequence_parallel;
   cfg.offload_activations = o.offload_activations;
   cfg.offload_optimizer = o.offload_optimizer;
@@ -117,6 +118,9 @@ void add_options(CLI::App* cmd, SimulateOptions& o) {
   cmd->add_option("--virtual-stages", o.virtual_stages, "Model chunks per stage (interleaved)");
   cmd->add_option("--recompute", o.recompute, "Activation recomputation")
       ->check(CLI::IsMember({"none", "selective", "full"}));
+  cmd->add_option("--recompute-num-layers", o.recompute_num_layers,
+                  "With --recompute full: recompute only the first N blocks of each model chunk, the others keep "
+                  "their activations (Megatron --recompute-method block; 0 = every block)");
   cmd->add_flag("--sequence-parallel", o.sequence_parallel, "Megatron sequence parallelism");
   cmd->add_flag("--offload-activations", o.offload_activations, "Offload stored activations to host memory");
   cmd->add_flag("--offload-optimizer", o.offload_optimizer, "Optimizer states and step on the host (ZeRO-Offload)");

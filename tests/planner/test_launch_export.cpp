@@ -546,6 +546,26 @@ TEST(MegatronExport, InterleavedGqaLlama) {
   EXPECT_TRUE(megatron_notes(plan).empty());
 }
 
+// recompute_num_layers k: Megatron's block method, the first k layers of each stage recomputed.
+TEST(MegatronExport, RecomputingTheFirstLayersOfEachStageIsTheBlockMethod) {
+  const Plan plan = make_plan([](sim::ParallelConfig& c) {
+    c.tp = 2;
+    c.pp = 4;
+    c.dp = 1;
+    c.global_batch_size = 4;
+    c.recompute = sim::Recompute::full;
+    c.recompute_num_layers = 5;
+  });
+  const auto a = megatron_args(plan);
+  EXPECT_EQ(arg_after(a, "--recompute-granularity"), "full");
+  EXPECT_EQ(arg_after(a, "--recompute-method"), "block");
+  EXPECT_EQ(arg_after(a, "--recompute-num-layers"), "5");
+  const auto notes = deepspeed_notes(plan);
+  EXPECT_TRUE(std::any_of(notes.begin(), notes.end(), [](const std::string& n) {
+    return n.find("recompute_num_layers 5") != std::string::npos;
+  }));
+}
+
 TEST(MegatronExport, UnevenEdgesAreExpressedMiddleIsNot) {
   const auto with_partition = [](std::vector<int> part) {
     return make_plan([part](sim::ParallelConfig& c) {
