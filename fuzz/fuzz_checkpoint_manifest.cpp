@@ -9,7 +9,6 @@
 #include "executor/io/checkpoint_state.hpp"
 #include "executor/io/checkpoint_store.hpp"
 #include "fuzz_file.hpp"
-#include "simulator/errors.hpp"
 
 extern "C" int LLVMFuzzerTestOneInput(const uint8_t* data, size_t size) {
   namespace io = shardplan::executor::io;
@@ -19,9 +18,8 @@ extern "C" int LLVMFuzzerTestOneInput(const uint8_t* data, size_t size) {
                                        reinterpret_cast<const uint8_t*>(shard.data()), shard.size());
     return (shardplan::fuzz::scratch_dir() / "ckpt").string();
   }();
-  (void)shardplan::fuzz::write_input("ckpt/step-00000007/manifest.json", data, size);
-  const nlohmann::json layout = {{"tp", 1}, {"dp", 2}, {"pp", 1}, {"zero", 1}, {"model", "tiny-gpt"}};
-  try {
+  return shardplan::fuzz::run_file_reader("ckpt/step-00000007/manifest.json", data, size, [](const std::string&) {
+    const nlohmann::json layout = {{"tp", 1}, {"dp", 2}, {"pp", 1}, {"zero", 1}, {"model", "tiny-gpt"}};
     const io::CheckpointStore store(root);
     (void)store.complete_steps();
     std::vector<std::string> warnings;
@@ -31,7 +29,5 @@ extern "C" int LLVMFuzzerTestOneInput(const uint8_t* data, size_t size) {
         if (st.step < 0 || st.adam_step < 0 || st.good_steps < 0 || !(st.loss_scale >= 0)) __builtin_trap();
       }
     }
-  } catch (const shardplan::simulator::InputError&) {
-  }
-  return 0;
+  });
 }

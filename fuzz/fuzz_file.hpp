@@ -13,6 +13,8 @@
 #include <fstream>
 #include <string>
 
+#include "simulator/errors.hpp"
+
 namespace shardplan::fuzz {
 
 inline const std::filesystem::path& scratch_dir() {
@@ -37,6 +39,17 @@ inline std::string write_input(const std::string& name, const uint8_t* data, siz
   std::ofstream out(p, std::ios::binary | std::ios::trunc);
   out.write(reinterpret_cast<const char*>(data), static_cast<std::streamsize>(size));
   return p.string();
+}
+
+// Writes the input to <scratch>/<name> and hands its path to `read`; an InputError ends it.
+template <class Reader>
+int run_file_reader(const std::string& name, const uint8_t* data, size_t size, Reader&& read) {
+  const std::string path = write_input(name, data, size);
+  try {
+    read(path);
+  } catch (const simulator::InputError&) {
+  }
+  return 0;
 }
 
 }  // namespace shardplan::fuzz

@@ -8,7 +8,6 @@
 #include "executor/data/dataset.hpp"
 #include "executor/data/tokenizer.hpp"
 #include "fuzz_file.hpp"
-#include "simulator/errors.hpp"
 
 namespace {
 
@@ -32,15 +31,12 @@ const shardplan::executor::data::Tokenizer& tokenizer() {
 extern "C" int LLVMFuzzerTestOneInput(const uint8_t* data, size_t size) {
   namespace d = shardplan::executor::data;
   const d::Tokenizer& tok = tokenizer();
-  const std::string path = shardplan::fuzz::write_input("input.jsonl", data, size);
-  try {
+  return shardplan::fuzz::run_file_reader("input.jsonl", data, size, [&tok](const std::string& path) {
     const auto ds = d::make_jsonl_dataset(path, tok, 32);
     for (int64_t i = 0; i < ds->size(); ++i) {
       const d::Sample s = ds->get(i);
       if (s.input.size() != 32 || s.labels.size() != 32) __builtin_trap();
     }
     (void)ds->describe();
-  } catch (const shardplan::simulator::InputError&) {
-  }
-  return 0;
+  });
 }

@@ -6,12 +6,10 @@
 
 #include "executor/io/safetensors.hpp"
 #include "fuzz_file.hpp"
-#include "simulator/errors.hpp"
 
 extern "C" int LLVMFuzzerTestOneInput(const uint8_t* data, size_t size) {
   namespace io = shardplan::executor::io;
-  const std::string path = shardplan::fuzz::write_input("input.safetensors", data, size);
-  try {
+  return shardplan::fuzz::run_file_reader("input.safetensors", data, size, [](const std::string& path) {
     const io::SafetensorsReader reader(path);
     std::vector<unsigned char> buffer;
     for (const io::TensorInfo& t : reader.tensors()) {
@@ -22,7 +20,5 @@ extern "C" int LLVMFuzzerTestOneInput(const uint8_t* data, size_t size) {
       reader.read_range(t.name, half, buffer.data(), static_cast<size_t>(t.bytes() - half));
     }
     for (const auto& [key, value] : reader.metadata()) (void)key.size(), (void)value.size();
-  } catch (const shardplan::simulator::InputError&) {
-  }
-  return 0;
+  });
 }

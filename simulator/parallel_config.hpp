@@ -54,6 +54,14 @@ const char* to_string(Zero3Fetch f);
 // The fetch named `name` ("prefetch" | "per_tensor_sync"); nullopt for anything else.
 std::optional<Zero3Fetch> zero3_fetch_from_string(const std::string& name);
 
+// Of a model chunk of `layers` blocks, how many `recompute` with `recompute_num_layers`
+// (ParallelConfig's fields) recomputes fully: all under full with 0, the first k under full with
+// k, none otherwise. The simulator and shardrun's model both count with it.
+inline int recomputed_blocks(Recompute recompute, int recompute_num_layers, int layers) {
+  if (recompute != Recompute::full) return 0;
+  return recompute_num_layers > 0 ? std::min(layers, recompute_num_layers) : layers;
+}
+
 struct LoraConfig {
   int rank = 0;  // 0 = full fine-tuning / pre-training
   double alpha = 16.0;
@@ -103,8 +111,7 @@ struct ParallelConfig {
   }
   // Of a model chunk of `layers` blocks, how many are fully recomputed in backward.
   [[nodiscard]] int recomputed_blocks(int layers) const {
-    if (recompute != Recompute::full) return 0;
-    return recompute_num_layers > 0 ? std::min(layers, recompute_num_layers) : layers;
+    return simulator::recomputed_blocks(recompute, recompute_num_layers, layers);
   }
 };
 

@@ -132,7 +132,8 @@ ChunkTime chunk_time(const ConfigContext& c, const ChunkShape& sh) {
     t.backward_s += n * p.backward_total_s();
     t.stored_bytes += n * p.stored_activation_bytes;
   };
-  const int recomputed = cfg.recompute == Recompute::full ? cfg.recomputed_blocks(sh.layers) : sh.layers;
+  // Fully recomputed blocks and the others (`block_kept` is `block` unless only some recompute).
+  const int recomputed = cfg.recomputed_blocks(sh.layers);
   add(c.block, recomputed);
   add(c.block_kept, L - recomputed);
   if (sh.embedding) add(c.embedding, 1);
@@ -421,11 +422,8 @@ void flops_per_micro_batch(const ConfigContext& c, double* model, double* hardwa
   const double L = static_cast<double>(c.mc->model.num_layers), tp = cfg.tp;
   auto part = [](const PartCost& p) { return p.forward_flops + p.backward_flops; };
   *model = tp * (L * part(c.block) + part(c.embedding) + part(c.head));
-  double recomputed = L;  // blocks whose recompute_flops count (every block but the kept ones)
-  if (cfg.recompute == Recompute::full) {
-    recomputed = 0;
-    for (const int layers : layers_per_chunk(c.mc->model, cfg)) recomputed += cfg.recomputed_blocks(layers);
-  }
+  double recomputed = 0;  // fully recomputed blocks; the others cost block_kept's recompute_flops
+  for (const int layers : layers_per_chunk(c.mc->model, cfg)) recomputed += cfg.recomputed_blocks(layers);
   *hardware = *model + tp * (recomputed * c.block.recompute_flops + (L - recomputed) * c.block_kept.recompute_flops +
                              c.head.recompute_flops);
 }

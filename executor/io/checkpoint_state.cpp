@@ -26,6 +26,14 @@ int64_t count(const json& st, const char* key, const std::string& dir) {
 
 }  // namespace
 
+json to_json(const CheckpointState& s) {
+  return {{"step", s.step},
+          {"adam_step", s.adam_step},
+          {"loss_scale", s.loss_scale},
+          {"good_steps", s.good_steps},
+          {"layout", s.layout}};
+}
+
 CheckpointState parse_checkpoint_state(const json& manifest, const std::string& dir, const json& expected_layout) {
   const auto it = manifest.is_object() ? manifest.find("state") : manifest.end();
   if (!manifest.is_object() || it == manifest.end() || !it->is_object()) {

@@ -1,7 +1,7 @@
 #pragma once
 // The trainer's part of a checkpoint manifest (manifest.json "state", no LibTorch):
 //   {"step": N, "adam_step": N, "loss_scale": x, "good_steps": N, "layout": {...}}
-// written by the Checkpointer on commit and read back on resume. parse_checkpoint_state checks
+// written by the Checkpointer on commit (to_json) and read back on resume. parse_checkpoint_state checks
 // every field once, at the edge, and names the one that is wrong:
 //   "<dir>: field 'state.adam_step': expected an integer >= 0, got \"x\"".
 // The layout (tp/dp/pp/zero/sharding, model, LoRA, init) must equal the running job's.
@@ -18,6 +18,9 @@ struct CheckpointState {
   int64_t good_steps = 0;
   nlohmann::json layout;
 };
+
+// The manifest's "state" object.
+nlohmann::json to_json(const CheckpointState& state);
 
 // `manifest` is a whole manifest.json; `dir` names the checkpoint in errors. InputError on any
 // missing or ill-typed field, or when `expected_layout` differs from the recorded one.

@@ -7,7 +7,6 @@
 #include <iostream>
 
 #include "executor/errors.hpp"
-#include "executor/io/checkpoint_state.hpp"
 #include "executor/io/checkpoint_store.hpp"
 #include "tensor_io.hpp"
 
@@ -103,27 +102,21 @@ void Checkpointer::save(ZeroEngine& engine, const TrainState& state) {
     shards.push_back({j["file"].get<std::string>(), j["bytes"].get<uint64_t>(), j["crc32"].get<uint32_t>()});
   }
   if (world.rank() == 0) {
-    const nlohmann::json st = {{"step", state.step},         {"adam_step", state.adam_step},
-                               {"loss_scale", state.loss_scale}, {"good_steps", state.good_steps},
-                               {"layout", layout_}};
-    store.commit(state.step, shards, st, keep_last_);
+    TrainState st = state;
+    st.layout = layout_;
+    store.commit(state.step, shards, io::to_json(st), keep_last_);
   }
   world.barrier();
 }
 
 std::optional<TrainState> Checkpointer::load(ZeroEngine& engine, const std::string& dir,
                                              const nlohmann::json& manifest) {
-  const io::CheckpointState st = io::parse_checkpoint_state(manifest, dir, layout_);
+  TrainState st = io::parse_checkpoint_state(manifest, dir, layout_);
   const io::SafetensorsReader reader((fs::path(dir) / (engine.shard_key() + ".safetensors")).string());
   std::vector<std::pair<std::string, torch::Tensor>> tensors;
   for (const auto& [name, t] : engine.owned_state()) tensors.emplace_back(name, read_tensor(reader, name));
   engine.load_state(tensors, st.adam_step);
-  TrainState out;
-  out.step = st.step;
-  out.adam_step = st.adam_step;
-  out.loss_scale = st.loss_scale;
-  out.good_steps = st.good_steps;
-  return out;
+  return st;
 }
 
 std::optional<TrainState> Checkpointer::restore(ZeroEngine& engine) {

@@ -12,16 +12,13 @@
 
 #include "executor/comm/process_groups.hpp"
 #include "executor/engine/zero_engine.hpp"
+#include "executor/io/checkpoint_state.hpp"
 #include "options.hpp"
 
 namespace shardplan::executor {
 
-struct TrainState {
-  int64_t step = 0;  // completed steps
-  int64_t adam_step = 0;
-  double loss_scale = 0;
-  int64_t good_steps = 0;
-};
+// step, adam_step, loss_scale, good_steps; the Checkpointer fills in its layout on save.
+using TrainState = io::CheckpointState;
 
 class Checkpointer {
  public:

@@ -153,7 +153,7 @@ bool end_of_step(TrainerState& s) {
   const bool last = s.done_steps == s.opt.steps;
   const bool due = s.opt.checkpoint_every > 0 && s.done_steps % s.opt.checkpoint_every == 0;
   if (s.checkpointer->enabled() && (due || last || interrupted))
-    s.checkpointer->save(*s.engine, {s.done_steps, s.engine->adam_step(), s.scaler.scale, s.scaler.good_steps});
+    s.checkpointer->save(*s.engine, {s.done_steps, s.engine->adam_step(), s.scaler.scale, s.scaler.good_steps, {}});
   s.interrupted = interrupted;
   s.stopped_early = !interrupted && !last && s.opt.stop_after >= 0 && s.done_steps >= s.opt.stop_after;
   return !s.interrupted && !s.stopped_early;

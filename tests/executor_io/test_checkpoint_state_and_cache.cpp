@@ -41,6 +41,7 @@ std::string error_of(const json& manifest) {
 }
 
 TEST(CheckpointState, ReadsWhatTheCheckpointerWrites) {
+  EXPECT_EQ(io::to_json(io::parse_checkpoint_state(manifest_with(good_state()), "d", layout())), good_state());
   const auto st = io::parse_checkpoint_state(manifest_with(good_state()), "d", layout());
   EXPECT_EQ(st.step, 7);
   EXPECT_EQ(st.adam_step, 6);
