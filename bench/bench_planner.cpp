@@ -1,6 +1,7 @@
 // The planner's search speed. Figures to report (targets for the planner issue):
 //   evaluations/s on one core and on all cores (>= 1,000,000/s on one core);
-//   wall time of the full GPT-3 175B search on 64 p4de nodes (<= 5 s).
+//   wall time of the full GPT-3 175B search on 64 p4de nodes (<= 5 s); the same search on 64 p5
+//   nodes with FP8 searched (none and delayed: twice the space).
 #include <benchmark/benchmark.h>
 
 #include <thread>
@@ -12,10 +13,11 @@ namespace sim = shardplan::simulator;
 
 namespace {
 
-void BM_Search_GPT3_175B_64_nodes(benchmark::State& state) {
+void search_bench(benchmark::State& state, const char* hardware, bool fp8) {
   const sim::ModelSpec model = sim::load_model("gpt3-175b");
-  const sim::HardwareProfile hw = sim::load_hardware("p4de.24xlarge");
+  const sim::HardwareProfile hw = sim::load_hardware(hardware);
   pl::SearchSpace space;
+  if (fp8) space.fp8_recipes = {sim::Fp8Recipe::none, sim::Fp8Recipe::delayed};
   space.node_counts = {64};
   space.global_batch_sizes = {1536};
   space.seq_len = 2048;
@@ -36,9 +38,17 @@ void BM_Search_GPT3_175B_64_nodes(benchmark::State& state) {
   state.counters["configurations"] = static_cast<double>(considered) / static_cast<double>(state.iterations());
 }
 
+void BM_Search_GPT3_175B_64_nodes(benchmark::State& state) { search_bench(state, "p4de.24xlarge", false); }
+void BM_Search_GPT3_175B_64_p5_nodes_fp8(benchmark::State& state) { search_bench(state, "p5.48xlarge", true); }
+
 }  // namespace
 
 BENCHMARK(BM_Search_GPT3_175B_64_nodes)
+    ->Arg(1)
+    ->Arg(static_cast<int>(std::max(1u, std::thread::hardware_concurrency())))
+    ->Unit(benchmark::kMillisecond)
+    ->UseRealTime();
+BENCHMARK(BM_Search_GPT3_175B_64_p5_nodes_fp8)
     ->Arg(1)
     ->Arg(static_cast<int>(std::max(1u, std::thread::hardware_concurrency())))
     ->Unit(benchmark::kMillisecond)

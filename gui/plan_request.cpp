@@ -61,7 +61,7 @@ nlohmann::json settings_of(const PlanRequest& r, int seq_len, int max_nodes, dou
   return {{"nodes", r.nodes},         {"global_batch_size", r.global_batch}, {"seq_len", seq_len},
           {"micro_batch_sizes", kMicroBatches}, {"zero_stages", kZeroStages}, {"schedules", kSchedules},
           {"recompute", kRecomputes}, {"precision", r.precision},
-          {"mixed_precision", r.mixed_precision}, {"attention", r.attention}, {"objective", r.objective},
+          {"mixed_precision", r.mixed_precision}, {"attention", r.attention}, {"fp8", r.fp8}, {"objective", r.objective},
           {"max_nodes", max_nodes},   {"max_usd_per_hour", max_usd}, {"max_tp", max_tp},
           {"require", r.require},     {"forbid", r.forbid},          {"headroom", headroom}};
 }
@@ -148,6 +148,7 @@ Validation validate(const PlanRequest& r) {
     out.hardware = sim::load_hardware(r.hardware);
   });
   check_numbers(v, r, out);
+  if (!v.errors.count("hardware")) field(v, "fp8", [&] { s.fp8_recipes = cli::fp8_search_list(r.fp8, out.hardware); });
   s.lora.targets = cli::split_list(r.lora_targets);
   if (!v.errors.count("lora_rank") && !v.errors.count("model")) {
     field(v, "lora_targets", [&] {
@@ -167,7 +168,7 @@ Validation validate(const PlanRequest& r) {
 std::vector<std::string> cli_arguments(const PlanRequest& r) {
   std::vector<std::string> a{"plan", "--model", r.model, "--hardware", r.hardware, "--nodes", r.nodes,
                              "--global-batch-size", r.global_batch, "--seq-len", r.seq_len, "--precision",
-                             r.precision, "--mixed-precision", r.mixed_precision, "--attention", r.attention,
+                             r.precision, "--mixed-precision", r.mixed_precision, "--attention", r.attention, "--fp8", r.fp8,
                              "--lora-rank", r.lora_rank, "--lora-alpha", r.lora_alpha,
                              "--lora-dropout", r.lora_dropout, "--objective", r.objective, "--train-tokens",
                              r.train_tokens, "--dataset-tokens", r.dataset_tokens, "--epochs", r.epochs,
@@ -189,6 +190,7 @@ const std::vector<RequestField>& string_fields() {
       {"precision", &PlanRequest::precision},
       {"mixed_precision", &PlanRequest::mixed_precision},
       {"attention", &PlanRequest::attention},
+      {"fp8", &PlanRequest::fp8},
       {"lora_rank", &PlanRequest::lora_rank},
       {"lora_alpha", &PlanRequest::lora_alpha},
       {"lora_dropout", &PlanRequest::lora_dropout},

@@ -90,6 +90,10 @@ std::vector<std::string> deepspeed_notes(const Plan& plan) {
   if (c.sequence_parallel) n.push_back("sequence parallelism has no ds_config setting (Megatron --sequence-parallel)");
   if (c.lora.enabled())
     n.push_back("LoRA rank " + std::to_string(c.lora.rank) + ": apply with PEFT (DeepSpeed has no LoRA settings)");
+  if (c.uses_fp8())
+    n.push_back(std::string("FP8 (") + sim::to_string(c.fp8) +
+                " scaling) has no ds_config setting: wrap the blocks' linears in Transformer Engine (te.Linear under "
+                "te.fp8_autocast) or torchao Float8Linear in the model code");
   n.push_back(attention_note(c.attention));
   return n;
 }

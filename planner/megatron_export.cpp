@@ -107,6 +107,15 @@ void training_args(const sim::ParallelConfig& c, Args& a) {
   if (c.precision == sim::Precision::bf16) add(a, "--bf16");
   if (c.precision == sim::Precision::fp16) add(a, "--fp16");
   if (c.attention == sim::AttentionKind::flash) add(a, "--use-flash-attn");  // FlashAttention-2 core attention
+  if (c.uses_fp8()) {  // Transformer Engine FP8 (megatron/training/arguments.py, Transformer-Engine group)
+    add(a, "--fp8-format", "hybrid");  // e4m3 forward, e5m2 gradients
+    add(a, "--fp8-recipe", sim::to_string(c.fp8));
+    if (c.fp8 == sim::Fp8Recipe::delayed) {
+      add(a, "--fp8-amax-history-len", 1024);
+      add(a, "--fp8-amax-compute-algo", "max");
+    }
+    if (c.fp8_param_gather) add(a, "--fp8-param-gather");
+  }
   if (c.recompute == sim::Recompute::full && c.recompute_num_layers > 0) {
     add(a, "--recompute-granularity", "full");  // the first k layers of each stage (chunk)
     add(a, "--recompute-method", "block");

@@ -29,6 +29,7 @@ struct Block {
   int node_index = 0, nodes = 0;
   int tp = 1, pp = 1, dp = 1, zero = 0, shard = 1, gbs = 0;
   sim::Precision precision = sim::Precision::bf16;
+  sim::Fp8Recipe fp8 = sim::Fp8Recipe::none;
   bool offload_optimizer = false;
 };
 
@@ -62,13 +63,17 @@ std::vector<Block> enumerate_blocks(const sim::ModelSpec& m, const sim::Hardware
           for (int shard : shards)
             for (int gbs : sp.global_batch_sizes)
               for (auto prec : sp.precisions)
-                for (bool off : sp.offload_optimizer) {
-                  if (hw.device.peak(prec) <= 0 || (gbs > 0 && gbs % dp)) continue;
-                  if (off && z == 0) continue;            // ZeRO-Offload needs a ZeRO stage
-                  if (dp == 1 && z > 0 && !off) continue;  // nothing to shard, same as stage 0
-                  if (dp == 1 && z > 1) continue;          // stages coincide with one rank
-                  blocks.push_back({static_cast<int>(ni), nodes, tp, pp, dp, z, z > 0 ? shard : dp, gbs, prec, off});
-                }
+                for (auto f8 : sp.fp8_recipes)
+                  for (bool off : sp.offload_optimizer) {
+                    if (hw.device.peak(prec) <= 0 || (gbs > 0 && gbs % dp)) continue;
+                    // FP8 GEMMs need FP8 tensor cores and a 16-bit run around them.
+                    if (f8 != sim::Fp8Recipe::none && (!hw.device.has_fp8() || prec == sim::Precision::fp32)) continue;
+                    if (off && z == 0) continue;            // ZeRO-Offload needs a ZeRO stage
+                    if (dp == 1 && z > 0 && !off) continue;  // nothing to shard, same as stage 0
+                    if (dp == 1 && z > 1) continue;          // stages coincide with one rank
+                    blocks.push_back(
+                        {static_cast<int>(ni), nodes, tp, pp, dp, z, z > 0 ? shard : dp, gbs, prec, f8, off});
+                  }
         }
       }
     }
@@ -130,6 +135,7 @@ bool run_block(Shared& sh, const Block& b, detail::ThreadState& ts) {
   cfg.sharding_degree = b.shard;
   cfg.seq_len = sp.seq_len;
   cfg.precision = b.precision;
+  cfg.fp8 = b.fp8;
   cfg.offload_optimizer = b.offload_optimizer;
   cfg.lora = sp.lora;
   cfg.mixed_precision = sp.mixed_precision;

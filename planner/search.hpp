@@ -36,6 +36,9 @@ struct SearchSpace {
   std::vector<bool> offload_optimizer{false, true};
   std::vector<bool> offload_activations{false, true};
   std::vector<simulator::Precision> precisions{simulator::Precision::bf16};
+  // FP8 recipes to try; those other than none only on devices with FP8 tensor cores and 16-bit
+  // precisions (skipped elsewhere). The CLI's default tries none and delayed where allowed.
+  std::vector<simulator::Fp8Recipe> fp8_recipes{simulator::Fp8Recipe::none};
   simulator::LoraConfig lora;               // fixed by the user
   simulator::MixedPrecision mixed_precision = simulator::MixedPrecision::master_weights;  // the framework's recipe
   // Fixed, not searched: the kind the user's framework runs (`--attention`); flash by default,

@@ -115,6 +115,8 @@ std::string describe(const sim::ParallelConfig& c, int nodes) {
   if (c.offload_activations) s += " offload-activations";
   s += std::string(" ") + sim::to_string(c.precision);
   if (c.casts_weights()) s += " autocast";
+  if (c.uses_fp8()) s += std::string(" fp8=") + sim::to_string(c.fp8);
+  if (c.fp8_param_gather) s += " fp8-param-gather";
   if (c.attention == sim::AttentionKind::eager) s += " eager-attention";
   return s;
 }

@@ -13,7 +13,8 @@ namespace sim = shardplan::simulator;
 
 namespace {
 
-constexpr const char* kFeatures[] = {"pp", "tp", "zero", "zero3", "mics", "offload", "recompute", "sp", "interleaved"};
+constexpr const char* kFeatures[] = {"pp",        "tp", "zero", "zero3", "mics", "offload", "recompute", "sp",
+                                     "interleaved", "fp8"};
 
 bool has_feature(const PointKey& k, const std::string& f) {
   const auto& v = k.v;
@@ -26,6 +27,7 @@ bool has_feature(const PointKey& k, const std::string& f) {
   if (f == "recompute") return v[10] != 0;
   if (f == "sp") return v[11] != 0;
   if (f == "interleaved") return v[8] == static_cast<int>(sim::PipelineSchedule::interleaved);
+  if (f == "fp8") return v[15] != static_cast<int>(sim::Fp8Recipe::none);
   return false;
 }
 
@@ -64,13 +66,14 @@ void apply(const PointKey& k, sim::ParallelConfig& c) {
   c.offload_optimizer = v[12] != 0;
   c.offload_activations = v[13] != 0;
   c.precision = static_cast<sim::Precision>(v[14]);
+  c.fp8 = static_cast<sim::Fp8Recipe>(v[15]);
 }
 
 PointKey key_of(const sim::ParallelConfig& c, int nodes) {
   return PointKey{{nodes, c.tp, c.pp, c.dp, c.zero_stage, c.shard_group(), c.global_batch_size, c.micro_batch_size,
                    static_cast<int>(c.schedule), c.virtual_stages, static_cast<int>(c.recompute),
                    c.sequence_parallel ? 1 : 0, c.offload_optimizer ? 1 : 0, c.offload_activations ? 1 : 0,
-                   static_cast<int>(c.precision)}};
+                   static_cast<int>(c.precision), static_cast<int>(c.fp8)}};
 }
 
 bool known_feature(const std::string& f) {

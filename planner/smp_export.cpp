@@ -29,6 +29,9 @@ std::vector<std::string> smp_notes(const Plan& plan) {
                                                   " blocks of each stage only"
                                             : std::string()));
   if (c.lora.enabled()) n.push_back("LoRA: apply with PEFT in the training script");
+  if (c.uses_fp8())
+    n.push_back("FP8 is not available in SMP v1 (SMP v2 runs it through Transformer Engine on p5): re-plan with "
+                "--fp8 none for this export");
   if (!c.partition.empty())
     n.push_back("explicit partition: auto_partition is false; assign layers with smp.partition() in the script");
   n.push_back(attention_note(c.attention));

@@ -104,7 +104,7 @@ Estimate Evaluator::estimate(const ConfigContext& c) const {
       e.worst_memory_bytes = total;
       e.worst_stage = s;
     }
-    const StepTail t = step_tail(c, mem.trainable_per_device, st.sum.backward_s / v);
+    const StepTail t = step_tail(c, mem, st.sum.backward_s / v);
     const double slack = (p - 1 - s) * (st.sum.backward_s / v);  // later stages finish earlier
     tail = std::max(tail, t.exposed_s - slack);
     opt = std::max(opt, t.optimizer_s);

@@ -88,7 +88,12 @@ DeviceProfile parse_device(const nlohmann::json& d, const JsonContext& ctx) {
   }
   if (dev.peak(Precision::fp32) <= 0 && dev.peak(Precision::bf16) <= 0 && dev.peak(Precision::fp16) <= 0)
     ctx.fail("peak_TFLOPs", "at least one precision with a peak > 0");
+  const double fp8 = get_number_or(peak, "fp8", 0.0, pctx);
+  if (fp8 < 0) pctx.fail("fp8", "a number >= 0 (0 = no FP8 tensor cores)");
+  dev.peak_fp8_flops = fp8 * 1e12;
   dev.gemm_efficiency = parse_curve(d, "gemm_efficiency_by_flop", ctx);
+  if (auto it = d.find("gemm_efficiency_fp8_by_flop"); it != d.end() && !it->is_null())
+    dev.gemm_efficiency_fp8 = parse_curve(d, "gemm_efficiency_fp8_by_flop", ctx);
   dev.memory_efficiency = parse_curve(d, "memory_efficiency_by_bytes", ctx);
   if (auto it = d.find("gemm_efficiency_by_precision"); it != d.end() && !it->is_null()) {
     if (!it->is_object()) ctx.fail("gemm_efficiency_by_precision", "an object {\"bf16\": [[FLOP, efficiency], ...], ...}");
@@ -140,6 +145,7 @@ void split_into_logical_devices(HardwareProfile& hw, int k) {
   d.memory_bytes /= k;
   d.memory_bandwidth_Bps /= k;
   for (double& p : d.peak_flops) p /= k;
+  d.peak_fp8_flops /= k;
   d.runtime_reserved_bytes /= k;
   hw.node.devices_per_node *= k;
   hw.node.intra.bandwidth_Bps /= k;
@@ -175,6 +181,7 @@ void apply_fitted(HardwareProfile& hw) {
   DeviceProfile& d = hw.device;
   scale_curve(d.gemm_efficiency, f.compute_efficiency_scale);
   for (auto& c : d.gemm_efficiency_by_precision) scale_curve(c, f.compute_efficiency_scale);
+  scale_curve(d.gemm_efficiency_fp8, f.compute_efficiency_scale);
   for (auto& by_mask : d.flash_attention.by_mask)
     for (auto& hd : by_mask) {
       scale_curve(hd.forward, f.compute_efficiency_scale);
@@ -378,6 +385,8 @@ nlohmann::json to_json(const HardwareProfile& hw) {
     const auto& c = d.gemm_efficiency_by_precision[static_cast<std::size_t>(p)];
     if (!c.log10_x.empty()) j["device"]["gemm_efficiency_by_precision"][to_string(p)] = to_json(c);
   }
+  if (d.has_fp8()) j["device"]["peak_TFLOPs"]["fp8"] = d.peak_fp8_flops / 1e12;
+  if (!d.gemm_efficiency_fp8.log10_x.empty()) j["device"]["gemm_efficiency_fp8_by_flop"] = to_json(d.gemm_efficiency_fp8);
   if (nlohmann::json ops = to_json(d.op_costs); !ops.is_null()) j["device"]["op_costs"] = ops;
   if (nlohmann::json fa = to_json(d.flash_attention); !fa.is_null())
     j["device"]["flash_attention_efficiency_by_seq_len"] = fa;

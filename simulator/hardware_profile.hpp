@@ -27,6 +27,10 @@ struct DeviceProfile {
   // Optional per-precision GEMM curves (measured profiles: bf16 kernels on a CPU scale with size
   // quite unlike fp32 ones); an empty one falls back to gemm_efficiency.
   std::array<EfficiencyCurve, 3> gemm_efficiency_by_precision;
+  // FP8 tensor cores (H100, Gaudi2): dense peak FLOP/s of an e4m3 x e4m3 GEMM with 16-bit output,
+  // 0 = none (A100, A10G: FP8 runs are refused); its own GEMM curve by FLOP, else the 16-bit one.
+  double peak_fp8_flops = 0;
+  EfficiencyCurve gemm_efficiency_fp8;
   EfficiencyCurve memory_efficiency;   // by bytes moved
   double kernel_launch_s = 0;          // fixed cost per kernel
   double runtime_reserved_bytes = 0;   // context, library workspaces, allocator slack
@@ -37,6 +41,10 @@ struct DeviceProfile {
   [[nodiscard]] const OpCost* op_cost(Precision p, OpKind k) const {
     const OpCost& c = op_costs[static_cast<std::size_t>(p)][static_cast<std::size_t>(k)];
     return c.measured() ? &c : nullptr;
+  }
+  [[nodiscard]] bool has_fp8() const { return peak_fp8_flops > 0; }
+  [[nodiscard]] const EfficiencyCurve& fp8_gemm_curve() const {
+    return gemm_efficiency_fp8.log10_x.empty() ? gemm_curve(Precision::bf16) : gemm_efficiency_fp8;
   }
   [[nodiscard]] const EfficiencyCurve& gemm_curve(Precision p) const {
     const auto& c = gemm_efficiency_by_precision[static_cast<int>(p)];

@@ -31,6 +31,31 @@ void linear(const CostEnv& env, Acc& a, double m, double k, double n, bool train
   a.bwd_flops += trainable ? 2 * flops : flops;
 }
 
+// FP8 quantisation (NVIDIA Transformer Engine's cast-transpose kernels): a 16-bit tensor is read
+// and written as an FP8 copy plus its FP8 transpose (Hopper's FP8 GEMMs take only the TN layout,
+// so dgrad and wgrad need the transposed operand); current (tensorwise) scaling first reads the
+// tensor once more for its amax. Bytes for `elements` read at `read_bytes` each.
+double fp8_cast_bytes(const CostEnv& env, double elements, double read_bytes) {
+  const double amax_pass = env.fp8 == Fp8Recipe::tensorwise ? read_bytes : 0.0;
+  return elements * (read_bytes + amax_pass + 2.0);
+}
+
+// A block linear in FP8 (hybrid format: e4m3 input and weight forward, e5m2 output gradient in
+// backward; Micikevicius et al. 2022, §4): the three GEMMs at the FP8 rate, the input cast in
+// forward (`input_elements`; 0 when the previous linear's cast of the same input serves, as a
+// fused QKV or gate/up projection does), the output gradient's in backward, the weight's once per
+// cached step. The delayed recipe's amax all-reduce (one small buffer per micro-batch) is
+// asynchronous in TE and not timed.
+void fp8_linear(const CostEnv& env, Acc& a, double m, double k, double n, bool trainable, double input_elements) {
+  const double t = fp8_gemm_time_s(env, m, k, n);
+  const double flops = 2.0 * m * k * n;
+  a.fwd_s += t + env.fp8_weight_casts * memory_time_s(env, fp8_cast_bytes(env, k * n, env.fp8_weight_bytes));
+  if (input_elements > 0) a.fwd_s += memory_time_s(env, fp8_cast_bytes(env, input_elements, env.act_bytes));
+  a.fwd_flops += flops;
+  a.bwd_s += (trainable ? 2 * t : t) + memory_time_s(env, fp8_cast_bytes(env, m * n, env.act_bytes));
+  a.bwd_flops += trainable ? 2 * flops : flops;
+}
+
 // Batched GEMM of the attention core (scores or attention over values); backward = 2x.
 void attention_gemm(const CostEnv& env, Acc& a, double batch, double m, double k, double n) {
   const double t = gemm_time_s(env, m, k, n, batch);
@@ -177,6 +202,15 @@ double gemm_time_s(const CostEnv& env, double m, double k, double n, double batc
   return std::max(compute, memory) + dev.kernel_launch_s;
 }
 
+double fp8_gemm_time_s(const CostEnv& env, double m, double k, double n) {
+  const DeviceProfile& dev = env.hw->device;
+  const double flops = 2.0 * m * k * n;
+  const double bytes = (m * k + k * n) + env.act_bytes * m * n;  // 1-byte operands, 16-bit output
+  const double compute = flops / (env.fp8_peak_flops * env.fp8_gemm_curve->at(flops));
+  const double memory = bytes / (dev.memory_bandwidth_Bps * dev.memory_efficiency.at(bytes));
+  return std::max(compute, memory) + dev.kernel_launch_s;
+}
+
 double memory_time_s(const CostEnv& env, double bytes) {
   const DeviceProfile& dev = env.hw->device;
   return bytes / (dev.memory_bandwidth_Bps * dev.memory_efficiency.at(bytes)) + dev.kernel_launch_s;
@@ -202,6 +236,13 @@ CostEnv make_cost_env(const ModelSpec& m, const ClusterSpec& c, const ParallelCo
   env.act_bytes = cfg.precision == Precision::fp32 ? 4.0 : 2.0;
   env.peak_flops = c.hardware.device.peak(cfg.precision);
   env.gemm_curve = &c.hardware.device.gemm_curve(cfg.precision);
+  env.fp8 = cfg.fp8;
+  if (cfg.uses_fp8()) {
+    env.fp8_peak_flops = c.hardware.device.peak_fp8_flops;
+    env.fp8_gemm_curve = &c.hardware.device.fp8_gemm_curve();
+    env.fp8_weight_casts = cfg.zero_stage == 3 ? 1.0 : 1.0 / std::max(1, cfg.micro_batches());
+    env.fp8_weight_bytes = cfg.fp8_param_gather ? 1.0 : 2.0;
+  }
   env.lora = cfg.lora.enabled();
   env.linears = &linears;
   env.lora_mask = &lora_mask;
@@ -216,12 +257,18 @@ double block_activation_bytes(const CostEnv& env, Recompute recompute) {
   const double rep = env.sp ? 1.0 / t : 1.0;
   const bool hidden_drop = m.hidden_dropout > 0;
   if (recompute == Recompute::full) return e * M * h * rep;  // the block's input only
+  // FP8 linears keep their input for wgrad as the FP8 copy (1 byte; TE saves the quantised
+  // tensor), unless LoRA adapters read the same input in 16-bit.
+  const bool fp8_inputs = env.fp8 != Fp8Recipe::none && !env.lora;
+  const double li = fp8_inputs ? 1.0 : e;                    // bytes per stored linear input
   double bytes = 0;
   bytes += e * M * h * rep;                                  // norm1 input
-  bytes += e * M * h * rep;                                  // qkv input (norm1 output)
+  bytes += li * M * h * rep;                                 // qkv input (norm1 output)
   bytes += e * M * (m.q_dim() + m.kv_dim()) / t;             // q, k for q @ k^T
   bytes += e * M * m.kv_dim() / t;                           // v for p @ v
   bytes += e * M * m.q_dim() / t;                            // output projection input
+  if (fp8_inputs && env.attention == AttentionKind::flash) bytes += M * m.q_dim() / t;  // O kept 16-bit for flash too
+  if (fp8_inputs && env.attention == AttentionKind::eager) bytes -= (e - 1) * M * m.q_dim() / t;
   if (env.attention == AttentionKind::flash) {
     // FlashAttention-2 (Dao 2023, §3.1.1) keeps O (the output projection's input, above) and the
     // fp32 log-sum-exp per query row; in-kernel dropout keeps an RNG seed and offset. Nothing
@@ -234,9 +281,10 @@ double block_activation_bytes(const CostEnv& env, Recompute recompute) {
   }
   if (hidden_drop) bytes += M * h * rep;                     // attention residual dropout mask
   if (m.norms_per_layer == 2 && !m.parallel_residual) bytes += e * M * h * rep;  // norm2 input
-  if (m.norms_per_layer == 2) bytes += e * M * h * rep;      // MLP input (norm2 output)
+  if (m.norms_per_layer == 2) bytes += li * M * h * rep;     // MLP input (norm2 output)
   const double f_local = m.ffn_hidden / t;
   bytes += (m.ffn_kind == FfnKind::swiglu ? 4.0 : 2.0) * e * M * f_local;  // activation in/out
+  bytes -= (e - li) * M * f_local;                           // the output (FC2's input) in FP8
   if (hidden_drop) bytes += M * h * rep;                     // MLP dropout mask
   if (env.lora) {
     for (std::size_t i = 0; i < env.linears->size(); ++i) {
@@ -263,7 +311,18 @@ PartCost block_cost(const CostEnv& env) {
     const LinearDesc& lin = (*env.linears)[i];
     const double d_in = lin.split == TpSplit::row ? lin.d_in / t : lin.d_in;
     const double d_out = lin.split == TpSplit::column ? lin.d_out / t : lin.d_out;
-    linear(env, a, M, d_in, d_out, !frozen);
+    if (env.fp8 != Fp8Recipe::none) {
+      // A column linear reads the replicated region; with SP it is cast on this rank's 1/t of
+      // the tokens and all-gathered in FP8 (TE). Consecutive column linears over the same input
+      // (q, k, v; gate, up) share one cast.
+      const LinearDesc* prev = i > 0 ? &(*env.linears)[i - 1] : nullptr;
+      const bool shared = lin.split == TpSplit::column && prev != nullptr && prev->split == TpSplit::column &&
+                          prev->d_in == lin.d_in;
+      const double input = shared ? 0.0 : M * d_in * (lin.split == TpSplit::column ? rep : 1.0);
+      fp8_linear(env, a, M, d_in, d_out, !frozen, input);
+    } else {
+      linear(env, a, M, d_in, d_out, !frozen);
+    }
     weight_cast(env, a, d_in * d_out, !frozen);
     if (env.lora && (*env.lora_mask)[i]) lora_adapter(env, a, lin);
   }

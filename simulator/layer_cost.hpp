@@ -26,6 +26,15 @@ struct CostEnv {
   double act_bytes = 2;         // bytes per activation element (2 for bf16/fp16, 4 for fp32)
   double peak_flops = 0;        // device peak for the precision
   const EfficiencyCurve* gemm_curve = nullptr;  // the device's GEMM curve for the precision
+  // FP8 (ParallelConfig::fp8): the blocks' linears run e4m3/e5m2 GEMMs at the FP8 peak.
+  Fp8Recipe fp8 = Fp8Recipe::none;
+  double fp8_peak_flops = 0;
+  const EfficiencyCurve* fp8_gemm_curve = nullptr;
+  // Weight quantisations per micro-batch: 1/m when the FP8 weights are cached across a step's m
+  // micro-batches (TE's is_first_microbatch; weights resident, ZeRO < 3), else 1 (ZeRO-3 gathers
+  // the 16-bit shard again each time).
+  double fp8_weight_casts = 1;
+  double fp8_weight_bytes = 2;  // bytes per weight element read by its cast (1 with fp8_param_gather)
   const std::vector<LinearDesc>* linears = nullptr;  // the block's linears (precomputed)
   bool lora = false;            // base weights frozen; adapters where lora_mask[i] != 0
   const std::vector<char>* lora_mask = nullptr;     // parallel to *linears
@@ -85,6 +94,8 @@ AttentionTime flash_attention_time(const CostEnv& env);
 
 // Time of a GEMM (m x k) @ (k x n) on the device: roofline with efficiency curves.
 double gemm_time_s(const CostEnv& env, double m, double k, double n, double batch = 1);
+// The same GEMM with FP8 operands and a 16-bit output, at the FP8 peak and curve.
+double fp8_gemm_time_s(const CostEnv& env, double m, double k, double n);
 // Time of a memory-bound op moving `bytes`.
 double memory_time_s(const CostEnv& env, double bytes);
 

@@ -106,7 +106,37 @@ void check_lora(const ModelSpec& m, const ParallelConfig& cfg) {
   (void)resolve_lora_targets(m, l.targets);  // throws naming the unknown target
 }
 
+void check_fp8(const ClusterSpec& c, const ParallelConfig& cfg) {
+  if (cfg.fp8_param_gather && !cfg.uses_fp8()) bad("--fp8-param-gather", "expected --fp8 delayed, tensorwise or blockwise with it (FP8-held weights)");
+  if (cfg.fp8_param_gather && cfg.zero_stage == 0)
+    bad("--fp8-param-gather", "expected --zero 1, 2 or 3 with it (the sharded optimizer's parameter gather in FP8)");
+  if (cfg.fp8_param_gather && cfg.lora.enabled())
+    bad("--fp8-param-gather", "expected no LoRA (the frozen base weights are not gathered by the optimizer)");
+  if (!cfg.uses_fp8()) return;
+  if (!c.hardware.device.has_fp8())
+    bad("--fp8", std::string("the device of '") + c.hardware.name + "' (" + c.hardware.device.name +
+                     ") has no FP8 tensor cores (no peak_TFLOPs.fp8 in its profile): expected --fp8 none");
+  if (cfg.precision == Precision::fp32)
+    bad("--fp8", "expected --precision bf16 or fp16 (FP8 GEMMs sit inside 16-bit mixed precision)");
+}
+
 }  // namespace
+
+const char* to_string(Fp8Recipe r) {
+  switch (r) {
+    case Fp8Recipe::none: return "none";
+    case Fp8Recipe::delayed: return "delayed";
+    case Fp8Recipe::tensorwise: return "tensorwise";
+    case Fp8Recipe::blockwise: return "blockwise";
+  }
+  return "?";
+}
+
+std::optional<Fp8Recipe> fp8_recipe_from_string(const std::string& name) {
+  for (Fp8Recipe r : {Fp8Recipe::none, Fp8Recipe::delayed, Fp8Recipe::tensorwise, Fp8Recipe::blockwise})
+    if (name == to_string(r)) return r;
+  return std::nullopt;
+}
 
 const char* to_string(MixedPrecision m) {
   return m == MixedPrecision::autocast ? "autocast" : "master_weights";
@@ -150,6 +180,7 @@ void validate_config(const ModelSpec& m, const ClusterSpec& c, ParallelConfig& c
   check_pipeline(m, cfg);
   check_lora(m, cfg);
   check_recompute(m, cfg);
+  check_fp8(c, cfg);
   if (c.hardware.device.peak(cfg.precision) <= 0)
     bad("--precision", std::string("the device of '") + c.hardware.name + "' has no " + to_string(cfg.precision) +
                            " peak in its profile");

@@ -40,6 +40,21 @@ const char* to_string(AttentionKind k);
 // The kind named `name` ("flash" | "eager"); nullopt for anything else.
 std::optional<AttentionKind> attention_kind_from_string(const std::string& name);
 
+// FP8 training (Micikevicius et al. 2022, "FP8 Formats for Deep Learning"; NVIDIA Transformer
+// Engine): the transformer blocks' linear layers run their GEMMs in FP8 (e4m3 forward, e5m2
+// gradients: the "hybrid" format), everything else (attention core, norms, LM head, optimizer,
+// master weights) stays as `precision` says. The recipe is how each tensor's scale is chosen:
+//   delayed     from an amax history of earlier steps (TE DelayedScaling; Megatron --fp8-recipe
+//               delayed): the cast is one pass, the amaxes are all-reduced once per micro-batch
+//   tensorwise  from the tensor's own current amax (TE Float8CurrentScaling, torchao's tensorwise
+//               Float8Linear): one more read of each tensor before its cast
+//   blockwise   one scale per 1x128 / 128x128 block (DeepSeek-V3 §3.3; TE Float8BlockScaling):
+//               one pass, scales in fp32 beside the data
+enum class Fp8Recipe { none, delayed, tensorwise, blockwise };
+const char* to_string(Fp8Recipe r);
+// The recipe named `name` ("none" | "delayed" | "tensorwise" | "blockwise"); nullopt otherwise.
+std::optional<Fp8Recipe> fp8_recipe_from_string(const std::string& name);
+
 // How ZeRO-3 brings a unit's parameters in and its gradients out:
 //   prefetch         one collective per unit (a block's flat parameters, FSDP's FlatParameter,
 //                    DeepSpeed >= 0.4.1's coalesced fetch), the next unit's gather issued behind
@@ -92,6 +107,10 @@ struct ParallelConfig {
   Precision precision = Precision::bf16;
   MixedPrecision mixed_precision = MixedPrecision::master_weights;
   AttentionKind attention = AttentionKind::flash;
+  Fp8Recipe fp8 = Fp8Recipe::none;
+  // The block linears' weights are held in FP8 (no 16-bit copy) and gathered in FP8 by the
+  // sharded optimizer (Megatron --fp8-param-gather; FSDP2 float8 all-gather): needs fp8 and ZeRO.
+  bool fp8_param_gather = false;
   Zero3Fetch zero3_fetch = Zero3Fetch::prefetch;  // zero_stage 3 only
   LoraConfig lora;
   // Layers per pipeline stage (p entries) or per model chunk (p*v entries, chunk-major).
@@ -105,6 +124,7 @@ struct ParallelConfig {
   [[nodiscard]] bool casts_weights() const {
     return precision != Precision::fp32 && mixed_precision == MixedPrecision::autocast;
   }
+  [[nodiscard]] bool uses_fp8() const { return fp8 != Fp8Recipe::none; }
   [[nodiscard]] int shard_group() const { return sharding_degree > 0 ? sharding_degree : dp; }
   [[nodiscard]] int micro_batches() const {
     return global_batch_size / (micro_batch_size * dp);

@@ -28,6 +28,8 @@ nlohmann::json to_json(const ParallelConfig& c) {
       {"precision", to_string(c.precision)},
       {"mixed_precision", to_string(c.mixed_precision)},
       {"attention", to_string(c.attention)},
+      {"fp8", to_string(c.fp8)},
+      {"fp8_param_gather", c.fp8_param_gather},
       {"zero3_fetch", to_string(c.zero3_fetch)},
       {"rank_order", c.rank_order},
       {"memory_headroom_fraction", c.memory_headroom},
@@ -91,6 +93,12 @@ ParallelConfig config_from_json(const nlohmann::json& j, const std::string& sour
   // Absent in plans written before attention kinds existed: the default (flash).
   c.attention = enum_field(j, "attention", ctx,
                            {{"flash", AttentionKind::flash}, {"eager", AttentionKind::eager}}, AttentionKind::flash);
+  // Absent in plans written before FP8 existed: none.
+  c.fp8 = enum_field(j, "fp8", ctx,
+                     {{"none", Fp8Recipe::none}, {"delayed", Fp8Recipe::delayed},
+                      {"tensorwise", Fp8Recipe::tensorwise}, {"blockwise", Fp8Recipe::blockwise}},
+                     Fp8Recipe::none);
+  c.fp8_param_gather = get_bool_or(j, "fp8_param_gather", false, ctx);
   c.zero3_fetch = enum_field(j, "zero3_fetch", ctx,
                              {{"prefetch", Zero3Fetch::prefetch}, {"per_tensor_sync", Zero3Fetch::per_tensor_sync}},
                              Zero3Fetch::prefetch);

@@ -113,7 +113,7 @@ Prediction Evaluator::simulate(const ParallelConfig& cfg, const TrainingGoal& go
     r.pred = {s, shape.layers, shape.embedding, shape.head, static_cast<int64_t>(mem.params_per_device),
               shape.in_flight, r.sum.forward_s, r.sum.backward_s, mem.host_bytes, mem.device};
     host_per_device = std::max(host_per_device, mem.host_bytes);
-    const StepTail t = step_tail(c, r.trainable, r.sum.backward_s / v);
+    const StepTail t = step_tail(c, mem, r.sum.backward_s / v);
     const double slack = pr.pipeline.makespan_s - pr.pipeline.stage_end_s[s];
     tail = std::max(tail, t.exposed_s - slack);
     opt = std::max(opt, t.optimizer_s);

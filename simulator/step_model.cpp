@@ -75,6 +75,9 @@ ConfigContext::ConfigContext(const ModelContext& m, const ParallelConfig& config
   block_trainable = m.lora.enabled() ? block_lora : block_params;
   embedding_params = static_cast<double>(per_rank(counts.embedding, counts.embedding_tp_sharded, tp));
   head_params = static_cast<double>(per_rank(counts.head, counts.head_tp_sharded, tp));
+  for (const LinearDesc& lin : m.linears) block_linear_weights += static_cast<double>(lin.d_in) * lin.d_out / tp;
+  block_gather_bytes = param_bytes * block_params;
+  if (config.fp8_param_gather) block_gather_bytes -= (param_bytes - 1.0) * block_linear_weights;
   if (m.model.tied_embeddings && config.pp > 1)  // Megatron keeps a copy of the word embedding
     head_params += static_cast<double>(m.model.vocab_size * m.model.hidden) / tp;
   // Activations to the next stage: (s, b, h), split over tp (Megatron scatter/gather or SP).
@@ -162,7 +165,7 @@ ChunkTime chunk_time(const ConfigContext& c, const ChunkShape& sh) {
   } else if (cfg.zero_stage == 3 && c.shard > 1) {
     // Parameters gathered layer by layer, prefetching the next behind the current one's
     // compute; gradients reduce-scattered behind the backward.
-    const double g = all_gather_s(c.param_bytes * c.block_params, c.shard_group, hw, c.per_node);
+    const double g = all_gather_s(c.block_gather_bytes, c.shard_group, hw, c.per_node);
     const double rs = reduce_scatter_s(c.param_bytes * c.block_trainable, c.shard_group, hw, c.per_node);
     double edge = 0;
     if (sh.embedding) edge += all_gather_s(c.param_bytes * c.embedding_params, c.shard_group, hw, c.per_node);
@@ -292,6 +295,22 @@ UnitBuffers unit_buffers(const ConfigContext& c, const StageShape& s) {
   return out;
 }
 
+// FP8 copies of the block linears' weights (NVIDIA Transformer Engine): with ZeRO < 3 each
+// linear caches its FP8 weight and FP8 transpose across a step's micro-batches (+2 bytes per
+// weight beside the 16-bit one); with fp8_param_gather the weight itself is FP8 (1 byte instead of
+// w) and only the transpose is added. ZeRO-3 quantises each gathered unit as it runs (transient,
+// in the unit's workspace); with fp8_param_gather its shards are FP8.
+void fp8_weight_memory(const ConfigContext& c, const StageShape& s, StageMemory& out) {
+  const auto& cfg = *c.cfg;
+  const double W = s.layers * c.block_linear_weights, w = c.param_bytes;
+  if (cfg.fp8_param_gather) out.fp8_weights_per_device = W;
+  if (cfg.zero_stage >= 3) {
+    if (cfg.fp8_param_gather) out.device.parameters -= (w - 1.0) * W / c.shard;
+    return;
+  }
+  out.device.parameters += cfg.fp8_param_gather ? (1.0 - w) * W + W : 2.0 * W;
+}
+
 }  // namespace
 
 StageMemory stage_memory(const ConfigContext& c, const StageShape& s) {
@@ -312,6 +331,7 @@ StageMemory stage_memory(const ConfigContext& c, const StageShape& s) {
   const double opt_bytes_per_param = cfg.fp32_weights() ? 8.0 : 12.0;  // (fp32 master +) m + v
   MemoryBreakdown& m = out.device;
   m.parameters = cfg.zero_stage >= 3 ? w * params / N : w * params;
+  if (cfg.uses_fp8()) fp8_weight_memory(c, s, out);
   double base_grads = lora ? 0.0 : params, base_opt = lora ? 0.0 : params;
   m.gradients = cfg.zero_stage >= 2 ? w * base_grads / N : w * base_grads;
   m.optimizer_states = cfg.zero_stage >= 1 ? opt_bytes_per_param * base_opt / N : opt_bytes_per_param * base_opt;
@@ -362,11 +382,14 @@ StageMemory stage_memory(const ConfigContext& c, const StageShape& s) {
   return out;
 }
 
-StepTail step_tail(const ConfigContext& c, double trainable, double last_backward_s) {
+StepTail step_tail(const ConfigContext& c, const StageMemory& stage, double last_backward_s) {
   const auto& cfg = *c.cfg;
   const auto& hw = c.mc->cluster.hardware;
   const int pn = c.per_node;
+  const double trainable = stage.trainable_per_device;
   const double G = c.param_bytes * trainable;  // gradient bytes of this stage
+  // Updated weights gathered after the step: the FP8-held ones at 1 byte (fp8_param_gather).
+  const double W = G - (c.param_bytes - 1.0) * stage.fp8_weights_per_device;
   StepTail t;
   auto overlapped = [&](double comm) {  // hidden behind the last micro-batch's backward
     if (comm <= 0) return 0.0;
@@ -380,11 +403,11 @@ StepTail step_tail(const ConfigContext& c, double trainable, double last_backwar
       t.exposed_s += overlapped(ar);
     } else if (cfg.zero_stage == 1) {
       const double rs = reduce_scatter_s(G, c.shard_group, hw, pn);
-      const double ag = all_gather_s(G, c.shard_group, hw, pn);
+      const double ag = all_gather_s(W, c.shard_group, hw, pn);
       t.total_s += rs + ag;
       t.exposed_s += overlapped(rs) + ag;
     } else if (cfg.zero_stage == 2) {
-      const double ag = all_gather_s(G, c.shard_group, hw, pn);  // updated weights
+      const double ag = all_gather_s(W, c.shard_group, hw, pn);  // updated weights
       t.total_s += ag;
       t.exposed_s += ag;
     }

@@ -39,6 +39,8 @@ struct ConfigContext {
   double block_lora = 0;        // adapter parameters per tp rank
   double embedding_params = 0;  // per tp rank
   double head_params = 0;       // per tp rank (incl. a tied-embedding copy when pp > 1)
+  double block_linear_weights = 0;  // per tp rank: the block linears' weight elements (FP8 GEMM operands)
+  double block_gather_bytes = 0;    // one block's parameters as ZeRO gathers them (FP8 linears with fp8_param_gather)
   double p2p_s = 0;             // one micro-batch's activations to the next stage
   // Waits at collectives for the slowest rank, per second of a micro-batch's forward / backward
   // compute (the profile's skew scaled to the largest group that synchronises inside that pass).
@@ -85,6 +87,7 @@ struct StageMemory {
   double host_bytes = 0;
   double params_per_device = 0;   // per tp rank, before ZeRO sharding
   double trainable_per_device = 0;
+  double fp8_weights_per_device = 0;  // of those, held in FP8 (fp8_param_gather), per tp rank
 };
 
 StageMemory stage_memory(const ConfigContext& c, const StageShape& s);
@@ -97,7 +100,7 @@ struct StepTail {
 
 // `last_backward_s`: the stage's backward of its last micro-batch (what gradient buckets can
 // overlap with).
-StepTail step_tail(const ConfigContext& c, double stage_trainable_params, double last_backward_s);
+StepTail step_tail(const ConfigContext& c, const StageMemory& stage, double last_backward_s);
 
 // FLOPs of one micro-batch through the whole model, all tp ranks: what the math needs
 // (`model`, no recompute) and what the devices execute (`hardware`, with recompute, including

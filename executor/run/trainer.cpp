@@ -46,12 +46,17 @@ simulator::MixedPrecision parse_mixed_precision(const std::string& s) {
   throw InputError("--mixed-precision: expected master_weights or autocast, got '" + s + "'");
 }
 
-// What this executor runs: everything the planner outputs but optimizer offload; fp16 needs CUDA.
+// What this executor runs: everything the planner outputs but optimizer offload and FP8 linears;
+// fp16 needs CUDA.
 void check_supported(const planner::Plan& plan, const std::string& src, Precision precision, torch::Device device) {
   const auto& c = plan.config;
   if (c.offload_optimizer)
     throw InputError(src + ": field 'config.offload_optimizer': optimizer offload is not supported by this shardrun "
                            "(plan with --forbid offload)");
+  if (c.uses_fp8())
+    throw InputError(src + ": field 'config.fp8': FP8 linears (" + simulator::to_string(c.fp8) +
+                     ") are not run by this shardrun (LibTorch has no FP8 GEMM training path here); plan with --fp8 "
+                     "none or --forbid fp8");
   if (precision == Precision::fp16 && !device.is_cuda())
     throw InputError(src + ": field 'config.precision': fp16 autocast needs a CUDA device; this rank runs on the CPU "
                            "(use --precision bf16 or fp32)");

@@ -1,5 +1,6 @@
 #include "cli_parse.hpp"
 
+#include <algorithm>
 #include <sstream>
 
 #include "simulator/errors.hpp"
@@ -93,6 +94,30 @@ sim::AttentionKind parse_attention(const std::string& s) {
   throw sim::InputError("--attention: expected flash or eager, got '" + s + "'");
 }
 
+std::vector<sim::Fp8Recipe> parse_fp8_recipes(const std::string& s) {
+  std::vector<sim::Fp8Recipe> out;
+  for (const auto& x : split_list(s)) {
+    const auto r = sim::fp8_recipe_from_string(x);
+    if (!r) throw sim::InputError("--fp8: expected none, delayed, tensorwise or blockwise, got '" + x + "'");
+    if (std::find(out.begin(), out.end(), *r) == out.end()) out.push_back(*r);
+  }
+  if (out.empty()) throw sim::InputError("--fp8: expected at least one of none, delayed, tensorwise, blockwise");
+  return out;
+}
+
+std::vector<sim::Fp8Recipe> fp8_search_list(const std::string& s, const sim::HardwareProfile& hw) {
+  if (s == "auto") {
+    if (hw.device.has_fp8()) return {sim::Fp8Recipe::none, sim::Fp8Recipe::delayed};
+    return {sim::Fp8Recipe::none};
+  }
+  std::vector<sim::Fp8Recipe> out = parse_fp8_recipes(s);
+  for (sim::Fp8Recipe r : out)
+    if (r != sim::Fp8Recipe::none && !hw.device.has_fp8())
+      throw sim::InputError("--fp8: the device of '" + hw.name + "' (" + hw.device.name +
+                            ") has no FP8 tensor cores: expected none or auto, got '" + s + "'");
+  return out;
+}
+
 std::pair<sim::ClusterSpec, sim::ParallelConfig> parse_config_spec(const std::string& spec, const sim::ModelSpec& m,
                                                                    const sim::HardwareProfile& hw,
                                                                    const planner::SearchSpace& space,
@@ -128,11 +153,12 @@ std::pair<sim::ClusterSpec, sim::ParallelConfig> parse_config_spec(const std::st
       if (!a) throw sim::InputError("--why: attention=" + v + ": expected flash or eager");
       cfg.attention = *a;
     }
+    else if (k == "fp8") cfg.fp8 = parse_fp8_recipes(v).front();
     else if (k == "sp") cfg.sequence_parallel = true;
     else if (k == "offload-optimizer") cfg.offload_optimizer = true;
     else if (k == "offload-activations") cfg.offload_activations = true;
     else throw sim::InputError("--why: unknown field '" + k + "' (expected nodes, tp, pp, dp, zero, shard, mbs, gbs, "
-                               "schedule, v, recompute, precision, attention, sp, offload-optimizer, "
+                               "schedule, v, recompute, precision, attention, fp8, sp, offload-optimizer, "
                                "offload-activations)");
   }
   if (!dp_given && cfg.tp > 0 && cfg.pp > 0) cfg.dp = std::max(1, cluster.devices() / (cfg.tp * cfg.pp));

@@ -21,6 +21,11 @@ std::vector<simulator::Precision> parse_precisions(const std::string& s);
 simulator::MixedPrecision parse_mixed_precision(const std::string& s);
 // --attention: flash | eager.
 simulator::AttentionKind parse_attention(const std::string& s);
+// Comma-separated FP8 recipes (none, delayed, tensorwise, blockwise), deduplicated.
+std::vector<simulator::Fp8Recipe> parse_fp8_recipes(const std::string& s);
+// The FP8 recipes a plan searches: "auto" = none and delayed where the device has FP8 tensor
+// cores, else none; a list naming a recipe other than none on a device without them is refused.
+std::vector<simulator::Fp8Recipe> fp8_search_list(const std::string& s, const simulator::HardwareProfile& hw);
 
 // "nodes=1,tp=8,pp=1,zero=1,mbs=2,gbs=64,schedule=1f1b,v=2,recompute=full,sp,offload-optimizer,
 // offload-activations,shard=4,precision=bf16,attention=eager": unspecified fields come from the

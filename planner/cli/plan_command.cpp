@@ -32,7 +32,7 @@ struct PlanOptions {
   std::string model, hardware, nodes = "1", global_batch = "0", micro_batches = "1,2,4,8";
   std::string zero_stages = "0,1,2,3", schedules = "1f1b,gpipe,interleaved", recomputes = "none,selective,full";
   std::string precisions = "bf16", virtual_stages = "2,3,4", mixed_precision = "master_weights";
-  std::string attention = "flash";
+  std::string attention = "flash", fp8 = "auto";
   int devices_per_node = 0, seq_len = 2048, top = 10, threads = 0, max_nodes = 0, max_tp = 0;
   bool no_mics = false, no_offload = false, no_sp = false, tp_across_nodes = false, json = false, quiet = false;
   std::string lora_ranks = "0";
@@ -60,6 +60,9 @@ void add_options(CLI::App* cmd, PlanOptions& o) {
   cmd->add_option("--attention", o.attention,
                   "Attention kernel of every plan (not searched): flash (fused, FlashAttention-2 / SDPA; default, "
                   "what current frameworks run) or eager (explicit softmax)");
+  cmd->add_option("--fp8", o.fp8,
+                  "FP8 recipes to try: auto (none and delayed where the device has FP8 tensor cores: H100, "
+                  "Gaudi2; default), none, or a list of none,delayed,tensorwise,blockwise");
   cmd->add_flag("--no-mics", o.no_mics, "Only shard over the whole data-parallel group");
   cmd->add_flag("--no-offload", o.no_offload, "Do not consider optimizer/activation offload");
   cmd->add_flag("--no-sequence-parallel", o.no_sp, "Do not consider sequence parallelism");
@@ -90,7 +93,7 @@ void add_options(CLI::App* cmd, PlanOptions& o) {
   cmd->add_flag("--quiet", o.quiet, "No progress bar");
 }
 
-pl::SearchSpace make_space(const PlanOptions& o) {
+pl::SearchSpace make_space(const PlanOptions& o, const sim::HardwareProfile& hw) {
   pl::SearchSpace s;
   s.node_counts = parse_int_list("--nodes", o.nodes, true);
   s.devices_per_node = o.devices_per_node;
@@ -104,6 +107,7 @@ pl::SearchSpace make_space(const PlanOptions& o) {
   s.precisions = parse_precisions(o.precisions);
   s.mixed_precision = parse_mixed_precision(o.mixed_precision);
   s.attention = parse_attention(o.attention);
+  s.fp8_recipes = fp8_search_list(o.fp8, hw);
   s.mics = !o.no_mics;
   if (o.no_offload) s.offload_optimizer = s.offload_activations = {false};
   if (o.no_sp) s.sequence_parallel = {false};
@@ -138,7 +142,7 @@ nlohmann::json search_settings(const PlanOptions& o) {
   return {{"nodes", o.nodes}, {"global_batch_size", o.global_batch}, {"seq_len", o.seq_len},
           {"micro_batch_sizes", o.micro_batches}, {"zero_stages", o.zero_stages}, {"schedules", o.schedules},
           {"recompute", o.recomputes}, {"precision", o.precisions}, {"mixed_precision", o.mixed_precision},
-          {"attention", o.attention}, {"objective", o.objective},
+          {"attention", o.attention}, {"fp8", o.fp8}, {"objective", o.objective},
           {"max_nodes", o.max_nodes}, {"max_usd_per_hour", o.max_usd}, {"max_tp", o.max_tp},
           {"require", o.require}, {"forbid", o.forbid}, {"headroom", o.headroom}};
 }
@@ -154,7 +158,7 @@ int compare_lora_ranks(const PlanOptions& o, const std::vector<int>& ranks) {
     one.lora_ranks = std::to_string(r);
     one.out.clear();
     one.json = false;
-    pl::SearchSpace space = make_space(one);
+    pl::SearchSpace space = make_space(one, hw);
     pl::SearchOptions opts;
     opts.objective = objective_of(o.objective);
     opts.top_k = 1;
@@ -187,7 +191,7 @@ int run_plan(const PlanOptions& o) {
   const sim::ModelSpec model = sim::load_model(o.model);
   sim::HardwareProfile hw = sim::load_hardware(o.hardware);
   apply_resilience(o.resilience, hw);
-  pl::SearchSpace space = make_space(o);
+  pl::SearchSpace space = make_space(o, hw);
   if (space.lora.enabled() || !space.lora.targets.empty()) {
     sim::ParallelConfig probe;
     probe.lora = space.lora;

@@ -29,7 +29,8 @@ struct SimulateOptions {
   int micro_batch_size = 1, global_batch_size = 0;
   std::optional<int> seq_len;
   std::string schedule = "1f1b", recompute = "none", precision = "bf16", mixed_precision = "master_weights", rank_order = "tp-dp-pp";
-  std::string attention = "flash", zero3_fetch = "prefetch";
+  std::string attention = "flash", zero3_fetch = "prefetch", fp8 = "none";
+  bool fp8_param_gather = false;
   int virtual_stages = 1, recompute_num_layers = 0;
   bool sequence_parallel = false, offload_activations = false, offload_optimizer = false;
   int lora_rank = 0;
@@ -84,6 +85,8 @@ sim::ParallelConfig to_config(const SimulateOptions& o, const sim::ModelSpec& m,
   cfg.precision = parse_precisions(o.precision).front();
   cfg.mixed_precision = parse_mixed_precision(o.mixed_precision);
   cfg.attention = parse_attention(o.attention);
+  cfg.fp8 = parse_fp8_recipes(o.fp8).front();
+  cfg.fp8_param_gather = o.fp8_param_gather;
   cfg.zero3_fetch = *sim::zero3_fetch_from_string(o.zero3_fetch);  // CLI11 checked the name
   cfg.lora.rank = o.lora_rank;
   cfg.lora.alpha = o.lora_alpha;
@@ -130,6 +133,12 @@ void add_options(CLI::App* cmd, SimulateOptions& o) {
       ->check(CLI::IsMember({"master_weights", "autocast"}));
   cmd->add_option("--attention", o.attention,
                   "Attention kernel: flash (fused, FlashAttention-2 / SDPA; default) or eager (explicit softmax)");
+  cmd->add_option("--fp8", o.fp8,
+                  "FP8 linears (H100, Gaudi2): none (default), delayed (TE amax history; Megatron's default), "
+                  "tensorwise (current scaling) or blockwise (1x128 / 128x128 block scales)");
+  cmd->add_flag("--fp8-param-gather", o.fp8_param_gather,
+                "Keep the linears' weights in FP8 and gather them in FP8 (Megatron --fp8-param-gather; FSDP2 "
+                "float8 all-gather); needs --fp8 and --zero >= 1");
   cmd->add_option("--zero3-fetch", o.zero3_fetch,
                   "ZeRO-3 parameter fetch: prefetch (one collective per unit, overlapped; FSDP, DeepSpeed today; "
                   "default) or per_tensor_sync (DeepSpeed <= 0.4.0: one blocking collective per tensor)")

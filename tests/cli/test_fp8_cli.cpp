@@ -1,0 +1,38 @@
+// `shardplan simulate --fp8` / `plan --fp8` end to end: FP8 refused on an A100 profile with one
+// line naming the flag, an unknown recipe refused, and an H100 simulation that carries the recipe
+// into its JSON and runs faster than the same bf16 configuration.
+#include <gtest/gtest.h>
+
+#include "cli/cli_support.hpp"
+
+namespace {
+
+using namespace shardplan::testing::cli;  // NOLINT: the CLI test helpers
+
+const std::vector<std::string> kSim = {"simulate", "--model", "llama2-7b", "--nodes", "1", "--tp", "2",
+                                       "--zero", "1", "--global-batch-size", "8", "--seq-len", "4096"};
+
+std::vector<std::string> with(std::vector<std::string> a, std::initializer_list<std::string> more) {
+  a.insert(a.end(), more);
+  return a;
+}
+
+TEST(Fp8Cli, RefusedOnA100AndForUnknownRecipes) {
+  expect_one_line_error(with(kSim, {"--hardware", "p4d.24xlarge", "--fp8", "delayed"}), {"--fp8", "FP8"});
+  expect_one_line_error(with(kSim, {"--hardware", "p5.48xlarge", "--fp8", "e4m3"}), {"--fp8", "e4m3"});
+  expect_one_line_error(with(kSim, {"--hardware", "p5.48xlarge", "--fp8-param-gather"}), {"--fp8-param-gather"});
+  expect_one_line_error({"plan", "--model", "llama2-7b", "--hardware", "p4d.24xlarge", "--fp8", "none,delayed",
+                         "--quiet"},
+                        {"--fp8", "FP8"});
+}
+
+TEST(Fp8Cli, SimulateCarriesTheRecipeAndIsFaster) {
+  const json bf16 = run_json(with(kSim, {"--hardware", "p5.48xlarge", "--json"}));
+  const json fp8 = run_json(with(kSim, {"--hardware", "p5.48xlarge", "--fp8", "delayed", "--json"}));
+  ASSERT_TRUE(fp8.contains("config"));
+  EXPECT_EQ(fp8["config"]["fp8"], "delayed");
+  EXPECT_EQ(bf16["config"]["fp8"], "none");
+  EXPECT_LT(fp8["time"]["step_seconds"].get<double>(), bf16["time"]["step_seconds"].get<double>());
+}
+
+}  // namespace
