@@ -56,6 +56,7 @@ void parallel_args(const Plan& plan, Args& a) {
   if (e.first > 0) add(a, "--decoder-first-pipeline-num-layers", e.first);
   if (e.last > 0) add(a, "--decoder-last-pipeline-num-layers", e.last);
   if (c.sequence_parallel) add(a, "--sequence-parallel");
+  if (c.tp_comm_overlap) add(a, "--tp-comm-overlap");  // TE userbuffers; Megatron-Core
   if (c.rank_order == "tp-pp-dp") add(a, "--use-tp-pp-dp-mapping");
   if (c.zero_stage >= 1) {
     add(a, "--use-distributed-optimizer");

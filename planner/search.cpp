@@ -170,6 +170,7 @@ bool run_block(Shared& sh, const Block& b, detail::ThreadState& ts) {
         if (seq_par && (b.tp == 1 || sp.seq_len % b.tp)) continue;
         cfg.recompute = rc;
         cfg.sequence_parallel = seq_par;
+        cfg.tp_comm_overlap = sp.tp_comm_overlap && seq_par;
         cfg.schedule = sp.schedules.front();
         cfg.virtual_stages = 1;
         // Per-layer costs depend on none of the loops below: one context for all of them.

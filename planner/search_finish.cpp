@@ -110,7 +110,7 @@ std::string describe(const sim::ParallelConfig& c, int nodes) {
     if (c.virtual_stages > 1) s += " v=" + std::to_string(c.virtual_stages);
   }
   s += std::string(" recompute=") + sim::to_string(c.recompute);
-  if (c.sequence_parallel) s += " sp";
+  if (c.sequence_parallel) s += c.tp_comm_overlap ? " sp+overlap" : " sp";
   if (c.offload_optimizer) s += " offload-optimizer";
   if (c.offload_activations) s += " offload-activations";
   s += std::string(" ") + sim::to_string(c.precision);

@@ -182,6 +182,7 @@ sim::ParallelConfig config_of(const Point& p, const sim::ModelSpec& m, const Sea
   cfg.lora = space.lora;
   cfg.mixed_precision = space.mixed_precision;
   cfg.attention = space.attention;
+  cfg.tp_comm_overlap = space.tp_comm_overlap && cfg.sequence_parallel;
   cfg.rank_order = space.rank_order;
   cfg.memory_headroom = c.memory_headroom;
   if (m.num_layers % cfg.pp) cfg.partition = default_split(static_cast<int>(m.num_layers), cfg.pp);

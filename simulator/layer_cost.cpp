@@ -101,6 +101,13 @@ double tp_all_reduce(const CostEnv& env, double bytes) {
   return all_reduce_s(bytes, env.tp_group, *env.hw, env.devices_per_node);
 }
 
+// A collective of `comm_s` pipelined with a GEMM of `gemm_s` in t chunks (TE userbuffers' ring
+// exchange / pipelined reduce-scatter, one chunk per tp rank): max(comm, gemm) + the one chunk of
+// the shorter that cannot overlap; the part beyond the GEMM's own time is exposed.
+double overlapped_comm_s(double comm_s, double gemm_s, double t) {
+  return std::max(0.0, comm_s - gemm_s) + std::min(comm_s, gemm_s) / t;
+}
+
 // LoRA adapter on one linear: dropout(x) @ A^T @ B^T * alpha/r, added to the base output.
 void lora_adapter(const CostEnv& env, Acc& a, const LinearDesc& lin) {
   const double M = env.s * env.b, t = env.tp, e = env.act_bytes, r = env.lora_rank;
@@ -228,6 +235,7 @@ CostEnv make_cost_env(const ModelSpec& m, const ClusterSpec& c, const ParallelCo
   env.b = cfg.micro_batch_size;
   env.tp = cfg.tp;
   env.sp = cfg.sequence_parallel && cfg.tp > 1;
+  env.tp_overlap = env.sp && cfg.tp_comm_overlap;
   env.recompute = cfg.recompute;
   env.attention = cfg.attention;
   env.causal = m.kind == ModelKind::decoder;
@@ -306,11 +314,19 @@ PartCost block_cost(const CostEnv& env) {
   Acc fwd_attn_core;
   attention_core(env, fwd_attn_core);
   Acc a = fwd_attn_core;
+  // Forward GEMM time of the four SP regions' linears: attention in (before the first row-parallel
+  // linear), attention out, MLP in, MLP out; each sits next to one all-gather or reduce-scatter.
+  double region_gemm_s[4] = {0, 0, 0, 0};
+  int rows_seen = 0;
   for (int i = 0; i < m.norms_per_layer; ++i) model_op(env, a, norm_op(m), M * h * rep, 2 * e * M * h * rep);
   for (std::size_t i = 0; i < env.linears->size(); ++i) {
     const LinearDesc& lin = (*env.linears)[i];
     const double d_in = lin.split == TpSplit::row ? lin.d_in / t : lin.d_in;
     const double d_out = lin.split == TpSplit::column ? lin.d_out / t : lin.d_out;
+    const int region = std::min(3, 2 * rows_seen + (lin.split == TpSplit::row ? 1 : 0));
+    if (lin.split == TpSplit::row) ++rows_seen;
+    region_gemm_s[region] +=
+        env.fp8 != Fp8Recipe::none ? fp8_gemm_time_s(env, M, d_in, d_out) : gemm_time_s(env, M, d_in, d_out);
     if (env.fp8 != Fp8Recipe::none) {
       // A column linear reads the replicated region; with SP it is cast on this rank's 1/t of
       // the tokens and all-gathered in FP8 (TE). Consecutive column linears over the same input
@@ -345,7 +361,18 @@ PartCost block_cost(const CostEnv& env) {
   // Megatron f/g pairs: 2 all-reduces (or all-gather + reduce-scatter with SP, same volume)
   // forward and backward; a parallel residual sums attention and MLP before one reduce.
   const double reduces = m.parallel_residual ? 1.0 : 2.0;
-  const double tp_comm = t > 1 ? reduces * tp_all_reduce(env, e * M * h) : 0.0;
+  double tp_comm = t > 1 ? reduces * tp_all_reduce(env, e * M * h) : 0.0;
+  double tp_comm_bwd = tp_comm;
+  if (env.tp_overlap && !m.parallel_residual) {
+    // Each region's all-gather (in) or reduce-scatter (out) is half an all-reduce, pipelined with
+    // that region's GEMMs: forward GEMM, backward dgrad (+ wgrad when trained).
+    const double half = tp_all_reduce(env, e * M * h) / 2;
+    tp_comm = tp_comm_bwd = 0;
+    for (double g : region_gemm_s) {
+      tp_comm += overlapped_comm_s(half, g, t);
+      tp_comm_bwd += overlapped_comm_s(half, frozen ? g : 2 * g, t);
+    }
+  }
 
   PartCost c;
   c.forward_s = a.fwd_s;
@@ -353,7 +380,7 @@ PartCost block_cost(const CostEnv& env) {
   c.forward_flops = a.fwd_flops;
   c.backward_flops = a.bwd_flops;
   c.tp_comm_forward_s = tp_comm;
-  c.tp_comm_backward_s = tp_comm;
+  c.tp_comm_backward_s = tp_comm_bwd;
   if (env.recompute == Recompute::full) {
     c.recompute_s = a.fwd_s + tp_comm;
     c.recompute_flops = a.fwd_flops;

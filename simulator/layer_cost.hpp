@@ -18,6 +18,7 @@ struct CostEnv {
   GroupPlacement tp_group;
   double s = 0, b = 0, tp = 1;  // sequence length, micro-batch size, tensor parallel
   bool sp = false;              // sequence parallel
+  bool tp_overlap = false;      // SP collectives pipelined with the GEMMs (tp_comm_overlap)
   Recompute recompute = Recompute::none;
   AttentionKind attention = AttentionKind::flash;
   bool causal = true;           // decoder: causal mask (a fused kernel skips the masked blocks)

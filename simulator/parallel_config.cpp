@@ -27,6 +27,8 @@ void check_shapes(const ModelSpec& m, const ClusterSpec& c, ParallelConfig& cfg)
   if (cfg.seq_len < 1) bad("--seq-len", "expected an integer >= 1");
   if (m.positional == PositionalKind::learned && cfg.seq_len > m.max_positions)
     bad("--seq-len", "expected <= the model's " + str(m.max_positions) + " learned positions, got " + str(cfg.seq_len));
+  if (cfg.tp_comm_overlap && (!cfg.sequence_parallel || cfg.tp < 2))
+    bad("--tp-comm-overlap", "expected --sequence-parallel and --tp >= 2 with it (it overlaps SP's collectives)");
   if (cfg.sequence_parallel && cfg.seq_len % cfg.tp != 0)
     bad("--sequence-parallel", "needs --seq-len divisible by --tp (" + str(cfg.seq_len) + " % " + str(cfg.tp) + " != 0)");
 }

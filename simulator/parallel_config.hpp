@@ -102,6 +102,9 @@ struct ParallelConfig {
   // fms-fsdp's selective_checkpointing p is k = p x layers).
   int recompute_num_layers = 0;
   bool sequence_parallel = false;
+  // Sequence-parallel all-gathers and reduce-scatters pipelined with the linears' GEMMs in
+  // chunks (Megatron-Core --tp-comm-overlap, Transformer Engine userbuffers; needs SP).
+  bool tp_comm_overlap = false;
   bool offload_activations = false;
   bool offload_optimizer = false;
   Precision precision = Precision::bf16;

@@ -23,6 +23,7 @@ nlohmann::json to_json(const ParallelConfig& c) {
       {"recompute", to_string(c.recompute)},
       {"recompute_num_layers", c.recompute_num_layers},
       {"sequence_parallel", c.sequence_parallel},
+      {"tp_comm_overlap", c.tp_comm_overlap},
       {"offload_activations", c.offload_activations},
       {"offload_optimizer", c.offload_optimizer},
       {"precision", to_string(c.precision)},
@@ -81,6 +82,7 @@ ParallelConfig config_from_json(const nlohmann::json& j, const std::string& sour
                            Recompute::none);
   c.recompute_num_layers = static_cast<int>(get_int_or(j, "recompute_num_layers", 0, ctx));
   c.sequence_parallel = get_bool_or(j, "sequence_parallel", false, ctx);
+  c.tp_comm_overlap = get_bool_or(j, "tp_comm_overlap", false, ctx);
   c.offload_activations = get_bool_or(j, "offload_activations", false, ctx);
   c.offload_optimizer = get_bool_or(j, "offload_optimizer", false, ctx);
   c.precision = enum_field(j, "precision", ctx,

@@ -161,6 +161,7 @@ std::pair<sim::ClusterSpec, sim::ParallelConfig> parse_config_spec(const std::st
                                "schedule, v, recompute, precision, attention, fp8, sp, offload-optimizer, "
                                "offload-activations)");
   }
+  cfg.tp_comm_overlap = space.tp_comm_overlap && cfg.sequence_parallel;
   if (!dp_given && cfg.tp > 0 && cfg.pp > 0) cfg.dp = std::max(1, cluster.devices() / (cfg.tp * cfg.pp));
   if (cfg.pp > 0 && m.num_layers % cfg.pp) cfg.partition = {};  // validate_config explains
   return {cluster, cfg};

@@ -35,6 +35,7 @@ struct PlanOptions {
   std::string attention = "flash", fp8 = "auto";
   int devices_per_node = 0, seq_len = 2048, top = 10, threads = 0, max_nodes = 0, max_tp = 0;
   bool no_mics = false, no_offload = false, no_sp = false, tp_across_nodes = false, json = false, quiet = false;
+  bool tp_comm_overlap = false;
   std::string lora_ranks = "0";
   double lora_alpha = 16, lora_dropout = 0, headroom = 0.05, max_usd = 0, train_tokens = 0, dataset_tokens = 0,
          epochs = 1;
@@ -63,6 +64,9 @@ void add_options(CLI::App* cmd, PlanOptions& o) {
   cmd->add_option("--fp8", o.fp8,
                   "FP8 recipes to try: auto (none and delayed where the device has FP8 tensor cores: H100, "
                   "Gaudi2; default), none, or a list of none,delayed,tensorwise,blockwise");
+  cmd->add_flag("--tp-comm-overlap", o.tp_comm_overlap,
+                "The framework pipelines SP's collectives with the GEMMs (Megatron-Core --tp-comm-overlap): "
+                "every plan with sequence parallelism uses it");
   cmd->add_flag("--no-mics", o.no_mics, "Only shard over the whole data-parallel group");
   cmd->add_flag("--no-offload", o.no_offload, "Do not consider optimizer/activation offload");
   cmd->add_flag("--no-sequence-parallel", o.no_sp, "Do not consider sequence parallelism");
@@ -108,6 +112,7 @@ pl::SearchSpace make_space(const PlanOptions& o, const sim::HardwareProfile& hw)
   s.mixed_precision = parse_mixed_precision(o.mixed_precision);
   s.attention = parse_attention(o.attention);
   s.fp8_recipes = fp8_search_list(o.fp8, hw);
+  s.tp_comm_overlap = o.tp_comm_overlap;
   s.mics = !o.no_mics;
   if (o.no_offload) s.offload_optimizer = s.offload_activations = {false};
   if (o.no_sp) s.sequence_parallel = {false};
@@ -142,7 +147,7 @@ nlohmann::json search_settings(const PlanOptions& o) {
   return {{"nodes", o.nodes}, {"global_batch_size", o.global_batch}, {"seq_len", o.seq_len},
           {"micro_batch_sizes", o.micro_batches}, {"zero_stages", o.zero_stages}, {"schedules", o.schedules},
           {"recompute", o.recomputes}, {"precision", o.precisions}, {"mixed_precision", o.mixed_precision},
-          {"attention", o.attention}, {"fp8", o.fp8}, {"objective", o.objective},
+          {"attention", o.attention}, {"fp8", o.fp8}, {"tp_comm_overlap", o.tp_comm_overlap}, {"objective", o.objective},
           {"max_nodes", o.max_nodes}, {"max_usd_per_hour", o.max_usd}, {"max_tp", o.max_tp},
           {"require", o.require}, {"forbid", o.forbid}, {"headroom", o.headroom}};
 }

@@ -57,7 +57,7 @@ void print_config(std::ostream& out, const sim::Prediction& p, const sim::Parall
       << (c.uses_fp8() ? std::string(" fp8=") + sim::to_string(c.fp8) : "")
       << (c.fp8_param_gather ? " fp8-param-gather" : "")
       << (c.zero3_fetch == sim::Zero3Fetch::per_tensor_sync ? " zero3-fetch=per_tensor_sync" : "")
-      << (c.sequence_parallel ? " sequence-parallel" : "") << (c.offload_activations ? " offload-activations" : "")
+      << (c.sequence_parallel ? " sequence-parallel" : "") << (c.tp_comm_overlap ? " tp-comm-overlap" : "") << (c.offload_activations ? " offload-activations" : "")
       << (c.offload_optimizer ? " offload-optimizer" : "") << " order=" << c.rank_order << "\n";
   if (c.lora.enabled()) {
     out << "  LoRA r=" << c.lora.rank << " alpha=" << c.lora.alpha << " dropout=" << c.lora.dropout << " targets=";

@@ -30,7 +30,7 @@ struct SimulateOptions {
   std::optional<int> seq_len;
   std::string schedule = "1f1b", recompute = "none", precision = "bf16", mixed_precision = "master_weights", rank_order = "tp-dp-pp";
   std::string attention = "flash", zero3_fetch = "prefetch", fp8 = "none";
-  bool fp8_param_gather = false;
+  bool fp8_param_gather = false, tp_comm_overlap = false;
   int virtual_stages = 1, recompute_num_layers = 0;
   bool sequence_parallel = false, offload_activations = false, offload_optimizer = false;
   int lora_rank = 0;
@@ -80,6 +80,7 @@ sim::ParallelConfig to_config(const SimulateOptions& o, const sim::ModelSpec& m,
   cfg.recompute = parse_recomputes(o.recompute).front();
   cfg.recompute_num_layers = o.recompute_num_layers;
   cfg.sequence_parallel = o.sequence_parallel;
+  cfg.tp_comm_overlap = o.tp_comm_overlap;
   cfg.offload_activations = o.offload_activations;
   cfg.offload_optimizer = o.offload_optimizer;
   cfg.precision = parse_precisions(o.precision).front();
@@ -125,6 +126,9 @@ void add_options(CLI::App* cmd, SimulateOptions& o) {
                   "With --recompute full: recompute only the first N blocks of each model chunk, the others keep "
                   "their activations (Megatron --recompute-method block; 0 = every block)");
   cmd->add_flag("--sequence-parallel", o.sequence_parallel, "Megatron sequence parallelism");
+  cmd->add_flag("--tp-comm-overlap", o.tp_comm_overlap,
+                "Pipeline SP's all-gathers and reduce-scatters with the GEMMs (Megatron-Core --tp-comm-overlap; "
+                "needs --sequence-parallel)");
   cmd->add_flag("--offload-activations", o.offload_activations, "Offload stored activations to host memory");
   cmd->add_flag("--offload-optimizer", o.offload_optimizer, "Optimizer states and step on the host (ZeRO-Offload)");
   cmd->add_option("--precision", o.precision, "Training precision")->check(CLI::IsMember({"bf16", "fp16", "fp32"}));
