@@ -16,6 +16,8 @@ std::string detect_type(const nlohmann::json& j, const JsonContext& ctx) {
       if (!it->empty() && (*it)[0].is_string()) a = (*it)[0].get<std::string>();
     }
     if (a.starts_with("Llama") || a.starts_with("Mistral")) t = "llama";
+    else if (a.starts_with("Qwen3") && !a.starts_with("Qwen3Moe")) t = "qwen3";
+    else if (a.starts_with("Qwen2") && !a.starts_with("Qwen2Moe")) t = "qwen2";
     else if (a.starts_with("GPT2")) t = "gpt2";
     else if (a.starts_with("GPTJ")) t = "gptj";
     else if (a.starts_with("GPTNeoX")) t = "gpt_neox";
@@ -48,6 +50,16 @@ ModelSpec llama(const nlohmann::json& j, const JsonContext& ctx) {
   m.norm_kind = NormKind::rmsnorm;
   m.positional = PositionalKind::rotary;
   m.attention_dropout = get_number_or(j, "attention_dropout", 0.0, ctx);
+  return m;
+}
+
+// Qwen2 (Qwen2Config): Llama's layout with biases on q, k and v only; Qwen3 (Qwen3Config): no
+// attention biases, an RMSNorm over each head's q and k (q_norm, k_norm), head_dim given.
+ModelSpec qwen(const nlohmann::json& j, const JsonContext& ctx, bool qwen3) {
+  ModelSpec m = llama(j, ctx);
+  m.qkv_bias = get_bool_or(j, "attention_bias", !qwen3, ctx);
+  m.out_proj_bias = false;
+  m.qk_norm = qwen3;
   return m;
 }
 
@@ -142,11 +154,12 @@ ModelSpec parse_hf_config(const nlohmann::json& j, const JsonContext& ctx) {
   const std::string t = detect_type(j, ctx);
   ModelSpec m;
   if (t == "llama" || t == "mistral") m = llama(j, ctx);
+  else if (t == "qwen2" || t == "qwen3") m = qwen(j, ctx, t == "qwen3");
   else if (t == "gpt2") m = gpt2(j, ctx);
   else if (t == "gptj") m = gptj(j, ctx);
   else if (t == "gpt_neox") m = neox(j, ctx);
   else if (t == "bert") m = bert(j, ctx);
-  else ctx.fail("model_type", "one of llama, mistral, gpt2, gptj, gpt_neox, bert (got '" + t + "')");
+  else ctx.fail("model_type", "one of llama, mistral, qwen2, qwen3, gpt2, gptj, gpt_neox, bert (got '" + t + "')");
   m.name = get_string_or(j, "_name_or_path", "", ctx);
   if (auto pos = m.name.rfind('/'); pos != std::string::npos) m.name = m.name.substr(pos + 1);
   return m;

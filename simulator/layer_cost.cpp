@@ -273,6 +273,7 @@ double block_activation_bytes(const CostEnv& env, Recompute recompute) {
   bytes += e * M * h * rep;                                  // norm1 input
   bytes += li * M * h * rep;                                 // qkv input (norm1 output)
   bytes += e * M * (m.q_dim() + m.kv_dim()) / t;             // q, k for q @ k^T
+  if (m.qk_norm) bytes += e * M * (m.q_dim() + m.kv_dim()) / t;  // q, k before their norms
   bytes += e * M * m.kv_dim() / t;                           // v for p @ v
   bytes += e * M * m.q_dim() / t;                            // output projection input
   if (fp8_inputs && env.attention == AttentionKind::flash) bytes += M * m.q_dim() / t;  // O kept 16-bit for flash too
@@ -341,6 +342,10 @@ PartCost block_cost(const CostEnv& env) {
     }
     weight_cast(env, a, d_in * d_out, !frozen);
     if (env.lora && (*env.lora_mask)[i]) lora_adapter(env, a, lin);
+  }
+  if (m.qk_norm) {  // Qwen3: a norm over each head of q and k (M x (q_dim + kv_dim) / t elements)
+    const double qk = M * (m.q_dim() + m.kv_dim()) / t;
+    model_op(env, a, norm_op(m), qk, 2 * e * qk);
   }
   if (m.positional == PositionalKind::rotary) {
     const double frac = m.rotary_dim > 0 ? static_cast<double>(m.rotary_dim) / m.head_dim : 1.0;

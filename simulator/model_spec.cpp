@@ -88,7 +88,7 @@ ParameterCounts count_parameters(const ModelSpec& m) {
     // Column-parallel: weight and bias split; row-parallel: weight split, bias replicated.
     c.per_layer_tp_sharded += lin.split == TpSplit::column ? w + b : w;
   }
-  c.per_layer += m.norms_per_layer * m.norm_params();
+  c.per_layer += m.norms_per_layer * m.norm_params() + m.qk_norm_params();
 
   c.embedding_tp_sharded = m.vocab_size * h;
   c.embedding = c.embedding_tp_sharded;
@@ -211,6 +211,7 @@ ModelSpec parse_card(const nlohmann::json& j, const JsonContext& ctx) {
     m.lm_head_bias = get_bool_or(*it, "lm_head", false, bctx);
   }
   m.fused_qkv = get_bool_or(j, "fused_qkv", false, ctx);
+  m.qk_norm = get_bool_or(j, "qk_norm", false, ctx);
   m.parallel_residual = get_bool_or(j, "parallel_residual", false, ctx);
   m.norms_per_layer = static_cast<int>(get_int_or(j, "norms_per_layer", 2, ctx));
   m.final_norm = get_bool_or(j, "final_norm", true, ctx);
@@ -265,6 +266,7 @@ nlohmann::json to_card_json(const ModelSpec& m) {
           {"tied_embeddings", m.tied_embeddings},
           {"bias", {{"qkv", m.qkv_bias}, {"out_proj", m.out_proj_bias}, {"mlp", m.mlp_bias}, {"lm_head", m.lm_head_bias}}},
           {"fused_qkv", m.fused_qkv},
+          {"qk_norm", m.qk_norm},
           {"parallel_residual", m.parallel_residual},
           {"norms_per_layer", m.norms_per_layer},
           {"final_norm", m.final_norm},

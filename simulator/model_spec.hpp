@@ -54,6 +54,7 @@ struct ModelSpec {
   bool out_proj_bias = false;   // bias of the attention output projection
   bool mlp_bias = false;        // biases of the MLP linears
   bool fused_qkv = false;       // one qkv linear (GPT-2 c_attn, NeoX query_key_value)
+  bool qk_norm = false;         // Qwen3: a norm over each head's q and k (head_dim weights each)
   bool parallel_residual = false;  // GPT-J / NeoX: attention and MLP read the same input
   int norms_per_layer = 2;      // GPT-J shares one norm (ln_1) between attention and MLP
   bool final_norm = true;
@@ -71,6 +72,10 @@ struct ModelSpec {
   [[nodiscard]] int64_t kv_dim() const { return num_kv_heads * head_dim; }
   [[nodiscard]] int64_t norm_params() const {
     return norm_kind == NormKind::layernorm ? 2 * hidden : hidden;
+  }
+  // The q and k norms of one block (replicated over tp ranks: one head_dim vector each).
+  [[nodiscard]] int64_t qk_norm_params() const {
+    return qk_norm ? 2 * (norm_kind == NormKind::layernorm ? 2 : 1) * head_dim : 0;
   }
   // The linears of one transformer block, in Hugging Face module naming.
   [[nodiscard]] std::vector<LinearDesc> block_linears() const;

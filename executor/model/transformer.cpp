@@ -35,8 +35,9 @@ Transformer::Transformer(const simulator::ModelSpec& spec, const ModelOptions& o
   if (spec.kind != simulator::ModelKind::decoder || (spec.family != "gpt2" && spec.family != "llama"))
     throw InputError(src + ": field 'family': shardrun builds decoder models of the gpt2 and llama families, got '" +
                      spec.family + "'");
-  if (spec.parallel_residual || spec.lm_head_bias || spec.embedding_norm || spec.type_vocab_size > 0)
-    throw InputError(src + ": shardrun does not build parallel-residual, lm-head-bias or embedding-norm variants");
+  if (spec.parallel_residual || spec.lm_head_bias || spec.embedding_norm || spec.type_vocab_size > 0 || spec.qk_norm)
+    throw InputError(src + ": shardrun does not build parallel-residual, lm-head-bias, embedding-norm or q/k-norm "
+                           "variants");
   const int t = opt.tp;
   if (spec.num_heads % t != 0 || spec.num_kv_heads % t != 0 || spec.ffn_hidden % t != 0)
     throw InputError(src + ": tensor_parallel " + std::to_string(t) +

@@ -20,6 +20,7 @@
 #include <vector>
 
 #include "simulator/errors.hpp"
+#include "simulator/evaluator.hpp"
 #include "simulator/json_fields.hpp"
 #include "simulator/paths.hpp"
 
@@ -64,6 +65,11 @@ const std::map<std::string, int64_t>& hf_figures() {
       {"llama2-13b", 13'015'864'320},
       {"llama2-70b", 68'976'648'192},
       {"tinyllama-1.1b", 1'100'048'384},  // LlamaForCausalLM, GQA 32/4
+      {"llama3.1-8b", 8'030'261'248},      // LlamaForCausalLM, vocab 128256
+      {"llama3.1-70b", 70'553'706'496},
+      {"llama3.1-405b", 405'853'388'800},
+      {"mistral-7b", 7'241'732'096},       // MistralForCausalLM (v0.1)
+      {"qwen3-8b", 8'190'735'360},         // Qwen3ForCausalLM: q_norm and k_norm in every layer
   };
   return k;
 }
@@ -177,7 +183,8 @@ int64_t effective_rotary_dim(const ModelSpec& m) { return m.rotary_dim > 0 ? m.r
 TEST(ModelCards, HfConfigFixturesMatchCards) {
   const std::vector<std::pair<std::string, std::string>> pairs{
       {"llama2-7b", "llama2-7b"},     {"llama2-70b", "llama2-70b"},     {"gpt2", "gpt2"},
-      {"gpt-j-6b", "gpt-j-6b"},       {"gpt-neox-20b", "gpt-neox-20b"}, {"bert-large-uncased", "bert-large"}};
+      {"gpt-j-6b", "gpt-j-6b"},       {"gpt-neox-20b", "gpt-neox-20b"}, {"bert-large-uncased", "bert-large"},
+      {"llama3.1-8b", "llama3.1-8b"}, {"qwen3-8b", "qwen3-8b"}};
   for (const auto& [fixture, card] : pairs) {
     SCOPED_TRACE(fixture + " vs " + card);
     const ModelSpec hf = load_model_file(hf_path(fixture));
@@ -194,6 +201,8 @@ TEST(ModelCards, HfConfigFixturesMatchCards) {
     EXPECT_EQ(hf.vocab_size, c.vocab_size);
     EXPECT_EQ(hf.max_positions, c.max_positions);
     EXPECT_EQ(hf.tied_embeddings, c.tied_embeddings);
+    EXPECT_EQ(hf.qk_norm, c.qk_norm);
+    EXPECT_EQ(hf.qkv_bias, c.qkv_bias);
     EXPECT_EQ(hf.positional, c.positional);
     if (c.positional == PositionalKind::rotary) {
       // rotary_dim 0 means "all of head_dim" (model_spec.hpp); the HF Llama reader leaves it 0
@@ -203,6 +212,43 @@ TEST(ModelCards, HfConfigFixturesMatchCards) {
     EXPECT_EQ(count_parameters(hf).total, count_parameters(c).total);
     EXPECT_EQ(count_parameters(hf).total, hf_figures().at(card));
   }
+}
+
+// Qwen2Config: Llama's layout with biases on q, k and v (not o) and no q/k norms; an MoE
+// config (Qwen3MoeConfig) is refused until MoE is modelled.
+TEST(ModelCards, QwenConfigsReadTheirBiasesAndNorms) {
+  TempDir tmp;
+  nlohmann::json cfg = read_json_file(hf_path("qwen3-8b"));
+  cfg["model_type"] = "qwen2";
+  cfg.erase("attention_bias");
+  const ModelSpec q2 = load_model_file(tmp.write_json("qwen2.json", cfg));
+  EXPECT_TRUE(q2.qkv_bias);
+  EXPECT_FALSE(q2.out_proj_bias);
+  EXPECT_FALSE(q2.qk_norm);
+  const ModelSpec q3 = load_model("qwen3-8b");
+  // Per layer: Qwen2's q, k, v biases against Qwen3's q and k norms (head_dim weights each).
+  const int64_t qkv_bias = 4096 + 2 * 1024, qk_norms = 2 * 128;
+  EXPECT_EQ(count_parameters(q3).total + 36 * qkv_bias, count_parameters(q2).total + 36 * qk_norms);
+  cfg["model_type"] = "qwen3_moe";
+  const std::string err = input_error_of([&] { (void)load_model_file(tmp.write_json("moe.json", cfg)); });
+  EXPECT_NE(err.find("model_type"), std::string::npos) << err;
+}
+
+// The q/k norms store their inputs (q and k before the norm) and add a norm's time per block.
+TEST(ModelCards, QkNormCostsActivationsAndTime) {
+  ModelSpec with = load_model("qwen3-8b"), without = with;
+  without.qk_norm = false;
+  ClusterSpec c{load_hardware("p5.48xlarge"), 1, 0};
+  ParallelConfig cfg;
+  cfg.tp = 2;
+  cfg.dp = 4;
+  cfg.micro_batch_size = 1;
+  cfg.global_batch_size = 4;
+  cfg.seq_len = 4096;
+  const Prediction a = simulate(with, c, cfg), b = simulate(without, c, cfg);
+  const double per_block = 2.0 * 4096 * (4096 + 1024) / 2;  // e x tokens x (q_dim + kv_dim) / tp
+  EXPECT_NEAR(a.worst.activations - b.worst.activations, 36 * per_block, 1e-6 * a.worst.activations);
+  EXPECT_GT(a.time.forward_compute_s, b.time.forward_compute_s);
 }
 
 TEST(ModelCards, HfConfigNameFromNameOrPath) {
