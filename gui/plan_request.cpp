@@ -61,7 +61,9 @@ nlohmann::json settings_of(const PlanRequest& r, int seq_len, int max_nodes, dou
   return {{"nodes", r.nodes},         {"global_batch_size", r.global_batch}, {"seq_len", seq_len},
           {"micro_batch_sizes", kMicroBatches}, {"zero_stages", kZeroStages}, {"schedules", kSchedules},
           {"recompute", kRecomputes}, {"precision", r.precision},
-          {"mixed_precision", r.mixed_precision}, {"attention", r.attention}, {"fp8", r.fp8}, {"objective", r.objective},
+          {"mixed_precision", r.mixed_precision}, {"attention", r.attention}, {"fp8", r.fp8},
+          {"tp_comm_overlap", false},  // not a GUI field: the CLI's default
+          {"objective", r.objective},
           {"max_nodes", max_nodes},   {"max_usd_per_hour", max_usd}, {"max_tp", max_tp},
           {"require", r.require},     {"forbid", r.forbid},          {"headroom", headroom}};
 }
