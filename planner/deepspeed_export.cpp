@@ -90,6 +90,9 @@ std::vector<std::string> deepspeed_notes(const Plan& plan) {
   if (c.sequence_parallel) n.push_back("sequence parallelism has no ds_config setting (Megatron --sequence-parallel)");
   if (c.lora.enabled())
     n.push_back("LoRA rank " + std::to_string(c.lora.rank) + ": apply with PEFT (DeepSpeed has no LoRA settings)");
+  if (c.lora.quantized_base())
+    n.push_back("QLoRA: load the base with transformers' BitsAndBytesConfig(load_in_4bit=True, bnb_4bit_quant_type="
+                "\"nf4\", bnb_4bit_use_double_quant=True, bnb_4bit_compute_dtype=torch.bfloat16)");
   if (c.uses_fp8())
     n.push_back(std::string("FP8 (") + sim::to_string(c.fp8) +
                 " scaling) has no ds_config setting: wrap the blocks' linears in Transformer Engine (te.Linear under "

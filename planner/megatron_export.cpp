@@ -169,6 +169,8 @@ std::vector<std::string> megatron_notes(const Plan& plan) {
     n.push_back("optimizer offload: --optimizer-cpu-offload needs the distributed optimizer (ZeRO >= 1)");
   if (c.offload_activations) n.push_back("activation offload has no Megatron-LM equivalent in this export");
   if (c.lora.enabled()) n.push_back("LoRA: Megatron-LM has no LoRA; use NeMo / Megatron-Bridge PEFT");
+  if (c.lora.quantized_base())
+    n.push_back("QLoRA's NF4 base has no Megatron-LM equivalent (bitsandbytes 4-bit via Hugging Face PEFT)");
   if (m.kind == sim::ModelKind::encoder) n.push_back("encoder model: use pretrain_bert.py, not pretrain_gpt.py");
   if (m.parallel_residual) n.push_back("parallel residual (GPT-J / NeoX) is not a pretrain_gpt.py option");
   if ((m.qkv_bias || m.out_proj_bias || m.mlp_bias) && !(m.qkv_bias && m.out_proj_bias && m.mlp_bias) &&

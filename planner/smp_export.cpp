@@ -29,6 +29,8 @@ std::vector<std::string> smp_notes(const Plan& plan) {
                                                   " blocks of each stage only"
                                             : std::string()));
   if (c.lora.enabled()) n.push_back("LoRA: apply with PEFT in the training script");
+  if (c.lora.quantized_base())
+    n.push_back("QLoRA: load the base in 4-bit NF4 with bitsandbytes in the training script (no SMP setting)");
   if (c.uses_fp8())
     n.push_back("FP8 is not available in SMP v1 (SMP v2 runs it through Transformer Engine on p5): re-plan with "
                 "--fp8 none for this export");

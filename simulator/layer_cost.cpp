@@ -252,6 +252,7 @@ CostEnv make_cost_env(const ModelSpec& m, const ClusterSpec& c, const ParallelCo
     env.fp8_weight_bytes = cfg.fp8_param_gather ? 1.0 : 2.0;
   }
   env.lora = cfg.lora.enabled();
+  env.nf4_base = cfg.lora.quantized_base();
   env.linears = &linears;
   env.lora_mask = &lora_mask;
   env.lora_rank = cfg.lora.rank;
@@ -341,6 +342,11 @@ PartCost block_cost(const CostEnv& env) {
       linear(env, a, M, d_in, d_out, !frozen);
     }
     weight_cast(env, a, d_in * d_out, !frozen);
+    if (env.nf4_base) {  // QLoRA: the NF4 weight dequantised to 16-bit for forward and for dgrad
+      const double dequant = memory_time_s(env, d_in * d_out * (kNf4BytesPerWeight + e));
+      a.fwd_s += dequant;
+      a.bwd_s += dequant;
+    }
     if (env.lora && (*env.lora_mask)[i]) lora_adapter(env, a, lin);
   }
   if (m.qk_norm) {  // Qwen3: a norm over each head of q and k (M x (q_dim + kv_dim) / t elements)

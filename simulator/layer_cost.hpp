@@ -38,6 +38,7 @@ struct CostEnv {
   double fp8_weight_bytes = 2;  // bytes per weight element read by its cast (1 with fp8_param_gather)
   const std::vector<LinearDesc>* linears = nullptr;  // the block's linears (precomputed)
   bool lora = false;            // base weights frozen; adapters where lora_mask[i] != 0
+  bool nf4_base = false;        // QLoRA: base linears stored in NF4, dequantised at every use
   const std::vector<char>* lora_mask = nullptr;     // parallel to *linears
   double lora_rank = 0;
   double lora_dropout = 0;

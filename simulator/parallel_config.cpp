@@ -100,9 +100,12 @@ void check_lora(const ModelSpec& m, const ParallelConfig& cfg) {
   if (l.rank < 0) bad("--lora-rank", "expected an integer >= 0");
   if (!l.enabled()) {
     if (!l.targets.empty()) bad("--lora-targets", "needs --lora-rank > 0");
+    if (l.base != LoraBase::bf16) bad("--lora-base", "expected --lora-rank > 0 with nf4 (QLoRA trains adapters)");
     return;
   }
   if (l.alpha <= 0) bad("--lora-alpha", "expected a number > 0");
+  if (l.base == LoraBase::nf4 && cfg.uses_fp8())
+    bad("--lora-base", "expected bf16 with --fp8 (a 4-bit NF4 base is dequantised to 16-bit, not FP8)");
   if (l.dropout < 0 || l.dropout >= 1) bad("--lora-dropout", "expected a probability in [0, 1)");
   if (l.targets.empty()) bad("--lora-targets", "expected at least one module name with --lora-rank > 0");
   (void)resolve_lora_targets(m, l.targets);  // throws naming the unknown target
@@ -123,6 +126,14 @@ void check_fp8(const ClusterSpec& c, const ParallelConfig& cfg) {
 }
 
 }  // namespace
+
+const char* to_string(LoraBase b) { return b == LoraBase::nf4 ? "nf4" : "bf16"; }
+
+std::optional<LoraBase> lora_base_from_string(const std::string& name) {
+  for (LoraBase b : {LoraBase::bf16, LoraBase::nf4})
+    if (name == to_string(b)) return b;
+  return std::nullopt;
+}
 
 const char* to_string(Fp8Recipe r) {
   switch (r) {

@@ -77,12 +77,24 @@ inline int recomputed_blocks(Recompute recompute, int recompute_num_layers, int 
   return recompute_num_layers > 0 ? std::min(layers, recompute_num_layers) : layers;
 }
 
+// How LoRA keeps the frozen base linears' weights:
+//   bf16  in the run's 16-bit precision (LoRA)
+//   nf4   4-bit NormalFloat with double-quantised block constants (QLoRA, Dettmers et al. 2023,
+//         §3: blocks of 64 weights share an 8-bit absmax, blocks of 256 of those an fp32 one:
+//         0.5 + 8/64/8 + 32/(64*256)/8 bytes per weight), dequantised to 16-bit at every use
+enum class LoraBase { bf16, nf4 };
+const char* to_string(LoraBase b);
+std::optional<LoraBase> lora_base_from_string(const std::string& name);
+inline constexpr double kNf4BytesPerWeight = 0.5 + 1.0 / 64 + 4.0 / (64 * 256);
+
 struct LoraConfig {
   int rank = 0;  // 0 = full fine-tuning / pre-training
   double alpha = 16.0;
   double dropout = 0.0;
   std::vector<std::string> targets;  // Hugging Face module names (PEFT target_modules)
+  LoraBase base = LoraBase::bf16;    // nf4 = QLoRA
   [[nodiscard]] bool enabled() const { return rank > 0; }
+  [[nodiscard]] bool quantized_base() const { return enabled() && base == LoraBase::nf4; }
 };
 
 struct ParallelConfig {

@@ -37,7 +37,9 @@ nlohmann::json to_json(const ParallelConfig& c) {
       {"partition", c.partition},
   };
   if (c.lora.enabled())
-    j["lora"] = {{"rank", c.lora.rank}, {"alpha", c.lora.alpha}, {"dropout", c.lora.dropout}, {"targets", c.lora.targets}};
+    j["lora"] = {{"rank", c.lora.rank},         {"alpha", c.lora.alpha},
+                 {"dropout", c.lora.dropout},   {"targets", c.lora.targets},
+                 {"base", to_string(c.lora.base)}};
   else
     j["lora"] = nullptr;
   return j;
@@ -118,6 +120,7 @@ ParallelConfig config_from_json(const nlohmann::json& j, const std::string& sour
     c.lora.rank = static_cast<int>(get_positive_int(*it, "rank", lctx));
     c.lora.alpha = get_number_or(*it, "alpha", 16.0, lctx);
     c.lora.dropout = get_number_or(*it, "dropout", 0.0, lctx);
+    c.lora.base = enum_field(*it, "base", lctx, {{"bf16", LoraBase::bf16}, {"nf4", LoraBase::nf4}}, LoraBase::bf16);
     const auto& t = require(*it, "targets", lctx);
     if (!t.is_array()) lctx.fail("targets", "an array of module names");
     for (const auto& v : t) {

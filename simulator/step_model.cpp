@@ -78,6 +78,7 @@ ConfigContext::ConfigContext(const ModelContext& m, const ParallelConfig& config
   for (const LinearDesc& lin : m.linears) block_linear_weights += static_cast<double>(lin.d_in) * lin.d_out / tp;
   block_gather_bytes = param_bytes * block_params;
   if (config.fp8_param_gather) block_gather_bytes -= (param_bytes - 1.0) * block_linear_weights;
+  if (config.lora.quantized_base()) block_gather_bytes -= (param_bytes - kNf4BytesPerWeight) * block_linear_weights;
   if (m.model.tied_embeddings && config.pp > 1)  // Megatron keeps a copy of the word embedding
     head_params += static_cast<double>(m.model.vocab_size * m.model.hidden) / tp;
   // Activations to the next stage: (s, b, h), split over tp (Megatron scatter/gather or SP).
@@ -332,6 +333,10 @@ StageMemory stage_memory(const ConfigContext& c, const StageShape& s) {
   MemoryBreakdown& m = out.device;
   m.parameters = cfg.zero_stage >= 3 ? w * params / N : w * params;
   if (cfg.uses_fp8()) fp8_weight_memory(c, s, out);
+  if (cfg.lora.quantized_base()) {  // QLoRA: the base linears' weights in NF4 (norms, embeddings, head stay 16-bit)
+    const double saved = (w - kNf4BytesPerWeight) * s.layers * c.block_linear_weights;
+    m.parameters -= cfg.zero_stage >= 3 ? saved / N : saved;
+  }
   double base_grads = lora ? 0.0 : params, base_opt = lora ? 0.0 : params;
   m.gradients = cfg.zero_stage >= 2 ? w * base_grads / N : w * base_grads;
   m.optimizer_states = cfg.zero_stage >= 1 ? opt_bytes_per_param * base_opt / N : opt_bytes_per_param * base_opt;

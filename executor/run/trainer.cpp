@@ -53,6 +53,9 @@ void check_supported(const planner::Plan& plan, const std::string& src, Precisio
   if (c.offload_optimizer)
     throw InputError(src + ": field 'config.offload_optimizer': optimizer offload is not supported by this shardrun "
                            "(plan with --forbid offload)");
+  if (c.lora.quantized_base())
+    throw InputError(src + ": field 'config.lora.base': a 4-bit NF4 base (QLoRA) is not run by this shardrun; plan "
+                           "with --lora-base bf16");
   if (c.uses_fp8())
     throw InputError(src + ": field 'config.fp8': FP8 linears (" + simulator::to_string(c.fp8) +
                      ") are not run by this shardrun (LibTorch has no FP8 GEMM training path here); plan with --fp8 "

@@ -39,6 +39,7 @@ struct PlanOptions {
   std::string lora_ranks = "0";
   double lora_alpha = 16, lora_dropout = 0, headroom = 0.05, max_usd = 0, train_tokens = 0, dataset_tokens = 0,
          epochs = 1;
+  std::string lora_base = "bf16";
   std::string lora_targets, objective = "throughput", require, forbid, out, why, rank_order = "tp-dp-pp";
 };
 
@@ -75,6 +76,8 @@ void add_options(CLI::App* cmd, PlanOptions& o) {
   cmd->add_option("--lora-alpha", o.lora_alpha, "LoRA alpha");
   cmd->add_option("--lora-dropout", o.lora_dropout, "LoRA dropout");
   cmd->add_option("--lora-targets", o.lora_targets, "LoRA target modules, comma-separated");
+  cmd->add_option("--lora-base", o.lora_base, "Frozen base weights under LoRA: bf16 (default) or nf4 (QLoRA)")
+      ->check(CLI::IsMember({"bf16", "nf4"}));
   cmd->add_option("--objective", o.objective, "What to optimise")
       ->check(CLI::IsMember({"throughput", "time", "cost", "memory"}));
   cmd->add_option("--train-tokens", o.train_tokens, "Tokens to train on (time and cost to train)");
@@ -120,6 +123,7 @@ pl::SearchSpace make_space(const PlanOptions& o, const sim::HardwareProfile& hw)
   s.lora.alpha = o.lora_alpha;
   s.lora.dropout = o.lora_dropout;
   s.lora.targets = split_list(o.lora_targets);
+  s.lora.base = *sim::lora_base_from_string(o.lora_base);  // CLI11 checked the name
   s.rank_order = o.rank_order;
   return s;
 }

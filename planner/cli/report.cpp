@@ -60,7 +60,8 @@ void print_config(std::ostream& out, const sim::Prediction& p, const sim::Parall
       << (c.sequence_parallel ? " sequence-parallel" : "") << (c.tp_comm_overlap ? " tp-comm-overlap" : "") << (c.offload_activations ? " offload-activations" : "")
       << (c.offload_optimizer ? " offload-optimizer" : "") << " order=" << c.rank_order << "\n";
   if (c.lora.enabled()) {
-    out << "  LoRA r=" << c.lora.rank << " alpha=" << c.lora.alpha << " dropout=" << c.lora.dropout << " targets=";
+    out << "  " << (c.lora.quantized_base() ? "QLoRA (NF4 base)" : "LoRA") << " r=" << c.lora.rank
+        << " alpha=" << c.lora.alpha << " dropout=" << c.lora.dropout << " targets=";
     for (std::size_t i = 0; i < c.lora.targets.size(); ++i) out << (i ? "," : "") << c.lora.targets[i];
     out << "\n";
   }

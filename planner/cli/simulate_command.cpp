@@ -35,7 +35,7 @@ struct SimulateOptions {
   bool sequence_parallel = false, offload_activations = false, offload_optimizer = false;
   int lora_rank = 0;
   double lora_alpha = 16, lora_dropout = 0, headroom = 0.05;
-  std::string lora_targets, partition;
+  std::string lora_targets, partition, lora_base = "bf16";
   double train_tokens = 0, dataset_tokens = 0, epochs = 1;
   bool json = false, trace = false;
   std::string plan, import_file;
@@ -93,6 +93,7 @@ sim::ParallelConfig to_config(const SimulateOptions& o, const sim::ModelSpec& m,
   cfg.lora.alpha = o.lora_alpha;
   cfg.lora.dropout = o.lora_dropout;
   cfg.lora.targets = split_list(o.lora_targets);
+  cfg.lora.base = *sim::lora_base_from_string(o.lora_base);  // CLI11 checked the name
   if (o.partition != "auto" && o.partition != "auto-memory") cfg.partition = parse_partition(o.partition);
   cfg.rank_order = o.rank_order;
   cfg.memory_headroom = o.headroom;
@@ -151,6 +152,9 @@ void add_options(CLI::App* cmd, SimulateOptions& o) {
   cmd->add_option("--lora-alpha", o.lora_alpha, "LoRA alpha");
   cmd->add_option("--lora-dropout", o.lora_dropout, "LoRA dropout probability");
   cmd->add_option("--lora-targets", o.lora_targets, "Comma-separated module names (q_proj,k_proj,...)");
+  cmd->add_option("--lora-base", o.lora_base,
+                  "Frozen base weights under LoRA: bf16 (default) or nf4 (QLoRA: 4-bit NormalFloat, double-quantised)")
+      ->check(CLI::IsMember({"bf16", "nf4"}));
   cmd->add_option("--partition", o.partition,
                   "Layers per stage (or per model chunk), comma-separated; or auto / auto-memory");
   cmd->add_option("--rank-order", o.rank_order, "Rank layout, fastest-varying first");

@@ -1,6 +1,7 @@
-// `shardplan simulate --fp8` / `plan --fp8` end to end: FP8 refused on an A100 profile with one
-// line naming the flag, an unknown recipe refused, and an H100 simulation that carries the recipe
-// into its JSON and runs faster than the same bf16 configuration.
+// `shardplan simulate --fp8` / `plan --fp8` and `--lora-base nf4` end to end: FP8 refused on an
+// A100 profile with one line naming the flag, an unknown recipe refused, an H100 simulation that
+// carries the recipe into its JSON and runs faster than the same bf16 configuration; QLoRA's
+// 4-bit base in the JSON and the memory table, refused without adapters.
 #include <gtest/gtest.h>
 
 #include "cli/cli_support.hpp"
@@ -33,6 +34,20 @@ TEST(Fp8Cli, SimulateCarriesTheRecipeAndIsFaster) {
   EXPECT_EQ(fp8["config"]["fp8"], "delayed");
   EXPECT_EQ(bf16["config"]["fp8"], "none");
   EXPECT_LT(fp8["time"]["step_seconds"].get<double>(), bf16["time"]["step_seconds"].get<double>());
+}
+
+TEST(QLoraCli, FourBitBaseInJsonAndTableRefusedWithoutAdapters) {
+  const std::vector<std::string> lora = with(kSim, {"--hardware", "p4de.24xlarge", "--lora-rank", "16",
+                                                    "--lora-targets", "q_proj,v_proj"});
+  const json q = run_json(with(lora, {"--lora-base", "nf4", "--json"}));
+  const json l = run_json(with(lora, {"--json"}));
+  EXPECT_EQ(q["config"]["lora"]["base"], "nf4");
+  EXPECT_LT(q["memory"]["per_device_bytes"]["parameters"].get<double>(),
+            0.4 * l["memory"]["per_device_bytes"]["parameters"].get<double>());
+  const RunResult table = run_shardplan(with(lora, {"--lora-base", "nf4"}));
+  EXPECT_EQ(table.exit_code, 0) << table;
+  EXPECT_TRUE(contains(table.out, "QLoRA (NF4 base)")) << table;
+  expect_one_line_error(with(kSim, {"--hardware", "p4de.24xlarge", "--lora-base", "nf4"}), {"--lora-base"});
 }
 
 }  // namespace
