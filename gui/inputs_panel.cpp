@@ -110,7 +110,8 @@ void InputsPanel::buildForm() {
         {{"lora_rank", "&Rank", lineField("lora_rank", "0 = full fine-tuning", "LoRA rank r")},
          {"lora_alpha", "&Alpha", lineField("lora_alpha", "16", "LoRA alpha")},
          {"lora_dropout", "Dr&opout", lineField("lora_dropout", "0", "LoRA dropout probability")},
-         {"lora_targets", "Tar&gets", lineField("lora_targets", "q_proj,v_proj (empty = default)", "PEFT target modules")}});
+         {"lora_targets", "Tar&gets", lineField("lora_targets", "q_proj,v_proj (empty = default)", "PEFT target modules")},
+         {"lora_base", "Ba&se weights", comboField("lora_base", {"bf16", "nf4"}, false, false)}});
   group("Objective and constraints",
         {{"objective", "O&bjective", comboField("objective", {"throughput", "time", "cost", "memory"}, false, false)},
          {"max_nodes", "Max nodes", lineField("max_nodes", "0 = no limit", "At most this many nodes")},

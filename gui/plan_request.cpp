@@ -92,6 +92,11 @@ void check_numbers(Validation& v, const PlanRequest& r, ResolvedRequest& out) {
   field(v, "mixed_precision", [&] { s.mixed_precision = cli::parse_mixed_precision(r.mixed_precision); });
   field(v, "attention", [&] { s.attention = cli::parse_attention(r.attention); });
   field(v, "lora_rank", [&] { s.lora.rank = to_int("--lora-rank", r.lora_rank); });
+  field(v, "lora_base", [&] {
+    const auto b = sim::lora_base_from_string(r.lora_base);
+    if (!b) throw sim::InputError("--lora-base: expected bf16 or nf4, got '" + r.lora_base + "'");
+    s.lora.base = *b;
+  });
   field(v, "lora_alpha", [&] {
     s.lora.alpha = to_double("--lora-alpha", r.lora_alpha);
     if (s.lora.alpha <= 0) throw sim::InputError("--lora-alpha: expected a positive number, got '" + r.lora_alpha + "'");
@@ -177,6 +182,7 @@ std::vector<std::string> cli_arguments(const PlanRequest& r) {
                              "--max-nodes", r.max_nodes, "--max-usd-per-hour", r.max_usd_per_hour, "--max-tp",
                              r.max_tp, "--headroom", r.headroom, "--top", std::to_string(r.top)};
   if (!r.lora_targets.empty()) a.insert(a.end(), {"--lora-targets", r.lora_targets});
+  if (r.lora_base != "bf16") a.insert(a.end(), {"--lora-base", r.lora_base});
   if (!r.require.empty()) a.insert(a.end(), {"--require", r.require});
   if (!r.forbid.empty()) a.insert(a.end(), {"--forbid", r.forbid});
   return a;
@@ -197,6 +203,7 @@ const std::vector<RequestField>& string_fields() {
       {"lora_alpha", &PlanRequest::lora_alpha},
       {"lora_dropout", &PlanRequest::lora_dropout},
       {"lora_targets", &PlanRequest::lora_targets},
+      {"lora_base", &PlanRequest::lora_base},
       {"train_tokens", &PlanRequest::train_tokens},
       {"dataset_tokens", &PlanRequest::dataset_tokens},
       {"epochs", &PlanRequest::epochs},

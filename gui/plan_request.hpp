@@ -28,6 +28,7 @@ struct PlanRequest {
   std::string lora_alpha = "16";
   std::string lora_dropout = "0";
   std::string lora_targets;                 // "q_proj,v_proj"; empty = the model family's default
+  std::string lora_base = "bf16";           // bf16 | nf4 (QLoRA)
   std::string train_tokens = "0";           // tokens to train on; 0 = dataset tokens x epochs
   std::string dataset_tokens = "0";
   std::string epochs = "1";

@@ -81,6 +81,18 @@ class InputsTest : public QObject {
     h.window->inputs()->editor("lora_targets")->setText("q_proj,v_proj");
     QVERIFY(h.window->inputs()->valid());
   }
+
+  // FP8 on the request's A100 profile is refused on the FP8 field; auto searches none there.
+  void fp8OnAnA100IsExplained() {
+    Harness h;
+    auto* panel = h.window->inputs();
+    panel->editor("fp8")->setText("none,delayed");
+    QVERIFY(!panel->valid());
+    QVERIFY2(panel->errorText("fp8").contains("FP8 tensor cores"), qPrintable(panel->errorText("fp8")));
+    QVERIFY(!h.window->runAction()->isEnabled());
+    panel->editor("fp8")->setText("auto");
+    QVERIFY(panel->valid());
+  }
 };
 
 }  // namespace shardplan::gui::testing
