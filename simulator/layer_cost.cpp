@@ -21,14 +21,16 @@ struct Acc {
   double kernel_recompute_flops = 0;  // recomputed inside a backward kernel (flash: S = Q K^T)
 };
 
-// A linear layer: forward GEMM, backward dgrad (+ wgrad when the weight trains).
-void linear(const CostEnv& env, Acc& a, double m, double k, double n, bool trainable) {
+// A linear layer: forward GEMM, backward dgrad (+ wgrad when the weight trains). Returns the
+// forward GEMM's time.
+double linear(const CostEnv& env, Acc& a, double m, double k, double n, bool trainable) {
   const double t = gemm_time_s(env, m, k, n);
   const double flops = 2.0 * m * k * n;
   a.fwd_s += t;
   a.fwd_flops += flops;
   a.bwd_s += trainable ? 2 * t : t;
   a.bwd_flops += trainable ? 2 * flops : flops;
+  return t;
 }
 
 // FP8 quantisation (NVIDIA Transformer Engine's cast-transpose kernels): a 16-bit tensor is read
@@ -45,8 +47,8 @@ double fp8_cast_bytes(const CostEnv& env, double elements, double read_bytes) {
 // forward (`input_elements`; 0 when the previous linear's cast of the same input serves, as a
 // fused QKV or gate/up projection does), the output gradient's in backward, the weight's once per
 // cached step. The delayed recipe's amax all-reduce (one small buffer per micro-batch) is
-// asynchronous in TE and not timed.
-void fp8_linear(const CostEnv& env, Acc& a, double m, double k, double n, bool trainable, double input_elements) {
+// asynchronous in TE and not timed. Returns the forward GEMM's time.
+double fp8_linear(const CostEnv& env, Acc& a, double m, double k, double n, bool trainable, double input_elements) {
   const double t = fp8_gemm_time_s(env, m, k, n);
   const double flops = 2.0 * m * k * n;
   a.fwd_s += t + env.fp8_weight_casts * memory_time_s(env, fp8_cast_bytes(env, k * n, env.fp8_weight_bytes));
@@ -54,6 +56,7 @@ void fp8_linear(const CostEnv& env, Acc& a, double m, double k, double n, bool t
   a.fwd_flops += flops;
   a.bwd_s += (trainable ? 2 * t : t) + memory_time_s(env, fp8_cast_bytes(env, m * n, env.act_bytes));
   a.bwd_flops += trainable ? 2 * flops : flops;
+  return t;
 }
 
 // Batched GEMM of the attention core (scores or attention over values); backward = 2x.
@@ -327,8 +330,6 @@ PartCost block_cost(const CostEnv& env) {
     const double d_out = lin.split == TpSplit::column ? lin.d_out / t : lin.d_out;
     const int region = std::min(3, 2 * rows_seen + (lin.split == TpSplit::row ? 1 : 0));
     if (lin.split == TpSplit::row) ++rows_seen;
-    region_gemm_s[region] +=
-        env.fp8 != Fp8Recipe::none ? fp8_gemm_time_s(env, M, d_in, d_out) : gemm_time_s(env, M, d_in, d_out);
     if (env.fp8 != Fp8Recipe::none) {
       // A column linear reads the replicated region; with SP it is cast on this rank's 1/t of
       // the tokens and all-gathered in FP8 (TE). Consecutive column linears over the same input
@@ -337,9 +338,9 @@ PartCost block_cost(const CostEnv& env) {
       const bool shared = lin.split == TpSplit::column && prev != nullptr && prev->split == TpSplit::column &&
                           prev->d_in == lin.d_in;
       const double input = shared ? 0.0 : M * d_in * (lin.split == TpSplit::column ? rep : 1.0);
-      fp8_linear(env, a, M, d_in, d_out, !frozen, input);
+      region_gemm_s[region] += fp8_linear(env, a, M, d_in, d_out, !frozen, input);
     } else {
-      linear(env, a, M, d_in, d_out, !frozen);
+      region_gemm_s[region] += linear(env, a, M, d_in, d_out, !frozen);
     }
     weight_cast(env, a, d_in * d_out, !frozen);
     if (env.nf4_base) {  // QLoRA: the NF4 weight dequantised to 16-bit for forward and for dgrad

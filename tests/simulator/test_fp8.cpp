@@ -15,6 +15,7 @@ namespace {
 
 using testing::cluster;
 using testing::config;
+using testing::linear_weights;
 using testing::run;
 
 std::string refusal(const ModelSpec& m, const ClusterSpec& c, ParallelConfig cfg) {
@@ -24,13 +25,6 @@ std::string refusal(const ModelSpec& m, const ClusterSpec& c, ParallelConfig cfg
     return e.what();
   }
   return "";
-}
-
-// Weight elements of one block's linears on one tp rank.
-double linear_weights(const ModelSpec& m, int tp) {
-  double w = 0;
-  for (const LinearDesc& lin : m.block_linears()) w += static_cast<double>(lin.d_in) * lin.d_out / tp;
-  return w;
 }
 
 TEST(Fp8, RefusedWithoutFp8TensorCoresOrInFp32) {

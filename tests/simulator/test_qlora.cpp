@@ -15,13 +15,8 @@ namespace {
 
 using testing::cluster;
 using testing::config;
+using testing::linear_weights;
 using testing::run;
-
-double linear_weights(const ModelSpec& m, int tp) {
-  double w = 0;
-  for (const LinearDesc& lin : m.block_linears()) w += static_cast<double>(lin.d_in) * lin.d_out / tp;
-  return w;
-}
 
 ParallelConfig lora_config(const ClusterSpec& c, int zero, LoraBase base) {
   ParallelConfig cfg = config(c, 1, 1, zero, 1, c.devices(), 2048);

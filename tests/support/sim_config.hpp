@@ -25,6 +25,13 @@ inline sim::Prediction run(const sim::ModelSpec& m, const sim::ClusterSpec& c, s
   return sim::simulate(m, c, cfg);
 }
 
+// Weight elements of one block's linears on one tp rank.
+inline double linear_weights(const sim::ModelSpec& m, int tp) {
+  double w = 0;
+  for (const sim::LinearDesc& lin : m.block_linears()) w += static_cast<double>(lin.d_in) * lin.d_out / tp;
+  return w;
+}
+
 inline double model_states(const sim::MemoryBreakdown& m) { return m.parameters + m.gradients + m.optimizer_states; }
 
 }  // namespace shardplan::testing
