@@ -114,8 +114,7 @@ double overlapped_comm_s(double comm_s, double gemm_s, double t) {
 // LoRA adapter on one linear: dropout(x) @ A^T @ B^T * alpha/r, added to the base output.
 void lora_adapter(const CostEnv& env, Acc& a, const LinearDesc& lin) {
   const double M = env.s * env.b, t = env.tp, e = env.act_bytes, r = env.lora_rank;
-  const double d_in = lin.split == TpSplit::row ? lin.d_in / t : lin.d_in;
-  const double d_out = lin.split == TpSplit::column ? lin.d_out / t : lin.d_out;
+  const double d_in = lin.d_in_local(t), d_out = lin.d_out_local(t);
   if (env.lora_dropout > 0) model_op(env, a, OpKind::dropout, M * d_in, (2 * e + 1) * M * d_in);
   linear(env, a, M, d_in, r, true);
   linear(env, a, M, r, d_out, true);
@@ -303,7 +302,7 @@ double block_activation_bytes(const CostEnv& env, Recompute recompute) {
     for (std::size_t i = 0; i < env.linears->size(); ++i) {
       if (!(*env.lora_mask)[i]) continue;
       const LinearDesc& lin = (*env.linears)[i];
-      const double d_in = lin.split == TpSplit::row ? lin.d_in / t : lin.d_in;
+      const double d_in = lin.d_in_local(t);
       if (env.lora_dropout > 0) bytes += (1 + e) * M * d_in;  // dropout mask + dropped input
       bytes += e * M * env.lora_rank;                         // A's output, B's input
     }
@@ -326,8 +325,7 @@ PartCost block_cost(const CostEnv& env) {
   for (int i = 0; i < m.norms_per_layer; ++i) model_op(env, a, norm_op(m), M * h * rep, 2 * e * M * h * rep);
   for (std::size_t i = 0; i < env.linears->size(); ++i) {
     const LinearDesc& lin = (*env.linears)[i];
-    const double d_in = lin.split == TpSplit::row ? lin.d_in / t : lin.d_in;
-    const double d_out = lin.split == TpSplit::column ? lin.d_out / t : lin.d_out;
+    const double d_in = lin.d_in_local(t), d_out = lin.d_out_local(t);
     const int region = std::min(3, 2 * rows_seen + (lin.split == TpSplit::row ? 1 : 0));
     if (lin.split == TpSplit::row) ++rows_seen;
     if (env.fp8 != Fp8Recipe::none) {

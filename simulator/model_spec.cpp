@@ -21,15 +21,49 @@ std::vector<LinearDesc> gpt2_linears(const ModelSpec& m) {
           {"mlp.c_proj", m.ffn_hidden, m.hidden, b, TpSplit::row}};
 }
 
-std::vector<LinearDesc> llama_linears(const ModelSpec& m) {
-  std::vector<LinearDesc> v{{"self_attn.q_proj", m.hidden, m.q_dim(), m.qkv_bias, TpSplit::column},
-                            {"self_attn.k_proj", m.hidden, m.kv_dim(), m.qkv_bias, TpSplit::column},
-                            {"self_attn.v_proj", m.hidden, m.kv_dim(), m.qkv_bias, TpSplit::column},
-                            {"self_attn.o_proj", m.q_dim(), m.hidden, m.out_proj_bias, TpSplit::row}};
-  if (m.ffn_kind == FfnKind::swiglu)
-    v.push_back({"mlp.gate_proj", m.hidden, m.ffn_hidden, m.mlp_bias, TpSplit::column});
-  v.push_back({"mlp.up_proj", m.hidden, m.ffn_hidden, m.mlp_bias, TpSplit::column});
-  v.push_back({"mlp.down_proj", m.ffn_hidden, m.hidden, m.mlp_bias, TpSplit::row});
+// The gated (SwiGLU) or plain MLP of width `f`, named `prefix` + gate_proj/up_proj/down_proj.
+void add_mlp(std::vector<LinearDesc>& v, const ModelSpec& m, const std::string& prefix, int64_t f, bool bias) {
+  if (m.ffn_kind == FfnKind::swiglu) v.push_back({prefix + "gate_proj", m.hidden, f, bias, TpSplit::column});
+  v.push_back({prefix + "up_proj", m.hidden, f, bias, TpSplit::column});
+  v.push_back({prefix + "down_proj", f, m.hidden, bias, TpSplit::row});
+}
+
+// Multi-head latent attention (Hugging Face DeepseekV3Attention's module names): down-projections
+// replicated over tp ranks (Megatron-Core MLA's linear_q_down_proj / linear_kv_down_proj), the
+// per-head up-projections column-split, the output projection row-split.
+void add_mla_attention(std::vector<LinearDesc>& v, const ModelSpec& m) {
+  const auto& a = m.mla;
+  if (a.q_lora_rank > 0) {
+    v.push_back({"self_attn.q_a_proj", m.hidden, a.q_lora_rank, m.qkv_bias, TpSplit::replicated});
+    v.push_back({"self_attn.q_b_proj", a.q_lora_rank, m.q_dim(), false, TpSplit::column});
+  } else {
+    v.push_back({"self_attn.q_proj", m.hidden, m.q_dim(), false, TpSplit::column});
+  }
+  v.push_back({"self_attn.kv_a_proj_with_mqa", m.hidden, a.kv_lora_rank + a.qk_rope_head_dim, m.qkv_bias,
+               TpSplit::replicated});
+  const int64_t kv_b = m.num_heads * (m.head_dim - a.qk_rope_head_dim + a.v_head_dim);  // k_nope and v per head
+  v.push_back({"self_attn.kv_b_proj", a.kv_lora_rank, kv_b, false, TpSplit::column});
+  v.push_back({"self_attn.o_proj", m.attn_out_dim(), m.hidden, m.out_proj_bias, TpSplit::row});
+}
+
+void add_attention(std::vector<LinearDesc>& v, const ModelSpec& m) {
+  if (m.mla.enabled()) return add_mla_attention(v, m);
+  v.push_back({"self_attn.q_proj", m.hidden, m.q_dim(), m.qkv_bias, TpSplit::column});
+  v.push_back({"self_attn.k_proj", m.hidden, m.kv_dim(), m.qkv_bias, TpSplit::column});
+  v.push_back({"self_attn.v_proj", m.hidden, m.kv_dim(), m.qkv_bias, TpSplit::column});
+  v.push_back({"self_attn.o_proj", m.q_dim(), m.hidden, m.out_proj_bias, TpSplit::row});
+}
+
+// Llama naming; `moe_block`: the MLP is the MoE block's shared expert (DeepSeek's
+// mlp.shared_experts, Qwen2-MoE's mlp.shared_expert), or nothing when it has none.
+std::vector<LinearDesc> llama_linears(const ModelSpec& m, bool moe_block) {
+  std::vector<LinearDesc> v;
+  add_attention(v, m);
+  if (!moe_block) {
+    add_mlp(v, m, "mlp.", m.ffn_hidden, m.mlp_bias);
+  } else if (m.moe.shared_ffn_hidden > 0) {
+    add_mlp(v, m, m.family == "deepseek" ? "mlp.shared_experts." : "mlp.shared_expert.", m.moe.shared_ffn_hidden, false);
+  }
   return v;
 }
 
@@ -71,25 +105,61 @@ std::vector<LinearDesc> ModelSpec::block_linears() const {
   if (family == "gptj") return gptj_linears(*this);
   if (family == "gpt_neox") return neox_linears(*this);
   if (family == "bert") return bert_linears(*this);
-  return llama_linears(*this);  // "llama" and anything with separate q/k/v projections
+  return llama_linears(*this, moe.enabled());  // llama, mixtral, deepseek: separate q/k/v projections
+}
+
+std::vector<LinearDesc> ModelSpec::dense_block_linears() const { return llama_linears(*this, false); }
+
+std::vector<LinearDesc> ModelSpec::expert_linears() const {
+  std::vector<LinearDesc> v;
+  if (!moe.enabled()) return v;
+  const int64_t f = moe.expert_ffn_hidden;
+  if (family == "mixtral") {  // MixtralSparseMoeBlock: experts.N.w1 (gate), w3 (up), w2 (down)
+    v.push_back({"block_sparse_moe.experts.*.w1", hidden, f, false, TpSplit::column});
+    v.push_back({"block_sparse_moe.experts.*.w3", hidden, f, false, TpSplit::column});
+    v.push_back({"block_sparse_moe.experts.*.w2", f, hidden, false, TpSplit::row});
+    return v;
+  }
+  add_mlp(v, *this, "mlp.experts.*.", f, false);
+  return v;
 }
 
 int64_t per_rank(int64_t total, int64_t sharded, int64_t tp) {
   return (total - sharded) + sharded / tp;
 }
 
+namespace {
+
+// Weights and biases of `linears`, and the part of them tensor parallelism splits (column:
+// weight and bias; row: the weight, the bias replicated; replicated: nothing).
+void add_linears(const std::vector<LinearDesc>& linears, int64_t& total, int64_t& sharded) {
+  for (const auto& lin : linears) {
+    const int64_t w = lin.d_in * lin.d_out;
+    const int64_t b = lin.bias ? lin.d_out : 0;
+    total += w + b;
+    if (lin.split == TpSplit::column) sharded += w + b;
+    else if (lin.split == TpSplit::row) sharded += w;
+  }
+}
+
+}  // namespace
+
 ParameterCounts count_parameters(const ModelSpec& m) {
   ParameterCounts c;
   const int64_t h = m.hidden;
-  for (const auto& lin : m.block_linears()) {
-    const int64_t w = lin.d_in * lin.d_out;
-    const int64_t b = lin.bias ? lin.d_out : 0;
-    c.per_layer += w + b;
-    // Column-parallel: weight and bias split; row-parallel: weight split, bias replicated.
-    c.per_layer_tp_sharded += lin.split == TpSplit::column ? w + b : w;
+  const int64_t norms = m.norms_per_layer * m.norm_params() + m.qk_norm_params() + m.mla_norm_params();
+  add_linears(m.block_linears(), c.per_layer, c.per_layer_tp_sharded);
+  c.per_layer += norms;
+  if (m.is_moe()) {
+    int64_t sharded = 0;
+    add_linears(m.expert_linears(), c.per_expert, sharded);
+    c.per_layer_experts = m.moe.num_experts * c.per_expert;
+    c.per_layer += m.router_params() + c.per_layer_experts;
+    if (m.moe.first_dense_layers > 0) {
+      add_linears(m.dense_block_linears(), c.dense_layer, c.dense_layer_tp_sharded);
+      c.dense_layer += norms;
+    }
   }
-  c.per_layer += m.norms_per_layer * m.norm_params() + m.qk_norm_params();
-
   c.embedding_tp_sharded = m.vocab_size * h;
   c.embedding = c.embedding_tp_sharded;
   if (m.positional == PositionalKind::learned) c.embedding += m.max_positions * h;
@@ -108,7 +178,9 @@ ParameterCounts count_parameters(const ModelSpec& m) {
   }
   if (m.pooler) c.head += h * h + h;
   if (m.nsp_head) c.head += 2 * h + 2;
-  c.total = c.per_layer * m.num_layers + c.embedding + c.head;
+  const int64_t dense = m.moe.first_dense_layers;
+  c.total = c.per_layer * (m.num_layers - dense) + c.dense_layer * dense + c.embedding + c.head;
+  c.active = c.total - m.moe_layers() * (m.moe.num_experts - m.moe.top_k) * c.per_expert;
   return c;
 }
 
@@ -157,9 +229,28 @@ void validate_model(const ModelSpec& m, const std::string& src) {
   if (m.norms_per_layer < 1 || m.norms_per_layer > 2) bad("norms_per_layer", "1 or 2");
   if (m.attention_dropout < 0 || m.attention_dropout >= 1) bad("dropout.attention", "a probability in [0, 1)");
   if (m.hidden_dropout < 0 || m.hidden_dropout >= 1) bad("dropout.hidden", "a probability in [0, 1)");
-  static const char* kFamilies[] = {"gpt2", "llama", "gptj", "gpt_neox", "bert"};
+  static const char* kFamilies[] = {"gpt2", "llama", "gptj", "gpt_neox", "bert", "mixtral", "deepseek"};
   if (std::find(std::begin(kFamilies), std::end(kFamilies), m.family) == std::end(kFamilies))
-    bad("family", "one of gpt2, llama, gptj, gpt_neox, bert");
+    bad("family", "one of gpt2, llama, gptj, gpt_neox, bert, mixtral, deepseek");
+  const bool llama_layout = m.family == "llama" || m.family == "mixtral" || m.family == "deepseek";
+  if ((m.moe.enabled() || m.mla.enabled()) && !llama_layout)
+    bad("family", "llama, mixtral or deepseek with experts or latent attention");
+  if (m.moe.num_experts < 0) bad("moe.num_experts", "an integer >= 0");
+  if (m.moe.enabled()) {
+    if (m.moe.top_k < 1 || m.moe.top_k > m.moe.num_experts)
+      bad("moe.top_k", "an integer from 1 to moe.num_experts (" + std::to_string(m.moe.num_experts) + ")");
+    if (m.moe.expert_ffn_hidden <= 0) bad("moe.expert_ffn_hidden_size", "an integer > 0");
+    if (m.moe.shared_ffn_hidden < 0) bad("moe.shared_ffn_hidden_size", "an integer >= 0");
+    if (m.moe.first_dense_layers < 0 || m.moe.first_dense_layers >= m.num_layers)
+      bad("moe.first_dense_layers", "an integer from 0 to num_layers - 1 (" + std::to_string(m.num_layers - 1) + ")");
+  }
+  if (m.mla.enabled()) {
+    if (m.mla.q_lora_rank < 0) bad("mla.q_lora_rank", "an integer >= 0");
+    if (m.mla.qk_rope_head_dim <= 0 || m.mla.qk_rope_head_dim >= m.head_dim)
+      bad("mla.qk_rope_head_dim", "an integer > 0 below head_dim (" + std::to_string(m.head_dim) + ")");
+    if (m.mla.v_head_dim <= 0) bad("mla.v_head_dim", "an integer > 0");
+    if (m.num_kv_heads != m.num_heads) bad("num_key_value_heads", "num_attention_heads with latent attention (mla)");
+  }
 }
 
 namespace {
@@ -225,6 +316,25 @@ ModelSpec parse_card(const nlohmann::json& j, const JsonContext& ctx) {
     m.attention_dropout = get_number_or(*it, "attention", 0.0, dctx);
     m.hidden_dropout = get_number_or(*it, "hidden", 0.0, dctx);
   }
+  if (auto it = j.find("moe"); it != j.end() && !it->is_null()) {
+    auto mctx = ctx.child("moe");
+    if (!it->is_object()) ctx.fail("moe", "an object (num_experts, top_k, expert_ffn_hidden_size, ...)");
+    m.moe.num_experts = get_positive_int(*it, "num_experts", mctx);
+    m.moe.top_k = get_positive_int(*it, "top_k", mctx);
+    m.moe.expert_ffn_hidden = get_positive_int(*it, "expert_ffn_hidden_size", mctx);
+    m.moe.shared_ffn_hidden = get_int_or(*it, "shared_ffn_hidden_size", 0, mctx);
+    m.moe.shared_expert_gate = get_bool_or(*it, "shared_expert_gate", false, mctx);
+    m.moe.first_dense_layers = get_int_or(*it, "first_dense_layers", 0, mctx);
+    m.moe.router_bias = get_bool_or(*it, "router_bias", false, mctx);
+  }
+  if (auto it = j.find("mla"); it != j.end() && !it->is_null()) {
+    auto actx = ctx.child("mla");
+    if (!it->is_object()) ctx.fail("mla", "an object (q_lora_rank, kv_lora_rank, qk_rope_head_dim, v_head_dim)");
+    m.mla.q_lora_rank = get_int_or(*it, "q_lora_rank", 0, actx);
+    m.mla.kv_lora_rank = get_positive_int(*it, "kv_lora_rank", actx);
+    m.mla.qk_rope_head_dim = get_positive_int(*it, "qk_rope_head_dim", actx);
+    m.mla.v_head_dim = get_positive_int(*it, "v_head_dim", actx);
+  }
   return m;
 }
 
@@ -247,7 +357,7 @@ ModelSpec model_from_json(const nlohmann::json& j, const std::string& source) {
 ModelSpec load_model_file(const std::string& path) { return model_from_json(read_json_file(path), path); }
 
 nlohmann::json to_card_json(const ModelSpec& m) {
-  return {{"schema", "shardplan.model/1"},
+  nlohmann::json j = {{"schema", "shardplan.model/1"},
           {"name", m.name},
           {"family", m.family},
           {"kind", m.kind == ModelKind::encoder ? "encoder" : "decoder"},
@@ -276,6 +386,20 @@ nlohmann::json to_card_json(const ModelSpec& m) {
           {"pooler", m.pooler},
           {"nsp_head", m.nsp_head},
           {"dropout", {{"attention", m.attention_dropout}, {"hidden", m.hidden_dropout}}}};
+  if (m.moe.enabled())
+    j["moe"] = {{"num_experts", m.moe.num_experts},
+                {"top_k", m.moe.top_k},
+                {"expert_ffn_hidden_size", m.moe.expert_ffn_hidden},
+                {"shared_ffn_hidden_size", m.moe.shared_ffn_hidden},
+                {"shared_expert_gate", m.moe.shared_expert_gate},
+                {"first_dense_layers", m.moe.first_dense_layers},
+                {"router_bias", m.moe.router_bias}};
+  if (m.mla.enabled())
+    j["mla"] = {{"q_lora_rank", m.mla.q_lora_rank},
+                {"kv_lora_rank", m.mla.kv_lora_rank},
+                {"qk_rope_head_dim", m.mla.qk_rope_head_dim},
+                {"v_head_dim", m.mla.v_head_dim}};
+  return j;
 }
 
 ModelSpec load_model(const std::string& name_or_path) {

@@ -15,8 +15,9 @@ enum class PositionalKind { learned, rotary };
 // decoder: causal LM (GPT, Llama). encoder: bidirectional masked LM (BERT).
 enum class ModelKind { decoder, encoder };
 
-// Which way a linear is split under Megatron tensor parallelism.
-enum class TpSplit { column, row };
+// Which way a linear is split under Megatron tensor parallelism; `replicated` linears are whole
+// on every tp rank (MLA's down-projections, Megatron-Core's "duplicated" parallel mode).
+enum class TpSplit { column, row, replicated };
 
 // One linear of a transformer block, named as Hugging Face names the module inside the
 // block (e.g. "self_attn.q_proj"); LoRA targets match these names PEFT-style (exact or by
@@ -27,6 +28,39 @@ struct LinearDesc {
   int64_t d_out = 0;
   bool bias = false;
   TpSplit split = TpSplit::column;
+  // Input and output widths on one of t tensor-parallel ranks.
+  [[nodiscard]] double d_in_local(double t) const { return split == TpSplit::row ? d_in / t : double(d_in); }
+  [[nodiscard]] double d_out_local(double t) const { return split == TpSplit::column ? d_out / t : double(d_out); }
+  // Weight elements on one of t ranks.
+  [[nodiscard]] double weight_local(double t) const {
+    return split == TpSplit::replicated ? double(d_in) * d_out : double(d_in) * d_out / t;
+  }
+};
+
+// Mixture of experts (Shazeer et al. 2017; Fedus et al. 2021, Switch Transformer; Jiang et al.
+// 2024, Mixtral; DeepSeek-AI 2024, DeepSeek-V3 §2.1.2): the MLP of a block replaced by a router
+// (a linear h -> E, softmax or sigmoid scores, top-k), E routed experts (each a gated MLP of
+// width expert_ffn_hidden) and optionally always-active shared experts.
+struct MoeSpec {
+  int64_t num_experts = 0;          // routed experts per MoE block; 0 = a dense model
+  int64_t top_k = 0;                // routed experts each token goes to
+  int64_t expert_ffn_hidden = 0;    // one routed expert's FFN width
+  int64_t shared_ffn_hidden = 0;    // the shared expert(s)' FFN width in total; 0 = none
+  bool shared_expert_gate = false;  // Qwen2-MoE: a sigmoid gate (h -> 1) on the shared expert's output
+  int64_t first_dense_layers = 0;   // DeepSeek first_k_dense_replace: the first k blocks keep a dense MLP
+  bool router_bias = false;         // DeepSeek-V3: a learned per-expert score correction (E parameters)
+  [[nodiscard]] bool enabled() const { return num_experts > 0; }
+};
+
+// Multi-head latent attention (DeepSeek-AI 2024, DeepSeek-V2 §2.1): q and kv are projected down
+// to small latents (q_lora_rank, kv_lora_rank + a shared rotary key of qk_rope_head_dim), normed,
+// and projected up per head; q/k heads are head_dim = nope + rope wide, values v_head_dim.
+struct MlaSpec {
+  int64_t q_lora_rank = 0;       // 0 = q projected directly from the hidden state
+  int64_t kv_lora_rank = 0;      // > 0: MLA
+  int64_t qk_rope_head_dim = 0;  // of head_dim, the rotary part (the rest, nope, is not rotated)
+  int64_t v_head_dim = 0;
+  [[nodiscard]] bool enabled() const { return kv_lora_rank > 0; }
 };
 
 struct ModelSpec {
@@ -67,9 +101,20 @@ struct ModelSpec {
   double attention_dropout = 0.0;  // probability; > 0 stores masks for backward
   double hidden_dropout = 0.0;
 
+  MoeSpec moe;
+  MlaSpec mla;
+
   // --- derived shapes -------------------------------------------------------------------
   [[nodiscard]] int64_t q_dim() const { return num_heads * head_dim; }
+  // Keys (and, without MLA, values) after projection: g heads of head_dim.
   [[nodiscard]] int64_t kv_dim() const { return num_kv_heads * head_dim; }
+  // Values: MLA's v heads are v_head_dim wide.
+  [[nodiscard]] int64_t v_dim() const { return mla.enabled() ? num_heads * mla.v_head_dim : kv_dim(); }
+  // The attention output (the output projection's input): a heads of the value width.
+  [[nodiscard]] int64_t attn_out_dim() const { return mla.enabled() ? num_heads * mla.v_head_dim : q_dim(); }
+  [[nodiscard]] bool is_moe() const { return moe.enabled(); }
+  // Blocks with routed experts (all but the first dense ones).
+  [[nodiscard]] int64_t moe_layers() const { return moe.enabled() ? num_layers - moe.first_dense_layers : 0; }
   [[nodiscard]] int64_t norm_params() const {
     return norm_kind == NormKind::layernorm ? 2 * hidden : hidden;
   }
@@ -77,19 +122,40 @@ struct ModelSpec {
   [[nodiscard]] int64_t qk_norm_params() const {
     return qk_norm ? 2 * (norm_kind == NormKind::layernorm ? 2 : 1) * head_dim : 0;
   }
-  // The linears of one transformer block, in Hugging Face module naming.
+  // MLA's latent norms (q_a_layernorm, kv_a_layernorm), replicated over tp ranks.
+  [[nodiscard]] int64_t mla_norm_params() const {
+    return mla.enabled() ? (mla.q_lora_rank + mla.kv_lora_rank) * (norm_kind == NormKind::layernorm ? 2 : 1) : 0;
+  }
+  // The linears of the model's repeated block, in Hugging Face module naming: attention and the
+  // MLP; for an MoE model the MoE block's attention and shared expert (not the router, not the
+  // routed experts).
   [[nodiscard]] std::vector<LinearDesc> block_linears() const;
+  // An MoE model's first dense blocks (moe.first_dense_layers): attention and a dense MLP.
+  [[nodiscard]] std::vector<LinearDesc> dense_block_linears() const;
+  // One routed expert's linears (gate/up column-, down row-split over expert tensor parallelism).
+  [[nodiscard]] std::vector<LinearDesc> expert_linears() const;
+  // Router weights of one MoE block (h x E, plus a shared-expert gate's h), replicated.
+  [[nodiscard]] int64_t router_params() const {
+    return moe.enabled() ? hidden * moe.num_experts + (moe.shared_expert_gate ? hidden : 0) +
+                               (moe.router_bias ? moe.num_experts : 0)
+                         : 0;
+  }
 };
 
 // Parameter counts, split the way tensor parallelism splits them.
 struct ParameterCounts {
-  int64_t per_layer = 0;            // one transformer block
-  int64_t per_layer_tp_sharded = 0;  // part of per_layer split over tp ranks
+  int64_t per_layer = 0;            // one repeated block (an MoE block with all its routed experts)
+  int64_t per_layer_tp_sharded = 0;  // part of per_layer split over tp ranks (routed experts excluded)
+  int64_t per_layer_experts = 0;    // of per_layer, the routed experts (split over ep x etp ranks)
+  int64_t per_expert = 0;           // one routed expert
+  int64_t dense_layer = 0;          // one of an MoE model's first dense blocks
+  int64_t dense_layer_tp_sharded = 0;
   int64_t embedding = 0;            // word + position + token-type (+ embedding norm)
   int64_t embedding_tp_sharded = 0;  // vocab-parallel word embedding
   int64_t head = 0;                 // final norm + untied lm head (+ bias) + MLM head + pooler
   int64_t head_tp_sharded = 0;      // vocab-parallel lm head (+ its bias)
   int64_t total = 0;                // what Hugging Face's num_parameters() reports
+  int64_t active = 0;               // what one token runs through (total less the experts it skips)
 };
 
 ParameterCounts count_parameters(const ModelSpec& m);

@@ -15,11 +15,15 @@ void check_shapes(const ModelSpec& m, const ClusterSpec& c, ParallelConfig& cfg)
   if (cfg.tp < 1) bad("--tp", "expected an integer >= 1");
   if (cfg.pp < 1) bad("--pp", "expected an integer >= 1");
   if (cfg.dp < 1) bad("--dp", "expected an integer >= 1");
+  if (cfg.cp < 1) bad("--cp", "expected an integer >= 1");
   if (c.nodes < 1) bad("--nodes", "expected an integer >= 1");
-  if (cfg.devices() != c.devices())
-    bad("--tp/--pp/--dp", "expected tp x pp x dp = the cluster's " + str(c.devices()) + " devices (" + str(c.nodes) +
-                              " nodes x " + str(c.per_node()) + "), got " + str(cfg.tp) + " x " + str(cfg.pp) +
-                              " x " + str(cfg.dp) + " = " + str(cfg.devices()));
+  if (cfg.devices() != c.devices()) {
+    const std::string cp = cfg.cp > 1 ? " x cp" : "", cpv = cfg.cp > 1 ? " x " + str(cfg.cp) : "";
+    bad(cfg.cp > 1 ? "--tp/--cp/--pp/--dp" : "--tp/--pp/--dp",
+        "expected tp" + cp + " x pp x dp = the cluster's " + str(c.devices()) + " devices (" + str(c.nodes) +
+            " nodes x " + str(c.per_node()) + "), got " + str(cfg.tp) + cpv + " x " + str(cfg.pp) + " x " +
+            str(cfg.dp) + " = " + str(cfg.devices()));
+  }
   if (m.num_heads % cfg.tp != 0)
     bad("--tp", "expected a divisor of the model's " + str(m.num_heads) + " attention heads, got " + str(cfg.tp));
   if (m.num_kv_heads % cfg.tp != 0)
@@ -111,6 +115,49 @@ void check_lora(const ModelSpec& m, const ParallelConfig& cfg) {
   (void)resolve_lora_targets(m, l.targets);  // throws naming the unknown target
 }
 
+// Context parallelism: the sequence splits into cp pieces (2cp chunks for ring's causal load
+// balancing); fused attention only (Megatron-Core and torchtitan run CP through TE / SDPA kernels).
+void check_context(const ModelSpec& m, const ParallelConfig& cfg) {
+  if (cfg.cp == 1) return;
+  const int chunks = cfg.cp_kind == CpKind::ring && m.kind == ModelKind::decoder ? 2 * cfg.cp : cfg.cp;
+  if (cfg.seq_len % (chunks * (cfg.sequence_parallel ? cfg.tp : 1)) != 0)
+    bad("--cp", "expected --seq-len (" + str(cfg.seq_len) + ") divisible by " + str(chunks) +
+                    (cfg.sequence_parallel && cfg.tp > 1 ? " x tp" : "") + " (" +
+                    (chunks == 2 * cfg.cp ? "2 chunks per rank for causal load balancing" : "one chunk per rank") +
+                    "), got cp " + str(cfg.cp));
+  if (cfg.attention != AttentionKind::flash) bad("--cp", "expected --attention flash with it (context parallel attention runs fused kernels)");
+  if (cfg.cp_kind == CpKind::all_to_all && (m.num_heads % (cfg.tp * cfg.cp) != 0 || m.num_kv_heads % (cfg.tp * cfg.cp) != 0))
+    bad("--cp-kind", "all_to_all needs tp x cp (" + str(cfg.tp * cfg.cp) + ") to divide the model's " +
+                         str(m.num_heads) + " heads and " + str(m.num_kv_heads) + " key/value heads; expected ring");
+}
+
+// Expert parallelism folded over the stage's tp x cp x dp ranks (Megatron-Core parallel folding).
+void check_experts(const ModelSpec& m, ParallelConfig& cfg) {
+  if (cfg.ep < 1) bad("--ep", "expected an integer >= 1");
+  if (cfg.etp < 0) bad("--etp", "expected an integer >= 1");
+  if (!m.is_moe()) {
+    if (cfg.ep > 1) bad("--ep", "expected 1: model '" + m.name + "' has no experts");
+    if (cfg.etp != 0 && cfg.etp != cfg.tp) bad("--etp", "expected --tp's value: model '" + m.name + "' has no experts");
+    cfg.etp = cfg.tp;
+    if (cfg.moe_capacity_factor != 0) bad("--moe-capacity-factor", "expected 0: model '" + m.name + "' has no experts");
+    return;
+  }
+  if (cfg.etp == 0) cfg.etp = cfg.tp;
+  if (m.moe.num_experts % cfg.ep != 0)
+    bad("--ep", "expected a divisor of the model's " + str(m.moe.num_experts) + " experts, got " + str(cfg.ep));
+  const int stage_ranks = cfg.tp * cfg.cp * cfg.dp;
+  if (stage_ranks % (cfg.ep * cfg.etp) != 0)
+    bad("--ep", "expected ep x etp (" + str(cfg.ep) + " x " + str(cfg.etp) + ") to divide tp x cp x dp = " +
+                    str(stage_ranks) + " (experts fold onto a pipeline stage's ranks)");
+  if (m.moe.expert_ffn_hidden % cfg.etp != 0)
+    bad("--etp", "expected a divisor of the experts' FFN width " + str(m.moe.expert_ffn_hidden) + ", got " + str(cfg.etp));
+  if (cfg.tp > 1 && !cfg.sequence_parallel)
+    bad("--sequence-parallel", "expected with --tp > 1 on a mixture-of-experts model (Megatron-Core routes the "
+                               "sequence-parallel tokens)");
+  if (cfg.moe_capacity_factor != 0 && cfg.moe_capacity_factor < 1)
+    bad("--moe-capacity-factor", "expected 0 (dropless) or a number >= 1, got " + std::to_string(cfg.moe_capacity_factor));
+}
+
 void check_fp8(const ClusterSpec& c, const ParallelConfig& cfg) {
   if (cfg.fp8_param_gather && !cfg.uses_fp8()) bad("--fp8-param-gather", "expected --fp8 delayed, tensorwise or blockwise with it (FP8-held weights)");
   if (cfg.fp8_param_gather && cfg.zero_stage == 0)
@@ -126,6 +173,14 @@ void check_fp8(const ClusterSpec& c, const ParallelConfig& cfg) {
 }
 
 }  // namespace
+
+const char* to_string(CpKind k) { return k == CpKind::all_to_all ? "all_to_all" : "ring"; }
+
+std::optional<CpKind> cp_kind_from_string(const std::string& name) {
+  for (CpKind k : {CpKind::ring, CpKind::all_to_all})
+    if (name == to_string(k)) return k;
+  return std::nullopt;
+}
 
 const char* to_string(LoraBase b) { return b == LoraBase::nf4 ? "nf4" : "bf16"; }
 
@@ -194,6 +249,8 @@ void validate_config(const ModelSpec& m, const ClusterSpec& c, ParallelConfig& c
   check_lora(m, cfg);
   check_recompute(m, cfg);
   check_fp8(c, cfg);
+  check_context(m, cfg);
+  check_experts(m, cfg);
   if (c.hardware.device.peak(cfg.precision) <= 0)
     bad("--precision", std::string("the device of '") + c.hardware.name + "' has no " + to_string(cfg.precision) +
                            " peak in its profile");

@@ -87,6 +87,18 @@ const char* to_string(LoraBase b);
 std::optional<LoraBase> lora_base_from_string(const std::string& name);
 inline constexpr double kNf4BytesPerWeight = 0.5 + 1.0 / 64 + 4.0 / (64 * 256);
 
+// How context parallelism splits the attention core over cp ranks, each holding s/cp tokens:
+//   ring        ring attention (Liu et al. 2023; Megatron-Core / Transformer Engine "p2p"): Q stays,
+//               K and V blocks pass peer to peer in cp - 1 steps, each step's transfer overlapped
+//               with the previous block's attention; causal load balancing gives every rank two
+//               of 2cp sequence chunks (chunk i and 2cp-1-i), so every step carries equal work
+//   all_to_all  DeepSpeed-Ulysses (Jacobs et al. 2023; TE "a2a"): an all-to-all turns the sequence
+//               split of q, k, v into a head split, each rank attends over the whole sequence for
+//               a/cp heads, and a fourth all-to-all turns the output back; heads must divide
+enum class CpKind { ring, all_to_all };
+const char* to_string(CpKind k);
+std::optional<CpKind> cp_kind_from_string(const std::string& name);
+
 struct LoraConfig {
   int rank = 0;  // 0 = full fine-tuning / pre-training
   double alpha = 16.0;
@@ -101,6 +113,16 @@ struct ParallelConfig {
   int tp = 1;
   int pp = 1;
   int dp = 1;
+  int cp = 1;                   // context parallel: the sequence split over cp ranks
+  CpKind cp_kind = CpKind::ring;
+  // Expert parallelism (MoE models), Megatron-Core's "parallel folding" (Liu et al. 2025, MoE
+  // Parallel Folding): a stage's tp x cp x dp ranks are regrouped for the expert layers as
+  // etp (expert tensor parallel, fastest) x ep (expert parallel) x edp (expert data parallel).
+  int ep = 1;
+  int etp = 0;                  // 0 = tp (Megatron's default for --expert-tensor-parallel-size)
+  // Tokens an expert takes per micro-batch, as a multiple of the balanced share (GShard,
+  // Lepikhin et al. 2021, §2.2): the rest are dropped. 0 = dropless (Megatron-Core's default).
+  double moe_capacity_factor = 0;
   int zero_stage = 0;       // 0..3
   int sharding_degree = 0;  // ZeRO/MiCS sharding group size; 0 = dp
   int micro_batch_size = 1;
@@ -133,7 +155,13 @@ struct ParallelConfig {
   std::string rank_order = "tp-dp-pp";  // fastest-varying first (Megatron core's order string)
   double memory_headroom = 0.05;        // fraction of device memory kept free
 
-  [[nodiscard]] int devices() const { return tp * pp * dp; }
+  [[nodiscard]] int devices() const { return tp * cp * pp * dp; }
+  // Ranks that hold the same dense weights and split the batch and the sequence (Megatron's
+  // data-parallel group with context parallelism): gradients are reduced over them.
+  [[nodiscard]] int dense_replicas() const { return dp * cp; }
+  [[nodiscard]] int expert_tp() const { return etp > 0 ? etp : tp; }
+  // Ranks holding the same experts (expert data parallel): tp x cp x dp / (ep x etp).
+  [[nodiscard]] int expert_dp() const { return tp * cp * dp / (ep * expert_tp()); }
   [[nodiscard]] bool fp32_weights() const { return simulator::fp32_weights(precision, mixed_precision); }
   // A 16-bit run that casts each fp32 weight to the compute dtype as it is used (autocast).
   [[nodiscard]] bool casts_weights() const {
@@ -141,6 +169,9 @@ struct ParallelConfig {
   }
   [[nodiscard]] bool uses_fp8() const { return fp8 != Fp8Recipe::none; }
   [[nodiscard]] int shard_group() const { return sharding_degree > 0 ? sharding_degree : dp; }
+  // The dense weights' ZeRO shard group: the sharding group over dp, times cp (Megatron's
+  // distributed optimizer shards over the data-parallel group with context parallelism).
+  [[nodiscard]] int dense_shard_group() const { return shard_group() * cp; }
   [[nodiscard]] int micro_batches() const {
     return global_batch_size / (micro_batch_size * dp);
   }

@@ -12,6 +12,11 @@ nlohmann::json to_json(const ParallelConfig& c) {
       {"tensor_parallel", c.tp},
       {"pipeline_parallel", c.pp},
       {"data_parallel", c.dp},
+      {"context_parallel", c.cp},
+      {"context_parallel_kind", to_string(c.cp_kind)},
+      {"expert_parallel", c.ep},
+      {"expert_tensor_parallel", c.expert_tp()},
+      {"moe_capacity_factor", c.moe_capacity_factor},
       {"zero_stage", c.zero_stage},
       {"sharding_degree", c.shard_group()},
       {"micro_batch_size", c.micro_batch_size},
@@ -69,6 +74,13 @@ ParallelConfig config_from_json(const nlohmann::json& j, const std::string& sour
   c.tp = static_cast<int>(get_positive_int(j, "tensor_parallel", ctx));
   c.pp = static_cast<int>(get_positive_int(j, "pipeline_parallel", ctx));
   c.dp = static_cast<int>(get_positive_int(j, "data_parallel", ctx));
+  // Absent in plans written before context and expert parallelism existed: 1 each, dropless.
+  c.cp = static_cast<int>(get_int_or(j, "context_parallel", 1, ctx));
+  c.cp_kind = enum_field(j, "context_parallel_kind", ctx, {{"ring", CpKind::ring}, {"all_to_all", CpKind::all_to_all}},
+                         CpKind::ring);
+  c.ep = static_cast<int>(get_int_or(j, "expert_parallel", 1, ctx));
+  c.etp = static_cast<int>(get_int_or(j, "expert_tensor_parallel", 0, ctx));
+  c.moe_capacity_factor = get_number_or(j, "moe_capacity_factor", 0.0, ctx);
   c.zero_stage = static_cast<int>(get_int_or(j, "zero_stage", 0, ctx));
   c.sharding_degree = static_cast<int>(get_int_or(j, "sharding_degree", 0, ctx));
   c.micro_batch_size = static_cast<int>(get_positive_int(j, "micro_batch_size", ctx));

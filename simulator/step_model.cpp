@@ -24,7 +24,7 @@ double lora_per_rank(const ModelContext& mc, int tp) {
   for (std::size_t i = 0; i < mc.linears.size(); ++i) {
     if (!mc.lora_mask[i]) continue;
     const auto& lin = mc.linears[i];
-    n += lin.split == TpSplit::column ? r * lin.d_in + r * lin.d_out / tp : r * lin.d_in / tp + r * lin.d_out;
+    n += r * lin.d_in_local(tp) + r * lin.d_out_local(tp);
   }
   return n;
 }
@@ -75,7 +75,7 @@ ConfigContext::ConfigContext(const ModelContext& m, const ParallelConfig& config
   block_trainable = m.lora.enabled() ? block_lora : block_params;
   embedding_params = static_cast<double>(per_rank(counts.embedding, counts.embedding_tp_sharded, tp));
   head_params = static_cast<double>(per_rank(counts.head, counts.head_tp_sharded, tp));
-  for (const LinearDesc& lin : m.linears) block_linear_weights += static_cast<double>(lin.d_in) * lin.d_out / tp;
+  for (const LinearDesc& lin : m.linears) block_linear_weights += lin.weight_local(tp);
   block_gather_bytes = param_bytes * block_params;
   if (config.fp8_param_gather) block_gather_bytes -= (param_bytes - 1.0) * block_linear_weights;
   if (config.lora.quantized_base()) block_gather_bytes -= (param_bytes - kNf4BytesPerWeight) * block_linear_weights;
@@ -237,7 +237,7 @@ UnitBuffers unit_buffers(const ConfigContext& c, const StageShape& s) {
   double block_largest = 0;  // largest trainable parameter of a block
   for (std::size_t i = 0; i < mc.linears.size(); ++i) {
     const auto& lin = mc.linears[i];
-    const double full = static_cast<double>(lin.d_in * lin.d_out) / t;
+    const double full = lin.weight_local(t);
     const double lr = lora && mc.lora_mask[i] ? static_cast<double>(std::max(lin.d_in, lin.d_out)) * mc.lora.rank : 0.0;
     block_largest = std::max(block_largest, lora ? lr : full);
   }

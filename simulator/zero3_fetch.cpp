@@ -40,12 +40,11 @@ std::vector<ParamTensor> block_param_tensors(const ModelContext& mc, int tp) {
   const double t = tp, r = mc.lora.rank;
   for (std::size_t i = 0; i < mc.linears.size(); ++i) {
     const auto& lin = mc.linears[i];
-    const bool column = lin.split == TpSplit::column;
-    out.push_back({static_cast<double>(lin.d_in * lin.d_out) / t, !lora});
-    if (lin.bias) out.push_back({column ? lin.d_out / t : static_cast<double>(lin.d_out), !lora});
+    out.push_back({lin.weight_local(t), !lora});
+    if (lin.bias) out.push_back({lin.d_out_local(t), !lora});
     if (lora && mc.lora_mask[i]) {  // A (r x d_in), B (d_out x r); the tp split as in step_model
-      out.push_back({column ? r * lin.d_in : r * lin.d_in / t, true});
-      out.push_back({column ? r * lin.d_out / t : r * lin.d_out, true});
+      out.push_back({r * lin.d_in_local(t), true});
+      out.push_back({r * lin.d_out_local(t), true});
     }
   }
   const int per_norm = mc.model.norm_kind == NormKind::layernorm ? 2 : 1;
@@ -57,8 +56,8 @@ std::vector<ParamTensor> block_param_tensors(const ModelContext& mc, int tp) {
 double largest_fetched_module(const ModelContext& mc, int tp) {
   double largest = 0;
   for (const auto& lin : mc.linears) {
-    const double bias = !lin.bias ? 0.0 : lin.split == TpSplit::column ? lin.d_out / double(tp) : double(lin.d_out);
-    largest = std::max(largest, static_cast<double>(lin.d_in * lin.d_out) / tp + bias);
+    const double bias = !lin.bias ? 0.0 : lin.d_out_local(tp);
+    largest = std::max(largest, lin.weight_local(tp) + bias);
   }
   return largest;
 }

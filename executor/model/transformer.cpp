@@ -35,6 +35,8 @@ Transformer::Transformer(const simulator::ModelSpec& spec, const ModelOptions& o
   if (spec.kind != simulator::ModelKind::decoder || (spec.family != "gpt2" && spec.family != "llama"))
     throw InputError(src + ": field 'family': shardrun builds decoder models of the gpt2 and llama families, got '" +
                      spec.family + "'");
+  if (spec.is_moe() || spec.mla.enabled())
+    throw InputError(src + ": shardrun does not build mixture-of-experts or latent-attention (MLA) models yet");
   if (spec.parallel_residual || spec.lm_head_bias || spec.embedding_norm || spec.type_vocab_size > 0 || spec.qk_norm)
     throw InputError(src + ": shardrun does not build parallel-residual, lm-head-bias, embedding-norm or q/k-norm "
                            "variants");
