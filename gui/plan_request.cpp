@@ -62,6 +62,7 @@ nlohmann::json settings_of(const PlanRequest& r, int seq_len, int max_nodes, dou
           {"micro_batch_sizes", kMicroBatches}, {"zero_stages", kZeroStages}, {"schedules", kSchedules},
           {"recompute", kRecomputes}, {"precision", r.precision},
           {"mixed_precision", r.mixed_precision}, {"attention", r.attention}, {"fp8", r.fp8},
+          {"cp", r.cp}, {"cp_kind", r.cp_kind}, {"ep", r.ep},
           {"tp_comm_overlap", false},  // not a GUI field: the CLI's default
           {"objective", r.objective},
           {"max_nodes", max_nodes},   {"max_usd_per_hour", max_usd}, {"max_tp", max_tp},
@@ -156,6 +157,13 @@ Validation validate(const PlanRequest& r) {
   });
   check_numbers(v, r, out);
   if (!v.errors.count("hardware")) field(v, "fp8", [&] { s.fp8_recipes = cli::fp8_search_list(r.fp8, out.hardware); });
+  field(v, "cp", [&] {
+    s.context_parallel = cli::cp_search_list(r.cp, s.seq_len);
+    const auto kind = sim::cp_kind_from_string(r.cp_kind);
+    if (!kind) throw sim::InputError("--cp-kind: expected ring or all_to_all, got '" + r.cp_kind + "'");
+    s.cp_kind = *kind;
+  });
+  if (!v.errors.count("model")) field(v, "ep", [&] { s.expert_parallel = cli::ep_search_list(r.ep, out.model); });
   s.lora.targets = cli::split_list(r.lora_targets);
   if (!v.errors.count("lora_rank") && !v.errors.count("model")) {
     field(v, "lora_targets", [&] {

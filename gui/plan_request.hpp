@@ -24,6 +24,9 @@ struct PlanRequest {
   std::string mixed_precision = "master_weights";  // master_weights | autocast
   std::string attention = "flash";          // flash | eager
   std::string fp8 = "auto";                 // auto | none | a list of none,delayed,tensorwise,blockwise
+  std::string cp = "auto";                  // auto | a list of context-parallel degrees
+  std::string cp_kind = "ring";             // ring | all_to_all
+  std::string ep = "auto";                  // auto | a list of expert-parallel degrees (MoE models)
   std::string lora_rank = "0";
   std::string lora_alpha = "16";
   std::string lora_dropout = "0";

@@ -27,7 +27,7 @@ namespace {
 // The outer loop: everything the model-state lower bound depends on.
 struct Block {
   int node_index = 0, nodes = 0;
-  int tp = 1, pp = 1, dp = 1, zero = 0, shard = 1, gbs = 0;
+  int tp = 1, pp = 1, dp = 1, zero = 0, shard = 1, gbs = 0, cp = 1, ep = 1, etp = 1;
   sim::Precision precision = sim::Precision::bf16;
   sim::Fp8Recipe fp8 = sim::Fp8Recipe::none;
   bool offload_optimizer = false;
@@ -38,6 +38,35 @@ std::vector<int> divisors(int n) {
   for (int i = 1; i <= n; ++i)
     if (n % i == 0) d.push_back(i);
   return d;
+}
+
+// Context-parallel degrees valid for tp on D devices: dividing D / tp, the sequence in 2cp chunks
+// (one chunk per rank without a causal mask), fused attention, heads for Ulysses.
+std::vector<int> cp_degrees(const sim::ModelSpec& m, const SearchSpace& sp, int D, int tp) {
+  std::vector<int> out;
+  for (int cp : sp.context_parallel) {
+    if (cp < 1 || (D / tp) % cp) continue;
+    if (cp > 1) {
+      const int chunks = sp.cp_kind == sim::CpKind::ring && m.kind == sim::ModelKind::decoder ? 2 * cp : cp;
+      if (sp.seq_len % chunks || sp.attention != sim::AttentionKind::flash) continue;
+      if (sp.cp_kind == sim::CpKind::all_to_all && (m.num_heads % (tp * cp) || m.num_kv_heads % (tp * cp))) continue;
+    }
+    out.push_back(cp);
+  }
+  return out;
+}
+
+// (ep, etp) pairs for an MoE model on a stage of `ranks` = tp x cp x dp ranks; (1, tp) otherwise.
+std::vector<std::pair<int, int>> expert_layouts(const sim::ModelSpec& m, const SearchSpace& sp, int tp, int ranks) {
+  if (!m.is_moe()) return {{1, tp}};
+  std::vector<std::pair<int, int>> out;
+  for (int ep : sp.expert_parallel)
+    for (int etp : {tp, 1}) {
+      if (etp == 1 && (tp == 1 || !sp.expert_tp_search)) continue;
+      if (ep < 1 || m.moe.num_experts % ep || ranks % (ep * etp) || m.moe.expert_ffn_hidden % etp) continue;
+      out.emplace_back(ep, etp);
+    }
+  return out;
 }
 
 std::vector<Block> enumerate_blocks(const sim::ModelSpec& m, const sim::HardwareProfile& hw, const SearchSpace& sp,
@@ -51,9 +80,11 @@ std::vector<Block> enumerate_blocks(const sim::ModelSpec& m, const sim::Hardware
     const int max_tp = c.max_tp > 0 ? c.max_tp : (c.tp_across_nodes ? D : per_node);
     for (int tp = 1; tp <= std::min(max_tp, D); tp *= 2) {
       if (D % tp || m.num_heads % tp || m.num_kv_heads % tp) continue;
-      for (int pp : divisors(D / tp)) {
+      for (int cp : cp_degrees(m, sp, D, tp))
+      for (int pp : divisors(D / (tp * cp))) {
         if (pp > m.num_layers || (!sp.uneven_pipeline && m.num_layers % pp)) continue;
-        const int dp = D / (tp * pp);
+        const int dp = D / (tp * cp * pp);
+        for (const auto& [ep, etp] : expert_layouts(m, sp, tp, tp * cp * dp))
         for (int z : sp.zero_stages) {
 
           std::vector<int> shards{dp};
@@ -69,10 +100,12 @@ std::vector<Block> enumerate_blocks(const sim::ModelSpec& m, const sim::Hardware
                     // FP8 GEMMs need FP8 tensor cores and a 16-bit run around them.
                     if (f8 != sim::Fp8Recipe::none && (!hw.device.has_fp8() || prec == sim::Precision::fp32)) continue;
                     if (off && z == 0) continue;            // ZeRO-Offload needs a ZeRO stage
-                    if (dp == 1 && z > 0 && !off) continue;  // nothing to shard, same as stage 0
-                    if (dp == 1 && z > 1) continue;          // stages coincide with one rank
-                    blocks.push_back(
-                        {static_cast<int>(ni), nodes, tp, pp, dp, z, z > 0 ? shard : dp, gbs, prec, f8, off});
+                    // Nothing to shard (one data-parallel rank, no cp, one expert replica): stage 0.
+                    const bool one_replica = dp * cp == 1 && (!m.is_moe() || tp * cp * dp == ep * etp);
+                    if (one_replica && z > 0 && !off) continue;
+                    if (one_replica && z > 1) continue;  // stages coincide with one rank
+                    blocks.push_back({static_cast<int>(ni), nodes, tp, pp, dp, z, z > 0 ? shard : dp, gbs, cp, ep,
+                                      etp, prec, f8, off});
                   }
         }
       }
@@ -131,6 +164,10 @@ bool run_block(Shared& sh, const Block& b, detail::ThreadState& ts) {
   cfg.tp = b.tp;
   cfg.pp = b.pp;
   cfg.dp = b.dp;
+  cfg.cp = b.cp;
+  cfg.cp_kind = sp.cp_kind;
+  cfg.ep = b.ep;
+  cfg.etp = b.etp;
   cfg.zero_stage = b.zero;
   cfg.sharding_degree = b.shard;
   cfg.seq_len = sp.seq_len;
@@ -168,6 +205,8 @@ bool run_block(Shared& sh, const Block& b, detail::ThreadState& ts) {
     for (auto rc : sp.recomputes)
       for (bool seq_par : sp.sequence_parallel) {
         if (seq_par && (b.tp == 1 || sp.seq_len % b.tp)) continue;
+        if (!seq_par && b.tp > 1 && m.is_moe()) continue;  // Megatron-Core's MoE needs SP with TP
+        if (seq_par && b.cp > 1 && sp.seq_len % (2 * b.cp * b.tp)) continue;
         cfg.recompute = rc;
         cfg.sequence_parallel = seq_par;
         cfg.tp_comm_overlap = sp.tp_comm_overlap && seq_par;

@@ -39,6 +39,15 @@ struct SearchSpace {
   // FP8 recipes to try; those other than none only on devices with FP8 tensor cores and 16-bit
   // precisions (skipped elsewhere). The CLI's default tries none and delayed where allowed.
   std::vector<simulator::Fp8Recipe> fp8_recipes{simulator::Fp8Recipe::none};
+  // Context-parallel degrees to try (each must divide the devices left by tp and the sequence
+  // into 2 x cp chunks); the CLI's `auto` tries 1, 2, 4, 8 for sequences of 8K tokens and more.
+  std::vector<int> context_parallel{1};
+  simulator::CpKind cp_kind = simulator::CpKind::ring;  // fixed: the framework's kind
+  // Expert-parallel degrees to try on MoE models (divisors of the expert count); the CLI's `auto`
+  // tries every power of two that divides it. Expert tensor parallel: 1 and tp are tried when
+  // `expert_tp_search`, else etp = tp (Megatron-Core's default).
+  std::vector<int> expert_parallel{1};
+  bool expert_tp_search = true;
   simulator::LoraConfig lora;               // fixed by the user
   simulator::MixedPrecision mixed_precision = simulator::MixedPrecision::master_weights;  // the framework's recipe
   // Fixed, not searched: the kind the user's framework runs (`--attention`); flash by default,

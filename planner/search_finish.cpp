@@ -102,7 +102,10 @@ double objective_score(Objective o, double tokens_per_s, double usd_per_hour, do
 
 std::string describe(const sim::ParallelConfig& c, int nodes) {
   std::string s = "nodes=" + std::to_string(nodes) + " tp=" + std::to_string(c.tp) + " pp=" + std::to_string(c.pp) +
-                  " dp=" + std::to_string(c.dp) + " zero=" + std::to_string(c.zero_stage);
+                  " dp=" + std::to_string(c.dp);
+  if (c.cp > 1) s += " cp=" + std::to_string(c.cp) + (c.cp_kind == sim::CpKind::all_to_all ? "(a2a)" : "");
+  if (c.ep > 1 || c.expert_tp() != c.tp) s += " ep=" + std::to_string(c.ep) + " etp=" + std::to_string(c.expert_tp());
+  s += " zero=" + std::to_string(c.zero_stage);
   if (c.zero_stage > 0 && c.shard_group() != c.dp) s += " shard=" + std::to_string(c.shard_group());
   s += " mbs=" + std::to_string(c.micro_batch_size) + " gbs=" + std::to_string(c.global_batch_size);
   if (c.pp > 1) {
@@ -189,6 +192,8 @@ std::string why_not(const sim::ModelSpec& model, const sim::ClusterSpec& cluster
       {a.forward_compute_s + a.backward_compute_s - b.forward_compute_s - b.backward_compute_s, "compute"},
       {a.recompute_s - b.recompute_s, "recompute"},
       {a.tp_comm_s - b.tp_comm_s, "TP communication"},
+      {a.cp_comm_s - b.cp_comm_s, "context-parallel communication"},
+      {a.ep_comm_s - b.ep_comm_s, "expert-parallel all-to-all"},
       {a.pipeline_bubble_s - b.pipeline_bubble_s, "pipeline bubble"},
       {a.dp_exposed_comm_s - b.dp_exposed_comm_s, "exposed DP/ZeRO communication"},
       {a.offload_exposed_s - b.offload_exposed_s, "offload transfers"},

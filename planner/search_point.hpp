@@ -10,8 +10,8 @@ namespace shardplan::planner::detail {
 
 // Everything that identifies a configuration, as integers (lexicographic order = tie-break).
 struct PointKey {
-  std::array<int, 16> v{};  // nodes, tp, pp, dp, zero, shard, gbs, mbs, schedule, virtual,
-                            // recompute, sp, offload_opt, offload_act, precision, fp8
+  std::array<int, 19> v{};  // nodes, tp, pp, dp, zero, shard, gbs, mbs, schedule, virtual,
+                            // recompute, sp, offload_opt, offload_act, precision, fp8, cp, ep, etp
   auto operator<=>(const PointKey&) const = default;
 };
 

@@ -14,7 +14,7 @@ namespace sim = shardplan::simulator;
 namespace {
 
 constexpr const char* kFeatures[] = {"pp",        "tp", "zero", "zero3", "mics", "offload", "recompute", "sp",
-                                     "interleaved", "fp8"};
+                                     "interleaved", "fp8", "cp", "ep"};
 
 bool has_feature(const PointKey& k, const std::string& f) {
   const auto& v = k.v;
@@ -28,6 +28,8 @@ bool has_feature(const PointKey& k, const std::string& f) {
   if (f == "sp") return v[11] != 0;
   if (f == "interleaved") return v[8] == static_cast<int>(sim::PipelineSchedule::interleaved);
   if (f == "fp8") return v[15] != static_cast<int>(sim::Fp8Recipe::none);
+  if (f == "cp") return v[16] > 1;
+  if (f == "ep") return v[17] > 1;
   return false;
 }
 
@@ -67,13 +69,16 @@ void apply(const PointKey& k, sim::ParallelConfig& c) {
   c.offload_activations = v[13] != 0;
   c.precision = static_cast<sim::Precision>(v[14]);
   c.fp8 = static_cast<sim::Fp8Recipe>(v[15]);
+  c.cp = v[16];
+  c.ep = v[17];
+  c.etp = v[18];
 }
 
 PointKey key_of(const sim::ParallelConfig& c, int nodes) {
   return PointKey{{nodes, c.tp, c.pp, c.dp, c.zero_stage, c.shard_group(), c.global_batch_size, c.micro_batch_size,
                    static_cast<int>(c.schedule), c.virtual_stages, static_cast<int>(c.recompute),
                    c.sequence_parallel ? 1 : 0, c.offload_optimizer ? 1 : 0, c.offload_activations ? 1 : 0,
-                   static_cast<int>(c.precision), static_cast<int>(c.fp8)}};
+                   static_cast<int>(c.precision), static_cast<int>(c.fp8), c.cp, c.ep, c.expert_tp()}};
 }
 
 bool known_feature(const std::string& f) {
@@ -167,7 +172,10 @@ double model_state_lower_bound(const sim::Evaluator& ev, const sim::ParallelConf
   for (int s = 0; s < cfg.pp; ++s) {
     sim::StageShape shape;
     shape.stage = s;
-    for (int ch = 0; ch < cfg.virtual_stages; ++ch) shape.layers += layers[ch * cfg.pp + s];
+    for (int ch = 0; ch < cfg.virtual_stages; ++ch) {
+      shape.layers += layers[ch * cfg.pp + s];
+      shape.dense_layers += sim::dense_layers_in_chunk(ev.model(), cfg, ch, s);
+    }
     shape.embedding = s == 0;
     shape.head = s == cfg.pp - 1;
     worst = std::max(worst, sim::stage_memory(c, shape).device.total());
@@ -182,6 +190,7 @@ sim::ParallelConfig config_of(const Point& p, const sim::ModelSpec& m, const Sea
   cfg.lora = space.lora;
   cfg.mixed_precision = space.mixed_precision;
   cfg.attention = space.attention;
+  cfg.cp_kind = space.cp_kind;
   cfg.tp_comm_overlap = space.tp_comm_overlap && cfg.sequence_parallel;
   cfg.rank_order = space.rank_order;
   cfg.memory_headroom = c.memory_headroom;

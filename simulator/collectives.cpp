@@ -67,6 +67,18 @@ double all_gather_s(double bytes, const GroupPlacement& g, const HardwareProfile
   return hierarchical(bytes, 1.0, CollectiveKind::all_gather, g, hw, per_node);
 }
 
+double all_to_all_s(double bytes, const GroupPlacement& g, const HardwareProfile& hw, int per_node) {
+  if (g.size <= 1 || bytes <= 0) return 0.0;
+  const double n = g.size, r = g.ranks_per_node;
+  double intra = 0, inter = 0;
+  if (r > 1) intra = (r - 1) / n * bytes / intra_node_bandwidth(hw, g.ranks_per_node, per_node) + hw.node.intra.latency_s;
+  if (g.nodes > 1) {
+    const double nic = hw.network.bandwidth_Bps * hw.network.efficiency;
+    inter = (n - r) / n * bytes / (nic / std::max(1, per_node)) + hw.network.latency_s;
+  }
+  return std::max(intra, inter);
+}
+
 double p2p_s(double bytes, bool cross_node, int concurrent, const HardwareProfile& hw, int per_node) {
   if (bytes <= 0) return 0.0;
   if (!cross_node) {

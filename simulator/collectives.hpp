@@ -22,6 +22,12 @@ double topology_share(const HardwareProfile& hw, int k, int devices_per_node);
 double all_reduce_s(double bytes, const GroupPlacement& g, const HardwareProfile& hw, int devices_per_node);
 double reduce_scatter_s(double bytes, const GroupPlacement& g, const HardwareProfile& hw, int devices_per_node);
 double all_gather_s(double bytes, const GroupPlacement& g, const HardwareProfile& hw, int devices_per_node);
+// All-to-all where each rank sends `bytes` in total, 1/n to each member (itself included), as
+// NCCL runs it: grouped ncclSend/ncclRecv to every peer at once (nccl-tests alltoall; its bus
+// bandwidth counts (n-1)/n of the buffer). Intra-node peers take (r-1)/n of it over the node's
+// links, remote peers (n-r)/n over the rank's share of the NICs (every device of the node
+// exchanges at once); both proceed together, so the slower sets the time.
+double all_to_all_s(double bytes, const GroupPlacement& g, const HardwareProfile& hw, int devices_per_node);
 // Point-to-point send of `bytes`; `concurrent` devices of the node send at the same time
 // (they share the NICs when the hop crosses nodes).
 double p2p_s(double bytes, bool cross_node, int concurrent, const HardwareProfile& hw, int devices_per_node);

@@ -21,14 +21,15 @@ int chunk_layers(const ModelSpec& m, const ParallelConfig& cfg, int chunk, int s
 
 ChunkShape chunk_shape(const ModelSpec& m, const ParallelConfig& cfg, int chunk, int stage) {
   const int p = cfg.pp, v = cfg.virtual_stages;
-  return {chunk_layers(m, cfg, chunk, stage), chunk == 0 && stage == 0, chunk == v - 1 && stage == p - 1};
+  return {chunk_layers(m, cfg, chunk, stage), chunk == 0 && stage == 0, chunk == v - 1 && stage == p - 1,
+          dense_layers_in_chunk(m, cfg, chunk, stage)};
 }
 
 // One stage, all its chunks: per-micro-batch time and memory shape.
 struct StageSummary {
   ChunkTime sum;            // summed over chunks
   double max_chunk_stored = 0;
-  int layers = 0;
+  int layers = 0, dense_layers = 0;
   bool embedding = false, head = false;
 };
 
@@ -41,6 +42,7 @@ StageSummary summarize_stage(const ConfigContext& c, int stage) {
     s.sum += t;
     s.max_chunk_stored = std::max(s.max_chunk_stored, t.stored_bytes);
     s.layers += shape.layers;
+    s.dense_layers += shape.dense_layers;
     s.embedding |= shape.embedding;
     s.head |= shape.head;
   }
@@ -73,6 +75,16 @@ Evaluator::Evaluator(ModelSpec model, ClusterSpec cluster, LoraConfig lora) {
     mc_.lora_params_per_layer = lora_parameters_per_layer(resolved, mc_.lora.rank);
   }
   mc_.counts = count_parameters(mc_.model);
+  if (mc_.model.is_moe()) {
+    mc_.expert_linears = mc_.model.expert_linears();
+    if (mc_.model.moe.first_dense_layers > 0) {
+      mc_.dense_linears = mc_.model.dense_block_linears();
+      mc_.dense_lora_mask.assign(mc_.dense_linears.size(), 0);
+      for (std::size_t i = 0; i < mc_.dense_linears.size(); ++i)
+        for (const auto& t : mc_.lora.targets)
+          if (mc_.lora.enabled() && lora_target_matches(mc_.dense_linears[i].module, t)) mc_.dense_lora_mask[i] = 1;
+    }
+  }
 }
 
 Estimate Evaluator::estimate(const ParallelConfig& cfg) const { return estimate(ConfigContext(mc_, cfg)); }
@@ -97,6 +109,7 @@ Estimate Evaluator::estimate(const ConfigContext& c) const {
     StageShape shape{s, st.layers, st.embedding, st.head, in_flight_micro_batches(cfg.schedule, p, s, m, v), 0,
                      st.max_chunk_stored};
     shape.peak_stored_bytes = std::max(st.max_chunk_stored, shape.in_flight * st.sum.stored_bytes / v);
+    shape.dense_layers = st.dense_layers;
     const StageMemory mem = stage_memory(c, shape);
     host = std::max(host, mem.host_bytes);
     const double total = mem.device.total();

@@ -1,5 +1,5 @@
 // Legend (per micro-batch, one tensor-parallel rank):
-//   s sequence length, b micro-batch, M = s*b tokens, h hidden, a heads, g KV heads,
+//   s this rank's sequence length (s_full/cp), b micro-batch, M = s*b tokens, h hidden, a heads, g KV heads,
 //   d head_dim, f ffn hidden, V vocab, t tp degree, e bytes per activation element,
 //   rep = 1/t with sequence parallelism (else 1): the share of the replicated (non-TP) region.
 // Shapes: x: (M, h*rep) entering a block; q: (M, a*d/t); k, v: (M, g*d/t); scores: (b*a/t, s, s).
@@ -7,7 +7,9 @@
 
 #include <algorithm>
 
+#include "context_parallel.hpp"
 #include "errors.hpp"
+#include "moe_cost.hpp"
 
 namespace shardplan::simulator {
 namespace {
@@ -162,8 +164,10 @@ void attention_core(const CostEnv& env, Acc& a) {
 AttentionFlops attention_flops(const CostEnv& env) {
   const ModelSpec& m = *env.model;
   const double heads = m.num_heads / env.tp;
+  const double d_v = m.mla.enabled() ? m.mla.v_head_dim : m.head_dim;
   AttentionFlops f;
-  f.model_forward = 4.0 * env.b * heads * env.s * env.s * m.head_dim;  // Q K^T and P V: 2 x 2·s·s·d per head
+  // Q K^T and P V: 2·s·s_kv·(d + d_v) per head; this rank's s/cp queries against all s_full keys.
+  f.model_forward = 2.0 * env.b * heads * env.s * env.s_full * (m.head_dim + d_v);
   f.model_backward = 2 * f.model_forward;
   if (env.attention == AttentionKind::eager) {
     f.executed_forward = f.model_forward;
@@ -178,20 +182,26 @@ AttentionFlops attention_flops(const CostEnv& env) {
 AttentionTime flash_attention_time(const CostEnv& env) {
   const ModelSpec& m = *env.model;
   const DeviceProfile& dev = env.hw->device;
-  const double heads = m.num_heads / env.tp, kv_heads = m.num_kv_heads / env.tp;
+  const double heads = m.num_heads / env.tp;
   const double s = env.s, d = m.head_dim, e = env.act_bytes, M = env.s * env.b;
   const AttentionFlops f = attention_flops(env);
   // Forward reads Q, K, V, writes O and the fp32 log-sum-exp; backward reads Q, K, V, O, dO and
   // the LSE, writes the fp32 row sums D = rowsum(dO * O) and dQ, dK, dV (Dao 2023, Algorithms 1-2).
-  const double q = e * M * heads * d, kv = e * M * kv_heads * d, lse = 4.0 * env.b * heads * s;
+  // A ring (context parallel) reads every rank's K, V block in turn: cp times this rank's.
+  const double kv_reads = env.cp > 1 && env.cp_kind == CpKind::ring ? env.cp : 1.0;
+  const double q = e * M * heads * d, kv = kv_reads * e * M * (m.kv_dim() + m.v_dim()) / (2 * env.tp);
+  const double lse = 4.0 * env.b * heads * s;
   const double fwd_bytes = 2 * q + 2 * kv + lse;
   const double bwd_bytes = 4 * q + 4 * kv + 2 * lse;
+  // The kernel's sequence length: a ring step runs s/cp queries against an s/cp block; Ulysses
+  // runs a/cp heads over the whole sequence.
+  const double s_kernel = env.cp > 1 && env.cp_kind == CpKind::all_to_all ? env.s_full : s;
   double eff_fwd = 0, eff_bwd = 0;
   if (!dev.flash_attention.empty() && env.precision != Precision::fp32) {
-    eff_fwd = dev.flash_attention.at(env.causal, d, s, /*backward=*/false);
-    eff_bwd = dev.flash_attention.at(env.causal, d, s, /*backward=*/true);
+    eff_fwd = dev.flash_attention.at(env.causal, d, s_kernel, /*backward=*/false);
+    eff_bwd = dev.flash_attention.at(env.causal, d, s_kernel, /*backward=*/true);
   } else {  // no curve (or fp32, where no flash kernel runs): one of its batched GEMMs, as executed
-    const double gemm_flops = 2.0 * env.b * heads * s * s * d * (f.executed_forward / f.model_forward);
+    const double gemm_flops = 2.0 * env.b * heads * s * s_kernel * d * (f.executed_forward / f.model_forward);
     eff_fwd = eff_bwd = env.gemm_curve->at(gemm_flops);
   }
   auto pass = [&](double flops, double eff, double bytes) {
@@ -211,6 +221,10 @@ double gemm_time_s(const CostEnv& env, double m, double k, double n, double batc
   return std::max(compute, memory) + dev.kernel_launch_s;
 }
 
+double block_gemm_time_s(const CostEnv& env, double m, double k, double n) {
+  return env.fp8 != Fp8Recipe::none ? fp8_gemm_time_s(env, m, k, n) : gemm_time_s(env, m, k, n);
+}
+
 double fp8_gemm_time_s(const CostEnv& env, double m, double k, double n) {
   const DeviceProfile& dev = env.hw->device;
   const double flops = 2.0 * m * k * n;
@@ -227,13 +241,24 @@ double memory_time_s(const CostEnv& env, double bytes) {
 
 CostEnv make_cost_env(const ModelSpec& m, const ClusterSpec& c, const ParallelConfig& cfg,
                       const std::vector<LinearDesc>& linears, const std::vector<char>& lora_mask,
-                      const GroupPlacement& tp_group) {
+                      const BlockGroups& groups, const std::vector<LinearDesc>* expert_linears) {
   CostEnv env;
   env.model = &m;
   env.hw = &c.hardware;
   env.devices_per_node = c.per_node();
-  env.tp_group = tp_group;
-  env.s = cfg.seq_len;
+  env.tp_group = groups.tp;
+  env.cp_group = groups.cp;
+  env.ep_group = groups.ep;
+  env.etp_group = groups.etp;
+  env.cp = cfg.cp;
+  env.cp_kind = cfg.cp_kind;
+  env.s_full = cfg.seq_len;
+  env.s = static_cast<double>(cfg.seq_len) / cfg.cp;
+  env.moe = m.is_moe() && expert_linears != nullptr;
+  env.ep = cfg.ep;
+  env.etp = cfg.expert_tp();
+  env.moe_capacity_factor = cfg.moe_capacity_factor;
+  env.expert_linears = expert_linears;
   env.b = cfg.micro_batch_size;
   env.tp = cfg.tp;
   env.sp = cfg.sequence_parallel && cfg.tp > 1;
@@ -277,10 +302,14 @@ double block_activation_bytes(const CostEnv& env, Recompute recompute) {
   bytes += li * M * h * rep;                                 // qkv input (norm1 output)
   bytes += e * M * (m.q_dim() + m.kv_dim()) / t;             // q, k for q @ k^T
   if (m.qk_norm) bytes += e * M * (m.q_dim() + m.kv_dim()) / t;  // q, k before their norms
-  bytes += e * M * m.kv_dim() / t;                           // v for p @ v
-  bytes += e * M * m.q_dim() / t;                            // output projection input
-  if (fp8_inputs && env.attention == AttentionKind::flash) bytes += M * m.q_dim() / t;  // O kept 16-bit for flash too
-  if (fp8_inputs && env.attention == AttentionKind::eager) bytes -= (e - 1) * M * m.q_dim() / t;
+  bytes += e * M * m.v_dim() / t;                            // v for p @ v
+  bytes += e * M * m.attn_out_dim() / t;                     // output projection input
+  if (fp8_inputs && env.attention == AttentionKind::flash) bytes += M * m.attn_out_dim() / t;  // O kept 16-bit for flash too
+  if (fp8_inputs && env.attention == AttentionKind::eager) bytes -= (e - 1) * M * m.attn_out_dim() / t;
+  if (m.mla.enabled()) {
+    // MLA's latents (replicated over tp): the up-projections' inputs and their norms' inputs.
+    bytes += 2 * e * M * (m.mla.q_lora_rank + m.mla.kv_lora_rank);
+  }
   if (env.attention == AttentionKind::flash) {
     // FlashAttention-2 (Dao 2023, §3.1.1) keeps O (the output projection's input, above) and the
     // fp32 log-sum-exp per query row; in-kernel dropout keeps an RNG seed and offset. Nothing
@@ -294,7 +323,9 @@ double block_activation_bytes(const CostEnv& env, Recompute recompute) {
   if (hidden_drop) bytes += M * h * rep;                     // attention residual dropout mask
   if (m.norms_per_layer == 2 && !m.parallel_residual) bytes += e * M * h * rep;  // norm2 input
   if (m.norms_per_layer == 2) bytes += li * M * h * rep;     // MLP input (norm2 output)
-  const double f_local = m.ffn_hidden / t;
+  if (env.moe) bytes += moe_activation_bytes(env);           // router, routed tokens, experts
+  // The dense MLP, or the MoE block's shared expert (none: nothing more).
+  const double f_local = (env.moe ? m.moe.shared_ffn_hidden : m.ffn_hidden) / t;
   bytes += (m.ffn_kind == FfnKind::swiglu ? 4.0 : 2.0) * e * M * f_local;  // activation in/out
   bytes -= (e - li) * M * f_local;                           // the output (FC2's input) in FP8
   if (hidden_drop) bytes += M * h * rep;                     // MLP dropout mask
@@ -352,6 +383,10 @@ PartCost block_cost(const CostEnv& env) {
     const double qk = M * (m.q_dim() + m.kv_dim()) / t;
     model_op(env, a, norm_op(m), qk, 2 * e * qk);
   }
+  if (m.mla.enabled()) {  // MLA: norms over the q and kv latents (replicated: every tp rank, all M tokens)
+    const double latents = M * (m.mla.q_lora_rank + m.mla.kv_lora_rank);
+    model_op(env, a, norm_op(m), latents, 2 * e * latents);
+  }
   if (m.positional == PositionalKind::rotary) {
     const double frac = m.rotary_dim > 0 ? static_cast<double>(m.rotary_dim) / m.head_dim : 1.0;
     const double qk = M * (m.q_dim() + m.kv_dim()) / t;  // the op runs over whole heads of q and k
@@ -359,7 +394,16 @@ PartCost block_cost(const CostEnv& env) {
   }
   const bool swiglu = m.ffn_kind == FfnKind::swiglu;
   const double act = swiglu ? 5.0 : 2.0;  // silu + mul, or gelu: r/w
-  model_op(env, a, swiglu ? OpKind::swiglu : OpKind::gelu_tanh, M * m.ffn_hidden / t, act * e * M * m.ffn_hidden / t);
+  const double f_mlp = static_cast<double>(env.moe ? m.moe.shared_ffn_hidden : m.ffn_hidden);  // dense MLP or shared expert
+  if (f_mlp > 0) model_op(env, a, swiglu ? OpKind::swiglu : OpKind::gelu_tanh, M * f_mlp / t, act * e * M * f_mlp / t);
+  MoeLayerCost moe;
+  if (env.moe) {
+    moe = moe_layer_cost(env, !frozen);
+    a.fwd_s += moe.forward_s;
+    a.bwd_s += moe.backward_s;
+    a.fwd_flops += moe.forward_flops;
+    a.bwd_flops += moe.backward_flops;
+  }
   if (m.hidden_dropout > 0 && measured(env, OpKind::dropout)) {
     elementwise(env, a, 2 * 3 * e * M * h * rep);  // the two residual adds
     for (int i = 0; i < 2; ++i) model_op(env, a, OpKind::dropout, M * h * rep, 0);
@@ -369,8 +413,10 @@ PartCost block_cost(const CostEnv& env) {
   }
 
   // Megatron f/g pairs: 2 all-reduces (or all-gather + reduce-scatter with SP, same volume)
-  // forward and backward; a parallel residual sums attention and MLP before one reduce.
-  const double reduces = m.parallel_residual ? 1.0 : 2.0;
+  // forward and backward; a parallel residual sums attention and MLP before one reduce. An MoE
+  // block's routed experts take the sequence-parallel tokens as they are (the dispatcher moves
+  // them): only its shared expert, if any, gathers and scatters.
+  const double reduces = m.parallel_residual || (env.moe && f_mlp == 0) ? 1.0 : 2.0;
   double tp_comm = t > 1 ? reduces * tp_all_reduce(env, e * M * h) : 0.0;
   double tp_comm_bwd = tp_comm;
   if (env.tp_overlap && !m.parallel_residual) {
@@ -378,9 +424,9 @@ PartCost block_cost(const CostEnv& env) {
     // that region's GEMMs: forward GEMM, backward dgrad (+ wgrad when trained).
     const double half = tp_all_reduce(env, e * M * h) / 2;
     tp_comm = tp_comm_bwd = 0;
-    for (double g : region_gemm_s) {
-      tp_comm += overlapped_comm_s(half, g, t);
-      tp_comm_bwd += overlapped_comm_s(half, frozen ? g : 2 * g, t);
+    for (int r = 0; r < 2 * static_cast<int>(reduces); ++r) {  // an MoE block without shared expert: attention's two
+      tp_comm += overlapped_comm_s(half, region_gemm_s[r], t);
+      tp_comm_bwd += overlapped_comm_s(half, frozen ? region_gemm_s[r] : 2 * region_gemm_s[r], t);
     }
   }
 
@@ -391,8 +437,15 @@ PartCost block_cost(const CostEnv& env) {
   c.backward_flops = a.bwd_flops;
   c.tp_comm_forward_s = tp_comm;
   c.tp_comm_backward_s = tp_comm_bwd;
+  if (env.cp > 1) {
+    const CpComm cp = cp_attention_comm(env, flash_attention_time(env));
+    c.cp_comm_forward_s = cp.forward_s;
+    c.cp_comm_backward_s = cp.backward_s;
+  }
+  c.ep_comm_forward_s = moe.comm_forward_s;
+  c.ep_comm_backward_s = moe.comm_backward_s;
   if (env.recompute == Recompute::full) {
-    c.recompute_s = a.fwd_s + tp_comm;
+    c.recompute_s = a.fwd_s + c.forward_comm_s();
     c.recompute_flops = a.fwd_flops;
   } else if (env.recompute == Recompute::selective && env.attention == AttentionKind::eager) {
     c.recompute_s = fwd_attn_core.fwd_s;

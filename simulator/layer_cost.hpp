@@ -16,7 +16,18 @@ struct CostEnv {
   const HardwareProfile* hw = nullptr;
   int devices_per_node = 1;
   GroupPlacement tp_group;
-  double s = 0, b = 0, tp = 1;  // sequence length, micro-batch size, tensor parallel
+  double s = 0, b = 0, tp = 1;  // this rank's sequence length (s/cp), micro-batch size, tensor parallel
+  // Context parallelism: attention runs over the whole sequence s_full = s * cp.
+  double cp = 1, s_full = 0;
+  CpKind cp_kind = CpKind::ring;
+  GroupPlacement cp_group;
+  // The MoE block (ModelSpec::moe): router, routed experts over ep x etp ranks, shared expert in
+  // `linears`. false for dense models and an MoE model's first dense blocks.
+  bool moe = false;
+  double ep = 1, etp = 1;
+  GroupPlacement ep_group, etp_group;
+  double moe_capacity_factor = 0;  // 0 = dropless
+  const std::vector<LinearDesc>* expert_linears = nullptr;  // one routed expert's
   bool sp = false;              // sequence parallel
   bool tp_overlap = false;      // SP collectives pipelined with the GEMMs (tp_comm_overlap)
   Recompute recompute = Recompute::none;
@@ -44,25 +55,36 @@ struct CostEnv {
   double lora_dropout = 0;
 };
 
-// `linears` and `lora_mask` must outlive the env (the Evaluator owns them).
+// The groups a block's collectives run on (ConfigContext places them with the rank layout).
+struct BlockGroups {
+  GroupPlacement tp, cp, ep, etp;
+};
+
+// `linears`, `lora_mask` and `expert_linears` must outlive the env (the Evaluator owns them).
 CostEnv make_cost_env(const ModelSpec& m, const ClusterSpec& c, const ParallelConfig& cfg,
                       const std::vector<LinearDesc>& linears, const std::vector<char>& lora_mask,
-                      const GroupPlacement& tp_group);
+                      const BlockGroups& groups, const std::vector<LinearDesc>* expert_linears = nullptr);
 
 struct PartCost {
-  double forward_s = 0;            // compute of the forward pass (excl. TP communication)
+  double forward_s = 0;            // compute of the forward pass (excl. TP, CP and EP communication)
   double backward_s = 0;           // compute of the backward pass (dgrad + wgrad + elementwise)
   double recompute_s = 0;          // forward recomputed during backward (compute + its TP comm)
   double tp_comm_forward_s = 0;    // exposed TP collectives in forward
   double tp_comm_backward_s = 0;   // exposed TP collectives in backward
+  double cp_comm_forward_s = 0;    // exposed context-parallel exchange (ring KV p2p or all-to-alls)
+  double cp_comm_backward_s = 0;
+  double ep_comm_forward_s = 0;    // exposed expert-parallel dispatch/combine (all-to-all, etp gathers)
+  double ep_comm_backward_s = 0;
   double forward_flops = 0;
   double backward_flops = 0;
   double recompute_flops = 0;
   double stored_activation_bytes = 0;  // kept from forward to backward under the recompute policy
   double full_activation_bytes = 0;    // what no recompute would keep (working set when recomputing)
   double transient_bytes = 0;          // largest short-lived buffer (e.g. the logits beside the fp32 softmax)
-  [[nodiscard]] double forward_total_s() const { return forward_s + tp_comm_forward_s; }
-  [[nodiscard]] double backward_total_s() const { return backward_s + recompute_s + tp_comm_backward_s; }
+  [[nodiscard]] double forward_comm_s() const { return tp_comm_forward_s + cp_comm_forward_s + ep_comm_forward_s; }
+  [[nodiscard]] double backward_comm_s() const { return tp_comm_backward_s + cp_comm_backward_s + ep_comm_backward_s; }
+  [[nodiscard]] double forward_total_s() const { return forward_s + forward_comm_s(); }
+  [[nodiscard]] double backward_total_s() const { return backward_s + recompute_s + backward_comm_s(); }
 };
 
 PartCost block_cost(const CostEnv& env);
@@ -94,6 +116,9 @@ struct AttentionTime {
 };
 AttentionTime flash_attention_time(const CostEnv& env);
 
+// Time of a linear's GEMM (m x k) @ (k x n) at the block's precision: the FP8 rate when the run
+// uses FP8 (fp8_gemm_time_s), else gemm_time_s.
+double block_gemm_time_s(const CostEnv& env, double m, double k, double n);
 // Time of a GEMM (m x k) @ (k x n) on the device: roofline with efficiency curves.
 double gemm_time_s(const CostEnv& env, double m, double k, double n, double batch = 1);
 // The same GEMM with FP8 operands and a 16-bit output, at the FP8 peak and curve.

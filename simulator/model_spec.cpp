@@ -92,13 +92,13 @@ std::vector<LinearDesc> bert_linears(const ModelSpec& m) {
           {"output.dense", m.ffn_hidden, m.hidden, m.mlp_bias, TpSplit::row}};
 }
 
-bool matches_target(const std::string& module, const std::string& target) {
+}  // namespace
+
+bool lora_target_matches(const std::string& module, const std::string& target) {
   if (module == target) return true;
   return module.size() > target.size() && module.ends_with(target) &&
          module[module.size() - target.size() - 1] == '.';
 }
-
-}  // namespace
 
 std::vector<LinearDesc> ModelSpec::block_linears() const {
   if (family == "gpt2") return gpt2_linears(*this);
@@ -190,7 +190,7 @@ LoraTargetsResolved resolve_lora_targets(const ModelSpec& m, const std::vector<s
   for (const auto& t : targets) {
     bool any = false;
     for (const auto& lin : linears) {
-      if (!matches_target(lin.module, t)) continue;
+      if (!lora_target_matches(lin.module, t)) continue;
       any = true;
       bool dup = std::any_of(out.linears.begin(), out.linears.end(),
                              [&](const LinearDesc& x) { return x.module == lin.module; });

@@ -171,6 +171,8 @@ struct LoraTargetsResolved {
 // linears. Throws InputError naming the target when it matches nothing.
 LoraTargetsResolved resolve_lora_targets(const ModelSpec& m, const std::vector<std::string>& targets);
 int64_t lora_parameters_per_layer(const LoraTargetsResolved& t, int64_t rank);
+// Whether a PEFT target name selects `module` (exact, or a '.'-separated suffix).
+bool lora_target_matches(const std::string& module, const std::string& target);
 
 // Validate shapes (positive sizes, heads divide hidden, kv heads divide heads, ...).
 // `source` names the file in error messages.

@@ -43,6 +43,8 @@ struct TimeBreakdown {  // seconds per training step, along the critical stage
   double backward_compute_s = 0;
   double recompute_s = 0;
   double tp_comm_s = 0;            // exposed tensor-parallel collectives
+  double cp_comm_s = 0;            // exposed context-parallel exchanges (ring KV p2p, Ulysses all-to-alls)
+  double ep_comm_s = 0;            // exposed expert-parallel dispatch/combine all-to-alls (+ etp gathers)
   double pipeline_bubble_s = 0;    // idle time of the busiest stage (incl. p2p waits)
   double dp_exposed_comm_s = 0;    // DP / ZeRO communication not hidden behind compute
   double offload_exposed_s = 0;    // host<->device transfers not hidden behind compute
@@ -66,6 +68,7 @@ struct Prediction {
   std::string infeasible_reason;  // one line, empty when feasible
 
   int64_t total_parameters = 0;
+  int64_t active_parameters = 0;    // what one token runs through (== total unless MoE)
   int64_t trainable_parameters = 0;
 
   std::vector<StagePrediction> stages;

@@ -174,6 +174,8 @@ nlohmann::json time_json(const TimeBreakdown& t) {
           {"backward_compute_seconds", t.backward_compute_s},
           {"recompute_seconds", t.recompute_s},
           {"tp_comm_exposed_seconds", t.tp_comm_s},
+          {"cp_comm_exposed_seconds", t.cp_comm_s},
+          {"ep_comm_exposed_seconds", t.ep_comm_s},
           {"pipeline_bubble_seconds", t.pipeline_bubble_s},
           {"dp_comm_exposed_seconds", t.dp_exposed_comm_s},
           {"offload_exposed_seconds", t.offload_exposed_s},
@@ -196,6 +198,7 @@ nlohmann::json to_json(const Prediction& p, bool with_events) {
   j["feasible"] = p.feasible;
   j["infeasible_reason"] = p.infeasible_reason;
   j["total_parameters"] = p.total_parameters;
+  if (p.active_parameters != p.total_parameters) j["active_parameters"] = p.active_parameters;
   j["trainable_parameters"] = p.trainable_parameters;
   j["memory"] = {{"per_device_bytes", to_json(p.worst)},
                  {"worst_stage", p.worst_stage},

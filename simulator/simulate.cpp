@@ -30,7 +30,8 @@ PipelineInput pipeline_input(const ConfigContext& c, std::vector<ChunkTime>& chu
   for (int ch = 0; ch < v; ++ch) {
     for (int s = 0; s < p; ++s) {
       const int vs = ch * p + s;
-      ChunkShape shape{layers[vs], ch == 0 && s == 0, ch == v - 1 && s == p - 1};
+      ChunkShape shape{layers[vs], ch == 0 && s == 0, ch == v - 1 && s == p - 1,
+                       dense_layers_in_chunk(c.mc->model, cfg, ch, s)};
       chunks[vs] = chunk_time(c, shape);
       in.forward_s.push_back(chunks[vs].forward_s);
       in.backward_s.push_back(chunks[vs].backward_s);
@@ -75,6 +76,7 @@ Prediction Evaluator::simulate(const ParallelConfig& cfg, const TrainingGoal& go
   pr.devices = cfg.devices();
   pr.micro_batches = m;
   pr.total_parameters = mc_.counts.total;
+  pr.active_parameters = mc_.counts.active;
   pr.trainable_parameters = mc_.lora.enabled() ? mc_.lora_params_per_layer * mc_.model.num_layers : mc_.counts.total;
   pr.device_capacity_bytes = hw.device.memory_bytes;
   pr.headroom = cfg.memory_headroom;
@@ -103,6 +105,7 @@ Prediction Evaluator::simulate(const ParallelConfig& cfg, const TrainingGoal& go
       shape.max_chunk_stored = std::max(shape.max_chunk_stored, t.stored_bytes);
       r.sum += t;
       shape.layers += layers[ch * p + s];
+      shape.dense_layers += dense_layers_in_chunk(mc_.model, cfg, ch, s);
     }
     shape.embedding = s == 0;
     shape.head = s == p - 1;
@@ -141,6 +144,8 @@ Prediction Evaluator::simulate(const ParallelConfig& cfg, const TrainingGoal& go
   t.backward_compute_s = m * b.bwd_compute_s;
   t.recompute_s = m * b.recompute_s;
   t.tp_comm_s = m * b.tp_comm_s;
+  t.cp_comm_s = m * b.cp_comm_s;
+  t.ep_comm_s = m * b.ep_comm_s;
   t.dp_exposed_comm_s = m * b.dp_exposed_s + tail;
   t.offload_exposed_s = m * b.offload_exposed_s;
   t.sync_wait_s = m * b.sync_wait_s;
@@ -148,7 +153,8 @@ Prediction Evaluator::simulate(const ParallelConfig& cfg, const TrainingGoal& go
   t.optimizer_s = opt;
   t.step_s = pr.pipeline.makespan_s + tail + opt;
   t.dp_overlapped_comm_s = std::max(0.0, t.dp_total_comm_s - t.dp_exposed_comm_s);
-  SHARDPLAN_CHECK(std::abs(t.forward_compute_s + t.backward_compute_s + t.recompute_s + t.tp_comm_s +
+  SHARDPLAN_CHECK(std::abs(t.forward_compute_s + t.backward_compute_s + t.recompute_s + t.tp_comm_s + t.cp_comm_s +
+                           t.ep_comm_s +
                            t.dp_exposed_comm_s + t.offload_exposed_s + t.pipeline_bubble_s + t.optimizer_s +
                            t.sync_wait_s -
                            t.step_s) <= 1e-9 * t.step_s + 1e-12,

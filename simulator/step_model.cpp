@@ -10,6 +10,7 @@
 #include <cmath>
 
 #include "errors.hpp"
+#include "order_statistics.hpp"
 #include "zero3_fetch.hpp"
 
 namespace shardplan::simulator {
@@ -17,27 +18,15 @@ namespace {
 
 constexpr double kBucketBytes = 25.0 * 1024 * 1024;  // PyTorch DDP's default bucket_cap_mb
 
-double lora_per_rank(const ModelContext& mc, int tp) {
+double lora_per_rank(const std::vector<LinearDesc>& linears, const std::vector<char>& mask, double r, int tp) {
   // Column-parallel base: A (r x d_in) replicated, B (d_out/t x r) split; row-parallel: A split.
   double n = 0;
-  const double r = mc.lora.rank;
-  for (std::size_t i = 0; i < mc.linears.size(); ++i) {
-    if (!mc.lora_mask[i]) continue;
-    const auto& lin = mc.linears[i];
+  for (std::size_t i = 0; i < linears.size(); ++i) {
+    if (!mask[i]) continue;
+    const auto& lin = linears[i];
     n += r * lin.d_in_local(tp) + r * lin.d_out_local(tp);
   }
   return n;
-}
-
-// E[max of n standard normals] at n = 2^k, k = 0..16 (numerical integration).
-constexpr double kExpectedMaxNormal[] = {0.0,    0.5642, 1.0294, 1.4236, 1.7660, 2.0697, 2.3437, 2.5946, 2.8269,
-                                         3.0439, 3.2482, 3.4418, 3.6261, 3.8023, 3.9714, 4.1341, 4.2911};
-
-double expected_max_normal(int n) {
-  if (n <= 1) return 0.0;
-  const double k = std::min(std::log2(static_cast<double>(n)), 16.0);
-  const int lo = static_cast<int>(std::floor(k)), hi = std::min(lo + 1, 16);
-  return kExpectedMaxNormal[lo] + (k - lo) * (kExpectedMaxNormal[hi] - kExpectedMaxNormal[lo]);
 }
 
 // The profile's two-rank skew fraction scaled to n synchronising ranks: the expected maximum of
@@ -48,43 +37,95 @@ double sync_skew_factor(double two_rank_fraction, int ranks) {
 
 }  // namespace
 
+namespace {
+
+// A block's cost and the same block keeping its activations (for the blocks past
+// recompute_num_layers in a chunk; equal unless recompute is full with recompute_num_layers > 0).
+void block_costs(const CostEnv& env, const ParallelConfig& config, PartCost& block, PartCost& kept) {
+  block = block_cost(env);
+  kept = block;
+  if (config.recompute == Recompute::full && config.recompute_num_layers > 0) {
+    CostEnv k = env;
+    k.recompute = Recompute::none;
+    kept = block_cost(k);
+  }
+}
+
+// Bytes of `params` elements as a ZeRO gather moves them, of which `linear_weights` are linear
+// weights: 1 byte in FP8 (fp8_param_gather), NF4 under QLoRA.
+double gather_bytes(const ParallelConfig& config, double w, double params, double linear_weights) {
+  double bytes = w * params;
+  if (config.fp8_param_gather) bytes -= (w - 1.0) * linear_weights;
+  if (config.lora.quantized_base()) bytes -= (w - kNf4BytesPerWeight) * linear_weights;
+  return bytes;
+}
+
+}  // namespace
+
 ConfigContext::ConfigContext(const ModelContext& m, const ParallelConfig& config)
     : mc(&m), cfg(&config),
-      layout(config.rank_order, config.tp, config.dp, config.pp, m.cluster.per_node()) {
+      layout(config.rank_order, config.tp, config.cp, config.dp, config.pp, m.cluster.per_node()) {
   const auto& counts = m.counts;
   const int tp = config.tp;
+  const bool moe = m.model.is_moe();
   per_node = m.cluster.per_node();
   param_bytes = config.fp32_weights() ? 4.0 : 2.0;
-  shard = config.zero_stage > 0 ? config.shard_group() : 1;
+  // Dense weights are sharded over the data-parallel ranks times cp; experts over their
+  // expert data-parallel group (Megatron-Core's distributed optimizer).
+  const int shard_dp = config.zero_stage > 0 ? config.shard_group() : 1;
+  shard = shard_dp * (config.zero_stage > 0 ? config.cp : 1);
+  expert_shard = moe && config.zero_stage > 0 ? config.expert_dp() : 1;
   set_sync_skew(m.cluster.hardware.node.intra.sync_skew_fraction);
-  dp_group = layout.group(Dim::dp);
-  shard_group = layout.group(Dim::dp, shard);
-  replica_group = layout.group(Dim::dp, config.dp / shard, shard);
-  env = make_cost_env(m.model, m.cluster, config, m.linears, m.lora_mask, layout.group(Dim::tp));
-  block = block_cost(env);
-  block_kept = block;
-  if (config.recompute == Recompute::full && config.recompute_num_layers > 0) {
-    CostEnv kept = env;
-    kept.recompute = Recompute::none;
-    block_kept = block_cost(kept);
+  dp_group = layout.dp_cp_group();
+  shard_group = layout.dp_cp_group(shard_dp);
+  replica_group = layout.group(Dim::dp, config.dp / shard_dp, shard_dp);
+  BlockGroups groups{layout.group(Dim::tp), layout.group(Dim::cp), {}, {}};
+  if (moe) {
+    groups.ep = layout.expert_group(ExpertDim::ep, config.expert_tp(), config.ep);
+    groups.etp = layout.expert_group(ExpertDim::etp, config.expert_tp(), config.ep);
+    expert_dp_group = layout.expert_group(ExpertDim::edp, config.expert_tp(), config.ep);
   }
+  env = make_cost_env(m.model, m.cluster, config, m.linears, m.lora_mask, groups, moe ? &m.expert_linears : nullptr);
+  block_costs(env, config, block, block_kept);
   embedding = embedding_cost(env);
   head = head_cost(env);
-  block_params = static_cast<double>(per_rank(counts.per_layer, counts.per_layer_tp_sharded, tp));
-  block_lora = m.lora.enabled() ? lora_per_rank(m, tp) : 0.0;
+  block_params = static_cast<double>(per_rank(counts.per_layer - counts.per_layer_experts, counts.per_layer_tp_sharded, tp));
+  block_lora = m.lora.enabled() ? lora_per_rank(m.linears, m.lora_mask, m.lora.rank, tp) : 0.0;
   block_trainable = m.lora.enabled() ? block_lora : block_params;
   embedding_params = static_cast<double>(per_rank(counts.embedding, counts.embedding_tp_sharded, tp));
   head_params = static_cast<double>(per_rank(counts.head, counts.head_tp_sharded, tp));
   for (const LinearDesc& lin : m.linears) block_linear_weights += lin.weight_local(tp);
-  block_gather_bytes = param_bytes * block_params;
-  if (config.fp8_param_gather) block_gather_bytes -= (param_bytes - 1.0) * block_linear_weights;
-  if (config.lora.quantized_base()) block_gather_bytes -= (param_bytes - kNf4BytesPerWeight) * block_linear_weights;
+  block_gather_bytes = gather_bytes(config, param_bytes, block_params, block_linear_weights);
+  if (moe) {
+    expert_params = static_cast<double>(counts.per_expert) * (m.model.moe.num_experts / config.ep) / config.expert_tp();
+    expert_trainable = m.lora.enabled() ? 0.0 : expert_params;
+    expert_gather_bytes = gather_bytes(config, param_bytes, expert_params, expert_params);
+    if (m.model.moe.first_dense_layers > 0) {
+      dense_env = make_cost_env(m.model, m.cluster, config, m.dense_linears, m.dense_lora_mask, groups);
+      block_costs(dense_env, config, dense_block, dense_block_kept);
+      dense_block_params = static_cast<double>(per_rank(counts.dense_layer, counts.dense_layer_tp_sharded, tp));
+      dense_block_lora = m.lora.enabled() ? lora_per_rank(m.dense_linears, m.dense_lora_mask, m.lora.rank, tp) : 0.0;
+      dense_block_trainable = m.lora.enabled() ? dense_block_lora : dense_block_params;
+    }
+  }
   if (m.model.tied_embeddings && config.pp > 1)  // Megatron keeps a copy of the word embedding
     head_params += static_cast<double>(m.model.vocab_size * m.model.hidden) / tp;
-  // Activations to the next stage: (s, b, h), split over tp (Megatron scatter/gather or SP).
+  // Activations to the next stage: (s/cp, b, h), split over tp (Megatron scatter/gather or SP).
   const double act = env.act_bytes * env.s * env.b * m.model.hidden / tp;
   const bool cross = config.pp > 1 && layout.pp_hop_crosses_nodes(0);
-  p2p_s = config.pp > 1 ? ::shardplan::simulator::p2p_s(act, cross, tp * config.dp, m.cluster.hardware, per_node) : 0.0;
+  p2p_s = config.pp > 1
+              ? ::shardplan::simulator::p2p_s(act, cross, tp * config.cp * config.dp, m.cluster.hardware, per_node)
+              : 0.0;
+}
+
+int dense_layers_in_chunk(const ModelSpec& m, const ParallelConfig& cfg, int chunk, int stage) {
+  const int dense = static_cast<int>(m.moe.first_dense_layers);
+  if (!m.is_moe() || dense == 0) return 0;
+  const std::vector<int> layers = layers_per_chunk(m, cfg);
+  const int index = chunk * cfg.pp + stage;  // model order: chunk-major
+  int first = 0;
+  for (int i = 0; i < index; ++i) first += layers[static_cast<std::size_t>(i)];
+  return std::clamp(dense - first, 0, layers[static_cast<std::size_t>(index)]);
 }
 
 void ConfigContext::set_sync_skew(double two_rank_fraction) {
@@ -96,11 +137,13 @@ void ConfigContext::set_sync_skew(double two_rank_fraction) {
   int fwd = 1, bwd = 1;
   if (c.tp > 1) fwd = bwd = c.tp;
   if (c.pp > 1) fwd = std::max(fwd, 2), bwd = std::max(bwd, 2);
+  if (c.cp > 1) fwd = std::max(fwd, c.cp), bwd = std::max(bwd, c.cp);   // ring steps / all-to-alls per layer
+  if (c.ep > 1) fwd = std::max(fwd, c.ep), bwd = std::max(bwd, c.ep);   // dispatch / combine per MoE layer
   if (c.zero_stage == 3 && shard > 1) fwd = std::max(fwd, shard);
   if (c.zero_stage >= 2 && shard > 1) bwd = std::max(bwd, shard);
   double bwd_share = 1.0;
-  if (bwd == 1 && c.dp > 1) {
-    bwd = c.dp;
+  if (bwd == 1 && c.dense_replicas() > 1) {
+    bwd = c.dense_replicas();
     bwd_share = 1.0 / std::max(1, c.micro_batches());
   }
   sync_skew_fwd = sync_skew_factor(two_rank_fraction, fwd);
@@ -115,6 +158,8 @@ ChunkTime& ChunkTime::operator+=(const ChunkTime& o) {
   bwd_compute_s += o.bwd_compute_s;
   recompute_s += o.recompute_s;
   tp_comm_s += o.tp_comm_s;
+  cp_comm_s += o.cp_comm_s;
+  ep_comm_s += o.ep_comm_s;
   dp_exposed_s += o.dp_exposed_s;
   dp_total_s += o.dp_total_s;
   offload_exposed_s += o.offload_exposed_s;
@@ -132,42 +177,58 @@ ChunkTime chunk_time(const ConfigContext& c, const ChunkShape& sh) {
     t.bwd_compute_s += n * p.backward_s;
     t.recompute_s += n * p.recompute_s;
     t.tp_comm_s += n * (p.tp_comm_forward_s + p.tp_comm_backward_s);
+    t.cp_comm_s += n * (p.cp_comm_forward_s + p.cp_comm_backward_s);
+    t.ep_comm_s += n * (p.ep_comm_forward_s + p.ep_comm_backward_s);
     t.forward_s += n * p.forward_total_s();
     t.backward_s += n * p.backward_total_s();
     t.stored_bytes += n * p.stored_activation_bytes;
   };
-  // Fully recomputed blocks and the others (`block_kept` is `block` unless only some recompute).
+  // Fully recomputed blocks and the others (`block_kept` is `block` unless only some recompute);
+  // an MoE model's dense blocks come first in their chunk, so they are recomputed first.
   const int recomputed = cfg.recomputed_blocks(sh.layers);
-  add(c.block, recomputed);
-  add(c.block_kept, L - recomputed);
+  const int dense = sh.dense_layers, dense_recomputed = std::min(recomputed, dense);
+  const double moe_layers = L - dense;  // the repeated block (MoE or dense model)
+  add(c.dense_block, dense_recomputed);
+  add(c.dense_block_kept, dense - dense_recomputed);
+  add(c.block, recomputed - dense_recomputed);
+  add(c.block_kept, moe_layers - (recomputed - dense_recomputed));
   if (sh.embedding) add(c.embedding, 1);
   if (sh.head) add(c.head, 1);
 
   const bool lora = c.mc->lora.enabled();
-  if (cfg.zero_stage >= 2 && c.shard > 1) {
+  const bool sharded = c.shard > 1 || c.expert_shard > 1;
+  if (cfg.zero_stage >= 2 && sharded) {
     // Each micro-batch's gradients of a unit are packed into one flat bucket (zero-filled, then
     // copied) for the reduce-scatter, whose shard is added into the kept one: 3w per gradient
     // element plus 3w per shard element, unit by unit (shardrun's FlatGroup::take_grads;
     // DeepSpeed's stage-2 bucket copies).
-    auto pack_s = [&](double elements) {
-      return elements > 0 ? memory_time_s(c.env, 3 * c.param_bytes * elements * (1 + 1 / c.shard)) : 0.0;
+    auto pack_s = [&](double elements, double shard = 0) {
+      return elements > 0 ? memory_time_s(c.env, 3 * c.param_bytes * elements * (1 + 1 / (shard > 0 ? shard : c.shard))) : 0.0;
     };
-    double pack = L * pack_s(c.block_trainable);
+    double pack = moe_layers * (pack_s(c.block_trainable) + pack_s(c.expert_trainable, c.expert_shard)) +
+                  dense * pack_s(c.dense_block_trainable);
     if (!lora) pack += (sh.embedding ? pack_s(c.embedding_params) : 0) + (sh.head ? pack_s(c.head_params) : 0);
     t.backward_s += pack;
     t.bwd_compute_s += pack;  // memory-bound work of the engine, on the compute stream
   }
-  if (cfg.zero_stage == 3 && c.shard > 1 && cfg.zero3_fetch == Zero3Fetch::per_tensor_sync) {
+  if (cfg.zero_stage == 3 && sharded && cfg.zero3_fetch == Zero3Fetch::per_tensor_sync) {
     const Zero3SyncTime z = per_tensor_sync_time(c, sh);  // blocking, tensor by tensor: all exposed
     t.forward_s += z.forward_s;
     t.backward_s += z.backward_s;
     t.dp_exposed_s += z.comm_s;
     t.dp_total_s += z.comm_s;
-  } else if (cfg.zero_stage == 3 && c.shard > 1) {
+  } else if (cfg.zero_stage == 3 && sharded) {
     // Parameters gathered layer by layer, prefetching the next behind the current one's
-    // compute; gradients reduce-scattered behind the backward.
-    const double g = all_gather_s(c.block_gather_bytes, c.shard_group, hw, c.per_node);
-    const double rs = reduce_scatter_s(c.param_bytes * c.block_trainable, c.shard_group, hw, c.per_node);
+    // compute; gradients reduce-scattered behind the backward. An MoE block gathers its dense
+    // part over the data-parallel shard group and its experts over the expert data-parallel one;
+    // a chunk's dense blocks and MoE blocks are averaged into one per-block figure.
+    auto per_block = [&](double moe_s, double dense_s) { return L > 0 ? (moe_layers * moe_s + dense * dense_s) / L : moe_s; };
+    const double g = per_block(all_gather_s(c.block_gather_bytes, c.shard_group, hw, c.per_node) +
+                                   all_gather_s(c.expert_gather_bytes, c.expert_dp_group, hw, c.per_node),
+                               all_gather_s(c.param_bytes * c.dense_block_params, c.shard_group, hw, c.per_node));
+    const double rs = per_block(reduce_scatter_s(c.param_bytes * c.block_trainable, c.shard_group, hw, c.per_node) +
+                                    reduce_scatter_s(c.param_bytes * c.expert_trainable, c.expert_dp_group, hw, c.per_node),
+                                reduce_scatter_s(c.param_bytes * c.dense_block_trainable, c.shard_group, hw, c.per_node));
     double edge = 0;
     if (sh.embedding) edge += all_gather_s(c.param_bytes * c.embedding_params, c.shard_group, hw, c.per_node);
     if (sh.head) edge += all_gather_s(c.param_bytes * c.head_params, c.shard_group, hw, c.per_node);
@@ -183,11 +244,14 @@ ChunkTime chunk_time(const ConfigContext& c, const ChunkShape& sh) {
     t.backward_s += exposed_b;
     t.dp_exposed_s += exposed_f + exposed_b;
     t.dp_total_s += L * (2 * g + rs) + 2 * edge;
-  } else if (cfg.zero_stage == 2 && c.shard > 1) {
-    // Gradients reduce-scattered every micro-batch, behind the backward.
-    double grads = L * c.block_trainable;
+  } else if (cfg.zero_stage == 2 && sharded) {
+    // Gradients reduce-scattered every micro-batch, behind the backward (experts' over their group).
+    double grads = moe_layers * c.block_trainable + dense * c.dense_block_trainable;
     if (!lora) grads += (sh.embedding ? c.embedding_params : 0) + (sh.head ? c.head_params : 0);
-    const double rs = reduce_scatter_s(c.param_bytes * grads, c.shard_group, hw, c.per_node);
+    const double expert_grads = moe_layers * c.expert_trainable;
+    grads += expert_grads;
+    const double rs = reduce_scatter_s(c.param_bytes * (grads - expert_grads), c.shard_group, hw, c.per_node) +
+                      reduce_scatter_s(c.param_bytes * expert_grads, c.expert_dp_group, hw, c.per_node);
     const double exposed = std::max(rs * std::min(1.0, kBucketBytes / std::max(1.0, c.param_bytes * grads)),
                                     rs - hw.node.intra.compute_overlap * t.bwd_compute_s);
     t.backward_s += exposed;
@@ -312,6 +376,26 @@ void fp8_weight_memory(const ConfigContext& c, const StageShape& s, StageMemory&
   out.device.parameters += cfg.fp8_param_gather ? (1.0 - w) * W + W : 2.0 * W;
 }
 
+// The routed experts' model states on one device (`X` expert parameters of the stage's MoE
+// blocks): the same ZeRO stages, sharded over the expert data-parallel group; frozen under LoRA;
+// NF4 under QLoRA; FP8 copies as the dense linears have them (fp8_weight_memory).
+void expert_memory(const ConfigContext& c, double X, StageMemory& out) {
+  const auto& cfg = *c.cfg;
+  const bool lora = c.mc->lora.enabled();
+  const double w = c.param_bytes, Ne = c.expert_shard, opt = cfg.fp32_weights() ? 8.0 : 12.0;
+  MemoryBreakdown& m = out.device;
+  double held = cfg.lora.quantized_base() ? kNf4BytesPerWeight : cfg.fp8_param_gather ? 1.0 : w;
+  if (cfg.uses_fp8() && cfg.zero_stage < 3) held += cfg.fp8_param_gather ? 1.0 : 2.0;  // FP8 copy (+ transpose)
+  m.parameters += cfg.zero_stage >= 3 ? held * X / Ne : held * X;
+  if (!lora) {
+    m.gradients += cfg.zero_stage >= 2 ? w * X / Ne : w * X;
+    m.optimizer_states += cfg.zero_stage >= 1 ? opt * X / Ne : opt * X;
+  }
+  out.params_per_device += X;
+  out.expert_params_per_device = X;
+  out.expert_trainable_per_device = lora ? 0.0 : X;
+}
+
 }  // namespace
 
 StageMemory stage_memory(const ConfigContext& c, const StageShape& s) {
@@ -320,10 +404,11 @@ StageMemory stage_memory(const ConfigContext& c, const StageShape& s) {
   const bool lora = c.mc->lora.enabled();
   const double w = c.param_bytes, N = c.shard;
   StageMemory out;
-  double params = s.layers * c.block_params;
+  const double moe_layers = s.layers - s.dense_layers;  // the repeated block's count
+  double params = moe_layers * c.block_params + s.dense_layers * c.dense_block_params;
   if (s.embedding) params += c.embedding_params;
   if (s.head) params += c.head_params;
-  const double adapters = s.layers * c.block_lora;
+  const double adapters = moe_layers * c.block_lora + s.dense_layers * c.dense_block_lora;
   const double trainable = lora ? adapters : params;
   out.params_per_device = params + adapters;
   out.trainable_per_device = trainable;
@@ -348,10 +433,12 @@ StageMemory stage_memory(const ConfigContext& c, const StageShape& s) {
     if (cfg.offload_optimizer) out.host_bytes += adapter_opt;
     else m.lora += adapter_opt;
   }
+  const double experts = moe_layers * c.expert_params;
+  if (experts > 0) expert_memory(c, experts, out);
   if (cfg.offload_optimizer) {
     // ZeRO-Offload (Ren et al. 2021, §4): fp32 master weights, Adam moments and the fp32
     // gradient partition the CPU optimizer reads all live in host memory.
-    const double grad_partition = (lora ? adapters : params) / N;
+    const double grad_partition = (lora ? adapters : params) / N + (lora ? 0.0 : experts / c.expert_shard);
     out.host_bytes += m.optimizer_states + 4.0 * grad_partition;
     m.optimizer_states = 0;
   }
@@ -401,30 +488,42 @@ StepTail step_tail(const ConfigContext& c, const StageMemory& stage, double last
     return std::max(comm * std::min(1.0, kBucketBytes / std::max(1.0, G)),
                     comm - hw.node.intra.compute_overlap * last_backward_s);
   };
-  if (cfg.dp > 1) {
+  // Gradients of `grad_bytes` reduced over `group` (stage 0) or its shard group, and the updated
+  // weights (`weight_bytes`) gathered back (stages 1, 2).
+  auto sync = [&](double grad_bytes, double weight_bytes, const GroupPlacement& group, const GroupPlacement& shards) {
     if (cfg.zero_stage == 0) {
-      const double ar = all_reduce_s(G, c.dp_group, hw, pn);
+      const double ar = all_reduce_s(grad_bytes, group, hw, pn);
       t.total_s += ar;
       t.exposed_s += overlapped(ar);
     } else if (cfg.zero_stage == 1) {
-      const double rs = reduce_scatter_s(G, c.shard_group, hw, pn);
-      const double ag = all_gather_s(W, c.shard_group, hw, pn);
+      const double rs = reduce_scatter_s(grad_bytes, shards, hw, pn);
+      const double ag = all_gather_s(weight_bytes, shards, hw, pn);
       t.total_s += rs + ag;
       t.exposed_s += overlapped(rs) + ag;
     } else if (cfg.zero_stage == 2) {
-      const double ag = all_gather_s(W, c.shard_group, hw, pn);  // updated weights
+      const double ag = all_gather_s(weight_bytes, shards, hw, pn);  // updated weights
       t.total_s += ag;
       t.exposed_s += ag;
     }
-    if (cfg.zero_stage >= 1 && c.shard < cfg.dp) {  // MiCS: sync gradient shards across replicas
+  };
+  if (cfg.dense_replicas() > 1) {  // dense weights: over dp x cp
+    sync(G, W, c.dp_group, c.shard_group);
+    if (cfg.zero_stage >= 1 && c.shard < cfg.dense_replicas()) {  // MiCS: sync gradient shards across replicas
       const double ar = all_reduce_s(G / c.shard, c.replica_group, hw, pn);
       t.total_s += ar;
       t.exposed_s += ar;
     }
   }
+  const double expert_trainable = stage.expert_trainable_per_device;
+  if (expert_trainable > 0 && cfg.expert_dp() > 1) {  // routed experts: over the expert data-parallel group
+    const double Ge = c.param_bytes * expert_trainable;
+    const double We = cfg.fp8_param_gather ? expert_trainable : Ge;
+    sync(Ge, We, c.expert_dp_group, c.expert_dp_group);
+  }
   // Optimizer step over this rank's shard: read gradient, read+write fp32 master and two
   // moments, write the weight.
-  const double shard_params = cfg.zero_stage >= 1 ? trainable / c.shard : trainable;
+  const double shard_params = cfg.zero_stage >= 1 ? trainable / c.shard + expert_trainable / c.expert_shard
+                                                  : trainable + expert_trainable;
   const double bytes = shard_params * (2 * c.param_bytes + 24.0);
   if (cfg.offload_optimizer) {
     const double host_bw = hw.host.memory_bandwidth_Bps / std::max(1, pn);
@@ -447,13 +546,18 @@ StepTail step_tail(const ConfigContext& c, const StageMemory& stage, double last
 
 void flops_per_micro_batch(const ConfigContext& c, double* model, double* hardware) {
   const auto& cfg = *c.cfg;
-  const double L = static_cast<double>(c.mc->model.num_layers), tp = cfg.tp;
+  const ModelSpec& m = c.mc->model;
+  const double L = static_cast<double>(m.num_layers), ranks = cfg.tp * cfg.cp;  // a micro-batch spans tp x cp ranks
+  const double Ld = m.is_moe() ? static_cast<double>(m.moe.first_dense_layers) : 0.0;
   auto part = [](const PartCost& p) { return p.forward_flops + p.backward_flops; };
-  *model = tp * (L * part(c.block) + part(c.embedding) + part(c.head));
+  *model = ranks * ((L - Ld) * part(c.block) + Ld * part(c.dense_block) + part(c.embedding) + part(c.head));
   double recomputed = 0;  // fully recomputed blocks; the others cost block_kept's recompute_flops
-  for (const int layers : layers_per_chunk(c.mc->model, cfg)) recomputed += cfg.recomputed_blocks(layers);
-  *hardware = *model + tp * (recomputed * c.block.recompute_flops + (L - recomputed) * c.block_kept.recompute_flops +
-                             c.head.recompute_flops);
+  for (const int layers : layers_per_chunk(m, cfg)) recomputed += cfg.recomputed_blocks(layers);
+  // Per block, dense and MoE blocks averaged.
+  auto avg = [&](double moe, double dense) { return ((L - Ld) * moe + Ld * dense) / L; };
+  const double full = avg(c.block.recompute_flops, c.dense_block.recompute_flops);
+  const double kept = avg(c.block_kept.recompute_flops, c.dense_block_kept.recompute_flops);
+  *hardware = *model + ranks * (recomputed * full + (L - recomputed) * kept + c.head.recompute_flops);
 }
 
 }  // namespace shardplan::simulator

@@ -16,6 +16,10 @@ struct ModelContext {
   LoraConfig lora;
   std::vector<LinearDesc> linears;
   std::vector<char> lora_mask;  // parallel to linears
+  // MoE models: the first dense blocks' linears (and LoRA mask), one routed expert's linears.
+  std::vector<LinearDesc> dense_linears;
+  std::vector<char> dense_lora_mask;
+  std::vector<LinearDesc> expert_linears;
   ParameterCounts counts;
   int64_t lora_params_per_layer = 0;
 };
@@ -25,12 +29,25 @@ struct ConfigContext {
   const ModelContext* mc = nullptr;
   const ParallelConfig* cfg = nullptr;
   RankLayout layout;
-  GroupPlacement dp_group, shard_group, replica_group;
+  // dp_group: the dense gradients' group (dp x cp); expert_dp_group: the experts' (edp).
+  GroupPlacement dp_group, shard_group, replica_group, expert_dp_group;
   CostEnv env;
   PartCost block, embedding, head;
   // A block that keeps its activations, for the blocks past recompute_num_layers in a chunk
   // (equal to `block` unless recompute is full with recompute_num_layers > 0).
   PartCost block_kept;
+  // An MoE model's first dense blocks (ModelSpec::moe.first_dense_layers), as `block`/`block_kept`.
+  CostEnv dense_env;
+  PartCost dense_block, dense_block_kept;
+  double dense_block_params = 0;  // per tp rank
+  double dense_block_trainable = 0;
+  double dense_block_lora = 0;
+  // Routed experts of one MoE block on this rank: E/ep experts, 1/etp of each; ZeRO shards
+  // their states over the expert data-parallel group (expert_shard ranks).
+  double expert_params = 0;
+  double expert_trainable = 0;
+  double expert_gather_bytes = 0;
+  int expert_shard = 1;
   double param_bytes = 2;       // bytes per weight / gradient element
   int per_node = 1;
   int shard = 1;                // ZeRO sharding group size (1 when zero_stage == 0)
@@ -56,7 +73,12 @@ struct ChunkShape {
   int layers = 0;
   bool embedding = false;
   bool head = false;
+  int dense_layers = 0;  // of `layers`, an MoE model's first dense blocks
 };
+
+// Of model chunk `chunk` on pipeline stage `stage`, how many blocks are an MoE model's first dense
+// ones (0 for dense models: every block is `block`).
+int dense_layers_in_chunk(const ModelSpec& m, const ParallelConfig& cfg, int chunk, int stage);
 
 struct ChunkTime {
   double forward_s = 0;
@@ -64,6 +86,7 @@ struct ChunkTime {
   double stored_bytes = 0;       // per micro-batch, kept until backward
   // Breakdown (one micro-batch):
   double fwd_compute_s = 0, bwd_compute_s = 0, recompute_s = 0, tp_comm_s = 0;
+  double cp_comm_s = 0, ep_comm_s = 0;  // exposed context-parallel and expert-parallel exchanges
   double dp_exposed_s = 0, dp_total_s = 0, offload_exposed_s = 0;
   double sync_wait_s = 0;  // waiting at collectives for the slowest rank
   // Summing chunks of one stage.
@@ -80,6 +103,7 @@ struct StageShape {
   int in_flight = 1;              // chunk micro-batches held at peak
   double peak_stored_bytes = 0;   // activations at peak (event simulation or closed form)
   double max_chunk_stored = 0;    // largest single chunk micro-batch
+  int dense_layers = 0;           // of `layers`, an MoE model's first dense blocks
 };
 
 struct StageMemory {
@@ -88,6 +112,9 @@ struct StageMemory {
   double params_per_device = 0;   // per tp rank, before ZeRO sharding
   double trainable_per_device = 0;
   double fp8_weights_per_device = 0;  // of those, held in FP8 (fp8_param_gather), per tp rank
+  // Of params/trainable, the routed experts' (reduced over the expert data-parallel group).
+  double expert_params_per_device = 0;
+  double expert_trainable_per_device = 0;
 };
 
 StageMemory stage_memory(const ConfigContext& c, const StageShape& s);

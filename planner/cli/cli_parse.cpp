@@ -118,6 +118,25 @@ std::vector<sim::Fp8Recipe> fp8_search_list(const std::string& s, const sim::Har
   return out;
 }
 
+std::vector<int> cp_search_list(const std::string& s, int seq_len) {
+  if (s == "auto") return seq_len >= 8192 ? std::vector<int>{1, 2, 4, 8} : std::vector<int>{1};
+  return parse_int_list("--cp", s, false);
+}
+
+std::vector<int> ep_search_list(const std::string& s, const sim::ModelSpec& m) {
+  if (s != "auto") {
+    const std::vector<int> out = parse_int_list("--ep", s, false);
+    for (int ep : out)
+      if (ep > 1 && !m.is_moe())
+        throw sim::InputError("--ep: expected 1 or auto: model '" + m.name + "' has no experts, got '" + s + "'");
+    return out;
+  }
+  std::vector<int> out{1};
+  for (int ep = 2; m.is_moe() && ep <= m.moe.num_experts; ep *= 2)
+    if (m.moe.num_experts % ep == 0) out.push_back(ep);
+  return out;
+}
+
 std::pair<sim::ClusterSpec, sim::ParallelConfig> parse_config_spec(const std::string& spec, const sim::ModelSpec& m,
                                                                    const sim::HardwareProfile& hw,
                                                                    const planner::SearchSpace& space,
@@ -128,6 +147,7 @@ std::pair<sim::ClusterSpec, sim::ParallelConfig> parse_config_spec(const std::st
   cfg.lora = space.lora;
   cfg.mixed_precision = space.mixed_precision;
   cfg.attention = space.attention;
+  cfg.cp_kind = space.cp_kind;
   cfg.rank_order = space.rank_order;
   cfg.memory_headroom = c.memory_headroom;
   cfg.global_batch_size = space.global_batch_sizes.front();
@@ -154,15 +174,19 @@ std::pair<sim::ClusterSpec, sim::ParallelConfig> parse_config_spec(const std::st
       cfg.attention = *a;
     }
     else if (k == "fp8") cfg.fp8 = parse_fp8_recipes(v).front();
+    else if (k == "cp") cfg.cp = num();
+    else if (k == "ep") cfg.ep = num();
+    else if (k == "etp") cfg.etp = num();
     else if (k == "sp") cfg.sequence_parallel = true;
     else if (k == "offload-optimizer") cfg.offload_optimizer = true;
     else if (k == "offload-activations") cfg.offload_activations = true;
     else throw sim::InputError("--why: unknown field '" + k + "' (expected nodes, tp, pp, dp, zero, shard, mbs, gbs, "
-                               "schedule, v, recompute, precision, attention, fp8, sp, offload-optimizer, "
+                               "schedule, v, recompute, precision, attention, fp8, cp, ep, etp, sp, offload-optimizer, "
                                "offload-activations)");
   }
   cfg.tp_comm_overlap = space.tp_comm_overlap && cfg.sequence_parallel;
-  if (!dp_given && cfg.tp > 0 && cfg.pp > 0) cfg.dp = std::max(1, cluster.devices() / (cfg.tp * cfg.pp));
+  if (!dp_given && cfg.tp > 0 && cfg.pp > 0 && cfg.cp > 0)
+    cfg.dp = std::max(1, cluster.devices() / (cfg.tp * cfg.cp * cfg.pp));
   if (cfg.pp > 0 && m.num_layers % cfg.pp) cfg.partition = {};  // validate_config explains
   return {cluster, cfg};
 }

@@ -26,6 +26,12 @@ std::vector<simulator::Fp8Recipe> parse_fp8_recipes(const std::string& s);
 // The FP8 recipes a plan searches: "auto" = none and delayed where the device has FP8 tensor
 // cores, else none; a list naming a recipe other than none on a device without them is refused.
 std::vector<simulator::Fp8Recipe> fp8_search_list(const std::string& s, const simulator::HardwareProfile& hw);
+// --cp: "auto" = 1, 2, 4 and 8 for sequences of 8K tokens and more (1 below: context parallelism
+// pays off on long sequences), or a list of degrees.
+std::vector<int> cp_search_list(const std::string& s, int seq_len);
+// --ep: "auto" = 1 and every power of two dividing an MoE model's expert count (1 for dense
+// models), or a list; a degree above 1 on a dense model is refused.
+std::vector<int> ep_search_list(const std::string& s, const simulator::ModelSpec& m);
 
 // "nodes=1,tp=8,pp=1,zero=1,mbs=2,gbs=64,schedule=1f1b,v=2,recompute=full,sp,offload-optimizer,
 // offload-activations,shard=4,precision=bf16,attention=eager": unspecified fields come from the

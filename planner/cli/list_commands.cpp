@@ -1,7 +1,9 @@
 // `shardplan models` and `shardplan hardware`: what is built in.
+#include <cstdint>
 #include <cstdio>
 #include <iostream>
 #include <nlohmann/json.hpp>
+#include <string>
 
 #include "commands.hpp"
 #include "simulator/evaluator.hpp"
@@ -11,6 +13,19 @@
 namespace shardplan::cli {
 
 namespace sim = shardplan::simulator;
+
+namespace {
+
+// "12.9B", "3.35B", "2.33M": three significant digits, for the active count of MoE cards.
+std::string short_count(int64_t n) {
+  char buf[32];
+  if (n >= 1'000'000'000) std::snprintf(buf, sizeof buf, "%.3gB", n / 1e9);
+  else if (n >= 1'000'000) std::snprintf(buf, sizeof buf, "%.3gM", n / 1e6);
+  else std::snprintf(buf, sizeof buf, "%lld", static_cast<long long>(n));
+  return buf;
+}
+
+}  // namespace
 
 Run add_models_command(CLI::App& app) {
   auto* cmd = app.add_subcommand("models", "List the built-in model cards");
@@ -28,10 +43,12 @@ Run add_models_command(CLI::App& app) {
         out.push_back({{"name", name}, {"family", m.family}, {"num_layers", m.num_layers}, {"hidden_size", m.hidden},
                        {"num_attention_heads", m.num_heads}, {"num_key_value_heads", m.num_kv_heads},
                        {"ffn_hidden_size", m.ffn_hidden}, {"vocab_size", m.vocab_size}, {"parameters", c.total}});
+        if (m.is_moe()) out.back()["active_parameters"] = c.active;  // dense cards: unchanged
       } else {
-        std::printf("%-14s %-9s %6lld %7lld %6lld %4lld %7lld %7lld %16lld\n", name.c_str(), m.family.c_str(),
+        const std::string active = m.is_moe() ? " (" + short_count(c.active) + " active)" : "";
+        std::printf("%-14s %-9s %6lld %7lld %6lld %4lld %7lld %7lld %16lld%s\n", name.c_str(), m.family.c_str(),
                     (long long)m.num_layers, (long long)m.hidden, (long long)m.num_heads, (long long)m.num_kv_heads,
-                    (long long)m.ffn_hidden, (long long)m.vocab_size, (long long)c.total);
+                    (long long)m.ffn_hidden, (long long)m.vocab_size, (long long)c.total, active.c_str());
       }
     }
     if (*json) std::cout << out.dump(2) << "\n";

@@ -32,7 +32,7 @@ struct PlanOptions {
   std::string model, hardware, nodes = "1", global_batch = "0", micro_batches = "1,2,4,8";
   std::string zero_stages = "0,1,2,3", schedules = "1f1b,gpipe,interleaved", recomputes = "none,selective,full";
   std::string precisions = "bf16", virtual_stages = "2,3,4", mixed_precision = "master_weights";
-  std::string attention = "flash", fp8 = "auto";
+  std::string attention = "flash", fp8 = "auto", cp = "auto", cp_kind = "ring", ep = "auto";
   int devices_per_node = 0, seq_len = 2048, top = 10, threads = 0, max_nodes = 0, max_tp = 0;
   bool no_mics = false, no_offload = false, no_sp = false, tp_across_nodes = false, json = false, quiet = false;
   bool tp_comm_overlap = false;
@@ -65,6 +65,14 @@ void add_options(CLI::App* cmd, PlanOptions& o) {
   cmd->add_option("--fp8", o.fp8,
                   "FP8 recipes to try: auto (none and delayed where the device has FP8 tensor cores: H100, "
                   "Gaudi2; default), none, or a list of none,delayed,tensorwise,blockwise");
+  cmd->add_option("--cp", o.cp,
+                  "Context-parallel degrees to try: auto (1,2,4,8 for sequences of 8K tokens or more, else 1; "
+                  "default) or a list");
+  cmd->add_option("--cp-kind", o.cp_kind, "Context-parallel attention of every plan (not searched): ring or all_to_all")
+      ->check(CLI::IsMember({"ring", "all_to_all"}));
+  cmd->add_option("--ep", o.ep,
+                  "Expert-parallel degrees to try on MoE models: auto (every power of two dividing the expert "
+                  "count; default) or a list");
   cmd->add_flag("--tp-comm-overlap", o.tp_comm_overlap,
                 "The framework pipelines SP's collectives with the GEMMs (Megatron-Core --tp-comm-overlap): "
                 "every plan with sequence parallelism uses it");
@@ -100,7 +108,7 @@ void add_options(CLI::App* cmd, PlanOptions& o) {
   cmd->add_flag("--quiet", o.quiet, "No progress bar");
 }
 
-pl::SearchSpace make_space(const PlanOptions& o, const sim::HardwareProfile& hw) {
+pl::SearchSpace make_space(const PlanOptions& o, const sim::HardwareProfile& hw, const sim::ModelSpec& m) {
   pl::SearchSpace s;
   s.node_counts = parse_int_list("--nodes", o.nodes, true);
   s.devices_per_node = o.devices_per_node;
@@ -115,6 +123,9 @@ pl::SearchSpace make_space(const PlanOptions& o, const sim::HardwareProfile& hw)
   s.mixed_precision = parse_mixed_precision(o.mixed_precision);
   s.attention = parse_attention(o.attention);
   s.fp8_recipes = fp8_search_list(o.fp8, hw);
+  s.context_parallel = cp_search_list(o.cp, o.seq_len);
+  s.cp_kind = *sim::cp_kind_from_string(o.cp_kind);  // CLI11 checked the name
+  s.expert_parallel = ep_search_list(o.ep, m);
   s.tp_comm_overlap = o.tp_comm_overlap;
   s.mics = !o.no_mics;
   if (o.no_offload) s.offload_optimizer = s.offload_activations = {false};
@@ -151,7 +162,8 @@ nlohmann::json search_settings(const PlanOptions& o) {
   return {{"nodes", o.nodes}, {"global_batch_size", o.global_batch}, {"seq_len", o.seq_len},
           {"micro_batch_sizes", o.micro_batches}, {"zero_stages", o.zero_stages}, {"schedules", o.schedules},
           {"recompute", o.recomputes}, {"precision", o.precisions}, {"mixed_precision", o.mixed_precision},
-          {"attention", o.attention}, {"fp8", o.fp8}, {"tp_comm_overlap", o.tp_comm_overlap}, {"objective", o.objective},
+          {"attention", o.attention}, {"fp8", o.fp8}, {"cp", o.cp}, {"cp_kind", o.cp_kind}, {"ep", o.ep},
+          {"tp_comm_overlap", o.tp_comm_overlap}, {"objective", o.objective},
           {"max_nodes", o.max_nodes}, {"max_usd_per_hour", o.max_usd}, {"max_tp", o.max_tp},
           {"require", o.require}, {"forbid", o.forbid}, {"headroom", o.headroom}};
 }
@@ -167,7 +179,7 @@ int compare_lora_ranks(const PlanOptions& o, const std::vector<int>& ranks) {
     one.lora_ranks = std::to_string(r);
     one.out.clear();
     one.json = false;
-    pl::SearchSpace space = make_space(one, hw);
+    pl::SearchSpace space = make_space(one, hw, model);
     pl::SearchOptions opts;
     opts.objective = objective_of(o.objective);
     opts.top_k = 1;
@@ -200,7 +212,7 @@ int run_plan(const PlanOptions& o) {
   const sim::ModelSpec model = sim::load_model(o.model);
   sim::HardwareProfile hw = sim::load_hardware(o.hardware);
   apply_resilience(o.resilience, hw);
-  pl::SearchSpace space = make_space(o, hw);
+  pl::SearchSpace space = make_space(o, hw, model);
   if (space.lora.enabled() || !space.lora.targets.empty()) {
     sim::ParallelConfig probe;
     probe.lora = space.lora;

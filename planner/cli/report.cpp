@@ -43,7 +43,11 @@ constexpr double kGiB = 1024.0 * 1024.0 * 1024.0;
 void print_config(std::ostream& out, const sim::Prediction& p, const sim::ParallelConfig& c) {
   out << "shardplan simulate: " << p.model_name << " on " << p.nodes << " x " << p.hardware_name << " ("
       << p.devices << " devices)\n";
-  out << "  tp=" << c.tp << " pp=" << c.pp << " dp=" << c.dp << " zero=" << c.zero_stage;
+  out << "  tp=" << c.tp << " pp=" << c.pp << " dp=" << c.dp;
+  if (c.cp > 1) out << " cp=" << c.cp << " (" << sim::to_string(c.cp_kind) << ")";
+  if (c.ep > 1 || c.expert_tp() != c.tp) out << " ep=" << c.ep << " etp=" << c.expert_tp();
+  if (c.moe_capacity_factor > 0) out << " capacity=" << c.moe_capacity_factor;
+  out << " zero=" << c.zero_stage;
   if (c.zero_stage > 0) out << " (shard " << c.shard_group() << ")";
   out << "  micro-batch=" << c.micro_batch_size << " global-batch=" << c.global_batch_size << " ("
       << p.micro_batches << " micro-batches)  seq=" << c.seq_len << "\n";
@@ -66,6 +70,7 @@ void print_config(std::ostream& out, const sim::Prediction& p, const sim::Parall
     out << "\n";
   }
   out << "  parameters: " << count(static_cast<double>(p.total_parameters)) << " total, "
+      << (p.active_parameters != p.total_parameters ? count(static_cast<double>(p.active_parameters)) + " active, " : "")
       << count(static_cast<double>(p.trainable_parameters)) << " trainable\n\n";
 }
 
@@ -118,6 +123,8 @@ void print_time(std::ostream& out, const sim::Prediction& p) {
   row("backward compute", t.backward_compute_s);
   row("recompute", t.recompute_s);
   row("TP communication", t.tp_comm_s);
+  if (t.cp_comm_s > 0) row("CP communication", t.cp_comm_s);
+  if (t.ep_comm_s > 0) row("EP all-to-all", t.ep_comm_s);
   row("pipeline bubble", t.pipeline_bubble_s);
   row("DP/ZeRO comm (exposed)", t.dp_exposed_comm_s);
   row("offload (exposed)", t.offload_exposed_s);

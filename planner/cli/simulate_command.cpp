@@ -26,6 +26,9 @@ struct SimulateOptions {
   std::string model, hardware;
   int nodes = 1, devices_per_node = 0;
   int tp = 1, pp = 1, dp = 0, zero = 0, sharding_degree = 0;
+  int cp = 1, ep = 1, etp = 0;
+  std::string cp_kind = "ring";
+  double moe_capacity_factor = 0;
   int micro_batch_size = 1, global_batch_size = 0;
   std::optional<int> seq_len;
   std::string schedule = "1f1b", recompute = "none", precision = "bf16", mixed_precision = "master_weights", rank_order = "tp-dp-pp";
@@ -65,11 +68,19 @@ sim::ParallelConfig to_config(const SimulateOptions& o, const sim::ModelSpec& m,
   } else {
     if (o.tp < 1) throw sim::InputError("--tp: expected an integer >= 1, got " + std::to_string(o.tp));
     if (o.pp < 1) throw sim::InputError("--pp: expected an integer >= 1, got " + std::to_string(o.pp));
-    if (c.devices() % (o.tp * o.pp) != 0)
-      throw sim::InputError("--tp/--pp: expected tp x pp to divide the cluster's " + std::to_string(c.devices()) +
-                            " devices, got " + std::to_string(o.tp * o.pp) + " (give --dp or change --nodes)");
-    cfg.dp = c.devices() / (o.tp * o.pp);
+    if (o.cp < 1) throw sim::InputError("--cp: expected an integer >= 1, got " + std::to_string(o.cp));
+    const int model_parallel = o.tp * o.pp * o.cp;
+    if (c.devices() % model_parallel != 0)
+      throw sim::InputError(std::string(o.cp > 1 ? "--tp/--cp/--pp: expected tp x cp x pp" : "--tp/--pp: expected tp x pp") +
+                            " to divide the cluster's " + std::to_string(c.devices()) + " devices, got " +
+                            std::to_string(model_parallel) + " (give --dp or change --nodes)");
+    cfg.dp = c.devices() / model_parallel;
   }
+  cfg.cp = o.cp;
+  cfg.cp_kind = *sim::cp_kind_from_string(o.cp_kind);  // CLI11 checked the name
+  cfg.ep = o.ep;
+  cfg.etp = o.etp;
+  cfg.moe_capacity_factor = o.moe_capacity_factor;
   cfg.zero_stage = o.zero;
   cfg.sharding_degree = o.sharding_degree;
   cfg.micro_batch_size = o.micro_batch_size;
@@ -113,7 +124,15 @@ void add_options(CLI::App* cmd, SimulateOptions& o) {
       ->check(CLI::PositiveNumber);
   cmd->add_option("--tp", o.tp, "Tensor-parallel degree");
   cmd->add_option("--pp", o.pp, "Pipeline-parallel stages");
-  cmd->add_option("--dp", o.dp, "Data-parallel degree (default: devices / (tp x pp))");
+  cmd->add_option("--dp", o.dp, "Data-parallel degree (default: devices / (tp x cp x pp))");
+  cmd->add_option("--cp", o.cp, "Context-parallel degree: the sequence split over cp ranks");
+  cmd->add_option("--cp-kind", o.cp_kind, "Context-parallel attention: ring (KV blocks passed peer to peer) or "
+                                          "all_to_all (DeepSpeed-Ulysses head exchange)")
+      ->check(CLI::IsMember({"ring", "all_to_all"}));
+  cmd->add_option("--ep", o.ep, "Expert-parallel degree (MoE models): experts split over ep ranks folded from tp x cp x dp");
+  cmd->add_option("--etp", o.etp, "Expert tensor-parallel degree (MoE models; default: --tp)");
+  cmd->add_option("--moe-capacity-factor", o.moe_capacity_factor,
+                  "Tokens an expert takes, as a multiple of its balanced share (the rest dropped); 0 = dropless");
   cmd->add_option("--zero", o.zero, "ZeRO stage 0-3");
   cmd->add_option("--sharding-degree", o.sharding_degree, "ZeRO/MiCS sharding group size (divides dp)");
   cmd->add_option("--micro-batch-size", o.micro_batch_size, "Sequences per micro-batch");

@@ -193,7 +193,8 @@ inline json builtin_model(const std::string& name) { return read_json(repo_root(
 inline const std::vector<std::string> kBuiltinModels = {
     "bert-large",    "gpt-j-6b",   "gpt-neox-20b", "gpt2",      "gpt2-xl",      "gpt3-175b",  "llama2-13b",
     "llama2-70b",    "llama2-7b",  "llama3.1-8b",  "llama3.1-70b", "llama3.1-405b", "mistral-7b", "qwen3-8b",
-    "tiny-gpt",      "tiny-llama", "tinyllama-1.1b"};
+    "tiny-gpt",      "tiny-llama", "tinyllama-1.1b", "mixtral-8x7b", "qwen3-30b-a3b", "qwen3-235b-a22b",
+    "deepseek-v3",   "tiny-moe"};
 inline const std::vector<std::string> kBuiltinHardware = {"local-cpu-2core", "p4d.24xlarge", "p4de.24xlarge", "p5.48xlarge",
                                                    "g5.48xlarge",  "trn1.32xlarge", "trn1.32xlarge-neuroncore",
                                                    "gaudi2-hls2"};

@@ -38,7 +38,7 @@ struct BlockEnv {
     cfg.micro_batch_size = b;
     cfg.recompute = r;
     cfg.attention = kind;
-    return make_cost_env(m, c, cfg, linears, mask, GroupPlacement{tp, 1, tp});
+    return make_cost_env(m, c, cfg, linears, mask, BlockGroups{GroupPlacement{tp, 1, tp}, {}, {}, {}});
   }
   double bytes(AttentionKind kind, int tp, int s, int b, Recompute r = Recompute::none) const {
     return block_activation_bytes(env(kind, tp, s, b, r), r);
@@ -248,11 +248,11 @@ TEST(FlashTime, MeasuredAttentionGemmCostsApplyToEagerOnly) {
   ParallelConfig cfg;
   cfg.seq_len = 256;
   cfg.attention = AttentionKind::flash;
-  const PartCost flash_measured = block_cost(make_cost_env(m, c, cfg, linears, mask, {1, 1, 1}));
-  const PartCost flash_plain = block_cost(make_cost_env(m, plain, cfg, linears, mask, {1, 1, 1}));
+  const PartCost flash_measured = block_cost(make_cost_env(m, c, cfg, linears, mask, BlockGroups{}));
+  const PartCost flash_plain = block_cost(make_cost_env(m, plain, cfg, linears, mask, BlockGroups{}));
   EXPECT_DOUBLE_EQ(flash_measured.forward_s, flash_plain.forward_s);
   cfg.attention = AttentionKind::eager;
-  const PartCost eager_measured = block_cost(make_cost_env(m, c, cfg, linears, mask, {1, 1, 1}));
+  const PartCost eager_measured = block_cost(make_cost_env(m, c, cfg, linears, mask, BlockGroups{}));
   EXPECT_GT(eager_measured.forward_s, 1.0);
 }
 

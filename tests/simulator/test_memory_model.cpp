@@ -96,7 +96,7 @@ struct ActivationFixture : ::testing::Test {
     cfg.recompute = r;
     cfg.attention = AttentionKind::eager;  // Korthikanti's formulas: the s x s scores are stored
     GroupPlacement g{tp, 1, tp};
-    CostEnv env = make_cost_env(m, c, cfg, linears, mask, g);
+    CostEnv env = make_cost_env(m, c, cfg, linears, mask, BlockGroups{g, {}, {}, {}});
     return block_activation_bytes(env, r);
   }
 };
@@ -130,7 +130,7 @@ TEST(Activations, LlamaBlockDiffersFromGptFormula) {
   cfg.seq_len = 4096;
   cfg.attention = AttentionKind::eager;  // the softmax output below (flash: test_attention_kinds.cpp)
   GroupPlacement g{1, 1, 1};
-  const CostEnv env = make_cost_env(m, c, cfg, linears, mask, g);
+  const CostEnv env = make_cost_env(m, c, cfg, linears, mask, BlockGroups{g, {}, {}, {}});
   const double s = 4096, h = 8192, f = 28672, kv = 1024, a = 64;
   // norm1 in, qkv in, q, k, v, o in, norm2 in, mlp in: bf16; softmax out; 4 SwiGLU tensors.
   const double expected = 2 * s * (h + h + h + kv + kv + h + h + h) + 2 * a * s * s + 4 * 2 * s * f;

@@ -113,7 +113,9 @@ TEST(ModelCards, PartsAddUpToTotal) {
     SCOPED_TRACE(name);
     const ModelSpec m = load_model(name);
     const ParameterCounts c = count_parameters(m);
-    EXPECT_EQ(c.total, c.per_layer * m.num_layers + c.embedding + c.head);
+    // An MoE card's first dense blocks (moe.first_dense_layers) count as dense_layer each.
+    const int64_t dense = m.moe.first_dense_layers;
+    EXPECT_EQ(c.total, c.per_layer * (m.num_layers - dense) + c.dense_layer * dense + c.embedding + c.head);
     EXPECT_GT(c.per_layer_tp_sharded, 0);
     EXPECT_LE(c.per_layer_tp_sharded, c.per_layer);
     EXPECT_LE(c.embedding_tp_sharded, c.embedding);
@@ -214,8 +216,9 @@ TEST(ModelCards, HfConfigFixturesMatchCards) {
   }
 }
 
-// Qwen2Config: Llama's layout with biases on q, k and v (not o) and no q/k norms; an MoE
-// config (Qwen3MoeConfig) is refused until MoE is modelled.
+// Qwen2Config: Llama's layout with biases on q, k and v (not o) and no q/k norms; a dense config
+// relabelled qwen3_moe lacks the expert fields and is refused naming the first of them
+// (the MoE readers themselves: test_moe_cards.cpp); an unknown model_type names model_type.
 TEST(ModelCards, QwenConfigsReadTheirBiasesAndNorms) {
   TempDir tmp;
   nlohmann::json cfg = read_json_file(hf_path("qwen3-8b"));
@@ -231,7 +234,10 @@ TEST(ModelCards, QwenConfigsReadTheirBiasesAndNorms) {
   EXPECT_EQ(count_parameters(q3).total + 36 * qkv_bias, count_parameters(q2).total + 36 * qk_norms);
   cfg["model_type"] = "qwen3_moe";
   const std::string err = input_error_of([&] { (void)load_model_file(tmp.write_json("moe.json", cfg)); });
-  EXPECT_NE(err.find("model_type"), std::string::npos) << err;
+  EXPECT_NE(err.find("'num_experts'"), std::string::npos) << err;
+  cfg["model_type"] = "deepseek_v2";
+  const std::string unknown = input_error_of([&] { (void)load_model_file(tmp.write_json("v2.json", cfg)); });
+  EXPECT_NE(unknown.find("'model_type'"), std::string::npos) << unknown;
 }
 
 // The q/k norms store their inputs (q and k before the norm) and add a norm's time per block.
