@@ -18,7 +18,9 @@ std::vector<std::pair<QString, double>> step_parts(const simulator::TimeBreakdow
           {"DP comm", t.dp_exposed_comm_s},
           {"offload", t.offload_exposed_s},
           {"optimizer", t.optimizer_s},
-          {"sync wait", t.sync_wait_s}};
+          {"sync wait", t.sync_wait_s},
+          {"CP comm", t.cp_comm_s},
+          {"EP all-to-all", t.ep_comm_s}};
 }
 
 BreakdownChart::BreakdownChart(QWidget* parent) : QChartView(parent) {
@@ -31,7 +33,8 @@ BreakdownChart::BreakdownChart(QWidget* parent) : QChartView(parent) {
 void BreakdownChart::showPrediction(const simulator::Prediction* p, const MeasuredRun* measured) {
   static const QColor colors[] = {QColor(0x4e, 0x79, 0xa7), QColor(0x9c, 0x75, 0x5f), QColor(0xf2, 0x8e, 0x2b),
                                   QColor(0xba, 0xb0, 0xac), QColor(0xe1, 0x57, 0x59), QColor(0x76, 0xb7, 0xb2),
-                                  QColor(0x59, 0xa1, 0x4f), QColor(0xed, 0xc9, 0x48)};
+                                  QColor(0x59, 0xa1, 0x4f), QColor(0xed, 0xc9, 0x48), QColor(0xb0, 0x7a, 0xa1),
+                                  QColor(0xff, 0x9d, 0xa7)};
   QChart* c = chart();
   c->removeAllSeries();
   for (auto* axis : c->axes()) {

@@ -18,7 +18,8 @@ const char* kHeaders[] = {"#",      "Nodes",    "TP",      "PP",          "DP", 
 const char* kTips[] = {"Rank by the objective (full simulation)", "Nodes", "Tensor-parallel degree",
                        "Pipeline-parallel degree", "Data-parallel degree", "ZeRO stage (shard group)",
                        "Micro-batch size (sequences)", "Pipeline schedule (v = model chunks per stage)",
-                       "Activation recompute", "Sequence parallelism, optimizer / activation offload",
+                       "Activation recompute", "Context parallelism (degree, ring or all-to-all), expert parallelism (ep, expert tp), sequence "
+                       "parallelism, optimizer / activation offload",
                        "Training precision", "Throughput, tokens per second", "Time per training step",
                        "Device memory of the fullest stage", "Model FLOPs utilisation", "Cluster price per hour",
                        "Time to train the token budget", "Cost to train the token budget",
@@ -28,6 +29,8 @@ static_assert(std::size(kTips) == CandidatesModel::kColumnCount);
 
 QString extras(const sim::ParallelConfig& c) {
   QStringList e;
+  if (c.cp > 1) e << QString("CP%1%2").arg(c.cp).arg(c.cp_kind == sim::CpKind::all_to_all ? " a2a" : " ring");
+  if (c.ep > 1 || c.expert_tp() != c.tp) e << QString("EP%1 ETP%2").arg(c.ep).arg(c.expert_tp());
   if (c.sequence_parallel) e << "SP";
   if (c.offload_optimizer) e << "off-opt";
   if (c.offload_activations) e << "off-act";

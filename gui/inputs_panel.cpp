@@ -106,6 +106,10 @@ void InputsPanel::buildForm() {
          {"train_tokens", "Train &tokens", lineField("train_tokens", "e.g. 2e9 (0 = dataset x epochs)", "Tokens to train on")},
          {"dataset_tokens", "&Dataset tokens", lineField("dataset_tokens", "e.g. 5e8", "Dataset size in tokens")},
          {"epochs", "&Epochs", lineField("epochs", "1", "Epochs over the dataset")}});
+  group("Context and expert parallelism",
+        {{"cp", "Context para&llel", comboField("cp", {"auto", "1", "1,2,4,8"}, true, false)},
+         {"cp_kind", "CP &kind", comboField("cp_kind", {"ring", "all_to_all"}, false, false)},
+         {"ep", "E&xpert parallel", comboField("ep", {"auto", "1", "1,2,4,8"}, true, false)}});
   group("LoRA",
         {{"lora_rank", "&Rank", lineField("lora_rank", "0 = full fine-tuning", "LoRA rank r")},
          {"lora_alpha", "&Alpha", lineField("lora_alpha", "16", "LoRA alpha")},

@@ -97,6 +97,18 @@ std::vector<std::string> deepspeed_notes(const Plan& plan) {
     n.push_back(std::string("FP8 (") + sim::to_string(c.fp8) +
                 " scaling) has no ds_config setting: wrap the blocks' linears in Transformer Engine (te.Linear under "
                 "te.fp8_autocast) or torchao Float8Linear in the model code");
+  if (c.cp > 1)
+    n.push_back(std::string("context parallelism (cp ") + std::to_string(c.cp) + "): " +
+                (c.cp_kind == sim::CpKind::all_to_all
+                     ? "DeepSpeed-Ulysses: wrap the attention in deepspeed.sequence.layer.DistributedAttention over a "
+                       "sequence-parallel group of cp ranks"
+                     : "ring attention has no ds_config setting (Megatron-Core --cp-comm-type p2p)"));
+  if (plan.model.is_moe())
+    n.push_back("MoE: build the expert layers with deepspeed.moe.layer.MoE(num_experts=" +
+                std::to_string(plan.model.moe.num_experts) + ", ep_size=" + std::to_string(c.ep) +
+                ", k=" + std::to_string(plan.model.moe.top_k) +
+                (c.moe_capacity_factor > 0 ? "" : ", drop_tokens=False") +
+                "); expert tensor parallelism (etp " + std::to_string(c.expert_tp()) + ") has no DeepSpeed setting");
   n.push_back(attention_note(c.attention));
   return n;
 }

@@ -50,6 +50,14 @@ void parallel_args(const Plan& plan, Args& a) {
   const auto& c = plan.config;
   add(a, "--tensor-model-parallel-size", c.tp);
   add(a, "--pipeline-model-parallel-size", c.pp);
+  if (c.cp > 1) {  // Megatron-Core context parallelism: p2p = ring, a2a = Ulysses
+    add(a, "--context-parallel-size", c.cp);
+    add(a, "--cp-comm-type", c.cp_kind == sim::CpKind::all_to_all ? "a2a" : "p2p");
+  }
+  if (plan.model.is_moe()) {  // parallel folding: experts over ep x etp ranks of each stage
+    add(a, "--expert-model-parallel-size", c.ep);
+    add(a, "--expert-tensor-parallel-size", c.expert_tp());
+  }
   if (c.schedule == sim::PipelineSchedule::interleaved && edge_split(c).expressible)
     add(a, "--num-layers-per-virtual-pipeline-stage", plan.model.num_layers / (c.pp * c.virtual_stages));
   const EdgeSplit e = edge_split(c);
@@ -90,6 +98,28 @@ void model_args(const sim::ModelSpec& m, int seq_len, Args& a) {
     add(a, "--position-embedding-type", "learned_absolute");
   }
   if (!m.tied_embeddings) add(a, "--untie-embeddings-and-output-weights");
+  if (m.qk_norm) add(a, "--qk-layernorm");
+  if (m.mla.enabled()) {  // Megatron-Core MLATransformerConfig: qk-head-dim is the non-rotary part
+    add(a, "--multi-latent-attention");
+    if (m.mla.q_lora_rank > 0) add(a, "--q-lora-rank", m.mla.q_lora_rank);
+    add(a, "--kv-lora-rank", m.mla.kv_lora_rank);
+    add(a, "--qk-head-dim", m.head_dim - m.mla.qk_rope_head_dim);
+    add(a, "--qk-pos-emb-head-dim", m.mla.qk_rope_head_dim);
+    add(a, "--v-head-dim", m.mla.v_head_dim);
+  }
+  if (m.is_moe()) {
+    add(a, "--num-experts", m.moe.num_experts);
+    add(a, "--moe-router-topk", m.moe.top_k);
+    add(a, "--moe-ffn-hidden-size", m.moe.expert_ffn_hidden);
+    if (m.moe.shared_ffn_hidden > 0) add(a, "--moe-shared-expert-intermediate-size", m.moe.shared_ffn_hidden);
+    if (m.moe.shared_expert_gate) add(a, "--moe-shared-expert-gate");
+    if (m.moe.first_dense_layers > 0)
+      add(a, "--moe-layer-freq",
+          "([0]*" + std::to_string(m.moe.first_dense_layers) + "+[1]*" +
+              std::to_string(m.num_layers - m.moe.first_dense_layers) + ")");
+    add(a, "--moe-token-dispatcher-type", "alltoall");
+    add(a, "--moe-grouped-gemm");
+  }
   if (!m.qkv_bias && !m.out_proj_bias && !m.mlp_bias) add(a, "--disable-bias-linear");
   if (m.qkv_bias && !m.out_proj_bias && !m.mlp_bias) {
     add(a, "--disable-bias-linear");
@@ -105,6 +135,11 @@ void model_args(const sim::ModelSpec& m, int seq_len, Args& a) {
 void training_args(const sim::ParallelConfig& c, Args& a) {
   add(a, "--micro-batch-size", c.micro_batch_size);
   add(a, "--global-batch-size", c.global_batch_size);
+  if (c.moe_capacity_factor > 0) {
+    std::ostringstream cf;
+    cf << c.moe_capacity_factor;
+    add(a, "--moe-expert-capacity-factor", cf.str());
+  }
   if (c.precision == sim::Precision::bf16) add(a, "--bf16");
   if (c.precision == sim::Precision::fp16) add(a, "--fp16");
   if (c.attention == sim::AttentionKind::flash) add(a, "--use-flash-attn");  // FlashAttention-2 core attention

@@ -36,6 +36,12 @@ std::vector<std::string> smp_notes(const Plan& plan) {
                 "--fp8 none for this export");
   if (!c.partition.empty())
     n.push_back("explicit partition: auto_partition is false; assign layers with smp.partition() in the script");
+  if (c.cp > 1)
+    n.push_back("context parallelism is not available in SMP v1 (SMP v2: context_parallel_degree " +
+                std::to_string(c.cp) + ")");
+  if (c.ep > 1)
+    n.push_back("expert parallelism is not available in SMP v1 (SMP v2: expert_parallel_degree " +
+                std::to_string(c.ep) + ")");
   n.push_back(attention_note(c.attention));
   return n;
 }

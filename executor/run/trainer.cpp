@@ -60,6 +60,12 @@ void check_supported(const planner::Plan& plan, const std::string& src, Precisio
     throw InputError(src + ": field 'config.fp8': FP8 linears (" + simulator::to_string(c.fp8) +
                      ") are not run by this shardrun (LibTorch has no FP8 GEMM training path here); plan with --fp8 "
                      "none or --forbid fp8");
+  if (c.cp > 1)
+    throw InputError(src + ": field 'config.context_parallel': context parallelism (cp " + std::to_string(c.cp) +
+                     ") is not run by this shardrun yet; plan with --cp 1 or --forbid cp");
+  if (c.ep > 1)
+    throw InputError(src + ": field 'config.expert_parallel': expert parallelism (ep " + std::to_string(c.ep) +
+                     ") is not run by this shardrun yet; plan with --ep 1 or --forbid ep");
   if (precision == Precision::fp16 && !device.is_cuda())
     throw InputError(src + ": field 'config.precision': fp16 autocast needs a CUDA device; this rank runs on the CPU "
                            "(use --precision bf16 or fp32)");
