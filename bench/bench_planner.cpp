@@ -1,7 +1,8 @@
 // The planner's search speed. Figures to report (targets for the planner issue):
 //   evaluations/s on one core and on all cores (>= 1,000,000/s on one core);
 //   wall time of the full GPT-3 175B search on 64 p4de nodes (<= 5 s); the same search on 64 p5
-//   nodes with FP8 searched (none and delayed: twice the space).
+//   nodes with FP8 searched (none and delayed: twice the space); Mixtral-8x7B at 16K tokens on 16
+//   p5 nodes with expert (1-8, etp 1 or tp) and context parallelism (1-8) searched.
 #include <benchmark/benchmark.h>
 
 #include <thread>
@@ -13,15 +14,8 @@ namespace sim = shardplan::simulator;
 
 namespace {
 
-void search_bench(benchmark::State& state, const char* hardware, bool fp8) {
-  const sim::ModelSpec model = sim::load_model("gpt3-175b");
-  const sim::HardwareProfile hw = sim::load_hardware(hardware);
-  pl::SearchSpace space;
-  if (fp8) space.fp8_recipes = {sim::Fp8Recipe::none, sim::Fp8Recipe::delayed};
-  space.node_counts = {64};
-  space.global_batch_sizes = {1536};
-  space.seq_len = 2048;
-  space.micro_batch_sizes = {1, 2, 4, 8};
+void run_search(benchmark::State& state, const sim::ModelSpec& model, const sim::HardwareProfile& hw,
+                const pl::SearchSpace& space) {
   pl::SearchOptions opt;
   opt.threads = static_cast<int>(state.range(0));
   long long evaluated = 0, considered = 0;
@@ -38,6 +32,27 @@ void search_bench(benchmark::State& state, const char* hardware, bool fp8) {
   state.counters["configurations"] = static_cast<double>(considered) / static_cast<double>(state.iterations());
 }
 
+void search_bench(benchmark::State& state, const char* hardware, bool fp8) {
+  pl::SearchSpace space;
+  if (fp8) space.fp8_recipes = {sim::Fp8Recipe::none, sim::Fp8Recipe::delayed};
+  space.node_counts = {64};
+  space.global_batch_sizes = {1536};
+  space.seq_len = 2048;
+  space.micro_batch_sizes = {1, 2, 4, 8};
+  run_search(state, sim::load_model("gpt3-175b"), sim::load_hardware(hardware), space);
+}
+
+void BM_Search_Mixtral_16_p5_nodes_ep_cp(benchmark::State& state) {
+  pl::SearchSpace space;
+  space.node_counts = {16};
+  space.global_batch_sizes = {256};
+  space.seq_len = 16384;
+  space.micro_batch_sizes = {1, 2};
+  space.context_parallel = {1, 2, 4, 8};
+  space.expert_parallel = {1, 2, 4, 8};
+  run_search(state, sim::load_model("mixtral-8x7b"), sim::load_hardware("p5.48xlarge"), space);
+}
+
 void BM_Search_GPT3_175B_64_nodes(benchmark::State& state) { search_bench(state, "p4de.24xlarge", false); }
 void BM_Search_GPT3_175B_64_p5_nodes_fp8(benchmark::State& state) { search_bench(state, "p5.48xlarge", true); }
 
@@ -49,6 +64,11 @@ BENCHMARK(BM_Search_GPT3_175B_64_nodes)
     ->Unit(benchmark::kMillisecond)
     ->UseRealTime();
 BENCHMARK(BM_Search_GPT3_175B_64_p5_nodes_fp8)
+    ->Arg(1)
+    ->Arg(static_cast<int>(std::max(1u, std::thread::hardware_concurrency())))
+    ->Unit(benchmark::kMillisecond)
+    ->UseRealTime();
+BENCHMARK(BM_Search_Mixtral_16_p5_nodes_ep_cp)
     ->Arg(1)
     ->Arg(static_cast<int>(std::max(1u, std::thread::hardware_concurrency())))
     ->Unit(benchmark::kMillisecond)

@@ -49,7 +49,7 @@ GoodputPrediction predict_goodput(const ClusterSpec& cluster, const ParallelConf
   GoodputPrediction g;
   g.job_mtbf_s = r.node_mtbf_s / std::max(1, cluster.nodes);
   g.checkpoint_bytes = checkpoint_bytes(trainable_parameters, cfg);
-  g.checkpoint_writers = cfg.tp * cfg.pp * (cfg.zero_stage >= 1 ? std::max(1, cfg.shard_group()) : 1);
+  g.checkpoint_writers = cfg.tp * cfg.pp * (cfg.zero_stage >= 1 ? std::max(1, cfg.dense_shard_group()) : 1);
   const int per_node = std::max(1, cluster.per_node());
   const int writing_nodes = std::clamp((g.checkpoint_writers + per_node - 1) / per_node, 1, std::max(1, cluster.nodes));
   g.checkpoint_write_s = g.checkpoint_bytes / (writing_nodes * r.checkpoint_write_Bps);

@@ -116,6 +116,36 @@ ConfigContext::ConfigContext(const ModelContext& m, const ParallelConfig& config
   p2p_s = config.pp > 1
               ? ::shardplan::simulator::p2p_s(act, cross, tp * config.cp * config.dp, m.cluster.hardware, per_node)
               : 0.0;
+  set_zero_units();
+}
+
+void ConfigContext::set_zero_units() {
+  const auto& c = *cfg;
+  const auto& hw = mc->cluster.hardware;
+  const bool lora = mc->lora.enabled();
+  if (c.zero_stage < 2 || (shard <= 1 && expert_shard <= 1)) return;
+  // Each micro-batch's gradients of a unit are packed into one flat bucket (zero-filled, then
+  // copied) for the reduce-scatter, whose shard is added into the kept one: 3w per gradient
+  // element plus 3w per shard element, unit by unit (shardrun's FlatGroup::take_grads;
+  // DeepSpeed's stage-2 bucket copies).
+  auto pack_s = [&](double elements, double n) {
+    return elements > 0 ? memory_time_s(env, 3 * param_bytes * elements * (1 + 1 / n)) : 0.0;
+  };
+  ZeroUnits& z = zero_units;
+  z.pack_block = pack_s(block_trainable, shard) + pack_s(expert_trainable, expert_shard);
+  z.pack_dense = pack_s(dense_block_trainable, shard);
+  if (!lora) z.pack_embedding = pack_s(embedding_params, shard), z.pack_head = pack_s(head_params, shard);
+  if (c.zero_stage != 3) return;
+  // An MoE block gathers its dense part over the data-parallel shard group and its experts over
+  // the expert data-parallel one.
+  z.gather_block = all_gather_s(block_gather_bytes, shard_group, hw, per_node) +
+                   all_gather_s(expert_gather_bytes, expert_dp_group, hw, per_node);
+  z.gather_dense = all_gather_s(param_bytes * dense_block_params, shard_group, hw, per_node);
+  z.scatter_block = reduce_scatter_s(param_bytes * block_trainable, shard_group, hw, per_node) +
+                    reduce_scatter_s(param_bytes * expert_trainable, expert_dp_group, hw, per_node);
+  z.scatter_dense = reduce_scatter_s(param_bytes * dense_block_trainable, shard_group, hw, per_node);
+  z.gather_embedding = all_gather_s(param_bytes * embedding_params, shard_group, hw, per_node);
+  z.gather_head = all_gather_s(param_bytes * head_params, shard_group, hw, per_node);
 }
 
 int dense_layers_in_chunk(const ModelSpec& m, const ParallelConfig& cfg, int chunk, int stage) {
@@ -197,17 +227,10 @@ ChunkTime chunk_time(const ConfigContext& c, const ChunkShape& sh) {
 
   const bool lora = c.mc->lora.enabled();
   const bool sharded = c.shard > 1 || c.expert_shard > 1;
-  if (cfg.zero_stage >= 2 && sharded) {
-    // Each micro-batch's gradients of a unit are packed into one flat bucket (zero-filled, then
-    // copied) for the reduce-scatter, whose shard is added into the kept one: 3w per gradient
-    // element plus 3w per shard element, unit by unit (shardrun's FlatGroup::take_grads;
-    // DeepSpeed's stage-2 bucket copies).
-    auto pack_s = [&](double elements, double shard = 0) {
-      return elements > 0 ? memory_time_s(c.env, 3 * c.param_bytes * elements * (1 + 1 / (shard > 0 ? shard : c.shard))) : 0.0;
-    };
-    double pack = moe_layers * (pack_s(c.block_trainable) + pack_s(c.expert_trainable, c.expert_shard)) +
-                  dense * pack_s(c.dense_block_trainable);
-    if (!lora) pack += (sh.embedding ? pack_s(c.embedding_params) : 0) + (sh.head ? pack_s(c.head_params) : 0);
+  const ConfigContext::ZeroUnits& z = c.zero_units;
+  if (cfg.zero_stage >= 2 && sharded) {  // gradient bucket copies (ConfigContext::set_zero_units)
+    double pack = moe_layers * z.pack_block + dense * z.pack_dense;
+    pack += (sh.embedding ? z.pack_embedding : 0) + (sh.head ? z.pack_head : 0);
     t.backward_s += pack;
     t.bwd_compute_s += pack;  // memory-bound work of the engine, on the compute stream
   }
@@ -223,15 +246,9 @@ ChunkTime chunk_time(const ConfigContext& c, const ChunkShape& sh) {
     // part over the data-parallel shard group and its experts over the expert data-parallel one;
     // a chunk's dense blocks and MoE blocks are averaged into one per-block figure.
     auto per_block = [&](double moe_s, double dense_s) { return L > 0 ? (moe_layers * moe_s + dense * dense_s) / L : moe_s; };
-    const double g = per_block(all_gather_s(c.block_gather_bytes, c.shard_group, hw, c.per_node) +
-                                   all_gather_s(c.expert_gather_bytes, c.expert_dp_group, hw, c.per_node),
-                               all_gather_s(c.param_bytes * c.dense_block_params, c.shard_group, hw, c.per_node));
-    const double rs = per_block(reduce_scatter_s(c.param_bytes * c.block_trainable, c.shard_group, hw, c.per_node) +
-                                    reduce_scatter_s(c.param_bytes * c.expert_trainable, c.expert_dp_group, hw, c.per_node),
-                                reduce_scatter_s(c.param_bytes * c.dense_block_trainable, c.shard_group, hw, c.per_node));
-    double edge = 0;
-    if (sh.embedding) edge += all_gather_s(c.param_bytes * c.embedding_params, c.shard_group, hw, c.per_node);
-    if (sh.head) edge += all_gather_s(c.param_bytes * c.head_params, c.shard_group, hw, c.per_node);
+    const double g = per_block(z.gather_block, z.gather_dense);
+    const double rs = per_block(z.scatter_block, z.scatter_dense);
+    const double edge = (sh.embedding ? z.gather_embedding : 0) + (sh.head ? z.gather_head : 0);
     const double ov = hw.node.intra.compute_overlap;  // CPU ranks under MPI: nothing hides
     const double fwd_hidden = ov * std::min(g, c.block.forward_total_s());
     const double block_bwd = L > 0 ? (recomputed * c.block.backward_total_s() +
@@ -276,6 +293,7 @@ ChunkTime chunk_time(const ConfigContext& c, const ChunkShape& sh) {
   }
   return t;
 }
+
 
 namespace {
 

@@ -2,6 +2,8 @@
 // The per-configuration model shared by the fast estimate and the full simulation: what each
 // pipeline chunk costs per micro-batch, what each stage holds in memory, and the data-parallel
 // / ZeRO communication at the end of a step. Allocation-free.
+#include <array>
+
 #include "layer_cost.hpp"
 #include "parallel_config.hpp"
 #include "prediction.hpp"
@@ -22,6 +24,19 @@ struct ModelContext {
   std::vector<LinearDesc> expert_linears;
   ParameterCounts counts;
   int64_t lora_params_per_layer = 0;
+};
+
+struct ChunkTime {
+  double forward_s = 0;
+  double backward_s = 0;
+  double stored_bytes = 0;       // per micro-batch, kept until backward
+  // Breakdown (one micro-batch):
+  double fwd_compute_s = 0, bwd_compute_s = 0, recompute_s = 0, tp_comm_s = 0;
+  double cp_comm_s = 0, ep_comm_s = 0;  // exposed context-parallel and expert-parallel exchanges
+  double dp_exposed_s = 0, dp_total_s = 0, offload_exposed_s = 0;
+  double sync_wait_s = 0;  // waiting at collectives for the slowest rank
+  // Summing chunks of one stage.
+  ChunkTime& operator+=(const ChunkTime& o);
 };
 
 // Everything derived from one ParallelConfig; cheap to build.
@@ -63,10 +78,21 @@ struct ConfigContext {
   // compute (the profile's skew scaled to the largest group that synchronises inside that pass).
   double sync_skew_fwd = 0, sync_skew_bwd = 0;
 
+  // Per-unit ZeRO work of one micro-batch, the same for every chunk (precomputed: the search
+  // evaluates many chunk shapes per context). "block": the repeated (MoE or dense) block,
+  // experts included; "dense": an MoE model's first dense blocks.
+  struct ZeroUnits {
+    double pack_block = 0, pack_dense = 0, pack_embedding = 0, pack_head = 0;  // ZeRO >= 2 bucket copies
+    double gather_block = 0, gather_dense = 0, gather_embedding = 0, gather_head = 0;  // ZeRO-3 prefetch
+    double scatter_block = 0, scatter_dense = 0;
+  } zero_units;
+
   ConfigContext(const ModelContext& mc, const ParallelConfig& cfg);
+
 
  private:
   void set_sync_skew(double two_rank_fraction);
+  void set_zero_units();
 };
 
 struct ChunkShape {
@@ -80,18 +106,6 @@ struct ChunkShape {
 // ones (0 for dense models: every block is `block`).
 int dense_layers_in_chunk(const ModelSpec& m, const ParallelConfig& cfg, int chunk, int stage);
 
-struct ChunkTime {
-  double forward_s = 0;
-  double backward_s = 0;
-  double stored_bytes = 0;       // per micro-batch, kept until backward
-  // Breakdown (one micro-batch):
-  double fwd_compute_s = 0, bwd_compute_s = 0, recompute_s = 0, tp_comm_s = 0;
-  double cp_comm_s = 0, ep_comm_s = 0;  // exposed context-parallel and expert-parallel exchanges
-  double dp_exposed_s = 0, dp_total_s = 0, offload_exposed_s = 0;
-  double sync_wait_s = 0;  // waiting at collectives for the slowest rank
-  // Summing chunks of one stage.
-  ChunkTime& operator+=(const ChunkTime& o);
-};
 
 ChunkTime chunk_time(const ConfigContext& c, const ChunkShape& shape);
 
