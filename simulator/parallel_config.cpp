@@ -137,7 +137,8 @@ void check_experts(const ModelSpec& m, ParallelConfig& cfg) {
   if (cfg.etp < 0) bad("--etp", "expected an integer >= 1");
   if (!m.is_moe()) {
     if (cfg.ep > 1) bad("--ep", "expected 1: model '" + m.name + "' has no experts");
-    if (cfg.etp != 0 && cfg.etp != cfg.tp) bad("--etp", "expected --tp's value: model '" + m.name + "' has no experts");
+    // A dense model has no expert layers: etp is meaningless and follows tp (a plan edited to a
+    // new tp keeps its old expert_tensor_parallel; it is not an error).
     cfg.etp = cfg.tp;
     if (cfg.moe_capacity_factor != 0) bad("--moe-capacity-factor", "expected 0: model '" + m.name + "' has no experts");
     return;

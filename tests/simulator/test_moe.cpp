@@ -198,6 +198,10 @@ TEST(Moe, BadInputIsOneLineNamingTheField) {
   cfg = moe_config(c, 2, 1);
   EXPECT_NE(refusal(load_model("mistral-7b"), c, cfg).find("--ep: expected 1: model 'mistral-7b' has no experts"),
             std::string::npos);
+  // A dense plan whose tp was edited keeps its old expert_tensor_parallel: ignored, not refused.
+  ParallelConfig dense = config(c, 2, 1, 1, 1, 64, 4096);
+  dense.etp = 8;
+  EXPECT_EQ(refusal(load_model("mistral-7b"), c, dense), "");
   for (const std::string& s : {refusal(m, c, moe_config(c, 3, 1))}) EXPECT_EQ(s.find('\n'), std::string::npos);
   ModelSpec bad = moe_model();
   bad.moe.top_k = 9;
