@@ -47,9 +47,8 @@ std::vector<int> cp_degrees(const sim::ModelSpec& m, const SearchSpace& sp, int 
   for (int cp : sp.context_parallel) {
     if (cp < 1 || (D / tp) % cp) continue;
     if (cp > 1) {
-      const int chunks = sp.cp_kind == sim::CpKind::ring && m.kind == sim::ModelKind::decoder ? 2 * cp : cp;
-      if (sp.seq_len % chunks || sp.attention != sim::AttentionKind::flash) continue;
-      if (sp.cp_kind == sim::CpKind::all_to_all && (m.num_heads % (tp * cp) || m.num_kv_heads % (tp * cp))) continue;
+      if (sp.seq_len % sim::cp_sequence_chunks(m, cp, sp.cp_kind) || sp.attention != sim::AttentionKind::flash) continue;
+      if (sp.cp_kind == sim::CpKind::all_to_all && !sim::cp_heads_divide(m, tp, cp)) continue;
     }
     out.push_back(cp);
   }

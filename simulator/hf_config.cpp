@@ -119,21 +119,8 @@ ModelSpec qwen_moe(const nlohmann::json& j, const JsonContext& ctx, bool qwen3) 
 // n_shared_experts x moe_intermediate_size shared. The multi-token-prediction layers
 // (num_nextn_predict_layers) are not instantiated by DeepseekV3ForCausalLM and are ignored.
 ModelSpec deepseek_v3(const nlohmann::json& j, const JsonContext& ctx) {
-  ModelSpec m;
+  ModelSpec m = llama(j, ctx);  // Llama's fields and layout; attention replaced by MLA below
   m.family = "deepseek";
-  m.hidden = get_positive_int(j, "hidden_size", ctx);
-  m.ffn_hidden = get_positive_int(j, "intermediate_size", ctx);
-  m.num_layers = get_positive_int(j, "num_hidden_layers", ctx);
-  m.num_heads = get_positive_int(j, "num_attention_heads", ctx);
-  m.num_kv_heads = get_int_or(j, "num_key_value_heads", m.num_heads, ctx);
-  m.vocab_size = get_positive_int(j, "vocab_size", ctx);
-  m.max_positions = get_positive_int(j, "max_position_embeddings", ctx);
-  m.tied_embeddings = get_bool_or(j, "tie_word_embeddings", false, ctx);
-  m.qkv_bias = m.out_proj_bias = get_bool_or(j, "attention_bias", false, ctx);
-  m.ffn_kind = FfnKind::swiglu;
-  m.norm_kind = NormKind::rmsnorm;
-  m.positional = PositionalKind::rotary;
-  m.attention_dropout = get_number_or(j, "attention_dropout", 0.0, ctx);
   m.mla.q_lora_rank = get_int_or(j, "q_lora_rank", 0, ctx);  // null: q_proj straight from the hidden state
   if (m.mla.q_lora_rank < 0) ctx.fail("q_lora_rank", "an integer > 0 or null");
   m.mla.kv_lora_rank = get_positive_int(j, "kv_lora_rank", ctx);

@@ -438,7 +438,8 @@ PartCost block_cost(const CostEnv& env) {
   c.tp_comm_forward_s = tp_comm;
   c.tp_comm_backward_s = tp_comm_bwd;
   if (env.cp > 1) {
-    const CpComm cp = cp_attention_comm(env, flash_attention_time(env));
+    // The attention core alone, timed above (context parallelism runs the flash kernel only).
+    const CpComm cp = cp_attention_comm(env, AttentionTime{fwd_attn_core.fwd_s, fwd_attn_core.bwd_s});
     c.cp_comm_forward_s = cp.forward_s;
     c.cp_comm_backward_s = cp.backward_s;
   }

@@ -119,14 +119,14 @@ void check_lora(const ModelSpec& m, const ParallelConfig& cfg) {
 // balancing); fused attention only (Megatron-Core and torchtitan run CP through TE / SDPA kernels).
 void check_context(const ModelSpec& m, const ParallelConfig& cfg) {
   if (cfg.cp == 1) return;
-  const int chunks = cfg.cp_kind == CpKind::ring && m.kind == ModelKind::decoder ? 2 * cfg.cp : cfg.cp;
+  const int chunks = cp_sequence_chunks(m, cfg.cp, cfg.cp_kind);
   if (cfg.seq_len % (chunks * (cfg.sequence_parallel ? cfg.tp : 1)) != 0)
     bad("--cp", "expected --seq-len (" + str(cfg.seq_len) + ") divisible by " + str(chunks) +
                     (cfg.sequence_parallel && cfg.tp > 1 ? " x tp" : "") + " (" +
                     (chunks == 2 * cfg.cp ? "2 chunks per rank for causal load balancing" : "one chunk per rank") +
                     "), got cp " + str(cfg.cp));
   if (cfg.attention != AttentionKind::flash) bad("--cp", "expected --attention flash with it (context parallel attention runs fused kernels)");
-  if (cfg.cp_kind == CpKind::all_to_all && (m.num_heads % (cfg.tp * cfg.cp) != 0 || m.num_kv_heads % (cfg.tp * cfg.cp) != 0))
+  if (cfg.cp_kind == CpKind::all_to_all && !cp_heads_divide(m, cfg.tp, cfg.cp))
     bad("--cp-kind", "all_to_all needs tp x cp (" + str(cfg.tp * cfg.cp) + ") to divide the model's " +
                          str(m.num_heads) + " heads and " + str(m.num_kv_heads) + " key/value heads; expected ring");
 }

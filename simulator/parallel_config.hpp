@@ -98,6 +98,15 @@ inline constexpr double kNf4BytesPerWeight = 0.5 + 1.0 / 64 + 4.0 / (64 * 256);
 enum class CpKind { ring, all_to_all };
 const char* to_string(CpKind k);
 std::optional<CpKind> cp_kind_from_string(const std::string& name);
+// The chunks context parallelism cuts a sequence into: 2cp for ring attention on a causal model
+// (causal load balancing: rank i holds chunks i and 2cp-1-i), else one per rank.
+inline int cp_sequence_chunks(const ModelSpec& m, int cp, CpKind kind) {
+  return kind == CpKind::ring && m.kind == ModelKind::decoder ? 2 * cp : cp;
+}
+// Ulysses gives each rank a/(tp x cp) query heads and g/(tp x cp) key/value heads.
+inline bool cp_heads_divide(const ModelSpec& m, int tp, int cp) {
+  return m.num_heads % (tp * cp) == 0 && m.num_kv_heads % (tp * cp) == 0;
+}
 
 struct LoraConfig {
   int rank = 0;  // 0 = full fine-tuning / pre-training

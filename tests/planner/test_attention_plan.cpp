@@ -16,6 +16,7 @@
 #include "simulator/errors.hpp"
 #include "simulator/evaluator.hpp"
 #include "simulator/prediction_json.hpp"
+#include "support/plan_of.hpp"
 #include "support/temp_dir.hpp"
 
 namespace shardplan::planner {
@@ -24,9 +25,6 @@ namespace {
 namespace sim = shardplan::simulator;
 
 Plan plan_with(sim::AttentionKind kind) {
-  Plan p;
-  p.model = sim::load_model("llama2-7b");
-  p.cluster = sim::ClusterSpec{sim::load_hardware("p4de.24xlarge"), 1, 0};
   sim::ParallelConfig c;
   c.tp = 2;
   c.dp = 4;
@@ -35,10 +33,7 @@ Plan plan_with(sim::AttentionKind kind) {
   c.global_batch_size = 8;
   c.seq_len = 4096;
   c.attention = kind;
-  sim::validate_config(p.model, p.cluster, c);
-  p.config = c;
-  p.prediction = sim::simulate(p.model, p.cluster, c);
-  return p;
+  return shardplan::testing::plan_of("llama2-7b", "p4de.24xlarge", 1, c);
 }
 
 bool has(const std::vector<std::string>& v, const std::string& x) {

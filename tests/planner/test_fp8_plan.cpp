@@ -12,6 +12,7 @@
 #include "planner/plan.hpp"
 #include "planner/search.hpp"
 #include "simulator/evaluator.hpp"
+#include "support/plan_of.hpp"
 #include "support/temp_dir.hpp"
 
 namespace shardplan::planner {
@@ -54,9 +55,6 @@ TEST(Fp8Plan, SearchTriesFp8OnlyWhereTheDeviceHasIt) {
 }
 
 Plan fp8_plan(bool param_gather) {
-  Plan p;
-  p.model = sim::load_model("llama2-7b");
-  p.cluster = sim::ClusterSpec{sim::load_hardware("p5.48xlarge"), 1, 0};
   sim::ParallelConfig c;
   c.tp = 2;
   c.dp = 4;
@@ -66,10 +64,7 @@ Plan fp8_plan(bool param_gather) {
   c.seq_len = 4096;
   c.fp8 = sim::Fp8Recipe::delayed;
   c.fp8_param_gather = param_gather;
-  sim::validate_config(p.model, p.cluster, c);
-  p.config = c;
-  p.prediction = sim::simulate(p.model, p.cluster, c);
-  return p;
+  return shardplan::testing::plan_of("llama2-7b", "p5.48xlarge", 1, c);
 }
 
 bool has(const std::vector<std::string>& v, const std::string& x) { return std::find(v.begin(), v.end(), x) != v.end(); }

@@ -4,6 +4,7 @@
 #include <gtest/gtest.h>
 
 #include "support/run_command.hpp"
+#include "support/plan_of.hpp"
 #include "support/temp_dir.hpp"
 #include <sys/stat.h>
 #include <sys/wait.h>
@@ -35,20 +36,14 @@ using nlohmann::json;
 
 Plan make_plan(const std::function<void(sim::ParallelConfig&)>& edit, const char* hw = "gaudi2-hls2",
                int nodes = 1) {
-  Plan p;
-  p.model = sim::load_model("llama2-70b");
-  p.cluster = sim::ClusterSpec{sim::load_hardware(hw), nodes, 0};
   sim::ParallelConfig c;
   c.tp = 8;
   c.pp = 1;
-  c.dp = p.cluster.devices() / 8;
+  c.dp = sim::ClusterSpec{sim::load_hardware(hw), nodes, 0}.devices() / 8;
   c.micro_batch_size = 1;
   c.seq_len = 4096;
   edit(c);
-  sim::validate_config(p.model, p.cluster, c);
-  p.prediction = sim::simulate(p.model, p.cluster, c);
-  p.config = c;
-  return p;
+  return shardplan::testing::plan_of("llama2-70b", hw, nodes, c);
 }
 
 Plan default_plan() {

@@ -12,6 +12,7 @@
 #include "planner/plan.hpp"
 #include "planner/search.hpp"
 #include "simulator/evaluator.hpp"
+#include "support/plan_of.hpp"
 #include "support/temp_dir.hpp"
 
 namespace shardplan::planner {
@@ -91,9 +92,6 @@ TEST(ContextParallelPlan, LongSequencesSearchCpAndRequireHolds) {
 }
 
 Plan moe_cp_plan() {
-  Plan p;
-  p.model = sim::load_model("deepseek-v3");
-  p.cluster = sim::ClusterSpec{sim::load_hardware("p5.48xlarge"), 32, 0};  // 256 GPUs
   sim::ParallelConfig c;
   c.tp = 2;
   c.pp = 8;
@@ -108,10 +106,7 @@ Plan moe_cp_plan() {
   c.seq_len = 8192;
   c.partition = {7, 7, 8, 8, 8, 8, 8, 7};
   c.cp_kind = sim::CpKind::ring;
-  sim::validate_config(p.model, p.cluster, c);
-  p.config = c;
-  p.prediction = sim::simulate(p.model, p.cluster, c);
-  return p;
+  return shardplan::testing::plan_of("deepseek-v3", "p5.48xlarge", 32, c);  // 256 GPUs
 }
 
 std::string value_after(const std::vector<std::string>& args, const std::string& flag) {

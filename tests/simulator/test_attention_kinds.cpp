@@ -12,6 +12,7 @@
 #include "simulator/errors.hpp"
 #include "simulator/prediction_json.hpp"
 #include "simulator/step_model.hpp"
+#include "support/block_env.hpp"
 #include "support/sim_config.hpp"
 
 namespace shardplan::simulator {
@@ -21,29 +22,8 @@ using testing::cluster;
 using testing::config;
 using testing::run;
 
-// The stored-activation bytes of one block on one tp rank, for one attention kind.
-struct BlockEnv {
-  ModelSpec m;
-  ClusterSpec c;
-  std::vector<LinearDesc> linears;
-  std::vector<char> mask;
-  BlockEnv(const char* model, const char* hw) : m(load_model(model)), c(cluster(hw, 1)) {
-    linears = m.block_linears();
-    mask.assign(linears.size(), 0);
-  }
-  CostEnv env(AttentionKind kind, int tp, int s, int b, Recompute r = Recompute::none) const {
-    ParallelConfig cfg;
-    cfg.tp = tp;
-    cfg.seq_len = s;
-    cfg.micro_batch_size = b;
-    cfg.recompute = r;
-    cfg.attention = kind;
-    return make_cost_env(m, c, cfg, linears, mask, BlockGroups{GroupPlacement{tp, 1, tp}, {}, {}, {}});
-  }
-  double bytes(AttentionKind kind, int tp, int s, int b, Recompute r = Recompute::none) const {
-    return block_activation_bytes(env(kind, tp, s, b, r), r);
-  }
-};
+using testing::BlockEnv;
+
 
 // Korthikanti et al. 2022, §4.1, op by op (bf16, e = 2), generalised to GQA, SwiGLU and
 // dropout-free models: everything one block stores under eager attention without recompute.

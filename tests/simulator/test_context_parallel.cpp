@@ -3,6 +3,8 @@
 // cp, ZeRO sharding over dp x cp, composition with TP/SP/PP/ZeRO, and one-line refusals.
 #include <gtest/gtest.h>
 
+#include "support/input_error.hpp"
+
 #include <string>
 
 #include "simulator/context_parallel.hpp"
@@ -13,18 +15,12 @@
 namespace shardplan::simulator {
 namespace {
 
+using testing::refusal;
+
 using testing::cluster;
 using testing::config;
 using testing::run;
 
-std::string refusal(const ModelSpec& m, const ClusterSpec& c, ParallelConfig cfg) {
-  try {
-    validate_config(m, c, cfg);
-  } catch (const InputError& e) {
-    return e.what();
-  }
-  return "";
-}
 
 // dp x cp = the cluster's devices at tp 1.
 ParallelConfig cp_config(const ClusterSpec& c, int cp, CpKind kind, int seq = 32768) {

@@ -4,6 +4,8 @@
 // closed forms; FP8 parameter gathers move fewer bytes; profiles and configs round-trip.
 #include <gtest/gtest.h>
 
+#include "support/input_error.hpp"
+
 #include <string>
 
 #include "simulator/errors.hpp"
@@ -13,19 +15,13 @@
 namespace shardplan::simulator {
 namespace {
 
+using testing::refusal;
+
 using testing::cluster;
 using testing::config;
 using testing::linear_weights;
 using testing::run;
 
-std::string refusal(const ModelSpec& m, const ClusterSpec& c, ParallelConfig cfg) {
-  try {
-    validate_config(m, c, cfg);
-  } catch (const InputError& e) {
-    return e.what();
-  }
-  return "";
-}
 
 TEST(Fp8, RefusedWithoutFp8TensorCoresOrInFp32) {
   const ModelSpec m = load_model("llama2-7b");

@@ -5,6 +5,8 @@
 
 #include <gtest/gtest.h>
 
+#include "support/input_error.hpp"
+
 #include "support/temp_dir.hpp"
 #include <unistd.h>
 
@@ -25,25 +27,14 @@
 namespace shardplan::simulator {
 namespace {
 
+using testing::input_error_of;
+
 namespace fs = std::filesystem;
 
 std::string profile_path(const std::string& name) {
   return data_dir() + "/hardware_profiles/" + name + ".json";
 }
 
-template <typename F>
-std::string input_error_of(F&& f) {
-  try {
-    f();
-  } catch (const InputError& e) {
-    return e.what();
-  } catch (const std::exception& e) {
-    ADD_FAILURE() << "expected InputError, got another exception: " << e.what();
-    return {};
-  }
-  ADD_FAILURE() << "expected InputError, nothing was thrown";
-  return {};
-}
 
 bool contains(const std::string& s, const std::string& part) { return s.find(part) != std::string::npos; }
 

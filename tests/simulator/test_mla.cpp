@@ -4,6 +4,7 @@
 #include <gtest/gtest.h>
 
 #include "simulator/layer_cost.hpp"
+#include "support/block_env.hpp"
 #include "support/sim_config.hpp"
 
 namespace shardplan::simulator {
@@ -12,39 +13,30 @@ namespace {
 using testing::cluster;
 using testing::config;
 
-struct Env {
-  ModelSpec m;
-  ClusterSpec c;
-  std::vector<LinearDesc> linears;
-  std::vector<char> mask;
-  CostEnv env;
-  Env(ModelSpec model, int tp) : m(std::move(model)), c(cluster("p5.48xlarge", 1)) {
-    linears = m.block_linears();
-    mask.assign(linears.size(), 0);
-    ParallelConfig cfg = config(c, tp, 1, 1, 1, 8, 4096);
-    env = make_cost_env(m, c, cfg, linears, mask, BlockGroups{GroupPlacement{tp, 1, tp}, {}, {}, {}});
-  }
-};
+using testing::BlockEnv;
+
+constexpr int kSeq = 4096;
+
 
 TEST(Mla, AttentionFlopsUseQueryKeyAndValueHeadWidths) {
   const ModelSpec m = load_model("deepseek-v3");
   ASSERT_TRUE(m.mla.enabled());
   ASSERT_EQ(m.head_dim, 192);  // 128 without rotation + 64 rotary
   for (int tp : {1, 2, 8}) {
-    const Env e(m, tp);
-    const double s = 4096, heads = 128.0 / tp;
+    const BlockEnv e(m, "p5.48xlarge");
+    const double s = kSeq, heads = 128.0 / tp;
     // Q K^T over 192 dims and P V over 128, 2 FLOPs per multiply-add.
-    EXPECT_DOUBLE_EQ(attention_flops(e.env).model_forward, 2.0 * heads * s * s * (192 + 128));
+    EXPECT_DOUBLE_EQ(attention_flops(e.env(AttentionKind::flash, tp, kSeq, 1)).model_forward, 2.0 * heads * s * s * (192 + 128));
   }
 }
 
 TEST(Mla, StoredLatentsFollowTheClosedForm) {
   ModelSpec half = load_model("deepseek-v3");
   half.mla.q_lora_rank = 768;
-  const Env full(load_model("deepseek-v3"), 1), smaller(half, 1);
-  const double M = 4096, e = 2;
+  const BlockEnv full("deepseek-v3", "p5.48xlarge"), smaller(half, "p5.48xlarge");
+  const double M = kSeq, e = 2;
   // The q latent and its norm's input: 2 x e x M x (1536 - 768) more with the wider latent.
-  EXPECT_DOUBLE_EQ(block_activation_bytes(full.env, Recompute::none) - block_activation_bytes(smaller.env, Recompute::none),
+  EXPECT_DOUBLE_EQ(full.bytes(AttentionKind::flash, 1, kSeq, 1) - smaller.bytes(AttentionKind::flash, 1, kSeq, 1),
                    2 * e * M * (1536 - 768));
   // Values are 128 wide per head: the output projection reads a x 128, not a x 192.
   EXPECT_EQ(load_model("deepseek-v3").attn_out_dim(), 128 * 128);

@@ -7,6 +7,8 @@
 
 #include <gtest/gtest.h>
 
+#include "support/input_error.hpp"
+
 #include "support/temp_dir.hpp"
 #include <unistd.h>
 
@@ -27,27 +29,13 @@
 namespace shardplan::simulator {
 namespace {
 
+using testing::input_error_of;
+using testing::card_path;
+using testing::hf_path;
+
 namespace fs = std::filesystem;
 
-std::string card_path(const std::string& name) { return data_dir() + "/models/" + name + ".json"; }
-std::string hf_path(const std::string& stem) {
-  return std::string(SHARDPLAN_TEST_DATA_DIR) + "/hf/" + stem + ".config.json";
-}
 
-// Message of the InputError `f` throws ("" and a test failure when it throws nothing else).
-template <typename F>
-std::string input_error_of(F&& f) {
-  try {
-    f();
-  } catch (const InputError& e) {
-    return e.what();
-  } catch (const std::exception& e) {
-    ADD_FAILURE() << "expected InputError, got another exception: " << e.what();
-    return {};
-  }
-  ADD_FAILURE() << "expected InputError, nothing was thrown";
-  return {};
-}
 
 using shardplan::testing::TempDir;
 

@@ -4,6 +4,8 @@
 // term, FLOPs independent of the layout, dense-first blocks, and one-line refusals.
 #include <gtest/gtest.h>
 
+#include "support/input_error.hpp"
+
 #include <cmath>
 #include <string>
 
@@ -15,6 +17,8 @@
 
 namespace shardplan::simulator {
 namespace {
+
+using testing::refusal;
 
 using testing::cluster;
 using testing::config;
@@ -32,14 +36,6 @@ ModelSpec moe_model(int experts = 8, int top_k = 2) {
   return m;
 }
 
-std::string refusal(const ModelSpec& m, const ClusterSpec& c, ParallelConfig cfg) {
-  try {
-    validate_config(m, c, cfg);
-  } catch (const InputError& e) {
-    return e.what();
-  }
-  return "";
-}
 
 ParallelConfig moe_config(const ClusterSpec& c, int ep, int zero) {
   ParallelConfig cfg = config(c, 1, 1, zero, 1, 64, 4096);

@@ -5,6 +5,8 @@
 // rounding, how the parts add up, round trips through the card schema, and one-line input errors.
 #include <gtest/gtest.h>
 
+#include "support/input_error.hpp"
+
 #include <cmath>
 #include <cstdint>
 #include <map>
@@ -21,27 +23,13 @@
 namespace shardplan::simulator {
 namespace {
 
+using testing::input_error_of;
+using testing::card_path;
+using testing::hf_path;
+
 using shardplan::testing::TempDir;
 
-std::string card_path(const std::string& name) { return data_dir() + "/models/" + name + ".json"; }
-std::string hf_path(const std::string& stem) {
-  return std::string(SHARDPLAN_TEST_DATA_DIR) + "/hf/" + stem + ".config.json";
-}
 
-// Message of the InputError `f` throws ("" and a test failure when it throws nothing or another).
-template <typename F>
-std::string input_error_of(F&& f) {
-  try {
-    f();
-  } catch (const InputError& e) {
-    return e.what();
-  } catch (const std::exception& e) {
-    ADD_FAILURE() << "expected InputError, got another exception: " << e.what();
-    return {};
-  }
-  ADD_FAILURE() << "expected InputError, nothing was thrown";
-  return {};
-}
 
 // A one-line InputError naming `file` and the field `field` (quoted, as JsonContext writes it).
 void expect_field_error(const std::string& msg, const std::string& file, const std::string& field) {
