@@ -6,6 +6,7 @@
 #include "layer_cost.hpp"
 
 #include <algorithm>
+#include <array>
 
 #include "context_parallel.hpp"
 #include "errors.hpp"
@@ -111,6 +112,30 @@ double tp_all_reduce(const CostEnv& env, double bytes) {
 // the shorter that cannot overlap; the part beyond the GEMM's own time is exposed.
 double overlapped_comm_s(double comm_s, double gemm_s, double t) {
   return std::max(0.0, comm_s - gemm_s) + std::min(comm_s, gemm_s) / t;
+}
+
+// The SP region a block linear reads, in block order: attention in (0), attention out (1), MLP in
+// (2), MLP out (3); `rows_seen` counts the row-parallel linears before it and is advanced.
+int linear_region(const LinearDesc& lin, int& rows_seen) {
+  const int region = std::min(3, 2 * rows_seen + (lin.split == TpSplit::row ? 1 : 0));
+  if (lin.split == TpSplit::row) ++rows_seen;
+  return region;
+}
+
+// Which regions' inputs a block keeps for backward. A matmul keeps its input only to form its
+// weight's gradient (PyTorch's autograd saves mm's `self` only when `mat2` needs a gradient,
+// pytorch/pytorch#97575; Transformer Engine's Linear: backward_needs_input = weight.requires_grad).
+// So every input is kept in training, and under LoRA (base frozen) only where an adapter reads it
+// undropped (a dropped adapter keeps its own dropped copy, counted with the adapter).
+std::array<bool, 4> kept_linear_inputs(const CostEnv& env) {
+  if (!env.lora) return {true, true, true, true};
+  std::array<bool, 4> kept{};
+  int rows_seen = 0;
+  for (std::size_t i = 0; i < env.linears->size(); ++i) {
+    const int region = linear_region((*env.linears)[i], rows_seen);
+    if ((*env.lora_mask)[i] && env.lora_dropout == 0) kept[region] = true;
+  }
+  return kept;
 }
 
 // LoRA adapter on one linear: dropout(x) @ A^T @ B^T * alpha/r, added to the base output.
@@ -297,13 +322,16 @@ double block_activation_bytes(const CostEnv& env, Recompute recompute) {
   // tensor), unless LoRA adapters read the same input in 16-bit.
   const bool fp8_inputs = env.fp8 != Fp8Recipe::none && !env.lora;
   const double li = fp8_inputs ? 1.0 : e;                    // bytes per stored linear input
+  const std::array<bool, 4> kept = kept_linear_inputs(env);
+  const bool one_norm = m.norms_per_layer == 1;              // parallel residual: one norm feeds both
   double bytes = 0;
   bytes += e * M * h * rep;                                  // norm1 input
-  bytes += li * M * h * rep;                                 // qkv input (norm1 output)
+  if (kept[0] || (one_norm && kept[2])) bytes += li * M * h * rep;  // qkv input (norm1 output)
   bytes += e * M * (m.q_dim() + m.kv_dim()) / t;             // q, k for q @ k^T
   if (m.qk_norm) bytes += e * M * (m.q_dim() + m.kv_dim()) / t;  // q, k before their norms
   bytes += e * M * m.v_dim() / t;                            // v for p @ v
-  bytes += e * M * m.attn_out_dim() / t;                     // output projection input
+  // The output projection's input; flash attention keeps it anyway (its O, for backward's D).
+  if (kept[1] || env.attention == AttentionKind::flash) bytes += e * M * m.attn_out_dim() / t;
   if (fp8_inputs && env.attention == AttentionKind::flash) bytes += M * m.attn_out_dim() / t;  // O kept 16-bit for flash too
   if (fp8_inputs && env.attention == AttentionKind::eager) bytes -= (e - 1) * M * m.attn_out_dim() / t;
   if (m.mla.enabled()) {
@@ -322,12 +350,12 @@ double block_activation_bytes(const CostEnv& env, Recompute recompute) {
   }
   if (hidden_drop) bytes += M * h * rep;                     // attention residual dropout mask
   if (m.norms_per_layer == 2 && !m.parallel_residual) bytes += e * M * h * rep;  // norm2 input
-  if (m.norms_per_layer == 2) bytes += li * M * h * rep;     // MLP input (norm2 output)
+  if (m.norms_per_layer == 2 && kept[2]) bytes += li * M * h * rep;  // MLP input (norm2 output)
   if (env.moe) bytes += moe_activation_bytes(env);           // router, routed tokens, experts
   // The dense MLP, or the MoE block's shared expert (none: nothing more).
   const double f_local = (env.moe ? m.moe.shared_ffn_hidden : m.ffn_hidden) / t;
   bytes += (m.ffn_kind == FfnKind::swiglu ? 4.0 : 2.0) * e * M * f_local;  // activation in/out
-  bytes -= (e - li) * M * f_local;                           // the output (FC2's input) in FP8
+  bytes -= (kept[3] ? e - li : e) * M * f_local;             // the output (FC2's input): FP8, or not kept
   if (hidden_drop) bytes += M * h * rep;                     // MLP dropout mask
   if (env.lora) {
     for (std::size_t i = 0; i < env.linears->size(); ++i) {
@@ -357,8 +385,7 @@ PartCost block_cost(const CostEnv& env) {
   for (std::size_t i = 0; i < env.linears->size(); ++i) {
     const LinearDesc& lin = (*env.linears)[i];
     const double d_in = lin.d_in_local(t), d_out = lin.d_out_local(t);
-    const int region = std::min(3, 2 * rows_seen + (lin.split == TpSplit::row ? 1 : 0));
-    if (lin.split == TpSplit::row) ++rows_seen;
+    const int region = linear_region(lin, rows_seen);
     if (env.fp8 != Fp8Recipe::none) {
       // A column linear reads the replicated region; with SP it is cast on this rank's 1/t of
       // the tokens and all-gathered in FP8 (TE). Consecutive column linears over the same input

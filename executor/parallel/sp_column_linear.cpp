@@ -1,5 +1,7 @@
 #include "sp_column_linear.hpp"
 
+#include <algorithm>
+
 #include "executor/errors.hpp"
 #include "executor/model/autocast.hpp"
 #include "mappings.hpp"
@@ -17,7 +19,10 @@ struct SpColumnLinears : torch::autograd::Function<SpColumnLinears> {
     const auto dt = compute_dtype(x);
     const torch::Tensor xc = x.to(dt);                           // (B, S/t, in)
     const torch::Tensor xin = all_gather_dim(xc, *tp, 1);        // (B, S, in), not saved
-    variable_list saved{xc};
+    // The local input serves only the weights' gradients: none is kept when all are frozen (LoRA).
+    const bool wgrad = std::any_of(ws.begin(), ws.end(), [](const torch::Tensor& w) { return w.requires_grad(); });
+    variable_list saved{wgrad ? xc : torch::Tensor()};
+    ctx->saved_data["compute_dtype"] = static_cast<int64_t>(dt);
     variable_list ys;
     for (const torch::Tensor& w : ws) {
       saved.push_back(w);  // the parameter itself
@@ -33,9 +38,12 @@ struct SpColumnLinears : torch::autograd::Function<SpColumnLinears> {
     auto saved = ctx->get_saved_variables();
     Communicator& tp = *reinterpret_cast<Communicator*>(ctx->saved_data["comm"].toInt());
     const torch::Tensor& xc = saved[0];
-    const auto dt = xc.scalar_type();
-    const torch::Tensor xin = all_gather_dim(xc, tp, 1);                // (B, S, in), re-gathered
-    const torch::Tensor x2 = xin.reshape({-1, xin.size(-1)});          // (B*S, in)
+    const auto dt = static_cast<torch::ScalarType>(ctx->saved_data["compute_dtype"].toInt());
+    torch::Tensor x2;  // (B*S, in), re-gathered for the weights' gradients
+    if (xc.defined()) {
+      const torch::Tensor xin = all_gather_dim(xc, tp, 1);             // (B, S, in)
+      x2 = xin.reshape({-1, xin.size(-1)});
+    }
     const size_t n = saved.size() - 1;
     variable_list grads(n + 2);  // x, each weight, the communicator (none)
     torch::Tensor dx_full;                                               // (B, S, in) partial sums

@@ -13,22 +13,27 @@ struct ZeroLinear : torch::autograd::Function<ZeroLinear> {
   static torch::Tensor forward(AutogradContext* ctx, torch::Tensor x, torch::Tensor w) {
     const auto dt = compute_dtype(x);
     const torch::Tensor xc = x.to(dt);
-    ctx->save_for_backward({xc, w});  // w: the parameter itself (see header)
+    // The input serves only the weight's gradient: a frozen (LoRA base) weight keeps none, as
+    // PyTorch's own mm and Transformer Engine's Linear do (simulator/layer_cost.cpp).
+    const bool wgrad = w.requires_grad();
+    ctx->save_for_backward({wgrad ? xc : torch::Tensor(), w});  // w: the parameter itself (see header)
     ctx->saved_data["x_dtype"] = static_cast<int64_t>(x.scalar_type());
+    ctx->saved_data["compute_dtype"] = static_cast<int64_t>(dt);
     return torch::matmul(xc, w.to(dt).t());
   }
   static variable_list backward(AutogradContext* ctx, variable_list g) {
     auto saved = ctx->get_saved_variables();
     const torch::Tensor& xc = saved[0];
     const torch::Tensor& w = saved[1];
-    const torch::Tensor gy = g[0].to(xc.scalar_type());
+    const auto dt = static_cast<torch::ScalarType>(ctx->saved_data["compute_dtype"].toInt());
+    const torch::Tensor gy = g[0].to(dt);
     torch::Tensor dx, dw;
     if (ctx->needs_input_grad(0))
-      dx = torch::matmul(gy, w.to(xc.scalar_type()))
-               .to(static_cast<torch::ScalarType>(ctx->saved_data["x_dtype"].toInt()));
-    const torch::Tensor g2 = gy.reshape({-1, gy.size(-1)});  // (N, out)
-    if (ctx->needs_input_grad(1))  // frozen (LoRA base) weights skip their gradient GEMM
+      dx = torch::matmul(gy, w.to(dt)).to(static_cast<torch::ScalarType>(ctx->saved_data["x_dtype"].toInt()));
+    if (ctx->needs_input_grad(1)) {  // frozen (LoRA base) weights skip their gradient GEMM
+      const torch::Tensor g2 = gy.reshape({-1, gy.size(-1)});  // (N, out)
       dw = torch::matmul(g2.t(), xc.reshape({-1, xc.size(-1)})).to(w.scalar_type());  // (out, in)
+    }
     return {dx, dw};
   }
 };

@@ -6,6 +6,7 @@
 #include "executor/metrics/memory_accounting.hpp"
 #include "executor/model/parameter.hpp"
 #include "executor/parallel/layers.hpp"
+#include "executor/parallel/sp_column_linear.hpp"
 #include "executor/parallel/zero_linear.hpp"
 
 namespace shardplan::executor {
@@ -66,6 +67,54 @@ TEST(ZeroLinear, GradientsMatchAtenLinear) {
   EXPECT_TRUE(torch::allclose(x1.grad(), x2.grad()));
   EXPECT_TRUE(torch::allclose(w1.grad(), w2.grad()));
   EXPECT_TRUE(torch::allclose(b1.grad(), b2.grad()));
+}
+
+// Bytes a linear keeps alive for backward beyond its output, and the input's gradient: `linear`
+// applied to a non-leaf input that lives on only if the linear saves it.
+template <typename Linear>
+int64_t bytes_kept_for_backward(Linear&& linear, const torch::Tensor& x0, const torch::Tensor& g, torch::Tensor& dx) {
+  install_memory_accounting();
+  const int64_t before = current_tensor_bytes();
+  torch::Tensor y;
+  {
+    const torch::Tensor x = x0 * 2.0;  // scalar multiply: its backward saves nothing
+    y = linear(x);
+  }
+  const int64_t kept = current_tensor_bytes() - before - y.numel() * y.element_size();
+  dx = torch::autograd::grad({(y * g).sum()}, {x0})[0];
+  return kept;
+}
+
+// A frozen weight (the LoRA base) keeps no input for backward, a trainable one exactly its
+// input, as PyTorch's mm and TE's Linear do; the simulator counts the same (kept_linear_inputs).
+TEST(ZeroLinear, AFrozenWeightKeepsNoInput) {
+  torch::manual_seed(0);
+  const torch::Tensor x0 = torch::randn({2, 64, 32}).requires_grad_(), w0 = torch::randn({16, 32});
+  const torch::Tensor g = torch::randn({2, 64, 16});
+  const int64_t x_bytes = x0.numel() * x0.element_size();
+  torch::Tensor dx_frozen, dx_trained;
+  const torch::Tensor frozen = w0.clone(), trained = w0.clone().requires_grad_();
+  EXPECT_EQ(bytes_kept_for_backward([&](const torch::Tensor& x) { return zero_linear(x, frozen); }, x0, g, dx_frozen), 0);
+  EXPECT_EQ(bytes_kept_for_backward([&](const torch::Tensor& x) { return zero_linear(x, trained); }, x0, g, dx_trained),
+            x_bytes);
+  EXPECT_TRUE(torch::allclose(dx_frozen, dx_trained));
+  EXPECT_TRUE(torch::allclose(dx_frozen, 2.0 * torch::matmul(g, w0)));
+}
+
+// The sequence-parallel column linears keep their local input only when some weight trains.
+TEST(SpColumnLinears, FrozenWeightsKeepNoInput) {
+  torch::manual_seed(0);
+  SelfCommunicator tp;
+  const torch::Tensor x0 = torch::randn({2, 64, 32}).requires_grad_(), w0 = torch::randn({16, 32});
+  const torch::Tensor g = torch::randn({2, 64, 16});
+  torch::Tensor dx_frozen, dx_trained;
+  const torch::Tensor frozen = w0.clone(), trained = w0.clone().requires_grad_();
+  auto sp = [&](const torch::Tensor& w) {
+    return [&tp, w](const torch::Tensor& x) { return sp_column_linears(x, {w}, tp)[0]; };
+  };
+  EXPECT_EQ(bytes_kept_for_backward(sp(frozen), x0, g, dx_frozen), 0);
+  EXPECT_EQ(bytes_kept_for_backward(sp(trained), x0, g, dx_trained), x0.numel() * x0.element_size());
+  EXPECT_TRUE(torch::allclose(dx_frozen, dx_trained));
 }
 
 TEST(VocabParallelCrossEntropy, OneRankMatchesTorchCrossEntropyAndItsGradient) {

@@ -178,7 +178,7 @@ TEST(Lora, TrainableParametersAndFrozenBase) {
   EXPECT_NEAR(p.worst.lora, 16 * 80 * per_layer / 8, 1);
 }
 
-TEST(Lora, ActivationsStillNeededAndAdapterFlopsAdded) {
+TEST(Lora, FrozenMlpInputsDroppedAndAdapterFlopsAdded) {
   const ModelSpec m = load_model("llama2-7b");
   const ClusterSpec c = cluster("p4de.24xlarge", 1);
   ParallelConfig full = config(c, 1, 1, 1, 1, 8, 2048);
@@ -186,8 +186,9 @@ TEST(Lora, ActivationsStillNeededAndAdapterFlopsAdded) {
   lora.lora.rank = 16;
   lora.lora.targets = {"q_proj", "v_proj"};
   const Prediction pf = run(m, c, full), pl = run(m, c, lora);
-  // Backward through frozen weights still needs their inputs: activations do not shrink.
-  EXPECT_GE(pl.worst.activations, pf.worst.activations);
+  // The frozen MLP keeps no input for weight gradients (test_frozen_inputs.cpp has the closed
+  // form); the adapters' own outputs are far smaller.
+  EXPECT_LT(pl.worst.activations, pf.worst.activations);
   // No weight gradients for the base: less backward compute; adapters add forward FLOPs.
   EXPECT_LT(pl.time.backward_compute_s, pf.time.backward_compute_s);
   EXPECT_GT(pl.time.forward_compute_s, pf.time.forward_compute_s);
