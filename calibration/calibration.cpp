@@ -153,6 +153,9 @@ const std::vector<ParamSpec>& calibration_parameters() {
          for (double& p : hw.device.peak_flops) p *= v;
          scale_op_costs(hw, 1.0 / v, [](sim::OpKind k) { return k == sim::OpKind::attention_gemms; });
        }},
+      {"fp8_compute_scale", ParamKind::scale, "FP8 GEMM throughput: multiplies device.peak_TFLOPs.fp8",
+       {"device.peak_TFLOPs.fp8"}, [](const HW&) { return 1.0; },
+       [](HW& hw, double v) { hw.device.peak_fp8_flops *= v; }},
       {"memory_scale", ParamKind::scale,
        "memory-bound work: multiplies device.memory_bandwidth; divides the other measured op costs (device.op_costs)",
        {"device.memory_bandwidth_bytes_per_s", "device.op_costs"}, [](const HW&) { return 1.0; },

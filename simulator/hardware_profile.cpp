@@ -156,8 +156,8 @@ void scale_curve(EfficiencyCurve& c, double k) {
   for (double& v : c.efficiency) v *= k;
 }
 
-// "fitted": {"compute_efficiency_scale", "memory_efficiency_scale", "network_efficiency_scale",
-// "source", "applied"}: see FittedTerms. A resolved profile (to_json) says "applied": true.
+// "fitted": {"compute_efficiency_scale", "fp8_compute_efficiency_scale", "memory_efficiency_scale",
+// "network_efficiency_scale", "source", "applied"}: see FittedTerms. A resolved profile (to_json) says "applied": true.
 FittedTerms parse_fitted(const nlohmann::json& f, const JsonContext& ctx, bool* applied) {
   if (!f.is_object()) ctx.fail("fitted", "an object of fitted scales");
   const JsonContext fctx = ctx.child("fitted");
@@ -169,6 +169,7 @@ FittedTerms parse_fitted(const nlohmann::json& f, const JsonContext& ctx, bool* 
     return v;
   };
   t.compute_efficiency_scale = scale("compute_efficiency_scale");
+  t.fp8_compute_efficiency_scale = scale("fp8_compute_efficiency_scale");
   t.memory_efficiency_scale = scale("memory_efficiency_scale");
   t.network_efficiency_scale = scale("network_efficiency_scale");
   t.source = get_string(f, "source", fctx);
@@ -181,7 +182,7 @@ void apply_fitted(HardwareProfile& hw) {
   DeviceProfile& d = hw.device;
   scale_curve(d.gemm_efficiency, f.compute_efficiency_scale);
   for (auto& c : d.gemm_efficiency_by_precision) scale_curve(c, f.compute_efficiency_scale);
-  scale_curve(d.gemm_efficiency_fp8, f.compute_efficiency_scale);
+  scale_curve(d.gemm_efficiency_fp8, f.fp8_compute_efficiency_scale);
   for (auto& by_mask : d.flash_attention.by_mask)
     for (auto& hd : by_mask) {
       scale_curve(hd.forward, f.compute_efficiency_scale);
@@ -397,6 +398,7 @@ nlohmann::json to_json(const HardwareProfile& hw) {
   if (!busbw.empty()) j["node"]["intra_node"]["collective_busbw_bytes_per_s_by_bytes"] = busbw;
   if (hw.fitted.present)  // the curves above already carry the scales
     j["fitted"] = {{"compute_efficiency_scale", hw.fitted.compute_efficiency_scale},
+                   {"fp8_compute_efficiency_scale", hw.fitted.fp8_compute_efficiency_scale},
                    {"memory_efficiency_scale", hw.fitted.memory_efficiency_scale},
                    {"network_efficiency_scale", hw.fitted.network_efficiency_scale},
                    {"source", hw.fitted.source},

@@ -110,12 +110,15 @@ struct ResilienceProfile {
 
 // Terms fitted to measured runs (`shardplan calibrate`; the shipped GPU profiles carry a fit to
 // the public record, runs/published.json). Applied once at load on top of the datasheet-derived
-// curves: compute scales every GEMM and fused-attention efficiency curve, memory the memory-bound
-// efficiency curve, network the intra-node and network efficiencies (and measured bus-bandwidth
-// curves). The peaks stay the datasheet's, so MFU keeps its usual denominator.
+// curves: compute scales every 16-bit/fp32 GEMM and fused-attention efficiency curve, fp8_compute
+// the FP8 GEMM curve (its own term: FP8 GEMMs run through Transformer Engine's kernels, which
+// the 16-bit stacks' fit says nothing about), memory the memory-bound efficiency curve, network
+// the intra-node and network efficiencies (and measured bus-bandwidth curves). The peaks stay the
+// datasheet's, so MFU keeps its usual denominator.
 struct FittedTerms {
   bool present = false;
   double compute_efficiency_scale = 1.0;
+  double fp8_compute_efficiency_scale = 1.0;
   double memory_efficiency_scale = 1.0;
   double network_efficiency_scale = 1.0;
   std::string source;  // what it was fitted to, and its held-out error

@@ -153,7 +153,7 @@ Run add_calibrate_command(CLI::App& app) {
   cmd->add_option("--holdout", o->holdout,
                   "Runs kept out of the fit, comma-separated (default: every third run in name order; none: fit all)");
   cmd->add_option("--fit", o->fit,
-                  "Parameters to fit, comma-separated (default: compute_scale,memory_scale,comm_scale,"
+                  "Parameters to fit, comma-separated (default: compute_scale,fp8_compute_scale,memory_scale,comm_scale,"
                   "kernel_launch_us)");
   cmd->add_option("--max-iterations", o->max_iterations, "Levenberg-Marquardt iterations at most")
       ->check(CLI::PositiveNumber);

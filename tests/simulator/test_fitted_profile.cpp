@@ -28,6 +28,7 @@ HardwareProfile unfitted(const std::string& name, const TempDir& dir) {
   j.erase("fitted");
   j.erase("base");
   j["sources"].erase("fitted.compute_efficiency_scale");
+  j["sources"].erase("fitted.fp8_compute_efficiency_scale");
   return load_hardware_file(dir.write_json(name + "-unfitted.json", j));
 }
 
@@ -58,10 +59,17 @@ TEST(FittedProfile, AppliedOnceToTheCurvesNotThePeaks) {
     EXPECT_NEAR(fitted.device.flash_attention.at(true, 128, 4096, false),
                 k * plain.device.flash_attention.at(true, 128, 4096, false), 1e-12);
   EXPECT_DOUBLE_EQ(fitted.device.memory_efficiency.at(1e8), plain.device.memory_efficiency.at(1e8));
+  // The FP8 GEMM curve moves with its own term only (the 16-bit fit says nothing about TE's FP8 GEMMs).
+  const double k8 = fitted.fitted.fp8_compute_efficiency_scale;
+  ASSERT_NE(k8, k);
+  for (double x : {1e9, 1e11, 1e12})
+    EXPECT_NEAR(fitted.device.gemm_efficiency_fp8.at(x), k8 * plain.device.gemm_efficiency_fp8.at(x), 1e-12) << x;
   // Resolved and read back (as a plan embeds it): the same curves, not scaled a second time.
   const HardwareProfile back = hardware_from_json(to_json(fitted), "plan.json");
   EXPECT_TRUE(back.fitted.present);
   EXPECT_NEAR(back.device.gemm_efficiency.at(1e11), fitted.device.gemm_efficiency.at(1e11), 1e-15);
+  EXPECT_NEAR(back.device.gemm_efficiency_fp8.at(1e11), fitted.device.gemm_efficiency_fp8.at(1e11), 1e-15);
+  EXPECT_DOUBLE_EQ(back.fitted.fp8_compute_efficiency_scale, k8);
   // Per-run overrides re-read the file: still applied once.
   const HardwareProfile over =
       load_hardware_with_overrides("p5.48xlarge", {{"network", {{"bandwidth_Gbps", 1600}}}}, "runs.json");
