@@ -16,6 +16,11 @@ mkdir -p "$OUT"
 echo "==> shardplan validate --suite published (shipped profiles)"
 "$SP" validate --suite published --json "$OUT/validate.json" --plot "$OUT/validate.svg"
 
+# Held out: NeMo 24.07 table rows nothing is fitted to (runs/heldout-nemo-24.07.json).
+echo
+echo "==> shardplan validate --runs runs/heldout-nemo-24.07.json (held out)"
+"$SP" validate --runs runs/heldout-nemo-24.07.json --json "$OUT/heldout.json" | sed -n '/^source/,/^all/p'
+
 # The protocol of the shipped fits (hardware_profiles/p4d.24xlarge.json, p5.48xlarge.json "fitted"):
 # one term, compute_scale, every 16-bit run of the GPU family (the FP8 runs, MLPerf and NeMo, are
 # left out of it: they have their own term, below).

@@ -32,6 +32,22 @@ TEST(CliRuns, PublishedSuiteValidatesWithOneRowPerRunAndStatisticsPerSource) {
   EXPECT_TRUE(std::filesystem::file_size(svg) > 1000);
 }
 
+// The held-out file (NeMo 24.07 rows nothing is fitted to): every run names no published run
+// and simulates, with one row each.
+TEST(CliRuns, HeldOutNemoRowsAreNotInThePublishedSuiteAndAllSimulate) {
+  TempDir tmp;
+  const std::string file = repo_root() + "/runs/heldout-nemo-24.07.json", out = tmp.file("heldout.json");
+  const RunResult r = run_shardplan({"validate", "--runs", file, "--json", out});
+  ASSERT_EQ(r.exit_code, 0) << r;
+  std::set<std::string> published;
+  for (const auto& run : read_json(repo_root() + "/runs/published.json")["runs"])
+    published.insert(run["name"].get<std::string>());
+  const json held = read_json(file), j = read_json(out);
+  ASSERT_EQ(j["runs"].size(), held["runs"].size());
+  for (const auto& run : held["runs"]) EXPECT_EQ(published.count(run["name"].get<std::string>()), 0u) << run["name"];
+  for (const auto& row : j["runs"]) EXPECT_GT(row["predicted"]["tokens_per_second"].get<double>(), 0) << row.dump();
+}
+
 TEST(CliRuns, ValidateOnlySelectsAsCalibrateDoes) {
   // Run names, sources, profiles and name prefixes ending in '*', as calibrate --only takes them.
   TempDir tmp;
