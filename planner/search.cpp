@@ -176,6 +176,7 @@ bool run_block(Shared& sh, const Block& b, detail::ThreadState& ts) {
   cfg.lora = sp.lora;
   cfg.mixed_precision = sp.mixed_precision;
   cfg.attention = sp.attention;
+  cfg.fusion = sp.fusion;
   cfg.rank_order = sp.rank_order;
   cfg.memory_headroom = sh.constraints->memory_headroom;
   const bool even = m.num_layers % b.pp == 0;

@@ -53,6 +53,8 @@ struct SearchSpace {
   // Fixed, not searched: the kind the user's framework runs (`--attention`); flash by default,
   // what Megatron-Core, torchtitan, DeepSpeed, FSDP and Hugging Face use on GPUs today.
   simulator::AttentionKind attention = simulator::AttentionKind::flash;
+  // Fixed, not searched: the kernels the user's framework fuses (`--fusion`); eager by default.
+  simulator::Fusion fusion = simulator::Fusion::eager;
   // Fixed, not searched: the framework overlaps SP's collectives with the GEMMs (Megatron-Core
   // --tp-comm-overlap); applies to the points with sequence parallelism.
   bool tp_comm_overlap = false;

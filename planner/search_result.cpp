@@ -190,6 +190,7 @@ sim::ParallelConfig config_of(const Point& p, const sim::ModelSpec& m, const Sea
   cfg.lora = space.lora;
   cfg.mixed_precision = space.mixed_precision;
   cfg.attention = space.attention;
+  cfg.fusion = space.fusion;
   cfg.cp_kind = space.cp_kind;
   cfg.tp_comm_overlap = space.tp_comm_overlap && cfg.sequence_parallel;
   cfg.rank_order = space.rank_order;

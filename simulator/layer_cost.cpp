@@ -24,10 +24,17 @@ struct Acc {
   double kernel_recompute_flops = 0;  // recomputed inside a backward kernel (flash: S = Q K^T)
 };
 
+// The GEMM time of a linear's n output columns: its own GEMM, or its share of one `fused_n`
+// columns wide (a fused projection, Fusion::megatron), each at its precision's rate.
+double linear_gemm_s(const CostEnv& env, double m, double k, double n, double fused_n, bool fp8) {
+  auto time = [&](double cols) { return fp8 ? fp8_gemm_time_s(env, m, k, cols) : gemm_time_s(env, m, k, cols); };
+  return fused_n > n ? time(fused_n) * (n / fused_n) : time(n);
+}
+
 // A linear layer: forward GEMM, backward dgrad (+ wgrad when the weight trains). Returns the
-// forward GEMM's time.
-double linear(const CostEnv& env, Acc& a, double m, double k, double n, bool trainable) {
-  const double t = gemm_time_s(env, m, k, n);
+// forward GEMM's time. `fused_n`: the width of the fused GEMM it runs in (0: none).
+double linear(const CostEnv& env, Acc& a, double m, double k, double n, bool trainable, double fused_n = 0) {
+  const double t = linear_gemm_s(env, m, k, n, fused_n, false);
   const double flops = 2.0 * m * k * n;
   a.fwd_s += t;
   a.fwd_flops += flops;
@@ -51,8 +58,9 @@ double fp8_cast_bytes(const CostEnv& env, double elements, double read_bytes) {
 // fused QKV or gate/up projection does), the output gradient's in backward, the weight's once per
 // cached step. The delayed recipe's amax all-reduce (one small buffer per micro-batch) is
 // asynchronous in TE and not timed. Returns the forward GEMM's time.
-double fp8_linear(const CostEnv& env, Acc& a, double m, double k, double n, bool trainable, double input_elements) {
-  const double t = fp8_gemm_time_s(env, m, k, n);
+double fp8_linear(const CostEnv& env, Acc& a, double m, double k, double n, bool trainable, double input_elements,
+                  double fused_n = 0) {
+  const double t = linear_gemm_s(env, m, k, n, fused_n, true);
   const double flops = 2.0 * m * k * n;
   a.fwd_s += t + env.fp8_weight_casts * memory_time_s(env, fp8_cast_bytes(env, k * n, env.fp8_weight_bytes));
   if (input_elements > 0) a.fwd_s += memory_time_s(env, fp8_cast_bytes(env, input_elements, env.act_bytes));
@@ -136,6 +144,21 @@ std::array<bool, 4> kept_linear_inputs(const CostEnv& env) {
     if ((*env.lora_mask)[i] && env.lora_dropout == 0) kept[region] = true;
   }
   return kept;
+}
+
+// Under Fusion::megatron, the width of the fused GEMM linear i runs in: the consecutive column
+// linears over the same input (q, k, v -> linear_qkv; gate, up -> linear_fc1), summed on this tp
+// rank; 0 for a linear that runs alone.
+double fused_width(const CostEnv& env, std::size_t i) {
+  const std::vector<LinearDesc>& v = *env.linears;
+  if (env.fusion != Fusion::megatron || v[i].split != TpSplit::column) return 0.0;
+  auto joins = [&](std::size_t j) { return v[j].split == TpSplit::column && v[j].d_in == v[i].d_in; };
+  std::size_t first = i, last = i;
+  while (first > 0 && joins(first - 1)) --first;
+  while (last + 1 < v.size() && joins(last + 1)) ++last;
+  double width = 0;
+  for (std::size_t j = first; j <= last; ++j) width += v[j].d_out_local(env.tp);
+  return last > first ? width : 0.0;
 }
 
 // LoRA adapter on one linear: dropout(x) @ A^T @ B^T * alpha/r, added to the base output.
@@ -290,6 +313,7 @@ CostEnv make_cost_env(const ModelSpec& m, const ClusterSpec& c, const ParallelCo
   env.tp_overlap = env.sp && cfg.tp_comm_overlap;
   env.recompute = cfg.recompute;
   env.attention = cfg.attention;
+  env.fusion = cfg.fusion;
   env.causal = m.kind == ModelKind::decoder;
   env.precision = cfg.precision;
   env.casts_weights = cfg.casts_weights();
@@ -354,7 +378,10 @@ double block_activation_bytes(const CostEnv& env, Recompute recompute) {
   if (env.moe) bytes += moe_activation_bytes(env);           // router, routed tokens, experts
   // The dense MLP, or the MoE block's shared expert (none: nothing more).
   const double f_local = (env.moe ? m.moe.shared_ffn_hidden : m.ffn_hidden) / t;
-  bytes += (m.ffn_kind == FfnKind::swiglu ? 4.0 : 2.0) * e * M * f_local;  // activation in/out
+  // Activation in/out: SwiGLU eager keeps gate, up, silu(gate) and the product (FC2's input);
+  // fused, the fc1 output [gate|up] and the product (silu recomputed); GELU its input and output.
+  const bool fused_swiglu = m.ffn_kind == FfnKind::swiglu && env.fusion == Fusion::megatron;
+  bytes += (m.ffn_kind == FfnKind::swiglu ? (fused_swiglu ? 3.0 : 4.0) : 2.0) * e * M * f_local;
   bytes -= (kept[3] ? e - li : e) * M * f_local;             // the output (FC2's input): FP8, or not kept
   if (hidden_drop) bytes += M * h * rep;                     // MLP dropout mask
   if (env.lora) {
@@ -394,9 +421,9 @@ PartCost block_cost(const CostEnv& env) {
       const bool shared = lin.split == TpSplit::column && prev != nullptr && prev->split == TpSplit::column &&
                           prev->d_in == lin.d_in;
       const double input = shared ? 0.0 : M * d_in * (lin.split == TpSplit::column ? rep : 1.0);
-      region_gemm_s[region] += fp8_linear(env, a, M, d_in, d_out, !frozen, input);
+      region_gemm_s[region] += fp8_linear(env, a, M, d_in, d_out, !frozen, input, fused_width(env, i));
     } else {
-      region_gemm_s[region] += linear(env, a, M, d_in, d_out, !frozen);
+      region_gemm_s[region] += linear(env, a, M, d_in, d_out, !frozen, fused_width(env, i));
     }
     weight_cast(env, a, d_in * d_out, !frozen);
     if (env.nf4_base) {  // QLoRA: the NF4 weight dequantised to 16-bit for forward and for dgrad
@@ -420,7 +447,9 @@ PartCost block_cost(const CostEnv& env) {
     model_op(env, a, OpKind::rotary, qk, 2 * e * qk * frac);
   }
   const bool swiglu = m.ffn_kind == FfnKind::swiglu;
-  const double act = swiglu ? 5.0 : 2.0;  // silu + mul, or gelu: r/w
+  // silu then mul (eager: r/w gate, r gate-act and up, w out), one fused kernel (r gate and up,
+  // w out), or gelu (r/w)
+  const double act = swiglu ? (env.fusion == Fusion::megatron ? 3.0 : 5.0) : 2.0;
   const double f_mlp = static_cast<double>(env.moe ? m.moe.shared_ffn_hidden : m.ffn_hidden);  // dense MLP or shared expert
   if (f_mlp > 0) model_op(env, a, swiglu ? OpKind::swiglu : OpKind::gelu_tanh, M * f_mlp / t, act * e * M * f_mlp / t);
   MoeLayerCost moe;

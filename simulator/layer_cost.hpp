@@ -32,6 +32,7 @@ struct CostEnv {
   bool tp_overlap = false;      // SP collectives pipelined with the GEMMs (tp_comm_overlap)
   Recompute recompute = Recompute::none;
   AttentionKind attention = AttentionKind::flash;
+  Fusion fusion = Fusion::eager;  // Megatron-Core fuses q/k/v and gate/up GEMMs and SwiGLU
   bool causal = true;           // decoder: causal mask (a fused kernel skips the masked blocks)
   Precision precision = Precision::bf16;
   bool casts_weights = false;   // autocast mixed precision: fp32 weights cast per use

@@ -225,6 +225,14 @@ std::optional<AttentionKind> attention_kind_from_string(const std::string& name)
   return std::nullopt;
 }
 
+const char* to_string(Fusion f) { return f == Fusion::megatron ? "megatron" : "eager"; }
+
+std::optional<Fusion> fusion_from_string(const std::string& name) {
+  for (Fusion f : {Fusion::eager, Fusion::megatron})
+    if (name == to_string(f)) return f;
+  return std::nullopt;
+}
+
 const char* to_string(Zero3Fetch f) { return f == Zero3Fetch::per_tensor_sync ? "per_tensor_sync" : "prefetch"; }
 
 std::optional<Zero3Fetch> zero3_fetch_from_string(const std::string& name) {

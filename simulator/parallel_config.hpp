@@ -40,6 +40,18 @@ const char* to_string(AttentionKind k);
 // The kind named `name` ("flash" | "eager"); nullopt for anything else.
 std::optional<AttentionKind> attention_kind_from_string(const std::string& name);
 
+// Which kernels the framework fuses around a block's linears (fixed by the framework, not searched):
+//   eager     one GEMM per projection as the card names them (HF q_proj, k_proj, v_proj; gate_proj,
+//             up_proj) and SwiGLU as silu then multiply, each keeping its input for backward:
+//             Hugging Face, torchtitan without compile, shardrun; the default.
+//   megatron  Megatron-Core's layers: q, k, v as one GEMM (linear_qkv) and gate, up as one
+//             (linear_fc1 with gated_linear_unit), each timed at the fused GEMM's size; SwiGLU as
+//             one kernel that keeps only the fc1 output and recomputes silu in backward
+//             (megatron/core/fusions/fused_bias_swiglu.py). NeMo, MLPerf's Megatron runs.
+enum class Fusion { eager, megatron };
+const char* to_string(Fusion f);
+std::optional<Fusion> fusion_from_string(const std::string& name);
+
 // FP8 training (Micikevicius et al. 2022, "FP8 Formats for Deep Learning"; NVIDIA Transformer
 // Engine): the transformer blocks' linear layers run their GEMMs in FP8 (e4m3 forward, e5m2
 // gradients: the "hybrid" format), everything else (attention core, norms, LM head, optimizer,
@@ -153,6 +165,7 @@ struct ParallelConfig {
   Precision precision = Precision::bf16;
   MixedPrecision mixed_precision = MixedPrecision::master_weights;
   AttentionKind attention = AttentionKind::flash;
+  Fusion fusion = Fusion::eager;
   Fp8Recipe fp8 = Fp8Recipe::none;
   // The block linears' weights are held in FP8 (no 16-bit copy) and gathered in FP8 by the
   // sharded optimizer (Megatron --fp8-param-gather; FSDP2 float8 all-gather): needs fp8 and ZeRO.

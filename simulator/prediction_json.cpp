@@ -34,6 +34,7 @@ nlohmann::json to_json(const ParallelConfig& c) {
       {"precision", to_string(c.precision)},
       {"mixed_precision", to_string(c.mixed_precision)},
       {"attention", to_string(c.attention)},
+      {"fusion", to_string(c.fusion)},
       {"fp8", to_string(c.fp8)},
       {"fp8_param_gather", c.fp8_param_gather},
       {"zero3_fetch", to_string(c.zero3_fetch)},
@@ -109,6 +110,8 @@ ParallelConfig config_from_json(const nlohmann::json& j, const std::string& sour
   // Absent in plans written before attention kinds existed: the default (flash).
   c.attention = enum_field(j, "attention", ctx,
                            {{"flash", AttentionKind::flash}, {"eager", AttentionKind::eager}}, AttentionKind::flash);
+  // Absent in plans written before fusion kinds existed: eager (what they were simulated with).
+  c.fusion = enum_field(j, "fusion", ctx, {{"eager", Fusion::eager}, {"megatron", Fusion::megatron}}, Fusion::eager);
   // Absent in plans written before FP8 existed: none.
   c.fp8 = enum_field(j, "fp8", ctx,
                      {{"none", Fp8Recipe::none}, {"delayed", Fp8Recipe::delayed},

@@ -89,6 +89,11 @@ sim::MixedPrecision parse_mixed_precision(const std::string& s) {
   throw sim::InputError("--mixed-precision: expected master_weights or autocast, got '" + s + "'");
 }
 
+sim::Fusion parse_fusion(const std::string& s) {
+  if (const auto f = sim::fusion_from_string(s)) return *f;
+  throw sim::InputError("--fusion: expected eager or megatron, got '" + s + "'");
+}
+
 sim::AttentionKind parse_attention(const std::string& s) {
   if (const auto k = sim::attention_kind_from_string(s)) return *k;
   throw sim::InputError("--attention: expected flash or eager, got '" + s + "'");
@@ -147,6 +152,7 @@ std::pair<sim::ClusterSpec, sim::ParallelConfig> parse_config_spec(const std::st
   cfg.lora = space.lora;
   cfg.mixed_precision = space.mixed_precision;
   cfg.attention = space.attention;
+  cfg.fusion = space.fusion;
   cfg.cp_kind = space.cp_kind;
   cfg.rank_order = space.rank_order;
   cfg.memory_headroom = c.memory_headroom;

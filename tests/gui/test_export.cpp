@@ -41,6 +41,7 @@ PlanRequest lora_request() {
   r.nodes = "1-2";
   r.mixed_precision = "autocast";  // fp32 weights: a different memory model, both sides must carry it
   r.attention = "eager";           // s x s scores stored: likewise
+  r.fusion = "megatron";           // fused projections and SwiGLU: likewise
   return r;
 }
 
