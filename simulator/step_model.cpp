@@ -275,6 +275,18 @@ ChunkTime chunk_time(const ConfigContext& c, const ChunkShape& sh) {
     t.dp_exposed_s += exposed;
     t.dp_total_s += rs;
   }
+  if (cfg.fusion == Fusion::eager && cfg.zero_stage <= 1 && cfg.micro_batches() > 1) {
+    // Gradient accumulation: eager PyTorch keeps the first micro-batch's weight gradients as they
+    // are and adds each later one into .grad (AccumulateGrad: both read, one written); Megatron-Core
+    // accumulates inside the weight-gradient GEMM (gradient_accumulation_fusion). ZeRO-2/3 reduce
+    // every micro-batch instead (the bucket copies above). Averaged over the step's micro-batches.
+    double grads = moe_layers * (c.block_trainable + c.expert_trainable) + dense * c.dense_block_trainable;
+    if (!lora) grads += (sh.embedding ? c.embedding_params : 0) + (sh.head ? c.head_params : 0);
+    const double m = cfg.micro_batches();
+    const double accumulate = (m - 1) / m * memory_time_s(c.env, 3 * c.param_bytes * grads);
+    t.backward_s += accumulate;
+    t.bwd_compute_s += accumulate;
+  }
   if (c.sync_skew_fwd > 0 || c.sync_skew_bwd > 0) {
     // Every collective waits for the slowest rank: the compute between collectives, times the
     // profile's skew fraction (two ranks), scaled to the group (ConfigContext::set_sync_skew).

@@ -1,6 +1,8 @@
 #include "ops.hpp"
 
 #include <cmath>
+#include <utility>
+#include <vector>
 
 namespace shardplan::executor {
 
@@ -54,14 +56,36 @@ struct Softmax32 : torch::autograd::Function<Softmax32> {
 
 }  // namespace
 
-// RoPE, rotate-half form (Su et al. 2021 "RoFormer", §3.4; Hugging Face Llama).
-torch::Tensor rotary(const torch::Tensor& x, int64_t rot) {
-  const int64_t S = x.size(2);
-  const auto opts = torch::TensorOptions().dtype(torch::kFloat).device(x.device());
+// The cos and sin tables of RoPE for S positions and `rot` dims, built once per (S, rot, dtype,
+// device) and thread, as Hugging Face's rotary embedding caches them: every layer's q and k (and
+// recomputed blocks) read the same tables instead of rebuilding them (eight small ops each).
+namespace {
+
+std::pair<torch::Tensor, torch::Tensor> rope_tables(int64_t S, int64_t rot, torch::ScalarType dt, torch::Device dev) {
+  struct Entry {
+    int64_t S, rot;
+    torch::ScalarType dt;
+    torch::Device dev;
+    torch::Tensor cos, sin;
+  };
+  thread_local std::vector<Entry> cache;
+  for (const Entry& e : cache)
+    if (e.S == S && e.rot == rot && e.dt == dt && e.dev == dev) return {e.cos, e.sin};
+  torch::NoGradGuard no_grad;
+  const auto opts = torch::TensorOptions().dtype(torch::kFloat).device(dev);
   const torch::Tensor inv_freq = torch::pow(10000.0, -torch::arange(0, rot, 2, opts) / static_cast<double>(rot));
   const torch::Tensor angles = torch::outer(torch::arange(S, opts), inv_freq);  // (S, rot/2)
   const torch::Tensor emb = torch::cat({angles, angles}, -1);                   // (S, rot)
-  const torch::Tensor cos = emb.cos().to(x.scalar_type()), sin = emb.sin().to(x.scalar_type());
+  if (cache.size() >= 8) cache.erase(cache.begin());  // a run uses one or two shapes
+  cache.push_back({S, rot, dt, dev, emb.cos().to(dt), emb.sin().to(dt)});
+  return {cache.back().cos, cache.back().sin};
+}
+
+}  // namespace
+
+// RoPE, rotate-half form (Su et al. 2021 "RoFormer", §3.4; Hugging Face Llama).
+torch::Tensor rotary(const torch::Tensor& x, int64_t rot) {
+  const auto [cos, sin] = rope_tables(x.size(2), rot, x.scalar_type(), x.device());
   const torch::Tensor xr = x.narrow(-1, 0, rot);
   const torch::Tensor x1 = xr.narrow(-1, 0, rot / 2), x2 = xr.narrow(-1, rot / 2, rot / 2);
   const torch::Tensor rotated = xr * cos + torch::cat({-x2, x1}, -1) * sin;

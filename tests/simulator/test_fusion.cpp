@@ -60,7 +60,7 @@ TEST(Fusion, FusedProjectionsAreNeverSlowerAndChangeNothingWithoutSeparateProjec
   EXPECT_DOUBLE_EQ(run(gpt, c, g).time.step_s, run(gpt, c, gf).time.step_s);
 }
 
-// GPT-J keeps q, k, v apart and a GELU MLP: fusion only joins q/k/v into one GEMM. On a flat GEMM
+// GPT-J keeps q, k, v apart and a GELU MLP: with one micro-batch, fusion only joins q/k/v. On a flat GEMM
 // curve with no per-kernel cost that is exactly the sum of its parts; on H100's measured curve
 // the wider GEMM is more efficient.
 TEST(Fusion, AFusedGemmGainsOnlyWhatTheEfficiencyCurveGives) {
@@ -68,11 +68,31 @@ TEST(Fusion, AFusedGemmGainsOnlyWhatTheEfficiencyCurveGives) {
   ClusterSpec flat = cluster("p5.48xlarge", 1);
   flat.hardware.device.gemm_efficiency = EfficiencyCurve{{0.0}, {0.5}};
   flat.hardware.device.kernel_launch_s = 0;
-  ParallelConfig cfg = config(flat, 2, 1, 1, 1, 8, 2048), fused = cfg;
+  ParallelConfig cfg = config(flat, 2, 1, 1, 1, 4, 2048), fused = cfg;  // one micro-batch: no accumulation
   fused.fusion = Fusion::megatron;
   EXPECT_NEAR(run(m, flat, fused).time.step_s, run(m, flat, cfg).time.step_s, 1e-12);
   const ClusterSpec h100 = cluster("p5.48xlarge", 1);
   EXPECT_LT(run(m, h100, fused).time.forward_compute_s, run(m, h100, cfg).time.forward_compute_s);
+}
+
+// Gradient accumulation over m micro-batches (ZeRO 0/1): eager PyTorch adds each later
+// micro-batch's gradients into .grad, a memory-bound pass over them (both read, one written);
+// Megatron-Core accumulates inside the weight-gradient GEMM. GPT-2 has nothing else to fuse.
+TEST(Fusion, EagerGradientAccumulationIsOneMemoryPassPerLaterMicroBatch) {
+  const ModelSpec m = load_model("gpt2-xl");
+  const ClusterSpec c = cluster("p4de.24xlarge", 1);
+  for (int micro_batches : {1, 2, 8}) {
+    ParallelConfig cfg = config(c, 1, 1, 1, 1, 8 * micro_batches, 1024), fused = cfg;  // dp 8, ZeRO-1
+    fused.fusion = Fusion::megatron;
+    const Prediction pe = run(m, c, cfg), pf = run(m, c, fused);
+    const std::vector<LinearDesc> linears = m.block_linears();
+    const std::vector<char> mask(linears.size(), 0);
+    const CostEnv env = make_cost_env(m, c, cfg, linears, mask, BlockGroups{GroupPlacement{1, 1, 1}, {}, {}, {}});
+    const double grad_bytes = 2.0 * static_cast<double>(pe.trainable_parameters);  // bf16 gradients
+    const double per_step = (micro_batches - 1) * memory_time_s(env, 3 * grad_bytes);
+    EXPECT_NEAR(pe.time.backward_compute_s - pf.time.backward_compute_s, per_step, 1e-9 + 1e-6 * per_step)
+        << micro_batches << " micro-batches";
+  }
 }
 
 TEST(Fusion, RoundTripsThroughPlanJsonAndDefaultsToEager) {
