@@ -40,8 +40,8 @@ TEST(CliRuns, HeldOutNemoRowsAreNotInThePublishedSuiteAndAllSimulate) {
   const RunResult r = run_shardplan({"validate", "--runs", file, "--json", out});
   ASSERT_EQ(r.exit_code, 0) << r;
   std::set<std::string> published;
-  for (const auto& run : read_json(repo_root() + "/runs/published.json")["runs"])
-    published.insert(run["name"].get<std::string>());
+  const json suite = read_json(repo_root() + "/runs/published.json");  // alive through the loop
+  for (const auto& run : suite["runs"]) published.insert(run["name"].get<std::string>());
   const json held = read_json(file), j = read_json(out);
   ASSERT_EQ(j["runs"].size(), held["runs"].size());
   for (const auto& run : held["runs"]) EXPECT_EQ(published.count(run["name"].get<std::string>()), 0u) << run["name"];
