@@ -8,28 +8,23 @@
 #include <vector>
 
 #include "simulator/layer_cost.hpp"
-#include "support/sim_config.hpp"
+#include "support/block_env.hpp"
 
 namespace shardplan::simulator {
 namespace {
 
-using testing::cluster;
+// One block with adapters of rank 16 on `targets` (none: full training) and its stored bytes.
+struct LoraBlock : testing::BlockEnv {
+  explicit LoraBlock(const char* model) : BlockEnv(model, "p4de.24xlarge") {}
 
-struct LoraBlock {
-  ModelSpec m;
-  ClusterSpec c = cluster("p4de.24xlarge", 1);
-  std::vector<LinearDesc> linears;
-  explicit LoraBlock(const char* model) : m(load_model(model)), linears(m.block_linears()) {}
-
-  // Stored bytes of one block with adapters of rank 16 on `targets` (none: full training).
-  double bytes(const std::vector<std::string>& targets, double dropout, AttentionKind kind, int tp, bool sp) const {
+  double bytes(const std::vector<std::string>& targets, double dropout, AttentionKind kind, int tp, bool sp) {
     ParallelConfig cfg;
     cfg.tp = tp;
     cfg.sequence_parallel = sp;
     cfg.seq_len = kSeq;
     cfg.micro_batch_size = kBatch;
     cfg.attention = kind;
-    std::vector<char> mask(linears.size(), 0);
+    mask.assign(linears.size(), 0);
     if (!targets.empty()) {
       cfg.lora.rank = kRank;
       cfg.lora.dropout = dropout;
@@ -37,8 +32,7 @@ struct LoraBlock {
       for (std::size_t i = 0; i < linears.size(); ++i)
         for (const std::string& t : targets) mask[i] = mask[i] || lora_target_matches(linears[i].module, t);
     }
-    const CostEnv env = make_cost_env(m, c, cfg, linears, mask, BlockGroups{GroupPlacement{tp, 1, tp}, {}, {}, {}});
-    return block_activation_bytes(env, Recompute::none);
+    return BlockEnv::bytes(cfg);
   }
   static constexpr int kSeq = 2048, kBatch = 2, kRank = 16;
   static constexpr double M = double(kSeq) * kBatch, e = 2.0;  // tokens, bf16 bytes
@@ -47,7 +41,7 @@ struct LoraBlock {
 // Llama (SwiGLU), flash attention: adapters on q and v read the norm1 output, which stays; the
 // frozen MLP keeps neither its input (the norm2 output) nor FC2's input (the gated product).
 TEST(FrozenInputs, FrozenMlpKeepsNeitherInput) {
-  const LoraBlock b("llama2-7b");
+  LoraBlock b("llama2-7b");
   const double h = b.m.hidden, f = b.m.ffn_hidden, r = LoraBlock::kRank, M = LoraBlock::M, e = LoraBlock::e;
   for (int tp : {1, 2}) {
     const double full = b.bytes({}, 0, AttentionKind::flash, tp, false);
@@ -58,7 +52,7 @@ TEST(FrozenInputs, FrozenMlpKeepsNeitherInput) {
 
 // Adapters on every linear keep every input: full training's block plus each adapter's A output.
 TEST(FrozenInputs, AdaptersEverywhereKeepEveryInput) {
-  const LoraBlock b("llama2-7b");
+  LoraBlock b("llama2-7b");
   const double M = LoraBlock::M, e = LoraBlock::e, r = LoraBlock::kRank;
   const std::vector<std::string> all{"q_proj", "k_proj", "v_proj", "o_proj", "gate_proj", "up_proj", "down_proj"};
   for (AttentionKind kind : {AttentionKind::flash, AttentionKind::eager}) {
@@ -69,7 +63,7 @@ TEST(FrozenInputs, AdaptersEverywhereKeepEveryInput) {
 
 // A dropped adapter keeps its own mask and dropped copy, so the shared input itself goes too.
 TEST(FrozenInputs, DroppedAdaptersKeepTheirOwnCopyOnly) {
-  const LoraBlock b("llama2-7b");
+  LoraBlock b("llama2-7b");
   const double h = b.m.hidden, f = b.m.ffn_hidden, r = LoraBlock::kRank, M = LoraBlock::M, e = LoraBlock::e;
   const double full = b.bytes({}, 0, AttentionKind::flash, 1, false);
   const double qv = b.bytes({"q_proj", "v_proj"}, 0.1, AttentionKind::flash, 1, false);
@@ -80,7 +74,7 @@ TEST(FrozenInputs, DroppedAdaptersKeepTheirOwnCopyOnly) {
 // Eager attention keeps p and v for p @ v, not its output: a frozen output projection without
 // adapter drops its input; flash attention keeps that tensor (its O) either way.
 TEST(FrozenInputs, EagerDropsTheOutputProjectionInputFlashKeepsO) {
-  const LoraBlock b("gpt2");
+  LoraBlock b("gpt2");
   const double h = b.m.hidden, f = b.m.ffn_hidden, r = LoraBlock::kRank, M = LoraBlock::M, e = LoraBlock::e;
   const double mlp = e * M * h + e * M * f;  // the frozen MLP's two inputs (GELU: FC2 reads gelu's output)
   const double adapter = e * M * r;
@@ -93,7 +87,7 @@ TEST(FrozenInputs, EagerDropsTheOutputProjectionInputFlashKeepsO) {
 // GPT-J's parallel residual feeds one norm's output to attention and the MLP: an adapter on
 // either keeps it.
 TEST(FrozenInputs, ParallelResidualSharesOneNormOutput) {
-  const LoraBlock b("gpt-j-6b");
+  LoraBlock b("gpt-j-6b");
   ASSERT_EQ(b.m.norms_per_layer, 1);
   const double h = b.m.hidden, f = b.m.ffn_hidden, r = LoraBlock::kRank, M = LoraBlock::M, e = LoraBlock::e;
   const double full = b.bytes({}, 0, AttentionKind::flash, 1, false);

@@ -7,7 +7,7 @@
 #include "simulator/errors.hpp"
 #include "simulator/layer_cost.hpp"
 #include "simulator/prediction_json.hpp"
-#include "support/sim_config.hpp"
+#include "support/block_env.hpp"
 
 namespace shardplan::simulator {
 namespace {
@@ -17,16 +17,12 @@ using testing::config;
 using testing::run;
 
 double block_bytes(const ModelSpec& m, Fusion f, int tp) {
-  const std::vector<LinearDesc> linears = m.block_linears();
-  const std::vector<char> mask(linears.size(), 0);
   ParallelConfig cfg;
   cfg.tp = tp;
   cfg.seq_len = 4096;
   cfg.micro_batch_size = 2;
   cfg.fusion = f;
-  const CostEnv env = make_cost_env(m, cluster("p5.48xlarge", 1), cfg, linears, mask,
-                                    BlockGroups{GroupPlacement{tp, 1, tp}, {}, {}, {}});
-  return block_activation_bytes(env, Recompute::none);
+  return testing::BlockEnv(m, "p5.48xlarge").bytes(cfg);
 }
 
 TEST(Fusion, FusedSwigluKeepsOneFfnTensorLessPerBlock) {

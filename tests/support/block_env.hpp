@@ -1,6 +1,7 @@
 #pragma once
 // One transformer block's cost environment on one tensor-parallel rank, for tests of the layer
-// cost model (attention kinds, MLA): a model, a one-node cluster, the block's linears.
+// cost model (attention kinds, MLA, frozen inputs, fusion): a model, a one-node cluster, the
+// block's linears.
 #include <utility>
 #include <vector>
 
@@ -20,6 +21,12 @@ struct BlockEnv {
     linears = m.block_linears();
     mask.assign(linears.size(), 0);
   }
+  // The block under `cfg` as given (its tp, sequence, micro-batch, kinds, LoRA; `mask` marks the
+  // adapted linears).
+  sim::CostEnv env(const sim::ParallelConfig& cfg) const {
+    return sim::make_cost_env(m, c, cfg, linears, mask,
+                              sim::BlockGroups{sim::GroupPlacement{cfg.tp, 1, cfg.tp}, {}, {}, {}});
+  }
   sim::CostEnv env(sim::AttentionKind kind, int tp, int s, int b, sim::Recompute r = sim::Recompute::none) const {
     sim::ParallelConfig cfg;
     cfg.tp = tp;
@@ -27,11 +34,12 @@ struct BlockEnv {
     cfg.micro_batch_size = b;
     cfg.recompute = r;
     cfg.attention = kind;
-    return sim::make_cost_env(m, c, cfg, linears, mask, sim::BlockGroups{sim::GroupPlacement{tp, 1, tp}, {}, {}, {}});
+    return env(cfg);
   }
   double bytes(sim::AttentionKind kind, int tp, int s, int b, sim::Recompute r = sim::Recompute::none) const {
     return sim::block_activation_bytes(env(kind, tp, s, b, r), r);
   }
+  double bytes(const sim::ParallelConfig& cfg) const { return sim::block_activation_bytes(env(cfg), cfg.recompute); }
 };
 
 }  // namespace shardplan::testing
