@@ -146,13 +146,6 @@ std::array<bool, 4> kept_linear_inputs(const CostEnv& env) {
   return kept;
 }
 
-// Whether block linears i and i + 1 are column-parallel neighbours over the same input (q, k, v;
-// gate, up): one input cast serves both under FP8, one GEMM under Fusion::megatron.
-bool share_input(const std::vector<LinearDesc>& v, std::size_t i) {
-  return i + 1 < v.size() && v[i].split == TpSplit::column && v[i + 1].split == TpSplit::column &&
-         v[i].d_in == v[i + 1].d_in;
-}
-
 // Under Fusion::megatron, the width of the fused GEMM linear i runs in: its run of neighbours over
 // the same input (q, k, v -> linear_qkv; gate, up -> linear_fc1), summed on this tp rank; 0 for a
 // linear that runs alone.
@@ -160,8 +153,8 @@ double fused_width(const CostEnv& env, std::size_t i) {
   const std::vector<LinearDesc>& v = *env.linears;
   if (env.fusion != Fusion::megatron) return 0.0;
   std::size_t first = i, last = i;
-  while (first > 0 && share_input(v, first - 1)) --first;
-  while (share_input(v, last)) ++last;
+  while (first > 0 && columns_share_input(v, first - 1)) --first;
+  while (columns_share_input(v, last)) ++last;
   double width = 0;
   for (std::size_t j = first; j <= last; ++j) width += v[j].d_out_local(env.tp);
   return last > first ? width : 0.0;
@@ -423,7 +416,7 @@ PartCost block_cost(const CostEnv& env) {
       // A column linear reads the replicated region; with SP it is cast on this rank's 1/t of
       // the tokens and all-gathered in FP8 (TE). Consecutive column linears over the same input
       // (q, k, v; gate, up) share one cast.
-      const bool shared = i > 0 && share_input(*env.linears, i - 1);
+      const bool shared = i > 0 && columns_share_input(*env.linears, i - 1);
       const double input = shared ? 0.0 : M * d_in * (lin.split == TpSplit::column ? rep : 1.0);
       region_gemm_s[region] += fp8_linear(env, a, M, d_in, d_out, !frozen, input, fused_width(env, i));
     } else {

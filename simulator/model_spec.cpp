@@ -94,6 +94,19 @@ std::vector<LinearDesc> bert_linears(const ModelSpec& m) {
 
 }  // namespace
 
+bool columns_share_input(const std::vector<LinearDesc>& v, std::size_t i) {
+  return i + 1 < v.size() && v[i].split == TpSplit::column && v[i + 1].split == TpSplit::column &&
+         v[i].d_in == v[i + 1].d_in;
+}
+
+bool has_fusable_layers(const ModelSpec& m) {
+  if (m.ffn_kind == FfnKind::swiglu) return true;
+  const std::vector<LinearDesc> v = m.block_linears();
+  for (std::size_t i = 0; i < v.size(); ++i)
+    if (columns_share_input(v, i)) return true;
+  return false;
+}
+
 bool lora_target_matches(const std::string& module, const std::string& target) {
   if (module == target) return true;
   return module.size() > target.size() && module.ends_with(target) &&

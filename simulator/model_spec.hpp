@@ -173,6 +173,11 @@ LoraTargetsResolved resolve_lora_targets(const ModelSpec& m, const std::vector<s
 int64_t lora_parameters_per_layer(const LoraTargetsResolved& t, int64_t rank);
 // Whether a PEFT target name selects `module` (exact, or a '.'-separated suffix).
 bool lora_target_matches(const std::string& module, const std::string& target);
+// Whether block linears i and i + 1 are column-parallel neighbours over the same input (q, k, v;
+// gate, up): one input cast serves both under FP8, one GEMM under Megatron-Core's fused layers.
+bool columns_share_input(const std::vector<LinearDesc>& linears, std::size_t i);
+// Whether Megatron-Core's fused layers change anything for `m`: projections that fuse, or SwiGLU.
+bool has_fusable_layers(const ModelSpec& m);
 
 // Validate shapes (positive sizes, heads divide hidden, kv heads divide heads, ...).
 // `source` names the file in error messages.

@@ -42,6 +42,7 @@ Plan make_plan(const std::function<void(sim::ParallelConfig&)>& edit, const char
   c.dp = sim::ClusterSpec{sim::load_hardware(hw), nodes, 0}.devices() / 8;
   c.micro_batch_size = 1;
   c.seq_len = 4096;
+  c.fusion = sim::Fusion::megatron;  // what Megatron-Core runs: its export needs no fusion note
   edit(c);
   return shardplan::testing::plan_of("llama2-70b", hw, nodes, c);
 }
@@ -539,6 +540,25 @@ TEST(MegatronExport, InterleavedGqaLlama) {
   EXPECT_TRUE(has_flag(a, "--use-distributed-optimizer"));
   EXPECT_FALSE(has_flag(a, "--decoder-first-pipeline-num-layers"));
   EXPECT_TRUE(megatron_notes(plan).empty());
+}
+
+// A plan simulated with eager layers says that Megatron-Core fuses them, where the model has
+// something to fuse (separate q/k/v or gate/up, SwiGLU); GPT-2's c_attn and GELU have nothing.
+TEST(MegatronExport, EagerLayersAreNotedWhereMegatronWouldFuseThem) {
+  auto mentions_fusion = [](const Plan& p) {
+    for (const auto& n : megatron_notes(p))
+      if (n.find("--fusion megatron") != std::string::npos) return true;
+    return false;
+  };
+  const Plan eager = make_plan([](sim::ParallelConfig& c) { c.fusion = sim::Fusion::eager; });
+  EXPECT_TRUE(mentions_fusion(eager));
+  EXPECT_NE(megatron_command_line(eager).find("# shardplan note: eager layers"), std::string::npos);
+  EXPECT_FALSE(mentions_fusion(default_plan()));
+  sim::ParallelConfig g;
+  g.dp = 8;
+  g.micro_batch_size = 1;
+  g.seq_len = 1024;
+  EXPECT_FALSE(mentions_fusion(shardplan::testing::plan_of("gpt2", "p4d.24xlarge", 1, g)));
 }
 
 // recompute_num_layers k: Megatron's block method, the first k layers of each stage recomputed.
