@@ -227,6 +227,12 @@ ChunkTime chunk_time(const ConfigContext& c, const ChunkShape& sh) {
 
   const bool lora = c.mc->lora.enabled();
   const bool sharded = c.shard > 1 || c.expert_shard > 1;
+  // Weight-gradient elements this chunk produces per micro-batch: its blocks' trainable weights
+  // (the routed experts' apart), the embedding and head unless LoRA freezes them.
+  const double expert_grads = moe_layers * c.expert_trainable;
+  const double dense_grads = moe_layers * c.block_trainable + dense * c.dense_block_trainable +
+                             (lora ? 0.0 : (sh.embedding ? c.embedding_params : 0) + (sh.head ? c.head_params : 0));
+  const double grads = dense_grads + expert_grads;
   const ConfigContext::ZeroUnits& z = c.zero_units;
   if (cfg.zero_stage >= 2 && sharded) {  // gradient bucket copies (ConfigContext::set_zero_units)
     double pack = moe_layers * z.pack_block + dense * z.pack_dense;
@@ -263,11 +269,7 @@ ChunkTime chunk_time(const ConfigContext& c, const ChunkShape& sh) {
     t.dp_total_s += L * (2 * g + rs) + 2 * edge;
   } else if (cfg.zero_stage == 2 && sharded) {
     // Gradients reduce-scattered every micro-batch, behind the backward (experts' over their group).
-    double grads = moe_layers * c.block_trainable + dense * c.dense_block_trainable;
-    if (!lora) grads += (sh.embedding ? c.embedding_params : 0) + (sh.head ? c.head_params : 0);
-    const double expert_grads = moe_layers * c.expert_trainable;
-    grads += expert_grads;
-    const double rs = reduce_scatter_s(c.param_bytes * (grads - expert_grads), c.shard_group, hw, c.per_node) +
+    const double rs = reduce_scatter_s(c.param_bytes * dense_grads, c.shard_group, hw, c.per_node) +
                       reduce_scatter_s(c.param_bytes * expert_grads, c.expert_dp_group, hw, c.per_node);
     const double exposed = std::max(rs * std::min(1.0, kBucketBytes / std::max(1.0, c.param_bytes * grads)),
                                     rs - hw.node.intra.compute_overlap * t.bwd_compute_s);
@@ -280,8 +282,6 @@ ChunkTime chunk_time(const ConfigContext& c, const ChunkShape& sh) {
     // are and adds each later one into .grad (AccumulateGrad: both read, one written); Megatron-Core
     // accumulates inside the weight-gradient GEMM (gradient_accumulation_fusion). ZeRO-2/3 reduce
     // every micro-batch instead (the bucket copies above). Averaged over the step's micro-batches.
-    double grads = moe_layers * (c.block_trainable + c.expert_trainable) + dense * c.dense_block_trainable;
-    if (!lora) grads += (sh.embedding ? c.embedding_params : 0) + (sh.head ? c.head_params : 0);
     const double m = cfg.micro_batches();
     const double accumulate = (m - 1) / m * memory_time_s(c.env, 3 * c.param_bytes * grads);
     t.backward_s += accumulate;
