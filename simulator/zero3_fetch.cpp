@@ -24,12 +24,19 @@ namespace shardplan::simulator {
 namespace {
 
 constexpr double kHostPerCollectiveS = 380e-6;  // DeepSpeed issue #1069: 130 us + 250 us
+// The Python loops over the group's n ranks that build the collective's list of views, per rank:
+// measured by `/usr/bin/python3 bench/zero3_host_loop.py` (Debian python3-torch 1.13, AMD EPYC,
+// 2026-11-25; 2.0 and 2.4 us, three runs within 0.1 us). Issue #1069's figures are for n = 8,
+// where these loops are 16-19 us; at 2,240 ranks they are 4.5-5.4 ms per collective.
+constexpr double kPyPerRankGatherS = 2.0e-6;  // narrow() + dist.get_rank(group) per rank
+constexpr double kPyPerRankReduceS = 2.4e-6;  // bounds + grad.view(-1).narrow() per rank
 
 // Everything of one blocking per-tensor collective except the wire time: the host's fixed cost,
-// one copy kernel per rank of the group and the memory traffic of the zeroed / copied buffer.
-double per_tensor_overhead_s(const ConfigContext& c, double bytes, double buffer_passes) {
+// per rank of the group the Python view loop and one copy kernel, and the memory traffic of the
+// zeroed / copied buffer.
+double per_tensor_overhead_s(const ConfigContext& c, double bytes, double buffer_passes, double py_per_rank_s) {
   const auto& hw = c.mc->cluster.hardware;
-  return kHostPerCollectiveS + c.shard * hw.device.kernel_launch_s + memory_time_s(c.env, buffer_passes * bytes);
+  return kHostPerCollectiveS + c.shard * (hw.device.kernel_launch_s + py_per_rank_s) + memory_time_s(c.env, buffer_passes * bytes);
 }
 
 }  // namespace
@@ -68,12 +75,12 @@ Zero3SyncTime per_tensor_sync_time(const ConfigContext& c, const ChunkShape& sh)
   // One fetch: memset of S, the all-gather, the n per-rank copies (S read and written).
   auto fetch = [&](double elements) {
     const double S = w * elements;
-    return per_tensor_overhead_s(c, S, 3.0) + all_gather_s(S, c.shard_group, hw, c.per_node);
+    return per_tensor_overhead_s(c, S, 3.0, kPyPerRankGatherS) + all_gather_s(S, c.shard_group, hw, c.per_node);
   };
   // One gradient reduce-scatter: the n-view flatten copy (S read and written), the collective.
   auto reduce = [&](double elements) {
     const double S = w * elements;
-    return per_tensor_overhead_s(c, S, 2.0) + reduce_scatter_s(S, c.shard_group, hw, c.per_node);
+    return per_tensor_overhead_s(c, S, 2.0, kPyPerRankReduceS) + reduce_scatter_s(S, c.shard_group, hw, c.per_node);
   };
   double fetch_block = 0, reduce_block = 0;
   for (const auto& p : block_param_tensors(*c.mc, c.cfg->tp)) {

@@ -1,6 +1,7 @@
 // ZeRO-3 fetched tensor by tensor, every collective blocking (zero3_fetch = per_tensor_sync,
 // DeepSpeed <= 0.4.0): the block's tensors against the parameter count, the cost growing with the
-// sharding group at a fixed per-rank batch (n copies per collective and a ring of n steps), nothing
+// sharding group at a fixed per-rank batch (n copies and n Python views per collective, a ring of
+// n steps), the host's view loop alone on an ideal network, nothing
 // hidden, the re-fetch of a fully recomputed block, a module rather than a unit gathered in
 // memory, the config check and the JSON round trip.
 #include <gtest/gtest.h>
@@ -91,6 +92,27 @@ TEST(Zero3Fetch, CostPerCollectiveGrowsWithTheShardingGroup) {
   // Roughly 12x more collectives per block (a GPT block has 12 tensors; biases and norms below the
   // persistence threshold are not fetched but their gradients are reduce-scattered).
   EXPECT_GT(sync_growth, 4.0 * unit_growth);
+}
+
+TEST(Zero3Fetch, EachRankCostsTheHostEvenOnAnIdealNetwork) {
+  // DeepSpeed builds each collective's list of n views in a Python loop: with free kernel
+  // launches and links of no latency and (nearly) unbounded bandwidth, a larger group still costs
+  // every collective more host time.
+  const ModelSpec m = load_model("gpt3-175b");
+  auto ideal = [](ClusterSpec c) {
+    c.hardware.device.kernel_launch_s = 0;
+    for (LinkProfile* link : {&c.hardware.node.intra, &c.hardware.network}) {
+      link->latency_s = 0;
+      link->bandwidth_Bps = 1e18;
+      link->busbw_by_bytes = {};
+    }
+    return c;
+  };
+  const ClusterSpec small = ideal(cluster("p4de.24xlarge", 16)), large = ideal(cluster("p4de.24xlarge", 128));
+  auto comm = [&](const ClusterSpec& c) { return run(m, c, zero3(c, Zero3Fetch::per_tensor_sync)).time.dp_total_comm_s; };
+  const double growth = comm(large) - comm(small);
+  // 1,024 vs 128 ranks: 896 more views for each of the step's thousands of collectives.
+  EXPECT_GT(growth, 1.0) << "small " << comm(small) << " s, large " << comm(large) << " s";
 }
 
 TEST(Zero3Fetch, FullRecomputeFetchesEveryBlockAgain) {
