@@ -103,6 +103,7 @@ void InputsPanel::buildForm() {
          {"mixed_precision", "&Weights", comboField("mixed_precision", {"master_weights", "autocast"}, false, false)},
          {"attention", "Attent&ion", comboField("attention", {"flash", "eager"}, false, false)},
          {"fusion", "F&usion", comboField("fusion", {"eager", "megatron"}, false, false)},
+         {"grad_accum_dtype", "&Grad accumulation", comboField("grad_accum_dtype", {"param", "fp32"}, false, false)},
          {"fp8", "FP&8", comboField("fp8", {"auto", "none", "delayed", "tensorwise", "blockwise"}, true, false)},
          {"train_tokens", "Train &tokens", lineField("train_tokens", "e.g. 2e9 (0 = dataset x epochs)", "Tokens to train on")},
          {"dataset_tokens", "&Dataset tokens", lineField("dataset_tokens", "e.g. 5e8", "Dataset size in tokens")},

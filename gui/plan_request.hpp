@@ -24,6 +24,7 @@ struct PlanRequest {
   std::string mixed_precision = "master_weights";  // master_weights | autocast
   std::string attention = "flash";          // flash | eager
   std::string fusion = "eager";             // eager | megatron
+  std::string grad_accum_dtype = "param";   // param | fp32 (ZeRO 0/1 16-bit plans)
   std::string fp8 = "auto";                 // auto | none | a list of none,delayed,tensorwise,blockwise
   std::string cp = "auto";                  // auto | a list of context-parallel degrees
   std::string cp_kind = "ring";             // ring | all_to_all

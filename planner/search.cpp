@@ -177,6 +177,7 @@ bool run_block(Shared& sh, const Block& b, detail::ThreadState& ts) {
   cfg.mixed_precision = sp.mixed_precision;
   cfg.attention = sp.attention;
   cfg.fusion = sp.fusion;
+  cfg.grad_accum_dtype = sim::grad_accum_for(cfg, sp.grad_accum_dtype);
   cfg.rank_order = sp.rank_order;
   cfg.memory_headroom = sh.constraints->memory_headroom;
   const bool even = m.num_layers % b.pp == 0;

@@ -55,6 +55,9 @@ struct SearchSpace {
   simulator::AttentionKind attention = simulator::AttentionKind::flash;
   // Fixed, not searched: the kernels the user's framework fuses (`--fusion`); eager by default.
   simulator::Fusion fusion = simulator::Fusion::eager;
+  // Fixed, not searched: fp32 gradient accumulation (`--grad-accum-dtype`), applied to the ZeRO
+  // 0/1 16-bit configurations (grad_accum_for).
+  simulator::GradAccumDtype grad_accum_dtype = simulator::GradAccumDtype::param;
   // Fixed, not searched: the framework overlaps SP's collectives with the GEMMs (Megatron-Core
   // --tp-comm-overlap); applies to the points with sequence parallelism.
   bool tp_comm_overlap = false;

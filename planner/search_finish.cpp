@@ -122,6 +122,7 @@ std::string describe(const sim::ParallelConfig& c, int nodes) {
   if (c.fp8_param_gather) s += " fp8-param-gather";
   if (c.attention == sim::AttentionKind::eager) s += " eager-attention";
   if (c.fusion == sim::Fusion::megatron) s += " megatron-fusion";
+  if (c.fp32_grad_accum()) s += " fp32-grad-accum";
   return s;
 }
 

@@ -191,6 +191,7 @@ sim::ParallelConfig config_of(const Point& p, const sim::ModelSpec& m, const Sea
   cfg.mixed_precision = space.mixed_precision;
   cfg.attention = space.attention;
   cfg.fusion = space.fusion;
+  cfg.grad_accum_dtype = sim::grad_accum_for(cfg, space.grad_accum_dtype);
   cfg.cp_kind = space.cp_kind;
   cfg.tp_comm_overlap = space.tp_comm_overlap && cfg.sequence_parallel;
   cfg.rank_order = space.rank_order;

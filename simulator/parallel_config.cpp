@@ -49,6 +49,10 @@ void check_zero(ParallelConfig& cfg) {
     bad("--sharding-degree", "needs --zero 1, 2 or 3 (stage 0 shards nothing)");
   if (cfg.zero3_fetch != Zero3Fetch::prefetch && cfg.zero_stage != 3)
     bad("--zero3-fetch", "per_tensor_sync needs --zero 3 (only stage 3 gathers parameters)");
+  if (cfg.fp32_grad_accum() && cfg.zero_stage > 1)
+    bad("--grad-accum-dtype", "fp32 expected --zero 0 or 1 (stages 2 and 3 reduce each micro-batch's gradients)");
+  if (cfg.fp32_grad_accum() && cfg.fp32_weights())
+    bad("--grad-accum-dtype", "fp32 expected a 16-bit precision with master weights (the gradients are fp32 already)");
 }
 
 void check_batch(ParallelConfig& cfg) {
@@ -231,6 +235,19 @@ std::optional<Fusion> fusion_from_string(const std::string& name) {
   for (Fusion f : {Fusion::eager, Fusion::megatron})
     if (name == to_string(f)) return f;
   return std::nullopt;
+}
+
+const char* to_string(GradAccumDtype d) { return d == GradAccumDtype::fp32 ? "fp32" : "param"; }
+
+std::optional<GradAccumDtype> grad_accum_dtype_from_string(const std::string& name) {
+  for (GradAccumDtype d : {GradAccumDtype::param, GradAccumDtype::fp32})
+    if (name == to_string(d)) return d;
+  return std::nullopt;
+}
+
+GradAccumDtype grad_accum_for(const ParallelConfig& cfg, GradAccumDtype wanted) {
+  if (wanted == GradAccumDtype::fp32 && (cfg.zero_stage > 1 || cfg.fp32_weights())) return GradAccumDtype::param;
+  return wanted;
 }
 
 const char* to_string(Zero3Fetch f) { return f == Zero3Fetch::per_tensor_sync ? "per_tensor_sync" : "prefetch"; }

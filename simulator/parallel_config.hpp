@@ -81,6 +81,23 @@ const char* to_string(Zero3Fetch f);
 // The fetch named `name` ("prefetch" | "per_tensor_sync"); nullopt for anything else.
 std::optional<Zero3Fetch> zero3_fetch_from_string(const std::string& name);
 
+// The dtype a 16-bit run accumulates its weight gradients in over the micro-batches of a step,
+// and reduces them in (ZeRO 0/1 only: stages 2/3 reduce every micro-batch):
+//   param  the compute dtype, in .grad: PyTorch's AccumulateGrad adds each later micro-batch's
+//          gradients in place (HF, DDP no_sync, DeepSpeed fp16); the default.
+//   fp32   an fp32 buffer besides the 16-bit weights, all-reduced in fp32: DeepSpeed's
+//          data_types.grad_accum_dtype fp32 (its BF16_Optimizer, the default for bf16 at ZeRO
+//          0/1: each micro-batch's gradients cast and added into it, bf16_optimizer.py
+//          update_hp_grads), Megatron's --accumulate-allreduce-grads-in-fp32 (main_grad; with
+//          fusion megatron the weight-gradient GEMM accumulates into it directly).
+enum class GradAccumDtype { param, fp32 };
+const char* to_string(GradAccumDtype d);
+std::optional<GradAccumDtype> grad_accum_dtype_from_string(const std::string& name);
+struct ParallelConfig;
+// `wanted` where the configuration can take it (fp32: ZeRO 0/1 and 16-bit master weights), else
+// param: what a framework set to accumulate in fp32 does at the stages that reduce every micro-batch.
+GradAccumDtype grad_accum_for(const ParallelConfig& cfg, GradAccumDtype wanted);
+
 // Of a model chunk of `layers` blocks, how many `recompute` with `recompute_num_layers`
 // (ParallelConfig's fields) recomputes fully: all under full with 0, the first k under full with
 // k, none otherwise. The simulator and shardrun's model both count with it.
@@ -171,6 +188,8 @@ struct ParallelConfig {
   // sharded optimizer (Megatron --fp8-param-gather; FSDP2 float8 all-gather): needs fp8 and ZeRO.
   bool fp8_param_gather = false;
   Zero3Fetch zero3_fetch = Zero3Fetch::prefetch;  // zero_stage 3 only
+  GradAccumDtype grad_accum_dtype = GradAccumDtype::param;  // zero_stage 0/1, 16-bit only
+  [[nodiscard]] bool fp32_grad_accum() const { return grad_accum_dtype == GradAccumDtype::fp32; }
   LoraConfig lora;
   // Layers per pipeline stage (p entries) or per model chunk (p*v entries, chunk-major).
   std::vector<int> partition;

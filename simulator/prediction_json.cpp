@@ -35,6 +35,7 @@ nlohmann::json to_json(const ParallelConfig& c) {
       {"mixed_precision", to_string(c.mixed_precision)},
       {"attention", to_string(c.attention)},
       {"fusion", to_string(c.fusion)},
+      {"grad_accum_dtype", to_string(c.grad_accum_dtype)},
       {"fp8", to_string(c.fp8)},
       {"fp8_param_gather", c.fp8_param_gather},
       {"zero3_fetch", to_string(c.zero3_fetch)},
@@ -112,6 +113,9 @@ ParallelConfig config_from_json(const nlohmann::json& j, const std::string& sour
                            {{"flash", AttentionKind::flash}, {"eager", AttentionKind::eager}}, AttentionKind::flash);
   // Absent in plans written before fusion kinds existed: eager (what they were simulated with).
   c.fusion = enum_field(j, "fusion", ctx, {{"eager", Fusion::eager}, {"megatron", Fusion::megatron}}, Fusion::eager);
+  // Absent in plans written before it existed: param (what they were simulated with).
+  c.grad_accum_dtype = enum_field(j, "grad_accum_dtype", ctx, {{"param", GradAccumDtype::param}, {"fp32", GradAccumDtype::fp32}},
+                                  GradAccumDtype::param);
   // Absent in plans written before FP8 existed: none.
   c.fp8 = enum_field(j, "fp8", ctx,
                      {{"none", Fp8Recipe::none}, {"delayed", Fp8Recipe::delayed},

@@ -3,7 +3,8 @@
 // Model states (Rajbhandari et al. 2019, "ZeRO", §3): 2Ψ weights + 2Ψ gradients + 12Ψ
 // optimizer (fp32 master, momentum, variance) — 4Ψ + 4Ψ + 8Ψ when the weights are fp32; stage 1
 // shards the optimizer over N, stage 2 also the gradients, stage 3 also the weights. MiCS (Zhang et al. 2022) shards over a group
-// smaller than DP and replicates across groups.
+// smaller than DP and replicates across groups. fp32 gradient accumulation (grad_accum_dtype) adds a
+// 4Ψ buffer, reduced in fp32.
 #include "step_model.hpp"
 
 #include <algorithm>
@@ -70,6 +71,7 @@ ConfigContext::ConfigContext(const ModelContext& m, const ParallelConfig& config
   const bool moe = m.model.is_moe();
   per_node = m.cluster.per_node();
   param_bytes = config.fp32_weights() ? 4.0 : 2.0;
+  grad_bytes = config.fp32_grad_accum() ? 4.0 : param_bytes;
   // Dense weights are sharded over the data-parallel ranks times cp; experts over their
   // expert data-parallel group (Megatron-Core's distributed optimizer).
   const int shard_dp = config.zero_stage > 0 ? config.shard_group() : 1;
@@ -277,7 +279,15 @@ ChunkTime chunk_time(const ConfigContext& c, const ChunkShape& sh) {
     t.dp_exposed_s += exposed;
     t.dp_total_s += rs;
   }
-  if (cfg.fusion == Fusion::eager && cfg.zero_stage <= 1 && cfg.micro_batches() > 1) {
+  if (cfg.fusion == Fusion::eager && cfg.zero_stage <= 1 && cfg.fp32_grad_accum()) {
+    // fp32 accumulation beside the 16-bit weights (DeepSpeed BF16_Optimizer.update_hp_grads:
+    // hp_grad.add_(lp.grad.to(fp32))), after every micro-batch: the cast reads w and writes 4
+    // bytes per gradient, the add reads 4 + 4 and writes 4. Megatron's fused wgrad accumulates
+    // into main_grad inside the GEMM (no pass).
+    const double accumulate = memory_time_s(c.env, (c.param_bytes + 16.0) * grads);
+    t.backward_s += accumulate;
+    t.bwd_compute_s += accumulate;
+  } else if (cfg.fusion == Fusion::eager && cfg.zero_stage <= 1 && cfg.micro_batches() > 1) {
     // Gradient accumulation: eager PyTorch keeps the first micro-batch's weight gradients as they
     // are and adds each later one into .grad (AccumulateGrad: both read, one written); Megatron-Core
     // accumulates inside the weight-gradient GEMM (gradient_accumulation_fusion). ZeRO-2/3 reduce
@@ -406,6 +416,14 @@ void fp8_weight_memory(const ConfigContext& c, const StageShape& s, StageMemory&
   out.device.parameters += cfg.fp8_param_gather ? (1.0 - w) * W + W : 2.0 * W;
 }
 
+// Gradient bytes held per trainable parameter at ZeRO 0/1: the 16-bit .grad, plus the fp32
+// accumulation buffer (DeepSpeed BF16_Optimizer keeps both); Megatron's main_grad replaces .grad
+// (fusion megatron: the weight-gradient GEMM writes into it).
+double grad_buffer_bytes(const ParallelConfig& cfg, double w) {
+  if (!cfg.fp32_grad_accum()) return w;
+  return cfg.fusion == Fusion::megatron ? 4.0 : w + 4.0;
+}
+
 // The routed experts' model states on one device (`X` expert parameters of the stage's MoE
 // blocks): the same ZeRO stages, sharded over the expert data-parallel group; frozen under LoRA;
 // NF4 under QLoRA; FP8 copies as the dense linears have them (fp8_weight_memory).
@@ -418,7 +436,7 @@ void expert_memory(const ConfigContext& c, double X, StageMemory& out) {
   if (cfg.uses_fp8() && cfg.zero_stage < 3) held += cfg.fp8_param_gather ? 1.0 : 2.0;  // FP8 copy (+ transpose)
   m.parameters += cfg.zero_stage >= 3 ? held * X / Ne : held * X;
   if (!lora) {
-    m.gradients += cfg.zero_stage >= 2 ? w * X / Ne : w * X;
+    m.gradients += cfg.zero_stage >= 2 ? w * X / Ne : grad_buffer_bytes(cfg, w) * X;
     m.optimizer_states += cfg.zero_stage >= 1 ? opt * X / Ne : opt * X;
   }
   out.params_per_device += X;
@@ -453,7 +471,7 @@ StageMemory stage_memory(const ConfigContext& c, const StageShape& s) {
     m.parameters -= cfg.zero_stage >= 3 ? saved / N : saved;
   }
   double base_grads = lora ? 0.0 : params, base_opt = lora ? 0.0 : params;
-  m.gradients = cfg.zero_stage >= 2 ? w * base_grads / N : w * base_grads;
+  m.gradients = cfg.zero_stage >= 2 ? w * base_grads / N : grad_buffer_bytes(cfg, w) * base_grads;
   m.optimizer_states = cfg.zero_stage >= 1 ? opt_bytes_per_param * base_opt / N : opt_bytes_per_param * base_opt;
   // Adapters: full mixed-precision states, sharded by the same ZeRO stage.
   if (lora) {
@@ -509,9 +527,9 @@ StepTail step_tail(const ConfigContext& c, const StageMemory& stage, double last
   const auto& hw = c.mc->cluster.hardware;
   const int pn = c.per_node;
   const double trainable = stage.trainable_per_device;
-  const double G = c.param_bytes * trainable;  // gradient bytes of this stage
+  const double G = c.grad_bytes * trainable;  // gradient bytes of this stage, as reduced
   // Updated weights gathered after the step: the FP8-held ones at 1 byte (fp8_param_gather).
-  const double W = G - (c.param_bytes - 1.0) * stage.fp8_weights_per_device;
+  const double W = c.param_bytes * trainable - (c.param_bytes - 1.0) * stage.fp8_weights_per_device;
   StepTail t;
   auto overlapped = [&](double comm) {  // hidden behind the last micro-batch's backward
     if (comm <= 0) return 0.0;
@@ -546,15 +564,15 @@ StepTail step_tail(const ConfigContext& c, const StageMemory& stage, double last
   }
   const double expert_trainable = stage.expert_trainable_per_device;
   if (expert_trainable > 0 && cfg.expert_dp() > 1) {  // routed experts: over the expert data-parallel group
-    const double Ge = c.param_bytes * expert_trainable;
-    const double We = cfg.fp8_param_gather ? expert_trainable : Ge;
+    const double Ge = c.grad_bytes * expert_trainable;
+    const double We = cfg.fp8_param_gather ? expert_trainable : c.param_bytes * expert_trainable;
     sync(Ge, We, c.expert_dp_group, c.expert_dp_group);
   }
   // Optimizer step over this rank's shard: read gradient, read+write fp32 master and two
   // moments, write the weight.
   const double shard_params = cfg.zero_stage >= 1 ? trainable / c.shard + expert_trainable / c.expert_shard
                                                   : trainable + expert_trainable;
-  const double bytes = shard_params * (2 * c.param_bytes + 24.0);
+  const double bytes = shard_params * (c.grad_bytes + c.param_bytes + 24.0);
   if (cfg.offload_optimizer) {
     const double host_bw = hw.host.memory_bandwidth_Bps / std::max(1, pn);
     t.optimizer_s = bytes / host_bw + 2 * c.param_bytes * shard_params / hw.host.link_bandwidth_Bps;

@@ -64,6 +64,7 @@ struct ConfigContext {
   double expert_gather_bytes = 0;
   int expert_shard = 1;
   double param_bytes = 2;       // bytes per weight / gradient element
+  double grad_bytes = 2;        // bytes per gradient element as accumulated and reduced (4: fp32 grad_accum_dtype)
   int per_node = 1;
   int shard = 1;                // ZeRO sharding group size (1 when zero_stage == 0)
   double block_params = 0;      // per tp rank

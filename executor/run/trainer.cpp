@@ -198,6 +198,10 @@ void Trainer::setup() {
     if (cfg.zero3_fetch == simulator::Zero3Fetch::per_tensor_sync)
       std::cerr << "shardrun: zero3_fetch: per_tensor_sync replays DeepSpeed <= 0.4.0 in the simulator; shardrun "
                    "fetches unit by unit (prefetch), so its step is not that plan's prediction\n";
+    if (cfg.fp32_grad_accum())
+      std::cerr << "shardrun: grad_accum_dtype: fp32 replays DeepSpeed's BF16_Optimizer / Megatron's main_grad in the "
+                   "simulator; shardrun accumulates in .grad (param), so its step and memory are not that plan's "
+                   "prediction\n";
     if (cfg.recompute != simulator::Recompute::none)
       std::cerr << "shardrun: activation recomputation: " << simulator::to_string(cfg.recompute) << "\n";
     if (cfg.offload_activations && !s.device.is_cuda())

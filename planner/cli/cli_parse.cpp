@@ -89,6 +89,11 @@ sim::MixedPrecision parse_mixed_precision(const std::string& s) {
   throw sim::InputError("--mixed-precision: expected master_weights or autocast, got '" + s + "'");
 }
 
+sim::GradAccumDtype parse_grad_accum_dtype(const std::string& s) {
+  if (const auto d = sim::grad_accum_dtype_from_string(s)) return *d;
+  throw sim::InputError("--grad-accum-dtype: expected param or fp32, got '" + s + "'");
+}
+
 sim::Fusion parse_fusion(const std::string& s) {
   if (const auto f = sim::fusion_from_string(s)) return *f;
   throw sim::InputError("--fusion: expected eager or megatron, got '" + s + "'");
@@ -191,6 +196,7 @@ std::pair<sim::ClusterSpec, sim::ParallelConfig> parse_config_spec(const std::st
                                "offload-activations)");
   }
   cfg.tp_comm_overlap = space.tp_comm_overlap && cfg.sequence_parallel;
+  cfg.grad_accum_dtype = sim::grad_accum_for(cfg, space.grad_accum_dtype);
   if (!dp_given && cfg.tp > 0 && cfg.pp > 0 && cfg.cp > 0)
     cfg.dp = std::max(1, cluster.devices() / (cfg.tp * cfg.cp * cfg.pp));
   if (cfg.pp > 0 && m.num_layers % cfg.pp) cfg.partition = {};  // validate_config explains

@@ -22,6 +22,7 @@ simulator::MixedPrecision parse_mixed_precision(const std::string& s);
 // --attention: flash | eager.
 simulator::AttentionKind parse_attention(const std::string& s);
 simulator::Fusion parse_fusion(const std::string& s);
+simulator::GradAccumDtype parse_grad_accum_dtype(const std::string& s);
 // Comma-separated FP8 recipes (none, delayed, tensorwise, blockwise), deduplicated.
 std::vector<simulator::Fp8Recipe> parse_fp8_recipes(const std::string& s);
 // The FP8 recipes a plan searches: "auto" = none and delayed where the device has FP8 tensor

@@ -32,7 +32,7 @@ struct PlanOptions {
   std::string model, hardware, nodes = "1", global_batch = "0", micro_batches = "1,2,4,8";
   std::string zero_stages = "0,1,2,3", schedules = "1f1b,gpipe,interleaved", recomputes = "none,selective,full";
   std::string precisions = "bf16", virtual_stages = "2,3,4", mixed_precision = "master_weights";
-  std::string attention = "flash", fp8 = "auto", cp = "auto", cp_kind = "ring", ep = "auto", fusion = "eager";
+  std::string attention = "flash", fp8 = "auto", cp = "auto", cp_kind = "ring", ep = "auto", fusion = "eager", grad_accum = "param";
   int devices_per_node = 0, seq_len = 2048, top = 10, threads = 0, max_nodes = 0, max_tp = 0;
   bool no_mics = false, no_offload = false, no_sp = false, tp_across_nodes = false, json = false, quiet = false;
   bool tp_comm_overlap = false;
@@ -65,6 +65,9 @@ void add_options(CLI::App* cmd, PlanOptions& o) {
   cmd->add_option("--fusion", o.fusion,
                   "Kernels the framework fuses, for every plan (not searched): eager (default) or megatron "
                   "(fused q/k/v and gate/up GEMMs, fused SwiGLU: Megatron-Core, NeMo)");
+  cmd->add_option("--grad-accum-dtype", o.grad_accum,
+                  "Gradient accumulation of every ZeRO 0/1 16-bit plan (not searched): param (in .grad; default) or "
+                  "fp32 (an fp32 buffer reduced in fp32: DeepSpeed BF16_Optimizer, Megatron main_grad)");
   cmd->add_option("--fp8", o.fp8,
                   "FP8 recipes to try: auto (none and delayed where the device has FP8 tensor cores: H100, "
                   "Gaudi2; default), none, or a list of none,delayed,tensorwise,blockwise");
@@ -126,6 +129,7 @@ pl::SearchSpace make_space(const PlanOptions& o, const sim::HardwareProfile& hw,
   s.mixed_precision = parse_mixed_precision(o.mixed_precision);
   s.attention = parse_attention(o.attention);
   s.fusion = parse_fusion(o.fusion);
+  s.grad_accum_dtype = parse_grad_accum_dtype(o.grad_accum);
   s.fp8_recipes = fp8_search_list(o.fp8, hw);
   s.context_parallel = cp_search_list(o.cp, o.seq_len);
   s.cp_kind = *sim::cp_kind_from_string(o.cp_kind);  // CLI11 checked the name
@@ -166,7 +170,7 @@ nlohmann::json search_settings(const PlanOptions& o) {
   return {{"nodes", o.nodes}, {"global_batch_size", o.global_batch}, {"seq_len", o.seq_len},
           {"micro_batch_sizes", o.micro_batches}, {"zero_stages", o.zero_stages}, {"schedules", o.schedules},
           {"recompute", o.recomputes}, {"precision", o.precisions}, {"mixed_precision", o.mixed_precision},
-          {"attention", o.attention}, {"fusion", o.fusion}, {"fp8", o.fp8}, {"cp", o.cp}, {"cp_kind", o.cp_kind}, {"ep", o.ep},
+          {"attention", o.attention}, {"fusion", o.fusion}, {"grad_accum_dtype", o.grad_accum}, {"fp8", o.fp8}, {"cp", o.cp}, {"cp_kind", o.cp_kind}, {"ep", o.ep},
           {"tp_comm_overlap", o.tp_comm_overlap}, {"objective", o.objective},
           {"max_nodes", o.max_nodes}, {"max_usd_per_hour", o.max_usd}, {"max_tp", o.max_tp},
           {"require", o.require}, {"forbid", o.forbid}, {"headroom", o.headroom}};

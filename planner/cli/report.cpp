@@ -59,6 +59,7 @@ void print_config(std::ostream& out, const sim::Prediction& p, const sim::Parall
       << (c.precision != sim::Precision::fp32 ? std::string(" (") + sim::to_string(c.mixed_precision) + ")" : "")
       << " attention=" << sim::to_string(c.attention)
       << (c.fusion == sim::Fusion::megatron ? " fusion=megatron" : "")
+      << (c.fp32_grad_accum() ? " grad-accum=fp32" : "")
       << (c.uses_fp8() ? std::string(" fp8=") + sim::to_string(c.fp8) : "")
       << (c.fp8_param_gather ? " fp8-param-gather" : "")
       << (c.zero3_fetch == sim::Zero3Fetch::per_tensor_sync ? " zero3-fetch=per_tensor_sync" : "")

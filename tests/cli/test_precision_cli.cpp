@@ -72,4 +72,24 @@ TEST(FusionCli, SimulateAndPlanCarryTheKindAndBadKindsAreRefused) {
   EXPECT_TRUE(contains(plan.out, "megatron-fusion")) << plan;
 }
 
+TEST(GradAccumCli, SimulateAndPlanCarryTheDtypeAndRefuseItWhereItCannotApply) {
+  const std::vector<std::string> zero1 = with(kSim, {"--hardware", "p4d.24xlarge", "--json"});  // kSim: ZeRO-1
+  const json bf16 = run_json(zero1);
+  const json fp32 = run_json(with(zero1, {"--grad-accum-dtype", "fp32"}));
+  EXPECT_EQ(bf16["config"]["grad_accum_dtype"], "param");
+  EXPECT_EQ(fp32["config"]["grad_accum_dtype"], "fp32");
+  EXPECT_GT(fp32["memory"]["per_device_bytes"]["gradients"].get<double>(),
+            bf16["memory"]["per_device_bytes"]["gradients"].get<double>());
+  expect_one_line_error({"simulate", "--model", "llama2-7b", "--hardware", "p4d.24xlarge", "--nodes", "1", "--zero", "3",
+                         "--seq-len", "4096", "--grad-accum-dtype", "fp32"},
+                        {"--grad-accum-dtype", "--zero 0 or 1"});
+  expect_one_line_error(with(kSim, {"--hardware", "p4d.24xlarge", "--grad-accum-dtype", "fp16"}),
+                        {"--grad-accum-dtype", "fp16"});
+  const RunResult plan = run_shardplan({"plan", "--model", "gpt2", "--hardware", "p4d.24xlarge", "--nodes", "1",
+                                        "--global-batch-size", "64", "--seq-len", "1024", "--zero-stages", "1",
+                                        "--grad-accum-dtype", "fp32", "--top", "1", "--quiet"});
+  EXPECT_EQ(plan.exit_code, 0) << plan;
+  EXPECT_TRUE(contains(plan.out, "fp32-grad-accum")) << plan;
+}
+
 }  // namespace
