@@ -8,6 +8,7 @@
 #include "simulator/layer_cost.hpp"
 #include "simulator/prediction_json.hpp"
 #include "support/block_env.hpp"
+#include "support/config_round_trip.hpp"
 
 namespace shardplan::simulator {
 namespace {
@@ -92,20 +93,7 @@ TEST(Fusion, EagerGradientAccumulationIsOneMemoryPassPerLaterMicroBatch) {
 }
 
 TEST(Fusion, RoundTripsThroughPlanJsonAndDefaultsToEager) {
-  ParallelConfig cfg;
-  cfg.fusion = Fusion::megatron;
-  EXPECT_EQ(config_from_json(to_json(cfg), "plan.json").fusion, Fusion::megatron);
-  nlohmann::json old = to_json(ParallelConfig{});
-  old.erase("fusion");
-  EXPECT_EQ(config_from_json(old, "old plan.json").fusion, Fusion::eager);
-  nlohmann::json bad = to_json(cfg);
-  bad["fusion"] = "apex";
-  try {
-    (void)config_from_json(bad, "plan.json");
-    FAIL() << "an unknown fusion kind was accepted";
-  } catch (const InputError& e) {
-    EXPECT_NE(std::string(e.what()).find("fusion"), std::string::npos) << e.what();
-  }
+  testing::expect_config_field_round_trip("fusion", &ParallelConfig::fusion, Fusion::megatron, Fusion::eager, "apex");
   EXPECT_EQ(fusion_from_string("megatron"), Fusion::megatron);
   EXPECT_FALSE(fusion_from_string("fused").has_value());
 }

@@ -9,6 +9,7 @@
 #include "simulator/layer_cost.hpp"
 #include "simulator/prediction_json.hpp"
 #include "support/block_env.hpp"
+#include "support/config_round_trip.hpp"
 #include "support/input_error.hpp"
 
 namespace shardplan::simulator {
@@ -83,16 +84,8 @@ TEST(GradAccum, NeedsZeroZeroOrOneAndSixteenBitWeights) {
 }
 
 TEST(GradAccum, RoundTripsThroughPlanJsonAndDefaultsToParam) {
-  ParallelConfig cfg;
-  cfg.grad_accum_dtype = GradAccumDtype::fp32;
-  EXPECT_EQ(config_from_json(to_json(cfg), "plan.json").grad_accum_dtype, GradAccumDtype::fp32);
-  nlohmann::json old = to_json(ParallelConfig{});
-  old.erase("grad_accum_dtype");
-  EXPECT_EQ(config_from_json(old, "old plan.json").grad_accum_dtype, GradAccumDtype::param);
-  nlohmann::json bad = to_json(cfg);
-  bad["grad_accum_dtype"] = "bf16";
-  const std::string why = testing::input_error_of([&] { (void)config_from_json(bad, "plan.json"); });
-  EXPECT_NE(why.find("grad_accum_dtype"), std::string::npos) << why;
+  testing::expect_config_field_round_trip("grad_accum_dtype", &ParallelConfig::grad_accum_dtype, GradAccumDtype::fp32,
+                                          GradAccumDtype::param, "bf16");
   EXPECT_FALSE(grad_accum_dtype_from_string("fp16").has_value());
 }
 
