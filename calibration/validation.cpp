@@ -62,7 +62,8 @@ sim::MixedPrecision mixed_precision_of(const json& j, const sim::JsonContext& ct
 
 // shardrun on a LibTorch without SDPA (Debian's 1.13) runs the eager attention core: eager unless given.
 sim::AttentionKind attention_of(const json& j, const sim::JsonContext& ctx) {
-  return parse_enum(j, "attention", ctx, {{"eager", sim::AttentionKind::eager}, {"flash", sim::AttentionKind::flash}},
+  return parse_enum(j, "attention", ctx, {{"eager", sim::AttentionKind::eager}, {"flash", sim::AttentionKind::flash},
+                                              {"flash1", sim::AttentionKind::flash1}},
                     sim::AttentionKind::eager);
 }
 

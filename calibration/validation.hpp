@@ -22,7 +22,7 @@ inline constexpr const char* kValidationSchema = "shardplan.validation/1";
 // One configuration to validate. JSON form (a `--configs` file is an array of these):
 //   {"name", "model", "tp", "pp", "dp", "micro_batch_size", "global_batch_size", "seq_len"  (required),
 //    "zero_stage": 0, "sharding_degree": 0 (= dp), "precision": "fp32",
-//    "mixed_precision": "master_weights" | "autocast", "attention": "eager" | "flash" (default eager:
+//    "mixed_precision": "master_weights" | "autocast", "attention": "eager" | "flash" | "flash1" (default eager:
 //    shardrun's attention without SDPA), "sequence_parallel": false,
 //    "recompute": "none", "schedule": "1f1b", "virtual_stages": 1,
 //    "lora": null | {"rank", "alpha": 16, "dropout": 0, "targets": [...]}}

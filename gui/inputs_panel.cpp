@@ -101,7 +101,7 @@ void InputsPanel::buildForm() {
          {"global_batch", "&Global batch", lineField("global_batch", "0 = smallest valid", "Sequences per step (list allowed)")},
          {"precision", "&Precision", comboField("precision", {"bf16", "fp16", "fp32", "bf16,fp16"}, true, false)},
          {"mixed_precision", "&Weights", comboField("mixed_precision", {"master_weights", "autocast"}, false, false)},
-         {"attention", "Attent&ion", comboField("attention", {"flash", "eager"}, false, false)},
+         {"attention", "Attent&ion", comboField("attention", {"flash", "flash1", "eager"}, false, false)},
          {"fusion", "F&usion", comboField("fusion", {"eager", "megatron"}, false, false)},
          {"grad_accum_dtype", "&Grad accumulation", comboField("grad_accum_dtype", {"param", "fp32"}, false, false)},
          {"fp8", "FP&8", comboField("fp8", {"auto", "none", "delayed", "tensorwise", "blockwise"}, true, false)},

@@ -22,7 +22,7 @@ struct PlanRequest {
   std::string seq_len = "2048";
   std::string precision = "bf16";           // list allowed: "bf16,fp16"
   std::string mixed_precision = "master_weights";  // master_weights | autocast
-  std::string attention = "flash";          // flash | eager
+  std::string attention = "flash";          // flash | flash1 | eager
   std::string fusion = "eager";             // eager | megatron
   std::string grad_accum_dtype = "param";   // param | fp32 (ZeRO 0/1 16-bit plans)
   std::string fp8 = "auto";                 // auto | none | a list of none,delayed,tensorwise,blockwise

@@ -176,16 +176,21 @@ std::string attention_note(sim::AttentionKind kind) {
     return "attention kind eager (explicit softmax; the plan's memory holds the s x s scores) is not a setting "
            "here: load the model with attn_implementation=\"eager\" (Hugging Face), or run Megatron without "
            "--use-flash-attn";
-  return "attention kind flash (one fused kernel, no s x s scores stored) is not a setting here: load the model "
-         "with attn_implementation=\"flash_attention_2\" or \"sdpa\" (Hugging Face), or pass --use-flash-attn "
-         "(Megatron-DeepSpeed)";
+  const std::string base = std::string("attention kind ") + sim::to_string(kind) +
+                           " (one fused kernel, no s x s scores stored) is not a setting here: load the model "
+                           "with attn_implementation=\"flash_attention_2\" or \"sdpa\" (Hugging Face), or pass "
+                           "--use-flash-attn (Megatron-DeepSpeed)";
+  if (kind == sim::AttentionKind::flash1)
+    return base + "; flash1 times the first-generation kernels (flash-attn 1.x, or llm-foundry's attn_impl: triton)";
+  return base;
 }
 
 std::string shardrun_attention_comment(const Plan& plan) {
   if (plan.config.attention == sim::AttentionKind::eager)
     return "attention: eager (shardrun runs the explicit softmax path)";
-  return "attention: flash (shardrun runs LibTorch's fused scaled_dot_product_attention on CUDA with LibTorch >= 2 "
-         "and no attention dropout, the explicit path otherwise; report.json records which ran)";
+  return std::string("attention: ") + sim::to_string(plan.config.attention) +
+         " (shardrun runs LibTorch's fused scaled_dot_product_attention on CUDA with LibTorch >= 2 and no attention "
+         "dropout, the explicit path otherwise; report.json records which ran)";
 }
 
 std::string mpirun_command(const Plan& plan, const std::string& plan_path, const MpirunOptions& o) {

@@ -142,7 +142,7 @@ void training_args(const sim::ParallelConfig& c, Args& a) {
   }
   if (c.precision == sim::Precision::bf16) add(a, "--bf16");
   if (c.precision == sim::Precision::fp16) add(a, "--fp16");
-  if (c.attention == sim::AttentionKind::flash) add(a, "--use-flash-attn");  // FlashAttention-2 core attention
+  if (sim::fused(c.attention)) add(a, "--use-flash-attn");  // the flash-attn package's fused core attention
   if (c.uses_fp8()) {  // Transformer Engine FP8 (megatron/training/arguments.py, Transformer-Engine group)
     add(a, "--fp8-format", "hybrid");  // e4m3 forward, e5m2 gradients
     add(a, "--fp8-recipe", sim::to_string(c.fp8));
@@ -186,6 +186,9 @@ std::vector<std::string> megatron_notes(const Plan& plan) {
     n.push_back("eager attention: the plan assumes the explicit (unfused) softmax path; Megatron-LM runs it "
                 "without --use-flash-attn (Megatron-Core: --attention-backend unfused), its memory holds the "
                 "s x s scores");
+  if (c.attention == sim::AttentionKind::flash1)
+    n.push_back("flash1 attention: the plan times first-generation fused kernels (flash-attn 1.x); "
+                "--use-flash-attn runs whichever flash-attn is installed (2.x is faster: re-plan with --attention flash)");
   if (!edge_split(c).expressible)
     n.push_back("the layer partition is not expressible in Megatron-LM (only uneven first/last stages, "
                 "without interleaving); Megatron will split the layers evenly");

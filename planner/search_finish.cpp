@@ -120,7 +120,7 @@ std::string describe(const sim::ParallelConfig& c, int nodes) {
   if (c.casts_weights()) s += " autocast";
   if (c.uses_fp8()) s += std::string(" fp8=") + sim::to_string(c.fp8);
   if (c.fp8_param_gather) s += " fp8-param-gather";
-  if (c.attention == sim::AttentionKind::eager) s += " eager-attention";
+  if (c.attention != sim::AttentionKind::flash) s += std::string(" ") + sim::to_string(c.attention) + "-attention";
   if (c.fusion == sim::Fusion::megatron) s += " megatron-fusion";
   if (c.fp32_grad_accum()) s += " fp32-grad-accum";
   return s;

@@ -91,4 +91,23 @@ nlohmann::json to_json(const FlashAttentionCurves& c) {
   return j;
 }
 
+FlashV1Slowdown parse_flash_v1_slowdown(const nlohmann::json& device, const JsonContext& ctx) {
+  constexpr const char* key = "flash_attention_v1_slowdown";
+  FlashV1Slowdown s;
+  const auto it = device.find(key);
+  if (it == device.end() || it->is_null()) return s;
+  if (!it->is_object()) ctx.fail(key, "an object {\"forward\": factor, \"backward\": factor} (each >= 1)");
+  const JsonContext sctx = ctx.child(key);
+  s.forward = get_positive(*it, "forward", sctx);
+  s.backward = get_positive(*it, "backward", sctx);
+  if (s.forward < 1) sctx.fail("forward", "a factor >= 1 (how many times slower than FlashAttention-2)");
+  if (s.backward < 1) sctx.fail("backward", "a factor >= 1 (how many times slower than FlashAttention-2)");
+  return s;
+}
+
+nlohmann::json to_json(const FlashV1Slowdown& s) {
+  if (!s.given()) return nullptr;
+  return {{"forward", s.forward}, {"backward", s.backward}};
+}
+
 }  // namespace shardplan::simulator

@@ -28,6 +28,18 @@ struct FlashAttentionCurves {
   [[nodiscard]] double at(bool causal, double head_dim, double seq_len, bool backward) const;
 };
 
+// How much slower the first-generation fused kernels (attention kind flash1: FlashAttention v1,
+// FlashAttention in Triton) run than the FlashAttention-2 rate above: each pass's efficiency is
+// divided by its factor. Optional in a profile (device.flash_attention_v1_slowdown,
+// {"forward": x, "backward": y}, each >= 1); absent: 1 (no comparison published for the device).
+struct FlashV1Slowdown {
+  double forward = 1.0;
+  double backward = 1.0;
+  [[nodiscard]] bool given() const { return forward != 1.0 || backward != 1.0; }
+};
+FlashV1Slowdown parse_flash_v1_slowdown(const nlohmann::json& device, const JsonContext& ctx);
+nlohmann::json to_json(const FlashV1Slowdown& s);  // null when not given
+
 // device.flash_attention_efficiency_by_seq_len (absent or null: empty):
 //   {"causal" | "non_causal": {"head_dim_<N>": {"forward": [[seq_len, efficiency], ...],
 //                                               "backward": [[seq_len, efficiency], ...]}, ...}}

@@ -111,6 +111,7 @@ DeviceProfile parse_device(const nlohmann::json& d, const JsonContext& ctx) {
       get_quantity(d, "runtime_reserved", Quantity::bytes, ctx, false, true).value_or(0.0);
   dev.op_costs = parse_op_costs(d, ctx);
   dev.flash_attention = parse_flash_attention_curves(d, ctx);
+  dev.flash_attention_v1_slowdown = parse_flash_v1_slowdown(d, ctx);
   return dev;
 }
 
@@ -391,6 +392,8 @@ nlohmann::json to_json(const HardwareProfile& hw) {
   if (nlohmann::json ops = to_json(d.op_costs); !ops.is_null()) j["device"]["op_costs"] = ops;
   if (nlohmann::json fa = to_json(d.flash_attention); !fa.is_null())
     j["device"]["flash_attention_efficiency_by_seq_len"] = fa;
+  if (nlohmann::json v1 = to_json(d.flash_attention_v1_slowdown); !v1.is_null())
+    j["device"]["flash_attention_v1_slowdown"] = v1;
   nlohmann::json busbw = nlohmann::json::object();
   for (int kind = 0; kind < 4; ++kind)
     if (const auto* c = hw.node.intra.busbw(static_cast<CollectiveKind>(kind)))

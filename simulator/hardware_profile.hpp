@@ -36,6 +36,7 @@ struct DeviceProfile {
   double runtime_reserved_bytes = 0;   // context, library workspaces, allocator slack
   OpCostTable op_costs{};              // measured non-GEMM ops (op_costs.hpp); none = roofline
   FlashAttentionCurves flash_attention;  // fused attention kernel by seq len; none = GEMM curve
+  FlashV1Slowdown flash_attention_v1_slowdown;  // attention kind flash1 against the curve above
   [[nodiscard]] double peak(Precision p) const { return peak_flops[static_cast<int>(p)]; }
   // The measured cost of op `k` in precision `p`, or nullptr (use the memory roofline).
   [[nodiscard]] const OpCost* op_cost(Precision p, OpKind k) const {

@@ -202,7 +202,7 @@ void flash_attention_core(const CostEnv& env, Acc& a) {
 }
 
 void attention_core(const CostEnv& env, Acc& a) {
-  if (env.attention == AttentionKind::flash) flash_attention_core(env, a);
+  if (fused(env.attention)) flash_attention_core(env, a);
   else eager_attention_core(env, a);
 }
 
@@ -250,6 +250,10 @@ AttentionTime flash_attention_time(const CostEnv& env) {
   } else {  // no curve (or fp32, where no flash kernel runs): one of its batched GEMMs, as executed
     const double gemm_flops = 2.0 * env.b * heads * s * s_kernel * d * (f.executed_forward / f.model_forward);
     eff_fwd = eff_bwd = env.gemm_curve->at(gemm_flops);
+  }
+  if (env.attention == AttentionKind::flash1) {  // FlashAttention v1 / Triton: the FA2 rate, slowed
+    eff_fwd /= dev.flash_attention_v1_slowdown.forward;
+    eff_bwd /= dev.flash_attention_v1_slowdown.backward;
   }
   auto pass = [&](double flops, double eff, double bytes) {
     const double compute = flops / (env.peak_flops * eff);
@@ -354,14 +358,14 @@ double block_activation_bytes(const CostEnv& env, Recompute recompute) {
   if (m.qk_norm) bytes += e * M * (m.q_dim() + m.kv_dim()) / t;  // q, k before their norms
   bytes += e * M * m.v_dim() / t;                            // v for p @ v
   // The output projection's input; flash attention keeps it anyway (its O, for backward's D).
-  if (kept[1] || env.attention == AttentionKind::flash) bytes += e * M * m.attn_out_dim() / t;
-  if (fp8_inputs && env.attention == AttentionKind::flash) bytes += M * m.attn_out_dim() / t;  // O kept 16-bit for flash too
+  if (kept[1] || fused(env.attention)) bytes += e * M * m.attn_out_dim() / t;
+  if (fp8_inputs && fused(env.attention)) bytes += M * m.attn_out_dim() / t;  // O kept 16-bit for flash too
   if (fp8_inputs && env.attention == AttentionKind::eager) bytes -= (e - 1) * M * m.attn_out_dim() / t;
   if (m.mla.enabled()) {
     // MLA's latents (replicated over tp): the up-projections' inputs and their norms' inputs.
     bytes += 2 * e * M * (m.mla.q_lora_rank + m.mla.kv_lora_rank);
   }
-  if (env.attention == AttentionKind::flash) {
+  if (fused(env.attention)) {
     // FlashAttention-2 (Dao 2023, §3.1.1) keeps O (the output projection's input, above) and the
     // fp32 log-sum-exp per query row; in-kernel dropout keeps an RNG seed and offset. Nothing
     // s x s is stored, so selective recompute has nothing to drop (Megatron-LM skips it then).

@@ -221,10 +221,17 @@ std::optional<MixedPrecision> mixed_precision_from_string(const std::string& nam
   return std::nullopt;
 }
 
-const char* to_string(AttentionKind k) { return k == AttentionKind::eager ? "eager" : "flash"; }
+const char* to_string(AttentionKind k) {
+  switch (k) {
+    case AttentionKind::eager: return "eager";
+    case AttentionKind::flash1: return "flash1";
+    case AttentionKind::flash: break;
+  }
+  return "flash";
+}
 
 std::optional<AttentionKind> attention_kind_from_string(const std::string& name) {
-  for (AttentionKind k : {AttentionKind::flash, AttentionKind::eager})
+  for (AttentionKind k : {AttentionKind::flash, AttentionKind::flash1, AttentionKind::eager})
     if (name == to_string(k)) return k;
   return std::nullopt;
 }

@@ -33,11 +33,18 @@ inline bool fp32_weights(Precision p, MixedPrecision m) {
 //   flash  one fused kernel per pass (FlashAttention-2, Dao 2023; PyTorch SDPA): no s x s score
 //          tensor is stored, the backward recomputes the scores inside the kernel. What
 //          Megatron-Core, torchtitan, DeepSpeed, FSDP and Hugging Face run today; the default.
+//   flash1 the first-generation fused kernels: FlashAttention v1 (Dao et al. 2022) and its Triton
+//          port (flash_attn_triton.py; llm-foundry's attn_impl: triton, the only fused kernel that
+//          took an ALiBi bias before flash-attn 2.4). Memory as flash; time the flash curve slowed
+//          by the profile's device.flash_attention_v1_slowdown (FlashAttention-2 paper §4.1: FA2 is
+//          1.3-1.5x faster forward and ~2x faster backward than FlashAttention in Triton).
 //   eager  explicit GEMMs, softmax and dropout, each storing its s x s output for backward
 //          (Korthikanti et al. 2022, §4.1); what shardrun runs on LibTorch < 2 and on the CPU.
-enum class AttentionKind { flash, eager };
+enum class AttentionKind { flash, flash1, eager };
+// One fused kernel per pass (flash or flash1): no s x s tensor stored, scores recomputed in backward.
+inline bool fused(AttentionKind k) { return k != AttentionKind::eager; }
 const char* to_string(AttentionKind k);
-// The kind named `name` ("flash" | "eager"); nullopt for anything else.
+// The kind named `name` ("flash" | "flash1" | "eager"); nullopt for anything else.
 std::optional<AttentionKind> attention_kind_from_string(const std::string& name);
 
 // Which kernels the framework fuses around a block's linears (fixed by the framework, not searched):

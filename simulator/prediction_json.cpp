@@ -110,7 +110,8 @@ ParallelConfig config_from_json(const nlohmann::json& j, const std::string& sour
                                  MixedPrecision::master_weights);
   // Absent in plans written before attention kinds existed: the default (flash).
   c.attention = enum_field(j, "attention", ctx,
-                           {{"flash", AttentionKind::flash}, {"eager", AttentionKind::eager}}, AttentionKind::flash);
+                           {{"flash", AttentionKind::flash}, {"flash1", AttentionKind::flash1}, {"eager", AttentionKind::eager}},
+                           AttentionKind::flash);
   // Absent in plans written before fusion kinds existed: eager (what they were simulated with).
   c.fusion = enum_field(j, "fusion", ctx, {{"eager", Fusion::eager}, {"megatron", Fusion::megatron}}, Fusion::eager);
   // Absent in plans written before it existed: param (what they were simulated with).

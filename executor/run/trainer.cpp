@@ -120,7 +120,7 @@ void Trainer::setup() {
     mo.recompute = cfg.recompute;
     mo.recompute_num_layers = cfg.recompute_num_layers;
     mo.offload_activations = cfg.offload_activations;
-    mo.fused_attention = cfg.attention == simulator::AttentionKind::flash;
+    mo.fused_attention = simulator::fused(cfg.attention);
     mo.device = s.device;
     try {
       mo.layers_per_chunk = simulator::layers_per_chunk(s.plan.model, cfg);

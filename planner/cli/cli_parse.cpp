@@ -101,7 +101,7 @@ sim::Fusion parse_fusion(const std::string& s) {
 
 sim::AttentionKind parse_attention(const std::string& s) {
   if (const auto k = sim::attention_kind_from_string(s)) return *k;
-  throw sim::InputError("--attention: expected flash or eager, got '" + s + "'");
+  throw sim::InputError("--attention: expected flash, flash1 or eager, got '" + s + "'");
 }
 
 std::vector<sim::Fp8Recipe> parse_fp8_recipes(const std::string& s) {

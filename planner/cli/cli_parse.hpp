@@ -19,7 +19,7 @@ std::vector<simulator::Recompute> parse_recomputes(const std::string& s);
 std::vector<simulator::Precision> parse_precisions(const std::string& s);
 // --mixed-precision: master_weights | autocast.
 simulator::MixedPrecision parse_mixed_precision(const std::string& s);
-// --attention: flash | eager.
+// --attention: flash | flash1 | eager.
 simulator::AttentionKind parse_attention(const std::string& s);
 simulator::Fusion parse_fusion(const std::string& s);
 simulator::GradAccumDtype parse_grad_accum_dtype(const std::string& s);

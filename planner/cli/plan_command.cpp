@@ -61,7 +61,7 @@ void add_options(CLI::App* cmd, PlanOptions& o) {
       ->check(CLI::IsMember({"master_weights", "autocast"}));
   cmd->add_option("--attention", o.attention,
                   "Attention kernel of every plan (not searched): flash (fused, FlashAttention-2 / SDPA; default, "
-                  "what current frameworks run) or eager (explicit softmax)");
+                  "what current frameworks run), flash1 (FlashAttention v1 / Triton kernels) or eager (explicit softmax)");
   cmd->add_option("--fusion", o.fusion,
                   "Kernels the framework fuses, for every plan (not searched): eager (default) or megatron "
                   "(fused q/k/v and gate/up GEMMs, fused SwiGLU: Megatron-Core, NeMo)");

@@ -158,7 +158,8 @@ void add_options(CLI::App* cmd, SimulateOptions& o) {
                   "How bf16/fp16 keep weights: master_weights (DeepSpeed, Megatron) or autocast (PyTorch AMP)")
       ->check(CLI::IsMember({"master_weights", "autocast"}));
   cmd->add_option("--attention", o.attention,
-                  "Attention kernel: flash (fused, FlashAttention-2 / SDPA; default) or eager (explicit softmax)");
+                  "Attention kernel: flash (fused, FlashAttention-2 / SDPA; default), flash1 (fused, FlashAttention v1 or its "
+                  "Triton port, e.g. llm-foundry attn_impl: triton) or eager (explicit softmax)");
   cmd->add_option("--fusion", o.fusion,
                   "Kernels the framework fuses: eager (a GEMM per projection, silu then mul; HF, torchtitan, "
                   "shardrun; default) or megatron (fused q/k/v and gate/up GEMMs, fused SwiGLU; Megatron-Core, NeMo)");

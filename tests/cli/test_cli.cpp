@@ -172,10 +172,10 @@ TEST(CliBadInput, InvalidChoices) {
 
 TEST(CliBadInput, AttentionKind) {
   expect_one_line_error({"simulate", "--model", "llama2-7b", "--hardware", "p4d.24xlarge", "--attention", "bogus"},
-                        {"--attention", "bogus", "flash or eager"});
+                        {"--attention", "bogus", "flash, flash1 or eager"});
   expect_one_line_error({"plan", "--model", "tiny-llama", "--hardware", "p4d.24xlarge", "--attention", "bogus",
                          "--quiet"},
-                        {"--attention", "bogus", "flash or eager"});
+                        {"--attention", "bogus", "flash, flash1 or eager"});
 }
 
 TEST(CliBadInput, ArgumentParsingErrors) {
