@@ -197,6 +197,10 @@ struct ParallelConfig {
   Zero3Fetch zero3_fetch = Zero3Fetch::prefetch;  // zero_stage 3 only
   GradAccumDtype grad_accum_dtype = GradAccumDtype::param;  // zero_stage 0/1, 16-bit only
   [[nodiscard]] bool fp32_grad_accum() const { return grad_accum_dtype == GradAccumDtype::fp32; }
+  // fp32 accumulation by an eager framework is DeepSpeed's BF16_Optimizer, which all-reduces the
+  // whole fp32 gradients after the backward (step_model.cpp, step_tail); Megatron's main_grad
+  // (fusion megatron) reduces as its ZeRO stage says.
+  [[nodiscard]] bool bf16_optimizer_reduce() const { return fp32_grad_accum() && fusion == Fusion::eager; }
   LoraConfig lora;
   // Layers per pipeline stage (p entries) or per model chunk (p*v entries, chunk-major).
   std::vector<int> partition;

@@ -101,4 +101,8 @@ bool RankLayout::pp_hop_crosses_nodes(int stage) const {
   return a / per_node_ != b / per_node_;
 }
 
+bool RankLayout::pp_ends_cross_nodes() const {
+  return 0 / per_node_ != (size(Dim::pp) - 1) * stride(Dim::pp) / per_node_;
+}
+
 }  // namespace shardplan::simulator

@@ -42,6 +42,8 @@ class RankLayout {
   [[nodiscard]] GroupPlacement expert_group(ExpertDim d, int etp, int ep) const;
   // Whether pipeline stage s and s+1 of rank 0's pipeline live on different nodes.
   [[nodiscard]] bool pp_hop_crosses_nodes(int stage) const;
+  // Whether the first and the last pipeline stage of rank 0's pipeline live on different nodes.
+  [[nodiscard]] bool pp_ends_cross_nodes() const;
 
  private:
   [[nodiscard]] GroupPlacement placement(const std::vector<int>& ranks) const;

@@ -460,6 +460,8 @@ StageMemory stage_memory(const ConfigContext& c, const StageShape& s) {
   const double trainable = lora ? adapters : params;
   out.params_per_device = params + adapters;
   out.trainable_per_device = trainable;
+  if (c.mc->model.tied_embeddings && cfg.pp > 1 && (s.embedding || s.head) && !lora)
+    out.tied_sync_elements = static_cast<double>(c.mc->model.vocab_size * c.mc->model.hidden) / cfg.tp;
 
   // Base model states; under LoRA the base is frozen: weights only (ZeRO-3 still shards them).
   const double opt_bytes_per_param = cfg.fp32_weights() ? 8.0 : 12.0;  // (fp32 master +) m + v
@@ -539,7 +541,16 @@ StepTail step_tail(const ConfigContext& c, const StageMemory& stage, double last
   // Gradients of `grad_bytes` reduced over `group` (stage 0) or its shard group, and the updated
   // weights (`weight_bytes`) gathered back (stages 1, 2).
   auto sync = [&](double grad_bytes, double weight_bytes, const GroupPlacement& group, const GroupPlacement& shards) {
-    if (cfg.zero_stage == 0) {
+    if (cfg.bf16_optimizer_reduce()) {
+      // DeepSpeed's BF16_Optimizer: the fp32 gradients all-reduced whole once the backward is
+      // done (engine.buffered_allreduce_fallback; the pipeline engine's ReduceGrads instruction
+      // after the last micro-batch), the updated 16-bit weights all-gathered after its
+      // partitioned step (all_gather_dp_groups). No hook overlaps either with the backward.
+      const double ar = all_reduce_s(grad_bytes, group, hw, pn);
+      const double ag = cfg.zero_stage == 1 ? all_gather_s(weight_bytes, shards, hw, pn) : 0.0;
+      t.total_s += ar + ag;
+      t.exposed_s += ar + ag;
+    } else if (cfg.zero_stage == 0) {
       const double ar = all_reduce_s(grad_bytes, group, hw, pn);
       t.total_s += ar;
       t.exposed_s += overlapped(ar);
@@ -561,6 +572,17 @@ StepTail step_tail(const ConfigContext& c, const StageMemory& stage, double last
       t.total_s += ar;
       t.exposed_s += ar;
     }
+  }
+  if (stage.tied_sync_elements > 0) {
+    // The tied word embedding: its gradient all-reduced between the first and the last stage
+    // once both are done (Megatron's _allreduce_embedding_grads, DeepSpeed's ReduceTiedGrads
+    // instruction), every rank of those stages at once: exposed. (shardrun's ZeRO-2/3 engine
+    // reduces its 1/N gradient shard instead; the frameworks reduce the whole gradient.)
+    const bool cross = c.layout.pp_ends_cross_nodes();
+    const double tied = all_reduce_s(c.grad_bytes * stage.tied_sync_elements,
+                                     GroupPlacement{2, cross ? 2 : 1, cross ? 1 : 2}, hw, pn);
+    t.total_s += tied;
+    t.exposed_s += tied;
   }
   const double expert_trainable = stage.expert_trainable_per_device;
   if (expert_trainable > 0 && cfg.expert_dp() > 1) {  // routed experts: over the expert data-parallel group

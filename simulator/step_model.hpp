@@ -130,6 +130,9 @@ struct StageMemory {
   // Of params/trainable, the routed experts' (reduced over the expert data-parallel group).
   double expert_params_per_device = 0;
   double expert_trainable_per_device = 0;
+  // The tied word embedding's gradient elements (per tp rank) this stage all-reduces with the
+  // other end of the pipeline (first and last stage, pp > 1, the embedding trained).
+  double tied_sync_elements = 0;
 };
 
 StageMemory stage_memory(const ConfigContext& c, const StageShape& s);
