@@ -8,6 +8,10 @@ namespace shardplan::simulator {
 
 double EfficiencyCurve::at(double x) const {
   if (log10_x.empty()) return 1.0;
+  if (sealed_back_x > 0) {  // sealed: the clamped ends need no logarithm
+    if (x <= sealed_front_x) return efficiency.front();
+    if (x >= sealed_back_x) return efficiency.back();
+  }
   const double lx = std::log10(std::max(x, 1e-30));
   if (lx <= log10_x.front()) return efficiency.front();
   if (lx >= log10_x.back()) return efficiency.back();
@@ -15,6 +19,13 @@ double EfficiencyCurve::at(double x) const {
   while (log10_x[i] < lx) ++i;
   const double t = (lx - log10_x[i - 1]) / (log10_x[i] - log10_x[i - 1]);
   return efficiency[i - 1] + t * (efficiency[i] - efficiency[i - 1]);
+}
+
+void EfficiencyCurve::seal() {
+  if (log10_x.empty()) return;
+  // Rounded inwards by a hair so that a sealed answer is never one the logarithm would not give.
+  sealed_front_x = std::pow(10.0, log10_x.front()) * (1.0 - 1e-12);
+  sealed_back_x = std::pow(10.0, log10_x.back()) * (1.0 + 1e-12);
 }
 
 nlohmann::json to_json(const EfficiencyCurve& c) {
@@ -37,6 +48,7 @@ EfficiencyCurve parse_positive_curve(const nlohmann::json& obj, std::string_view
     c.log10_x.push_back(lx);
     c.efficiency.push_back(p[1].get<double>());
   }
+  c.seal();
   return c;
 }
 

@@ -14,6 +14,12 @@ struct EfficiencyCurve {
   std::vector<double> log10_x;  // ascending
   std::vector<double> efficiency;
   [[nodiscard]] double at(double x) const;  // allocation-free
+  // Caches the end points as sizes so that at() answers a size beyond either end without a
+  // logarithm (the planner's hot path). Optional: call after the points are final; at() gives
+  // the same values either way (the curve is flat beyond its ends).
+  void seal();
+  // Set by seal() (an aggregate still: curves are written as {log10_x, efficiency}).
+  double sealed_front_x = 0, sealed_back_x = 0;  // 10^log10_x.front() / .back(); 0: not sealed
 };
 
 // A curve as the schema writes it: [[size, value], ...].

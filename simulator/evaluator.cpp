@@ -5,6 +5,7 @@
 #include "evaluator.hpp"
 
 #include <algorithm>
+#include <array>
 #include <cstdio>
 
 #include "errors.hpp"
@@ -33,12 +34,20 @@ struct StageSummary {
   bool embedding = false, head = false;
 };
 
+bool same_shape(const ChunkShape& a, const ChunkShape& b) {
+  return a.layers == b.layers && a.embedding == b.embedding && a.head == b.head && a.dense_layers == b.dense_layers;
+}
+
 StageSummary summarize_stage(const ConfigContext& c, int stage) {
   const auto& cfg = *c.cfg;
   StageSummary s;
+  ChunkShape last_shape;
+  ChunkTime t;
   for (int ch = 0; ch < cfg.virtual_stages; ++ch) {
     const ChunkShape shape = chunk_shape(c.mc->model, cfg, ch, stage);
-    const ChunkTime t = chunk_time(c, shape);
+    // A stage's chunks mostly share a shape: cost each run of equal ones once (the search's hot path).
+    if (ch == 0 || !same_shape(shape, last_shape)) t = chunk_time(c, shape);
+    last_shape = shape;
     s.sum += t;
     s.max_chunk_stored = std::max(s.max_chunk_stored, t.stored_bytes);
     s.layers += shape.layers;
@@ -96,15 +105,40 @@ Estimate Evaluator::estimate(const ConfigContext& c) const {
   Estimate e;
   double sum_T = 0, max_T = 0, tail = 0, opt = 0, host = 0;
   int evaluated = 0;
+  // Middle stages of an uneven split (v = 1) seen so far, by shape: a later one of the same shape
+  // takes as long and holds and reduces no more (fewer in-flight micro-batches, more slack).
+  struct Seen {
+    int layers, dense;
+    double T;
+  };
+  std::array<Seen, 8> seen{};
+  int n_seen = 0;
   for (int s = 0; s < p; ++s) {
     // Uniform partitions: stages 1..p-2 are identical and hold no more than stage 0.
     if (uniform && s > 1 && s < p - 1) continue;  // counted as copies of stage 1
+    const bool uneven_middle = !uniform && v == 1 && s > 0 && s < p - 1;
+    int layers = 0, dense = 0;
+    if (uneven_middle) {
+      layers = cfg.partition[static_cast<std::size_t>(s)];
+      dense = dense_layers_in_chunk(c.mc->model, cfg, 0, s);
+      const auto hit = std::find_if(seen.begin(), seen.begin() + n_seen,
+                                    [&](const Seen& k) { return k.layers == layers && k.dense == dense; });
+      if (hit != seen.begin() + n_seen) {
+        sum_T += hit->T;
+        continue;
+      }
+    }
     const StageSummary st = summarize_stage(c, s);
     const double T = st.sum.forward_s + st.sum.backward_s;
+    if (uneven_middle && n_seen < static_cast<int>(seen.size())) seen[static_cast<std::size_t>(n_seen++)] = {layers, dense, T};
     const int copies = (uniform && s == 1 && p > 2) ? p - 2 : 1;
     sum_T += copies * T;
     max_T = std::max(max_T, T);
     ++evaluated;
+    // A dense model's middle stage holds no more than stage 0 (no embedding, no more in-flight
+    // micro-batches), steps no more parameters and finishes its backward earlier: its memory,
+    // optimizer step and tail cannot be the worst (the search's hot path skips them).
+    if (uniform && s == 1 && p > 2 && !c.mc->model.is_moe()) continue;
 
     StageShape shape{s, st.layers, st.embedding, st.head, in_flight_micro_batches(cfg.schedule, p, s, m, v), 0,
                      st.max_chunk_stored};
@@ -118,7 +152,7 @@ Estimate Evaluator::estimate(const ConfigContext& c) const {
       e.worst_stage = s;
     }
     const StepTail t = step_tail(c, mem, st.sum.backward_s / v);
-    const double slack = (p - 1 - s) * (st.sum.backward_s / v);  // later stages finish earlier
+    const double slack = s * (st.sum.backward_s / v);  // stage s ends s backward chunks before stage 0
     tail = std::max(tail, t.exposed_s - slack);
     opt = std::max(opt, t.optimizer_s);
   }

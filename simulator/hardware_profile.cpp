@@ -47,6 +47,7 @@ EfficiencyCurve parse_curve(const nlohmann::json& obj, const char* key, const Js
     c.log10_x.push_back(std::log10(x));
     c.efficiency.push_back(e);
   }
+  c.seal();
   return c;
 }
 

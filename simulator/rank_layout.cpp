@@ -35,15 +35,23 @@ std::vector<int> parse_order(const std::string& order) {
 
 RankLayout::RankLayout(const std::string& order, int tp, int cp, int dp, int pp, int devices_per_node)
     : size_{tp, dp, pp, cp}, per_node_(devices_per_node) {
+  // The search builds a layout per configuration from one order string: parse it once per thread.
+  thread_local std::string parsed_order;
+  thread_local std::vector<int> parsed_dims;
+  if (parsed_dims.empty() || order != parsed_order) {
+    parsed_dims = parse_order(order);
+    parsed_order = order;
+  }
   int stride = 1;
-  for (const int d : parse_order(order)) {
+  for (const int d : parsed_dims) {
     stride_[d] = stride;
     stride *= size_[d];
   }
 }
 
 GroupPlacement RankLayout::placement(const std::vector<int>& ranks) const {
-  std::vector<int> nodes;
+  thread_local std::vector<int> nodes;  // reused: the search calls this per configuration
+  nodes.clear();
   for (const int r : ranks) nodes.push_back(r / per_node_);
   std::sort(nodes.begin(), nodes.end());
   GroupPlacement g;
@@ -75,24 +83,35 @@ GroupPlacement RankLayout::group(Dim d, int members, int every) const {
 GroupPlacement RankLayout::dp_cp_group(int dp_members, int dp_every) const {
   if (size(Dim::cp) == 1) return group(Dim::dp, dp_members, dp_every);
   const int k = dp_members > 0 ? dp_members : size(Dim::dp);
-  std::vector<int> ranks;
+  thread_local std::vector<int> ranks;
+  ranks.clear();
   for (int c = 0; c < size(Dim::cp); ++c)
     for (int i = 0; i < k; ++i) ranks.push_back(c * stride(Dim::cp) + i * dp_every * stride(Dim::dp));
   return placement(ranks);
 }
 
 GroupPlacement RankLayout::expert_group(ExpertDim d, int etp, int ep) const {
-  // Stage 0's ranks in rank order: every rank whose pp coordinate is 0.
-  std::vector<int> stage;
-  const int world = size_[0] * size_[1] * size_[2] * size_[3];
-  for (int r = 0; r < world; ++r)
-    if ((r / stride(Dim::pp)) % size(Dim::pp) == 0) stage.push_back(r);
-  const int n = static_cast<int>(stage.size());
+  // Stage 0's ranks in rank order are those with pp coordinate 0: the j-th is
+  // j % sp + (j / sp) * sp * P (sp the pp stride, P the pp size). The group takes every
+  // `first`-th of them, so its members rise with i and the node changes count its nodes.
+  const int sp = stride(Dim::pp), P = size(Dim::pp);
+  const int n = size_[0] * size_[1] * size_[2] * size_[3] / P;
   const int first = d == ExpertDim::etp ? 1 : d == ExpertDim::ep ? etp : etp * ep;
   const int count = d == ExpertDim::etp ? etp : d == ExpertDim::ep ? ep : n / (etp * ep);
-  std::vector<int> ranks;
-  for (int i = 0; i < count; ++i) ranks.push_back(stage[static_cast<std::size_t>(i * first)]);
-  return placement(ranks);
+  GroupPlacement g;
+  g.size = count;
+  g.nodes = 0;
+  int last_node = -1;
+  for (int i = 0; i < count; ++i) {
+    const int j = i * first;
+    const int node = (j % sp + (j / sp) * sp * P) / per_node_;
+    if (node != last_node) {
+      ++g.nodes;
+      last_node = node;
+    }
+  }
+  g.ranks_per_node = count / std::max(1, g.nodes);
+  return g;
 }
 
 bool RankLayout::pp_hop_crosses_nodes(int stage) const {
