@@ -104,6 +104,8 @@ void InputsPanel::buildForm() {
          {"attention", "Attent&ion", comboField("attention", {"flash", "flash1", "eager"}, false, false)},
          {"fusion", "F&usion", comboField("fusion", {"eager", "megatron"}, false, false)},
          {"grad_accum_dtype", "&Grad accumulation", comboField("grad_accum_dtype", {"param", "fp32"}, false, false)},
+         {"packed_document_tokens", "Packed do&c tokens",
+          lineField("packed_document_tokens", "0 = not packed", "Mean document tokens of packed sequences (cu_seqlens)")},
          {"fp8", "FP&8", comboField("fp8", {"auto", "none", "delayed", "tensorwise", "blockwise"}, true, false)},
          {"train_tokens", "Train &tokens", lineField("train_tokens", "e.g. 2e9 (0 = dataset x epochs)", "Tokens to train on")},
          {"dataset_tokens", "&Dataset tokens", lineField("dataset_tokens", "e.g. 5e8", "Dataset size in tokens")},

@@ -62,7 +62,8 @@ nlohmann::json settings_of(const PlanRequest& r, int seq_len, int max_nodes, dou
           {"micro_batch_sizes", kMicroBatches}, {"zero_stages", kZeroStages}, {"schedules", kSchedules},
           {"recompute", kRecomputes}, {"precision", r.precision},
           {"mixed_precision", r.mixed_precision}, {"attention", r.attention}, {"fusion", r.fusion},
-          {"grad_accum_dtype", r.grad_accum_dtype}, {"fp8", r.fp8},
+          {"grad_accum_dtype", r.grad_accum_dtype}, {"packed_document_tokens", r.packed_document_tokens},
+          {"fp8", r.fp8},
           {"cp", r.cp}, {"cp_kind", r.cp_kind}, {"ep", r.ep},
           {"tp_comm_overlap", false},  // not a GUI field: the CLI's default
           {"objective", r.objective},
@@ -95,6 +96,11 @@ void check_numbers(Validation& v, const PlanRequest& r, ResolvedRequest& out) {
   field(v, "attention", [&] { s.attention = cli::parse_attention(r.attention); });
   field(v, "fusion", [&] { s.fusion = cli::parse_fusion(r.fusion); });
   field(v, "grad_accum_dtype", [&] { s.grad_accum_dtype = cli::parse_grad_accum_dtype(r.grad_accum_dtype); });
+  field(v, "packed_document_tokens", [&] {
+    s.packed_document_tokens = to_int("--packed-document-tokens", r.packed_document_tokens);
+    if (s.packed_document_tokens < 0)
+      throw sim::InputError("--packed-document-tokens: expected tokens >= 0, got '" + r.packed_document_tokens + "'");
+  });
   field(v, "lora_rank", [&] { s.lora.rank = to_int("--lora-rank", r.lora_rank); });
   field(v, "lora_base", [&] {
     const auto b = sim::lora_base_from_string(r.lora_base);
@@ -187,7 +193,8 @@ std::vector<std::string> cli_arguments(const PlanRequest& r) {
   std::vector<std::string> a{"plan", "--model", r.model, "--hardware", r.hardware, "--nodes", r.nodes,
                              "--global-batch-size", r.global_batch, "--seq-len", r.seq_len, "--precision",
                              r.precision, "--mixed-precision", r.mixed_precision, "--attention", r.attention, "--fusion", r.fusion,
-                             "--grad-accum-dtype", r.grad_accum_dtype, "--fp8", r.fp8,
+                             "--grad-accum-dtype", r.grad_accum_dtype,
+                             "--packed-document-tokens", r.packed_document_tokens, "--fp8", r.fp8,
                              "--cp", r.cp, "--cp-kind", r.cp_kind, "--ep", r.ep,
                              "--lora-rank", r.lora_rank, "--lora-alpha", r.lora_alpha,
                              "--lora-dropout", r.lora_dropout, "--objective", r.objective, "--train-tokens",
@@ -213,6 +220,7 @@ const std::vector<RequestField>& string_fields() {
       {"attention", &PlanRequest::attention},
       {"fusion", &PlanRequest::fusion},
       {"grad_accum_dtype", &PlanRequest::grad_accum_dtype},
+      {"packed_document_tokens", &PlanRequest::packed_document_tokens},
       {"fp8", &PlanRequest::fp8},
       {"cp", &PlanRequest::cp},
       {"cp_kind", &PlanRequest::cp_kind},

@@ -25,6 +25,7 @@ struct PlanRequest {
   std::string attention = "flash";          // flash | flash1 | eager
   std::string fusion = "eager";             // eager | megatron
   std::string grad_accum_dtype = "param";   // param | fp32 (ZeRO 0/1 16-bit plans)
+  std::string packed_document_tokens = "0"; // mean document tokens of packed sequences; 0 = not packed
   std::string fp8 = "auto";                 // auto | none | a list of none,delayed,tensorwise,blockwise
   std::string cp = "auto";                  // auto | a list of context-parallel degrees
   std::string cp_kind = "ring";             // ring | all_to_all

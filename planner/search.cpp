@@ -48,6 +48,7 @@ std::vector<int> cp_degrees(const sim::ModelSpec& m, const SearchSpace& sp, int 
     if (cp < 1 || (D / tp) % cp) continue;
     if (cp > 1) {
       if (sp.seq_len % sim::cp_sequence_chunks(m, cp, sp.cp_kind) || sp.attention != sim::AttentionKind::flash) continue;
+      if (sp.packed_document_tokens > 0) continue;  // packed documents: cp 1 (check_packing)
       if (sp.cp_kind == sim::CpKind::all_to_all && !sim::cp_heads_divide(m, tp, cp)) continue;
     }
     out.push_back(cp);
@@ -178,6 +179,7 @@ bool run_block(Shared& sh, const Block& b, detail::ThreadState& ts) {
   cfg.attention = sp.attention;
   cfg.fusion = sp.fusion;
   cfg.grad_accum_dtype = sim::grad_accum_for(cfg, sp.grad_accum_dtype);
+  cfg.packed_document_tokens = sp.packed_document_tokens;
   cfg.rank_order = sp.rank_order;
   cfg.memory_headroom = sh.constraints->memory_headroom;
   const bool even = m.num_layers % b.pp == 0;

@@ -58,6 +58,8 @@ struct SearchSpace {
   // Fixed, not searched: fp32 gradient accumulation (`--grad-accum-dtype`), applied to the ZeRO
   // 0/1 16-bit configurations (grad_accum_for).
   simulator::GradAccumDtype grad_accum_dtype = simulator::GradAccumDtype::param;
+  // Fixed, not searched: packed documents of this many tokens (ParallelConfig::packed_document_tokens).
+  int packed_document_tokens = 0;
   // Fixed, not searched: the framework overlaps SP's collectives with the GEMMs (Megatron-Core
   // --tp-comm-overlap); applies to the points with sequence parallelism.
   bool tp_comm_overlap = false;

@@ -123,6 +123,7 @@ std::string describe(const sim::ParallelConfig& c, int nodes) {
   if (c.attention != sim::AttentionKind::flash) s += std::string(" ") + sim::to_string(c.attention) + "-attention";
   if (c.fusion == sim::Fusion::megatron) s += " megatron-fusion";
   if (c.fp32_grad_accum()) s += " fp32-grad-accum";
+  if (c.packed_document_tokens > 0) s += " packed-docs-" + std::to_string(c.packed_document_tokens);
   return s;
 }
 

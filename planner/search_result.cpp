@@ -192,6 +192,7 @@ sim::ParallelConfig config_of(const Point& p, const sim::ModelSpec& m, const Sea
   cfg.attention = space.attention;
   cfg.fusion = space.fusion;
   cfg.grad_accum_dtype = sim::grad_accum_for(cfg, space.grad_accum_dtype);
+  cfg.packed_document_tokens = space.packed_document_tokens;
   cfg.cp_kind = space.cp_kind;
   cfg.tp_comm_overlap = space.tp_comm_overlap && cfg.sequence_parallel;
   cfg.rank_order = space.rank_order;

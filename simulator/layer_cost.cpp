@@ -215,6 +215,8 @@ AttentionFlops attention_flops(const CostEnv& env) {
   AttentionFlops f;
   // Q K^T and P V: 2·s·s_kv·(d + d_v) per head; this rank's s/cp queries against all s_full keys.
   f.model_forward = 2.0 * env.b * heads * env.s * env.s_full * (m.head_dim + d_v);
+  // Packed documents of l tokens (THD / varlen kernels): s/l blocks of l x l instead of s x s.
+  if (env.doc_tokens > 0 && env.doc_tokens < env.s_full) f.model_forward *= env.doc_tokens / env.s_full;
   f.model_backward = 2 * f.model_forward;
   if (env.attention == AttentionKind::eager) {
     f.executed_forward = f.model_forward;
@@ -242,7 +244,8 @@ AttentionTime flash_attention_time(const CostEnv& env) {
   const double bwd_bytes = 4 * q + 4 * kv + 2 * lse;
   // The kernel's sequence length: a ring step runs s/cp queries against an s/cp block; Ulysses
   // runs a/cp heads over the whole sequence.
-  const double s_kernel = env.cp > 1 && env.cp_kind == CpKind::all_to_all ? env.s_full : s;
+  double s_kernel = env.cp > 1 && env.cp_kind == CpKind::all_to_all ? env.s_full : s;
+  if (env.doc_tokens > 0) s_kernel = std::min(s_kernel, env.doc_tokens);  // each document its own block
   double eff_fwd = 0, eff_bwd = 0;
   if (!dev.flash_attention.empty() && env.precision != Precision::fp32) {
     eff_fwd = dev.flash_attention.at(env.causal, d, s_kernel, /*backward=*/false);
@@ -305,6 +308,7 @@ CostEnv make_cost_env(const ModelSpec& m, const ClusterSpec& c, const ParallelCo
   env.cp_kind = cfg.cp_kind;
   env.s_full = cfg.seq_len;
   env.s = static_cast<double>(cfg.seq_len) / cfg.cp;
+  env.doc_tokens = cfg.packed_document_tokens;
   env.moe = m.is_moe() && expert_linears != nullptr;
   env.ep = cfg.ep;
   env.etp = cfg.expert_tp();

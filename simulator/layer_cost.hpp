@@ -19,6 +19,9 @@ struct CostEnv {
   double s = 0, b = 0, tp = 1;  // this rank's sequence length (s/cp), micro-batch size, tensor parallel
   // Context parallelism: attention runs over the whole sequence s_full = s * cp.
   double cp = 1, s_full = 0;
+  // Packed sequences (ParallelConfig::packed_document_tokens): the fused kernel attends within
+  // each document of this many tokens (0: one document per sequence).
+  double doc_tokens = 0;
   CpKind cp_kind = CpKind::ring;
   GroupPlacement cp_group;
   // The MoE block (ModelSpec::moe): router, routed experts over ep x etp ranks, shared expert in

@@ -135,6 +135,24 @@ void check_context(const ModelSpec& m, const ParallelConfig& cfg) {
                          str(m.num_heads) + " heads and " + str(m.num_kv_heads) + " key/value heads; expected ring");
 }
 
+// Packed documents: a varlen / THD fused kernel attends within each; an explicit softmax computes
+// the whole s x s block, and context parallelism's chunks are modelled over one document.
+}  // namespace
+
+void validate_packing(const ParallelConfig& cfg) {
+  const int l = cfg.packed_document_tokens;
+  if (l == 0) return;
+  if (l < 0) bad("--packed-document-tokens", "expected a positive number of tokens (or 0: not packed), got " + str(l));
+  if (l >= cfg.seq_len)
+    bad("--packed-document-tokens", "expected fewer tokens than --seq-len (" + str(cfg.seq_len) + "), got " + str(l));
+  if (!fused(cfg.attention))
+    bad("--packed-document-tokens", "expected --attention flash or flash1 with it (an explicit softmax computes the "
+                                    "whole s x s block)");
+  if (cfg.cp > 1) bad("--packed-document-tokens", "expected --cp 1 with it, got cp " + str(cfg.cp));
+}
+
+namespace {
+
 // Expert parallelism folded over the stage's tp x cp x dp ranks (Megatron-Core parallel folding).
 void check_experts(const ModelSpec& m, ParallelConfig& cfg) {
   if (cfg.ep < 1) bad("--ep", "expected an integer >= 1");
@@ -283,6 +301,7 @@ void validate_config(const ModelSpec& m, const ClusterSpec& c, ParallelConfig& c
   check_recompute(m, cfg);
   check_fp8(c, cfg);
   check_context(m, cfg);
+  validate_packing(cfg);
   check_experts(m, cfg);
   if (c.hardware.device.peak(cfg.precision) <= 0)
     bad("--precision", std::string("the device of '") + c.hardware.name + "' has no " + to_string(cfg.precision) +

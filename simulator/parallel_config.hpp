@@ -196,6 +196,11 @@ struct ParallelConfig {
   bool fp8_param_gather = false;
   Zero3Fetch zero3_fetch = Zero3Fetch::prefetch;  // zero_stage 3 only
   GradAccumDtype grad_accum_dtype = GradAccumDtype::param;  // zero_stage 0/1, 16-bit only
+  // Sequences packed from documents of this many tokens on average, each attending only within
+  // itself (fine-tuning sets packed with cu_seqlens: Megatron-Core's THD PackedSeqParams through
+  // TE, flash-attn's varlen kernels): the fused attention core costs s x l per sequence instead
+  // of s x s. 0: one document per sequence. Fused attention only, cp 1.
+  int packed_document_tokens = 0;
   [[nodiscard]] bool fp32_grad_accum() const { return grad_accum_dtype == GradAccumDtype::fp32; }
   // fp32 accumulation by an eager framework is DeepSpeed's BF16_Optimizer, which all-reduces the
   // whole fp32 gradients after the backward (step_model.cpp, step_tail); Megatron's main_grad
@@ -246,6 +251,8 @@ struct ClusterSpec {
 // Fills defaults (global batch, sharding degree) and checks everything the cost model relies
 // on; throws InputError naming the flag and what was expected.
 void validate_config(const ModelSpec& model, const ClusterSpec& cluster, ParallelConfig& cfg);
+// The packed-document check of validate_config alone (a search's fixed setting, checked once).
+void validate_packing(const ParallelConfig& cfg);
 
 // Layers of each model chunk, indexed [chunk * pp + stage] (size pp * v). Even split unless
 // cfg.partition is given.

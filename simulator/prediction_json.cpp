@@ -36,6 +36,7 @@ nlohmann::json to_json(const ParallelConfig& c) {
       {"attention", to_string(c.attention)},
       {"fusion", to_string(c.fusion)},
       {"grad_accum_dtype", to_string(c.grad_accum_dtype)},
+      {"packed_document_tokens", c.packed_document_tokens},
       {"fp8", to_string(c.fp8)},
       {"fp8_param_gather", c.fp8_param_gather},
       {"zero3_fetch", to_string(c.zero3_fetch)},
@@ -117,7 +118,10 @@ ParallelConfig config_from_json(const nlohmann::json& j, const std::string& sour
   // Absent in plans written before it existed: param (what they were simulated with).
   c.grad_accum_dtype = enum_field(j, "grad_accum_dtype", ctx, {{"param", GradAccumDtype::param}, {"fp32", GradAccumDtype::fp32}},
                                   GradAccumDtype::param);
-  // Absent in plans written before FP8 existed: none.
+  // Absent in plans written before it existed: 0 (one document per sequence).
+  const long long docs = get_int_or(j, "packed_document_tokens", 0, ctx);
+  if (docs < 0 || docs > 1'000'000'000) ctx.fail("packed_document_tokens", "a number of tokens >= 0 (0: not packed)");
+  c.packed_document_tokens = static_cast<int>(docs);
   c.fp8 = enum_field(j, "fp8", ctx,
                      {{"none", Fp8Recipe::none}, {"delayed", Fp8Recipe::delayed},
                       {"tensorwise", Fp8Recipe::tensorwise}, {"blockwise", Fp8Recipe::blockwise}},

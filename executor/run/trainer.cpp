@@ -202,6 +202,10 @@ void Trainer::setup() {
       std::cerr << "shardrun: grad_accum_dtype: fp32 replays DeepSpeed's BF16_Optimizer / Megatron's main_grad in the "
                    "simulator; shardrun accumulates in .grad (param), so its step and memory are not that plan's "
                    "prediction\n";
+    if (cfg.packed_document_tokens > 0)
+      std::cerr << "shardrun: packed_document_tokens: " << cfg.packed_document_tokens
+                << " replays per-document attention in the simulator only; shardrun attends over the whole "
+                   "sequence, so its step is not that plan's prediction\n";
     if (cfg.recompute != simulator::Recompute::none)
       std::cerr << "shardrun: activation recomputation: " << simulator::to_string(cfg.recompute) << "\n";
     if (cfg.offload_activations && !s.device.is_cuda())

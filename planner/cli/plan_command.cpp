@@ -33,7 +33,7 @@ struct PlanOptions {
   std::string zero_stages = "0,1,2,3", schedules = "1f1b,gpipe,interleaved", recomputes = "none,selective,full";
   std::string precisions = "bf16", virtual_stages = "2,3,4", mixed_precision = "master_weights";
   std::string attention = "flash", fp8 = "auto", cp = "auto", cp_kind = "ring", ep = "auto", fusion = "eager", grad_accum = "param";
-  int devices_per_node = 0, seq_len = 2048, top = 10, threads = 0, max_nodes = 0, max_tp = 0;
+  int devices_per_node = 0, seq_len = 2048, packed_document_tokens = 0, top = 10, threads = 0, max_nodes = 0, max_tp = 0;
   bool no_mics = false, no_offload = false, no_sp = false, tp_across_nodes = false, json = false, quiet = false;
   bool tp_comm_overlap = false;
   std::string lora_ranks = "0";
@@ -50,6 +50,9 @@ void add_options(CLI::App* cmd, PlanOptions& o) {
   cmd->add_option("--devices-per-node", o.devices_per_node, "Override the profile's devices per node");
   cmd->add_option("--global-batch-size", o.global_batch, "Sequences per step (list allowed)");
   cmd->add_option("--seq-len", o.seq_len, "Sequence length");
+  cmd->add_option("--packed-document-tokens", o.packed_document_tokens,
+                  "Sequences packed from documents of this many tokens on average, attending within each (not "
+                  "searched; fused attention, cp 1); 0: one document per sequence (default)");
   cmd->add_option("--micro-batch-sizes", o.micro_batches, "Micro-batch sizes to try");
   cmd->add_option("--zero-stages", o.zero_stages, "ZeRO stages to try");
   cmd->add_option("--schedules", o.schedules, "Pipeline schedules to try (gpipe,1f1b,interleaved)");
@@ -130,6 +133,14 @@ pl::SearchSpace make_space(const PlanOptions& o, const sim::HardwareProfile& hw,
   s.attention = parse_attention(o.attention);
   s.fusion = parse_fusion(o.fusion);
   s.grad_accum_dtype = parse_grad_accum_dtype(o.grad_accum);
+  s.packed_document_tokens = o.packed_document_tokens;
+  {
+    sim::ParallelConfig probe;  // the fixed setting against the fixed sequence and attention kind
+    probe.seq_len = o.seq_len;
+    probe.attention = s.attention;
+    probe.packed_document_tokens = o.packed_document_tokens;
+    sim::validate_packing(probe);
+  }
   s.fp8_recipes = fp8_search_list(o.fp8, hw);
   s.context_parallel = cp_search_list(o.cp, o.seq_len);
   s.cp_kind = *sim::cp_kind_from_string(o.cp_kind);  // CLI11 checked the name
@@ -170,7 +181,8 @@ nlohmann::json search_settings(const PlanOptions& o) {
   return {{"nodes", o.nodes}, {"global_batch_size", o.global_batch}, {"seq_len", o.seq_len},
           {"micro_batch_sizes", o.micro_batches}, {"zero_stages", o.zero_stages}, {"schedules", o.schedules},
           {"recompute", o.recomputes}, {"precision", o.precisions}, {"mixed_precision", o.mixed_precision},
-          {"attention", o.attention}, {"fusion", o.fusion}, {"grad_accum_dtype", o.grad_accum}, {"fp8", o.fp8}, {"cp", o.cp}, {"cp_kind", o.cp_kind}, {"ep", o.ep},
+          {"attention", o.attention}, {"fusion", o.fusion}, {"grad_accum_dtype", o.grad_accum},
+          {"packed_document_tokens", o.packed_document_tokens}, {"fp8", o.fp8}, {"cp", o.cp}, {"cp_kind", o.cp_kind}, {"ep", o.ep},
           {"tp_comm_overlap", o.tp_comm_overlap}, {"objective", o.objective},
           {"max_nodes", o.max_nodes}, {"max_usd_per_hour", o.max_usd}, {"max_tp", o.max_tp},
           {"require", o.require}, {"forbid", o.forbid}, {"headroom", o.headroom}};

@@ -60,6 +60,7 @@ void print_config(std::ostream& out, const sim::Prediction& p, const sim::Parall
       << " attention=" << sim::to_string(c.attention)
       << (c.fusion == sim::Fusion::megatron ? " fusion=megatron" : "")
       << (c.fp32_grad_accum() ? " grad-accum=fp32" : "")
+      << (c.packed_document_tokens > 0 ? " packed-docs=" + std::to_string(c.packed_document_tokens) : "")
       << (c.uses_fp8() ? std::string(" fp8=") + sim::to_string(c.fp8) : "")
       << (c.fp8_param_gather ? " fp8-param-gather" : "")
       << (c.zero3_fetch == sim::Zero3Fetch::per_tensor_sync ? " zero3-fetch=per_tensor_sync" : "")

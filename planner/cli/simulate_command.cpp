@@ -34,7 +34,7 @@ struct SimulateOptions {
   std::string schedule = "1f1b", recompute = "none", precision = "bf16", mixed_precision = "master_weights", rank_order = "tp-dp-pp";
   std::string attention = "flash", zero3_fetch = "prefetch", fp8 = "none", fusion = "eager", grad_accum = "param";
   bool fp8_param_gather = false, tp_comm_overlap = false;
-  int virtual_stages = 1, recompute_num_layers = 0;
+  int virtual_stages = 1, recompute_num_layers = 0, packed_document_tokens = 0;
   bool sequence_parallel = false, offload_activations = false, offload_optimizer = false;
   int lora_rank = 0;
   double lora_alpha = 16, lora_dropout = 0, headroom = 0.05;
@@ -99,6 +99,7 @@ sim::ParallelConfig to_config(const SimulateOptions& o, const sim::ModelSpec& m,
   cfg.attention = parse_attention(o.attention);
   cfg.fusion = parse_fusion(o.fusion);
   cfg.grad_accum_dtype = parse_grad_accum_dtype(o.grad_accum);
+  cfg.packed_document_tokens = o.packed_document_tokens;
   cfg.fp8 = parse_fp8_recipes(o.fp8).front();
   cfg.fp8_param_gather = o.fp8_param_gather;
   cfg.zero3_fetch = *sim::zero3_fetch_from_string(o.zero3_fetch);  // CLI11 checked the name
@@ -167,6 +168,9 @@ void add_options(CLI::App* cmd, SimulateOptions& o) {
                   "Gradient accumulation over micro-batches (ZeRO 0/1, 16-bit): param (in .grad, the compute dtype; "
                   "default) or fp32 (an fp32 buffer, reduced in fp32: DeepSpeed grad_accum_dtype / BF16_Optimizer, "
                   "Megatron --accumulate-allreduce-grads-in-fp32)");
+  cmd->add_option("--packed-document-tokens", o.packed_document_tokens,
+                  "Sequences packed from documents of this many tokens on average, attending within each "
+                  "(cu_seqlens / THD; fused attention, cp 1); 0: one document per sequence (default)");
   cmd->add_option("--fp8", o.fp8,
                   "FP8 linears (H100, Gaudi2): none (default), delayed (TE amax history; Megatron's default), "
                   "tensorwise (current scaling) or blockwise (1x128 / 128x128 block scales)");
