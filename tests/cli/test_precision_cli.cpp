@@ -1,7 +1,8 @@
 // `shardplan simulate --fp8` / `plan --fp8` and `--lora-base nf4` end to end: FP8 refused on an
 // A100 profile with one line naming the flag, an unknown recipe refused, an H100 simulation that
 // carries the recipe into its JSON and runs faster than the same bf16 configuration; QLoRA's
-// 4-bit base in the JSON and the memory table, refused without adapters.
+// 4-bit base in the JSON and the memory table, refused without adapters; packed documents
+// (--packed-document-tokens) in the JSON, the report and the plan tag, refused with eager attention.
 #include <gtest/gtest.h>
 
 #include "cli/cli_support.hpp"
@@ -90,6 +91,31 @@ TEST(GradAccumCli, SimulateAndPlanCarryTheDtypeAndRefuseItWhereItCannotApply) {
                                         "--grad-accum-dtype", "fp32", "--top", "1", "--quiet"});
   EXPECT_EQ(plan.exit_code, 0) << plan;
   EXPECT_TRUE(contains(plan.out, "fp32-grad-accum")) << plan;
+}
+
+const std::vector<std::string> kPackSim = {"simulate", "--model", "llama2-7b", "--hardware", "p5.48xlarge", "--nodes", "1",
+                                           "--zero", "1", "--global-batch-size", "8", "--seq-len", "8192"};
+
+TEST(PackedCli, SimulateAndPlanCarryTheDocumentLengthAndRefuseWhatCannotPack) {
+  const json whole = run_json(with(kPackSim, {"--json"}));
+  const json docs = run_json(with(kPackSim, {"--json", "--packed-document-tokens", "256"}));
+  EXPECT_EQ(whole["config"]["packed_document_tokens"], 0);
+  EXPECT_EQ(docs["config"]["packed_document_tokens"], 256);
+  EXPECT_LT(docs["time"]["step_seconds"].get<double>(), whole["time"]["step_seconds"].get<double>());
+  const RunResult report = run_shardplan(with(kPackSim, {"--packed-document-tokens", "256"}));
+  EXPECT_EQ(report.exit_code, 0) << report;
+  EXPECT_TRUE(contains(report.out, "packed-docs=256")) << report;
+  expect_one_line_error(with(kPackSim, {"--attention", "eager", "--packed-document-tokens", "256"}),
+                        {"--packed-document-tokens", "flash or flash1"});
+  expect_one_line_error(with(kPackSim, {"--packed-document-tokens", "8192"}), {"--packed-document-tokens", "8192"});
+  const RunResult plan = run_shardplan({"plan", "--model", "gpt2", "--hardware", "p4d.24xlarge", "--nodes", "1",
+                                        "--global-batch-size", "64", "--seq-len", "1024", "--packed-document-tokens",
+                                        "128", "--top", "1", "--quiet"});
+  EXPECT_EQ(plan.exit_code, 0) << plan;
+  EXPECT_TRUE(contains(plan.out, "packed-docs-128")) << plan;
+  expect_one_line_error({"plan", "--model", "gpt2", "--hardware", "p4d.24xlarge", "--nodes", "1", "--seq-len", "1024",
+                         "--attention", "eager", "--packed-document-tokens", "128", "--quiet"},
+                        {"--packed-document-tokens", "flash or flash1"});
 }
 
 }  // namespace
