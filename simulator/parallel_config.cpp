@@ -49,10 +49,10 @@ void check_zero(ParallelConfig& cfg) {
     bad("--sharding-degree", "needs --zero 1, 2 or 3 (stage 0 shards nothing)");
   if (cfg.zero3_fetch != Zero3Fetch::prefetch && cfg.zero_stage != 3)
     bad("--zero3-fetch", "per_tensor_sync needs --zero 3 (only stage 3 gathers parameters)");
-  if (cfg.fp32_grad_accum() && cfg.zero_stage > 1)
-    bad("--grad-accum-dtype", "fp32 expected --zero 0 or 1 (stages 2 and 3 reduce each micro-batch's gradients)");
-  if (cfg.fp32_grad_accum() && cfg.fp32_weights())
-    bad("--grad-accum-dtype", "fp32 expected a 16-bit precision with master weights (the gradients are fp32 already)");
+  if (cfg.fp32_grad_accum() && !fp32_grad_accum_applies(cfg))
+    bad("--grad-accum-dtype", cfg.zero_stage > 1
+                                  ? "fp32 expected --zero 0 or 1 (stages 2 and 3 reduce each micro-batch's gradients)"
+                                  : "fp32 expected a 16-bit precision with master weights (the gradients are fp32 already)");
 }
 
 void check_batch(ParallelConfig& cfg) {
@@ -270,9 +270,10 @@ std::optional<GradAccumDtype> grad_accum_dtype_from_string(const std::string& na
   return std::nullopt;
 }
 
+bool fp32_grad_accum_applies(const ParallelConfig& cfg) { return cfg.zero_stage <= 1 && !cfg.fp32_weights(); }
+
 GradAccumDtype grad_accum_for(const ParallelConfig& cfg, GradAccumDtype wanted) {
-  if (wanted == GradAccumDtype::fp32 && (cfg.zero_stage > 1 || cfg.fp32_weights())) return GradAccumDtype::param;
-  return wanted;
+  return wanted == GradAccumDtype::fp32 && !fp32_grad_accum_applies(cfg) ? GradAccumDtype::param : wanted;
 }
 
 const char* to_string(Zero3Fetch f) { return f == Zero3Fetch::per_tensor_sync ? "per_tensor_sync" : "prefetch"; }

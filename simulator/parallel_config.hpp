@@ -104,6 +104,10 @@ struct ParallelConfig;
 // `wanted` where the configuration can take it (fp32: ZeRO 0/1 and 16-bit master weights), else
 // param: what a framework set to accumulate in fp32 does at the stages that reduce every micro-batch.
 GradAccumDtype grad_accum_for(const ParallelConfig& cfg, GradAccumDtype wanted);
+// Where fp32 accumulation exists: ZeRO 0/1 (2 and 3 reduce every micro-batch) with 16-bit weights
+// and an fp32 master (fp32 weights have fp32 gradients already). validate_config and
+// grad_accum_for share it.
+bool fp32_grad_accum_applies(const ParallelConfig& cfg);
 
 // Of a model chunk of `layers` blocks, how many `recompute` with `recompute_num_layers`
 // (ParallelConfig's fields) recomputes fully: all under full with 0, the first k under full with
