@@ -55,14 +55,14 @@ void field(Validation& v, const std::string& name, F&& check) {
   }
 }
 
-nlohmann::json settings_of(const PlanRequest& r, int seq_len, int max_nodes, double max_usd, int max_tp,
-                           double headroom) {
+nlohmann::json settings_of(const PlanRequest& r, const pl::SearchSpace& space, int max_nodes, double max_usd,
+                           int max_tp, double headroom) {
   // Identical to `shardplan plan`'s search_settings (planner/cli/plan_command.cpp).
-  return {{"nodes", r.nodes},         {"global_batch_size", r.global_batch}, {"seq_len", seq_len},
+  return {{"nodes", r.nodes},         {"global_batch_size", r.global_batch}, {"seq_len", space.seq_len},
           {"micro_batch_sizes", kMicroBatches}, {"zero_stages", kZeroStages}, {"schedules", kSchedules},
           {"recompute", kRecomputes}, {"precision", r.precision},
           {"mixed_precision", r.mixed_precision}, {"attention", r.attention}, {"fusion", r.fusion},
-          {"grad_accum_dtype", r.grad_accum_dtype}, {"packed_document_tokens", r.packed_document_tokens},
+          {"grad_accum_dtype", r.grad_accum_dtype}, {"packed_document_tokens", space.packed_document_tokens},
           {"fp8", r.fp8},
           {"cp", r.cp}, {"cp_kind", r.cp_kind}, {"ep", r.ep},
           {"tp_comm_overlap", false},  // not a GUI field: the CLI's default
@@ -98,8 +98,11 @@ void check_numbers(Validation& v, const PlanRequest& r, ResolvedRequest& out) {
   field(v, "grad_accum_dtype", [&] { s.grad_accum_dtype = cli::parse_grad_accum_dtype(r.grad_accum_dtype); });
   field(v, "packed_document_tokens", [&] {
     s.packed_document_tokens = to_int("--packed-document-tokens", r.packed_document_tokens);
-    if (s.packed_document_tokens < 0)
-      throw sim::InputError("--packed-document-tokens: expected tokens >= 0, got '" + r.packed_document_tokens + "'");
+    sim::ParallelConfig probe;  // as `shardplan plan` checks it: against the sequence and attention kind
+    probe.seq_len = s.seq_len;
+    probe.attention = s.attention;
+    probe.packed_document_tokens = s.packed_document_tokens;
+    sim::validate_packing(probe);
   });
   field(v, "lora_rank", [&] { s.lora.rank = to_int("--lora-rank", r.lora_rank); });
   field(v, "lora_base", [&] {
@@ -183,7 +186,7 @@ Validation validate(const PlanRequest& r) {
   }
   if (!v.ok()) return v;
   out.options.top_k = r.top;
-  out.search_settings = settings_of(r, s.seq_len, out.constraints.max_nodes, out.constraints.max_usd_per_hour,
+  out.search_settings = settings_of(r, s, out.constraints.max_nodes, out.constraints.max_usd_per_hour,
                                     out.constraints.max_tp, out.constraints.memory_headroom);
   v.resolved = std::move(out);
   return v;

@@ -44,7 +44,9 @@ class InputsTest : public QObject {
     auto* panel = h.window->inputs();
     const std::pair<const char*, const char*> cases[] = {{"seq_len", "0"},          {"lora_dropout", "1.5"},
                                                          {"headroom", "abc"},       {"train_tokens", "-5"},
-                                                         {"require", "warp-drive"}, {"global_batch", "16,x"}};
+                                                         {"require", "warp-drive"}, {"global_batch", "16,x"},
+                                                         {"packed_document_tokens", "-1"},
+                                                         {"packed_document_tokens", "1000000"}};
     for (const auto& [field, text] : cases) {
       panel->editor(field)->setText(text);
       QVERIFY2(!panel->valid(), field);
