@@ -98,11 +98,7 @@ void check_numbers(Validation& v, const PlanRequest& r, ResolvedRequest& out) {
   field(v, "grad_accum_dtype", [&] { s.grad_accum_dtype = cli::parse_grad_accum_dtype(r.grad_accum_dtype); });
   field(v, "packed_document_tokens", [&] {
     s.packed_document_tokens = to_int("--packed-document-tokens", r.packed_document_tokens);
-    sim::ParallelConfig probe;  // as `shardplan plan` checks it: against the sequence and attention kind
-    probe.seq_len = s.seq_len;
-    probe.attention = s.attention;
-    probe.packed_document_tokens = s.packed_document_tokens;
-    sim::validate_packing(probe);
+    sim::validate_packing(s.packed_document_tokens, s.seq_len, s.attention);  // as `shardplan plan` checks it
   });
   field(v, "lora_rank", [&] { s.lora.rank = to_int("--lora-rank", r.lora_rank); });
   field(v, "lora_base", [&] {

@@ -34,10 +34,6 @@ struct StageSummary {
   bool embedding = false, head = false;
 };
 
-bool same_shape(const ChunkShape& a, const ChunkShape& b) {
-  return a.layers == b.layers && a.embedding == b.embedding && a.head == b.head && a.dense_layers == b.dense_layers;
-}
-
 StageSummary summarize_stage(const ConfigContext& c, int stage) {
   const auto& cfg = *c.cfg;
   StageSummary s;
@@ -46,7 +42,7 @@ StageSummary summarize_stage(const ConfigContext& c, int stage) {
   for (int ch = 0; ch < cfg.virtual_stages; ++ch) {
     const ChunkShape shape = chunk_shape(c.mc->model, cfg, ch, stage);
     // A stage's chunks mostly share a shape: cost each run of equal ones once (the search's hot path).
-    if (ch == 0 || !same_shape(shape, last_shape)) t = chunk_time(c, shape);
+    if (ch == 0 || shape != last_shape) t = chunk_time(c, shape);
     last_shape = shape;
     s.sum += t;
     s.max_chunk_stored = std::max(s.max_chunk_stored, t.stored_bytes);

@@ -139,16 +139,20 @@ void check_context(const ModelSpec& m, const ParallelConfig& cfg) {
 // the whole s x s block, and context parallelism's chunks are modelled over one document.
 }  // namespace
 
-void validate_packing(const ParallelConfig& cfg) {
-  const int l = cfg.packed_document_tokens;
+void validate_packing(int l, int seq_len, AttentionKind attention) {
   if (l == 0) return;
   if (l < 0) bad("--packed-document-tokens", "expected a positive number of tokens (or 0: not packed), got " + str(l));
-  if (l >= cfg.seq_len)
-    bad("--packed-document-tokens", "expected fewer tokens than --seq-len (" + str(cfg.seq_len) + "), got " + str(l));
-  if (!fused(cfg.attention))
+  if (l >= seq_len)
+    bad("--packed-document-tokens", "expected fewer tokens than --seq-len (" + str(seq_len) + "), got " + str(l));
+  if (!fused(attention))
     bad("--packed-document-tokens", "expected --attention flash or flash1 with it (an explicit softmax computes the "
                                     "whole s x s block)");
-  if (cfg.cp > 1) bad("--packed-document-tokens", "expected --cp 1 with it, got cp " + str(cfg.cp));
+}
+
+void validate_packing(const ParallelConfig& cfg) {
+  validate_packing(cfg.packed_document_tokens, cfg.seq_len, cfg.attention);
+  if (cfg.packed_document_tokens > 0 && cfg.cp > 1)
+    bad("--packed-document-tokens", "expected --cp 1 with it, got cp " + str(cfg.cp));
 }
 
 namespace {

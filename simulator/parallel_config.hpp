@@ -255,7 +255,9 @@ struct ClusterSpec {
 // Fills defaults (global batch, sharding degree) and checks everything the cost model relies
 // on; throws InputError naming the flag and what was expected.
 void validate_config(const ModelSpec& model, const ClusterSpec& cluster, ParallelConfig& cfg);
-// The packed-document check of validate_config alone (a search's fixed setting, checked once).
+// The packed-document check of validate_config: the setting against the sequence and attention
+// kind (what a search, which fixes all three, checks once), then cp 1.
+void validate_packing(int packed_document_tokens, int seq_len, AttentionKind attention);
 void validate_packing(const ParallelConfig& cfg);
 
 // Layers of each model chunk, indexed [chunk * pp + stage] (size pp * v). Even split unless

@@ -31,6 +31,25 @@ std::vector<int> parse_order(const std::string& order) {
   return dims;
 }
 
+// A group whose `count` members rank_of(0), rank_of(1), ... rise with i: its nodes are the node
+// changes along the way (allocation-free, the search's hot path).
+template <class RankOf>
+GroupPlacement rising_placement(int count, int per_node, RankOf rank_of) {
+  GroupPlacement g;
+  g.size = count;
+  g.nodes = 0;
+  int last_node = -1;
+  for (int i = 0; i < count; ++i) {
+    const int node = rank_of(i) / per_node;
+    if (node != last_node) {
+      ++g.nodes;
+      last_node = node;
+    }
+  }
+  g.ranks_per_node = count / std::max(1, g.nodes);
+  return g;
+}
+
 }  // namespace
 
 RankLayout::RankLayout(const std::string& order, int tp, int cp, int dp, int pp, int devices_per_node)
@@ -62,22 +81,9 @@ GroupPlacement RankLayout::placement(const std::vector<int>& ranks) const {
 }
 
 GroupPlacement RankLayout::group(Dim d, int members, int every) const {
-  // Members at increasing ranks: count the node changes (allocation-free, the search's hot path).
   const int k = members > 0 ? members : size(d);
   const int st = stride(d) * every;
-  GroupPlacement g;
-  g.size = k;
-  g.nodes = 0;
-  int last_node = -1;
-  for (int i = 0; i < k; ++i) {
-    const int node = (i * st) / per_node_;
-    if (node != last_node) {
-      ++g.nodes;
-      last_node = node;
-    }
-  }
-  g.ranks_per_node = k / g.nodes;
-  return g;
+  return rising_placement(k, per_node_, [&](int i) { return i * st; });
 }
 
 GroupPlacement RankLayout::dp_cp_group(int dp_members, int dp_every) const {
@@ -98,30 +104,18 @@ GroupPlacement RankLayout::expert_group(ExpertDim d, int etp, int ep) const {
   const int n = size_[0] * size_[1] * size_[2] * size_[3] / P;
   const int first = d == ExpertDim::etp ? 1 : d == ExpertDim::ep ? etp : etp * ep;
   const int count = d == ExpertDim::etp ? etp : d == ExpertDim::ep ? ep : n / (etp * ep);
-  GroupPlacement g;
-  g.size = count;
-  g.nodes = 0;
-  int last_node = -1;
-  for (int i = 0; i < count; ++i) {
+  return rising_placement(count, per_node_, [&](int i) {
     const int j = i * first;
-    const int node = (j % sp + (j / sp) * sp * P) / per_node_;
-    if (node != last_node) {
-      ++g.nodes;
-      last_node = node;
-    }
-  }
-  g.ranks_per_node = count / std::max(1, g.nodes);
-  return g;
+    return j % sp + (j / sp) * sp * P;
+  });
 }
 
-bool RankLayout::pp_hop_crosses_nodes(int stage) const {
-  const int a = stage * stride(Dim::pp);
-  const int b = (stage + 1) * stride(Dim::pp);
-  return a / per_node_ != b / per_node_;
+bool RankLayout::stages_on_different_nodes(int a, int b) const {
+  return a * stride(Dim::pp) / per_node_ != b * stride(Dim::pp) / per_node_;
 }
 
-bool RankLayout::pp_ends_cross_nodes() const {
-  return 0 / per_node_ != (size(Dim::pp) - 1) * stride(Dim::pp) / per_node_;
-}
+bool RankLayout::pp_hop_crosses_nodes(int stage) const { return stages_on_different_nodes(stage, stage + 1); }
+
+bool RankLayout::pp_ends_cross_nodes() const { return stages_on_different_nodes(0, size(Dim::pp) - 1); }
 
 }  // namespace shardplan::simulator

@@ -47,6 +47,8 @@ class RankLayout {
 
  private:
   [[nodiscard]] GroupPlacement placement(const std::vector<int>& ranks) const;
+  // Whether pipeline stages a and b of rank 0's pipeline live on different nodes.
+  [[nodiscard]] bool stages_on_different_nodes(int a, int b) const;
   std::array<int, 4> size_{};
   std::array<int, 4> stride_{};
   int per_node_ = 1;

@@ -101,6 +101,7 @@ struct ChunkShape {
   bool embedding = false;
   bool head = false;
   int dense_layers = 0;  // of `layers`, an MoE model's first dense blocks
+  bool operator==(const ChunkShape&) const = default;
 };
 
 // Of model chunk `chunk` on pipeline stage `stage`, how many blocks are an MoE model's first dense

@@ -134,13 +134,7 @@ pl::SearchSpace make_space(const PlanOptions& o, const sim::HardwareProfile& hw,
   s.fusion = parse_fusion(o.fusion);
   s.grad_accum_dtype = parse_grad_accum_dtype(o.grad_accum);
   s.packed_document_tokens = o.packed_document_tokens;
-  {
-    sim::ParallelConfig probe;  // the fixed setting against the fixed sequence and attention kind
-    probe.seq_len = o.seq_len;
-    probe.attention = s.attention;
-    probe.packed_document_tokens = o.packed_document_tokens;
-    sim::validate_packing(probe);
-  }
+  sim::validate_packing(o.packed_document_tokens, o.seq_len, s.attention);
   s.fp8_recipes = fp8_search_list(o.fp8, hw);
   s.context_parallel = cp_search_list(o.cp, o.seq_len);
   s.cp_kind = *sim::cp_kind_from_string(o.cp_kind);  // CLI11 checked the name
