@@ -17,7 +17,7 @@
 #include "inputs_panel.hpp"
 #include "main_window.hpp"
 #include "plan_export.hpp"
-#include "planner/launch_export.hpp"
+#include "interop/launch_export.hpp"
 #include "planner/plan.hpp"
 #include "scatter_chart.hpp"
 #include "session_store.hpp"
@@ -77,7 +77,7 @@ void MainWindow::updateDetails(int source_row) {
     if (r.prediction && r.prediction->feasible && r.model) {
       try {
         const pl::Plan plan = make_plan(r, outcome_ ? outcome_->request.search_settings : nlohmann::json::object());
-        h += "<h4>Launch (mpirun)</h4><pre>" + esc(pl::mpirun_command(plan, "plan.json", cli_export_options(plan).mpirun)) +
+        h += "<h4>Launch (mpirun)</h4><pre>" + esc(interop::mpirun_command(plan, "plan.json", cli_export_options(plan).mpirun)) +
              "</pre>";
       } catch (const std::exception& e) {
         h += "<p>" + esc(e.what()) + "</p>";

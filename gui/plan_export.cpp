@@ -2,7 +2,7 @@
 
 #include <filesystem>
 
-#include "planner/launch_export.hpp"
+#include "interop/launch_export.hpp"
 #include "simulator/errors.hpp"
 #include "simulator/prediction_json.hpp"
 
@@ -19,10 +19,10 @@ pl::Plan make_plan(const CandidateRow& row, const nlohmann::json& search_setting
                   row.search_settings ? *row.search_settings : search_settings};
 }
 
-pl::ExportOptions cli_export_options(const pl::Plan& plan) {
+interop::ExportOptions cli_export_options(const pl::Plan& plan) {
   // As `shardplan export` (planner/cli/export_command.cpp) fills them with its defaults.
-  pl::ExportOptions opt;
-  pl::ShardrunArgs run;
+  interop::ExportOptions opt;
+  interop::ShardrunArgs run;
   run.checkpoint_dir = "checkpoints";
   run.resume_auto = true;
   opt.mpirun.run = run;
@@ -38,7 +38,7 @@ std::vector<std::string> export_plan(const pl::Plan& plan, const std::string& pl
   const std::filesystem::path p(plan_path);
   const std::string dir = p.has_parent_path() ? p.parent_path().string() : std::string(".");
   // Launch files first: a bad option fails before plan.json is written.
-  std::vector<std::string> written = pl::export_all(plan, dir, plan_path, cli_export_options(plan));
+  std::vector<std::string> written = interop::export_all(plan, dir, plan_path, cli_export_options(plan));
   pl::save_plan(plan, plan_path);
   written.insert(written.begin(), plan_path);
   return written;

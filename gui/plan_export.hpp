@@ -8,7 +8,7 @@
 #include <vector>
 
 #include "candidate_row.hpp"
-#include "planner/launch_export.hpp"
+#include "interop/launch_export.hpp"
 #include "planner/plan.hpp"
 
 namespace shardplan::gui {
@@ -18,7 +18,7 @@ namespace shardplan::gui {
 planner::Plan make_plan(const CandidateRow& row, const nlohmann::json& search_settings);
 
 // The CLI's `export` defaults: job name = model name, checkpoints in "checkpoints", auto-resume.
-planner::ExportOptions cli_export_options(const planner::Plan& plan);
+interop::ExportOptions cli_export_options(const planner::Plan& plan);
 
 // Writes plan.json at `plan_path` and the launch files next to it (the scripts pass
 // `plan_path` to shardrun). Returns every path written. Throws InputError.

@@ -14,6 +14,8 @@ PACKAGES=(
   pkg-config          # library discovery (.pc files) for CMake
   nlohmann-json3-dev  # JSON: model cards, hardware profiles, --json output
   libcli11-dev        # command-line parsing for `shardplan`
+  libtomlplusplus-dev # TOML: torchtitan job configs (interop export and import)
+  libyaml-cpp-dev     # YAML: Hugging Face Accelerate FSDP configs (interop export and import)
   libgtest-dev        # GoogleTest: unit and CLI tests
   libgmock-dev        # GoogleMock: matchers and mocks for the tests
   libbenchmark-dev    # Google Benchmark: bench/bench_simulator

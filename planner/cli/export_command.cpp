@@ -4,7 +4,7 @@
 #include <iostream>
 
 #include "commands.hpp"
-#include "planner/launch_export.hpp"
+#include "interop/launch_export.hpp"
 #include "planner/plan.hpp"
 #include "simulator/errors.hpp"
 
@@ -43,8 +43,8 @@ Run add_export_command(CLI::App& app) {
     std::error_code ec;
     std::filesystem::create_directories(o->out_dir, ec);
     if (ec) throw simulator::InputError("--out-dir: cannot create '" + o->out_dir + "': " + ec.message());
-    planner::ExportOptions opt;
-    planner::ShardrunArgs run;
+    interop::ExportOptions opt;
+    interop::ShardrunArgs run;
     run.steps = o->steps;
     run.data = o->data;
     run.checkpoint_dir = o->checkpoint_dir;
@@ -59,7 +59,7 @@ Run add_export_command(CLI::App& app) {
     opt.slurm.retry_delay_s = o->retry_delay;
     opt.slurm.srun_mpi = o->srun_mpi;
     opt.slurm.run = run;
-    for (const auto& f : planner::export_all(plan, o->out_dir, o->plan, opt)) std::cout << "wrote " << f << "\n";
+    for (const auto& f : interop::export_all(plan, o->out_dir, o->plan, opt)) std::cout << "wrote " << f << "\n";
     return 0;
   };
 }

@@ -7,7 +7,7 @@
 #include "cli_parse.hpp"
 #include "commands.hpp"
 #include "resilience_options.hpp"
-#include "planner/config_import.hpp"
+#include "interop/config_import.hpp"
 #include "planner/plan.hpp"
 #include "planner/stage_partition.hpp"
 #include "report.hpp"
@@ -217,11 +217,11 @@ void emit(const SimulateOptions& o, const sim::Prediction& p, const sim::Paralle
 }
 
 sim::ParallelConfig imported(const SimulateOptions& o, const sim::ModelSpec& m, const sim::ClusterSpec& c) {
-  planner::ImportContext ctx;
+  interop::ImportContext ctx;
   ctx.devices = c.devices();
   ctx.devices_per_node = c.per_node();
   ctx.seq_len = o.seq_len ? *o.seq_len : static_cast<int>(std::min<int64_t>(2048, m.max_positions));
-  planner::ImportResult r = planner::import_config_file(o.import_file, ctx);
+  interop::ImportResult r = interop::import_config_file(o.import_file, ctx);
   for (const auto& w : r.warnings) std::cerr << "shardplan: note: " << w << "\n";
   r.config.lora.rank = o.lora_rank;
   r.config.lora.alpha = o.lora_alpha;

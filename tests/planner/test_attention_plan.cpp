@@ -10,7 +10,7 @@
 #include <string>
 #include <vector>
 
-#include "planner/launch_export.hpp"
+#include "interop/launch_export.hpp"
 #include "planner/plan.hpp"
 #include "planner/search.hpp"
 #include "simulator/errors.hpp"
@@ -23,6 +23,7 @@ namespace shardplan::planner {
 namespace {
 
 namespace sim = shardplan::simulator;
+using namespace shardplan::interop;
 
 Plan plan_with(sim::AttentionKind kind) {
   sim::ParallelConfig c;

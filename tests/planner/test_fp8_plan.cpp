@@ -8,7 +8,7 @@
 #include <string>
 #include <vector>
 
-#include "planner/launch_export.hpp"
+#include "interop/launch_export.hpp"
 #include "planner/plan.hpp"
 #include "planner/search.hpp"
 #include "simulator/evaluator.hpp"
@@ -19,6 +19,7 @@ namespace shardplan::planner {
 namespace {
 
 namespace sim = shardplan::simulator;
+using namespace shardplan::interop;
 
 SearchResult search_on(const char* hw, const Constraints& c = {}) {
   const sim::ModelSpec m = sim::load_model("llama2-13b");

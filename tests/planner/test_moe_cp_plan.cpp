@@ -8,7 +8,7 @@
 #include <string>
 #include <vector>
 
-#include "planner/launch_export.hpp"
+#include "interop/launch_export.hpp"
 #include "planner/plan.hpp"
 #include "planner/search.hpp"
 #include "simulator/evaluator.hpp"
@@ -19,6 +19,7 @@ namespace shardplan::planner {
 namespace {
 
 namespace sim = shardplan::simulator;
+using namespace shardplan::interop;
 
 SearchSpace small_space(int seq) {
   SearchSpace s;
@@ -56,7 +57,9 @@ TEST(MoePlan, SearchTriesExpertParallelismAndEveryPlanValidates) {
   for (const auto& r : all.ranked) {
     expect_valid(r);
     any_ep |= r.candidate.config.ep > 1;
-    if (r.candidate.config.tp > 1) EXPECT_TRUE(r.candidate.config.sequence_parallel) << r.candidate.key;
+    if (r.candidate.config.tp > 1) {
+      EXPECT_TRUE(r.candidate.config.sequence_parallel) << r.candidate.key;
+    }
   }
   EXPECT_TRUE(any_ep);
   // Without expert parallelism every rank holds all experts.
@@ -64,8 +67,9 @@ TEST(MoePlan, SearchTriesExpertParallelismAndEveryPlanValidates) {
   no_ep.forbid = {"ep"};
   const SearchResult forbidden = search_moe(no_ep);
   for (const auto& r : forbidden.ranked) EXPECT_EQ(r.candidate.config.ep, 1) << r.candidate.key;
-  if (!forbidden.ranked.empty())
+  if (!forbidden.ranked.empty()) {
     EXPECT_GE(forbidden.ranked.front().prediction.time.step_s, all.ranked.front().prediction.time.step_s);
+  }
 }
 
 TEST(ContextParallelPlan, LongSequencesSearchCpAndRequireHolds) {

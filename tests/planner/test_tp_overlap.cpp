@@ -7,7 +7,7 @@
 #include <algorithm>
 #include <string>
 
-#include "planner/launch_export.hpp"
+#include "interop/launch_export.hpp"
 #include "simulator/errors.hpp"
 #include "simulator/prediction_json.hpp"
 #include "support/sim_config.hpp"
@@ -65,7 +65,7 @@ TEST(TpOverlap, PlanJsonAndMegatronExport) {
   validate_config(p.model, p.cluster, cfg);
   p.config = cfg;
   EXPECT_TRUE(config_from_json(to_json(cfg), "round trip").tp_comm_overlap);
-  const auto args = planner::megatron_args(p);
+  const auto args = interop::megatron_args(p);
   EXPECT_NE(std::find(args.begin(), args.end(), "--tp-comm-overlap"), args.end());
 }
 

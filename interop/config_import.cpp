@@ -7,7 +7,7 @@
 #include "simulator/errors.hpp"
 #include "simulator/json_fields.hpp"
 
-namespace shardplan::planner {
+namespace shardplan::interop {
 
 namespace sim = shardplan::simulator;
 using nlohmann::json;
@@ -95,4 +95,4 @@ ImportResult import_config_file(const std::string& path, const ImportContext& ct
                                "nor SageMaker model parallel parameters (partitions, microbatches, ...)");
 }
 
-}  // namespace shardplan::planner
+}  // namespace shardplan::interop

@@ -3,9 +3,14 @@
 #include <sstream>
 
 #include "launch_export.hpp"
-#include "shell_quote.hpp"
+#include "planner/shell_quote.hpp"
 
-namespace shardplan::planner {
+namespace shardplan::interop {
+
+using planner::comment_text;
+using planner::safe_token;
+using planner::shell_join;
+using planner::shell_quote;
 
 namespace sim = shardplan::simulator;
 
@@ -238,4 +243,4 @@ std::string megatron_command_line(const Plan& plan, const std::vector<std::strin
   return s.str();
 }
 
-}  // namespace shardplan::planner
+}  // namespace shardplan::interop

@@ -10,7 +10,7 @@
 #include "config_import.hpp"
 #include "simulator/json_fields.hpp"
 
-namespace shardplan::planner::import_detail {
+namespace shardplan::interop::import_detail {
 
 // The context itself: devices > 0, seq_len > 0, non-negative overrides.
 void check_context(const ImportContext& ctx, const std::string& source);
@@ -37,4 +37,4 @@ void warn_unknown_keys(const nlohmann::json& obj, const simulator::JsonContext& 
 // Warnings about the chosen layout (tp spanning nodes).
 void warn_layout(const ImportContext& ctx, const simulator::ParallelConfig& cfg, std::vector<std::string>& warnings);
 
-}  // namespace shardplan::planner::import_detail
+}  // namespace shardplan::interop::import_detail

@@ -16,7 +16,7 @@
 
 #include "simulator/parallel_config.hpp"
 
-namespace shardplan::planner {
+namespace shardplan::interop {
 
 struct ImportContext {
   int devices = 0;           // devices in the cluster (> 0): dp = devices / (tp x pp)
@@ -66,4 +66,4 @@ ImportResult import_smp(const nlohmann::json& params, const ImportContext& ctx, 
 // tensor_parallel_degree / a modelparallel wrapper); InputError when it is neither.
 ImportResult import_config_file(const std::string& path, const ImportContext& ctx);
 
-}  // namespace shardplan::planner
+}  // namespace shardplan::interop

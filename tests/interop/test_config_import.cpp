@@ -5,12 +5,12 @@
 #include <algorithm>
 #include <string>
 
-#include "planner/config_import.hpp"
+#include "interop/config_import.hpp"
 #include "simulator/errors.hpp"
 #include "simulator/evaluator.hpp"
 #include "simulator/json_fields.hpp"
 
-namespace shardplan::planner {
+namespace shardplan::interop {
 namespace {
 
 namespace sim = shardplan::simulator;
@@ -292,4 +292,4 @@ TEST(ImportFile, NeitherFormatIsAnError) {
 }
 
 }  // namespace
-}  // namespace shardplan::planner
+}  // namespace shardplan::interop

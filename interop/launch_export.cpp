@@ -6,10 +6,15 @@
 #include <regex>
 #include <sstream>
 
-#include "shell_quote.hpp"
+#include "planner/shell_quote.hpp"
 #include "simulator/errors.hpp"
 
-namespace shardplan::planner {
+namespace shardplan::interop {
+
+using planner::comment_text;
+using planner::safe_token;
+using planner::shell_join;
+using planner::shell_quote;
 
 namespace sim = shardplan::simulator;
 
@@ -222,4 +227,4 @@ std::string slurm_script(const Plan& plan, const std::string& plan_path, const S
          sbatch_loop(o);
 }
 
-}  // namespace shardplan::planner
+}  // namespace shardplan::interop

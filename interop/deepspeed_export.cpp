@@ -4,7 +4,7 @@
 #include "launch_export.hpp"
 #include "simulator/prediction_json.hpp"
 
-namespace shardplan::planner {
+namespace shardplan::interop {
 
 namespace sim = shardplan::simulator;
 using nlohmann::json;
@@ -139,4 +139,4 @@ nlohmann::json deepspeed_config(const Plan& plan) {
   return ds;
 }
 
-}  // namespace shardplan::planner
+}  // namespace shardplan::interop

@@ -1,7 +1,7 @@
 // SageMaker model parallel (v1) "parameters" from a Plan.
 #include "launch_export.hpp"
 
-namespace shardplan::planner {
+namespace shardplan::interop {
 
 namespace sim = shardplan::simulator;
 using nlohmann::json;
@@ -68,4 +68,4 @@ nlohmann::json smp_parameters(const Plan& plan) {
   return p;
 }
 
-}  // namespace shardplan::planner
+}  // namespace shardplan::interop

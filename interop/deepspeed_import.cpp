@@ -4,7 +4,7 @@
 #include "simulator/errors.hpp"
 #include "simulator/json_fields.hpp"
 
-namespace shardplan::planner {
+namespace shardplan::interop {
 
 namespace sim = shardplan::simulator;
 using nlohmann::json;
@@ -207,4 +207,4 @@ ImportResult import_deepspeed(const json& ds, const ImportContext& ctx, const st
   return r;
 }
 
-}  // namespace shardplan::planner
+}  // namespace shardplan::interop

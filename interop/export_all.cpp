@@ -4,11 +4,16 @@
 #include <system_error>
 
 #include "launch_export.hpp"
-#include "shell_quote.hpp"
+#include "planner/shell_quote.hpp"
 #include "simulator/errors.hpp"
 #include "simulator/json_fields.hpp"
 
-namespace shardplan::planner {
+namespace shardplan::interop {
+
+using planner::comment_text;
+using planner::safe_token;
+using planner::shell_join;
+using planner::shell_quote;
 
 namespace sim = shardplan::simulator;
 namespace fs = std::filesystem;
@@ -87,4 +92,4 @@ std::vector<std::string> export_all(const Plan& plan, const std::string& dir, co
   return written;
 }
 
-}  // namespace shardplan::planner
+}  // namespace shardplan::interop

@@ -4,7 +4,7 @@
 #include "simulator/errors.hpp"
 #include "simulator/json_fields.hpp"
 
-namespace shardplan::planner {
+namespace shardplan::interop {
 
 namespace sim = shardplan::simulator;
 using nlohmann::json;
@@ -120,4 +120,4 @@ ImportResult import_smp(const json& params, const ImportContext& ctx, const std:
   return r;
 }
 
-}  // namespace shardplan::planner
+}  // namespace shardplan::interop

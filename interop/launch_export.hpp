@@ -14,9 +14,11 @@
 #include <string>
 #include <vector>
 
-#include "plan.hpp"
+#include "planner/plan.hpp"
 
-namespace shardplan::planner {
+namespace shardplan::interop {
+
+using planner::Plan;
 
 // Arguments of the executor (`shardrun --plan P [--steps N] [--data D] [--checkpoint-dir C]
 // [--resume auto] extra...`).
@@ -109,4 +111,4 @@ struct ExportOptions {
 std::vector<std::string> export_all(const Plan& plan, const std::string& dir, const std::string& plan_path,
                                     const ExportOptions& options = {});
 
-}  // namespace shardplan::planner
+}  // namespace shardplan::interop

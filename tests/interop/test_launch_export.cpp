@@ -19,16 +19,17 @@
 #include <string>
 #include <vector>
 
-#include "planner/config_import.hpp"
-#include "planner/launch_export.hpp"
+#include "interop/config_import.hpp"
+#include "interop/launch_export.hpp"
 #include "planner/shell_quote.hpp"
 #include "simulator/errors.hpp"
 #include "simulator/evaluator.hpp"
 
-namespace shardplan::planner {
+namespace shardplan::interop {
 namespace {
 
 namespace sim = shardplan::simulator;
+using namespace shardplan::planner;
 namespace fs = std::filesystem;
 using nlohmann::json;
 
@@ -713,4 +714,4 @@ TEST(ExportAll, WritesEveryFile) {
 }
 
 }  // namespace
-}  // namespace shardplan::planner
+}  // namespace shardplan::interop
