@@ -151,6 +151,22 @@ std::string suite_path(const std::string& name) {
   return sim::data_dir() + "/runs/" + name + ".json";
 }
 
+RunsFile add_run_to_file(const std::string& path, const json& run, bool append, const std::string& description) {
+  json file;
+  if (fs::exists(path)) {
+    if (!append) throw sim::InputError(path + ": the runs file exists (pass --append to add this run to it)");
+    file = sim::read_json_file(path);
+    if (!file.is_object() || !file.contains("runs") || !file["runs"].is_array())
+      throw sim::InputError(path + ": expected a runs file (schema " + std::string(kRunsSchema) + ") to append to");
+  } else {
+    file = json{{"schema", kRunsSchema}, {"description", description}, {"runs", json::array()}};
+  }
+  file["runs"].push_back(run);
+  RunsFile checked = runs_from_json(file, path);
+  sim::write_file_atomically(path, file.dump(1) + "\n");
+  return checked;
+}
+
 std::vector<std::string> sources_of(const std::vector<RecordedRun>& runs) {
   std::vector<std::string> out;
   for (const auto& r : runs)

@@ -60,6 +60,13 @@ RunsFile runs_from_json(const nlohmann::json& j, const std::string& source);
 std::string suite_path(const std::string& name);
 std::vector<std::string> shipped_suites();
 
+// Adds one run (a `shardplan.runs/1` entry, as JSON) to the runs file at `path`: a new file
+// (with `description`) when there is none; with `append`, the end of an existing one (whose run
+// names stay unique); without it, an existing file is an InputError. The whole file is checked as
+// load_runs_file checks it before anything is written, then written atomically. Returns it.
+RunsFile add_run_to_file(const std::string& path, const nlohmann::json& run, bool append,
+                         const std::string& description);
+
 // Distinct sources in file order.
 std::vector<std::string> sources_of(const std::vector<RecordedRun>& runs);
 

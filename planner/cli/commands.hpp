@@ -16,5 +16,6 @@ Run add_models_command(CLI::App& app);
 Run add_hardware_command(CLI::App& app);
 Run add_validate_command(CLI::App& app);
 Run add_calibrate_command(CLI::App& app);
+Run add_runs_command(CLI::App& app);
 
 }  // namespace shardplan::cli

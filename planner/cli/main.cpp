@@ -20,6 +20,7 @@ int main(int argc, char** argv) {
   runs["hardware"] = shardplan::cli::add_hardware_command(app);
   runs["validate"] = shardplan::cli::add_validate_command(app);
   runs["calibrate"] = shardplan::cli::add_calibrate_command(app);
+  runs["runs"] = shardplan::cli::add_runs_command(app);
   try {
     app.parse(argc, argv);
   } catch (const CLI::CallForHelp& e) {
