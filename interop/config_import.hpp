@@ -12,6 +12,7 @@
 #include <nlohmann/json.hpp>
 #include <optional>
 #include <string>
+#include <string_view>
 #include <vector>
 
 #include "simulator/parallel_config.hpp"
@@ -60,6 +61,16 @@ ImportResult import_deepspeed(const nlohmann::json& ds, const ImportContext& ctx
 // ZeRO-1, offload_activations (-> also recompute full: SMP offloads checkpointed activations),
 // bf16/fp16, ddp.
 ImportResult import_smp(const nlohmann::json& params, const ImportContext& ctx, const std::string& source);
+
+// Megatron-LM / Megatron-Core arguments: a pretrain_gpt.py command line or its launch script
+// (megatron_flags.hpp). tp/pp/cp/ep/etp, --cp-comm-type p2p|a2a, sequence parallel, TP overlap,
+// --use-tp-pp-dp-mapping (rank order), virtual stages (either flag), uneven first/last stages,
+// the distributed optimizer (ZeRO-1; Megatron FSDP's strategies as ZeRO 0-3), optimizer
+// instances (sharding degree), CPU offload, fp32 gradient reduction, batch sizes, --seq-length,
+// recompute (full uniform 1 | full block N | selective), --bf16/--fp16, FP8 recipe and param
+// gather, --attention-backend (unfused = eager). dp = devices / (tp x pp x cp); a torchrun
+// --nnodes x --nproc-per-node in the script must equal the devices.
+ImportResult import_megatron(std::string_view script, const ImportContext& ctx, const std::string& source);
 
 // Reads a JSON file and imports it with whichever of the two formats it is (DeepSpeed when it
 // has train_* batch keys or zero_optimization, SMP when it has partitions / microbatches /

@@ -3,6 +3,7 @@
 #include <sstream>
 
 #include "launch_export.hpp"
+#include "megatron_flags.hpp"
 #include "planner/shell_quote.hpp"
 
 namespace shardplan::interop {
@@ -13,18 +14,19 @@ using planner::shell_join;
 using planner::shell_quote;
 
 namespace sim = shardplan::simulator;
+namespace mf = megatron_flags;
 
 namespace {
 
 using Args = std::vector<std::string>;
 
-void add(Args& a, const std::string& flag) { a.push_back(flag); }
-void add(Args& a, const std::string& flag, long long value) {
-  a.push_back(flag);
+void add(Args& a, std::string_view flag) { a.emplace_back(flag); }
+void add(Args& a, std::string_view flag, long long value) {
+  a.emplace_back(flag);
   a.push_back(std::to_string(value));
 }
-void add(Args& a, const std::string& flag, const std::string& value) {
-  a.push_back(flag);
+void add(Args& a, std::string_view flag, const std::string& value) {
+  a.emplace_back(flag);
   a.push_back(value);
 }
 
@@ -53,120 +55,126 @@ EdgeSplit edge_split(const sim::ParallelConfig& c) {
 
 void parallel_args(const Plan& plan, Args& a) {
   const auto& c = plan.config;
-  add(a, "--tensor-model-parallel-size", c.tp);
-  add(a, "--pipeline-model-parallel-size", c.pp);
+  add(a, mf::tp, c.tp);
+  add(a, mf::pp, c.pp);
   if (c.cp > 1) {  // Megatron-Core context parallelism: p2p = ring, a2a = Ulysses
-    add(a, "--context-parallel-size", c.cp);
-    add(a, "--cp-comm-type", c.cp_kind == sim::CpKind::all_to_all ? "a2a" : "p2p");
+    add(a, mf::cp, c.cp);
+    add(a, mf::cp_comm_type, c.cp_kind == sim::CpKind::all_to_all ? "a2a" : "p2p");
   }
   if (plan.model.is_moe()) {  // parallel folding: experts over ep x etp ranks of each stage
-    add(a, "--expert-model-parallel-size", c.ep);
-    add(a, "--expert-tensor-parallel-size", c.expert_tp());
+    add(a, mf::ep, c.ep);
+    add(a, mf::etp, c.expert_tp());
   }
   if (c.schedule == sim::PipelineSchedule::interleaved && edge_split(c).expressible)
-    add(a, "--num-layers-per-virtual-pipeline-stage", plan.model.num_layers / (c.pp * c.virtual_stages));
+    add(a, mf::virtual_stages, c.virtual_stages);
   const EdgeSplit e = edge_split(c);
-  if (e.first > 0) add(a, "--decoder-first-pipeline-num-layers", e.first);
-  if (e.last > 0) add(a, "--decoder-last-pipeline-num-layers", e.last);
-  if (c.sequence_parallel) add(a, "--sequence-parallel");
-  if (c.tp_comm_overlap) add(a, "--tp-comm-overlap");  // TE userbuffers; Megatron-Core
-  if (c.rank_order == "tp-pp-dp") add(a, "--use-tp-pp-dp-mapping");
+  if (e.first > 0) add(a, mf::first_stage_layers, e.first);
+  if (e.last > 0) add(a, mf::last_stage_layers, e.last);
+  if (c.sequence_parallel) add(a, mf::sequence_parallel);
+  if (c.tp_comm_overlap) add(a, mf::tp_comm_overlap);  // TE userbuffers; Megatron-Core
+  if (c.rank_order == "tp-pp-dp") add(a, mf::tp_pp_dp_mapping);
+  if (c.dp > 1) add(a, mf::overlap_grad_reduce);  // the simulator overlaps the DP reduction per bucket
   if (c.zero_stage >= 1) {
-    add(a, "--use-distributed-optimizer");
-    if (c.shard_group() < c.dp) add(a, "--num-distributed-optimizer-instances", c.dp / c.shard_group());
-    if (c.offload_optimizer) add(a, "--optimizer-cpu-offload");
+    add(a, mf::distributed_optimizer);
+    if (c.dp > 1) add(a, mf::overlap_param_gather);
+    if (c.shard_group() < c.dp) add(a, mf::optimizer_instances, c.dp / c.shard_group());
+    if (c.offload_optimizer) {
+      add(a, mf::optimizer_cpu_offload);
+      add(a, mf::precision_aware_optimizer);  // A:1884: the offload asserts it
+    }
   }
+  if (c.grad_accum_dtype == sim::GradAccumDtype::fp32) add(a, mf::fp32_grad_reduce);
 }
 
 void model_args(const sim::ModelSpec& m, int seq_len, Args& a) {
-  add(a, "--num-layers", m.num_layers);
-  add(a, "--hidden-size", m.hidden);
-  add(a, "--num-attention-heads", m.num_heads);
-  if (m.head_dim * m.num_heads != m.hidden) add(a, "--kv-channels", m.head_dim);
-  add(a, "--ffn-hidden-size", m.ffn_hidden);
+  add(a, mf::num_layers, m.num_layers);
+  add(a, mf::hidden_size, m.hidden);
+  add(a, mf::num_heads, m.num_heads);
+  if (m.head_dim * m.num_heads != m.hidden) add(a, mf::kv_channels, m.head_dim);
+  add(a, mf::ffn_hidden_size, m.ffn_hidden);
   if (m.num_kv_heads != m.num_heads) {
-    add(a, "--group-query-attention");
-    add(a, "--num-query-groups", m.num_kv_heads);
+    add(a, mf::group_query_attention);
+    add(a, mf::num_query_groups, m.num_kv_heads);
   }
-  add(a, "--seq-length", seq_len);
-  add(a, "--max-position-embeddings", std::max<long long>(m.max_positions, seq_len));
-  if (m.ffn_kind == sim::FfnKind::swiglu) add(a, "--swiglu");
-  add(a, "--normalization", m.norm_kind == sim::NormKind::rmsnorm ? "RMSNorm" : "LayerNorm");
+  add(a, mf::seq_length, seq_len);
+  add(a, mf::max_positions, std::max<long long>(m.max_positions, seq_len));
+  if (m.ffn_kind == sim::FfnKind::swiglu) add(a, mf::swiglu);
+  add(a, mf::normalization, m.norm_kind == sim::NormKind::rmsnorm ? "RMSNorm" : "LayerNorm");
   if (m.positional == sim::PositionalKind::rotary) {
-    add(a, "--position-embedding-type", "rope");
+    add(a, mf::position_embedding, "rope");
     if (m.rotary_dim > 0 && m.rotary_dim < m.head_dim) {
       std::ostringstream pct;
       pct << static_cast<double>(m.rotary_dim) / static_cast<double>(m.head_dim);
-      add(a, "--rotary-percent", pct.str());
+      add(a, mf::rotary_percent, pct.str());
     }
   } else {
-    add(a, "--position-embedding-type", "learned_absolute");
+    add(a, mf::position_embedding, "learned_absolute");
   }
-  if (!m.tied_embeddings) add(a, "--untie-embeddings-and-output-weights");
-  if (m.qk_norm) add(a, "--qk-layernorm");
+  if (!m.tied_embeddings) add(a, mf::untie_embeddings);
+  if (m.qk_norm) add(a, mf::qk_layernorm);
   if (m.mla.enabled()) {  // Megatron-Core MLATransformerConfig: qk-head-dim is the non-rotary part
-    add(a, "--multi-latent-attention");
-    if (m.mla.q_lora_rank > 0) add(a, "--q-lora-rank", m.mla.q_lora_rank);
-    add(a, "--kv-lora-rank", m.mla.kv_lora_rank);
-    add(a, "--qk-head-dim", m.head_dim - m.mla.qk_rope_head_dim);
-    add(a, "--qk-pos-emb-head-dim", m.mla.qk_rope_head_dim);
-    add(a, "--v-head-dim", m.mla.v_head_dim);
+    add(a, mf::mla);
+    if (m.mla.q_lora_rank > 0) add(a, mf::q_lora_rank, m.mla.q_lora_rank);
+    add(a, mf::kv_lora_rank, m.mla.kv_lora_rank);
+    add(a, mf::qk_head_dim, m.head_dim - m.mla.qk_rope_head_dim);
+    add(a, mf::qk_pos_emb_head_dim, m.mla.qk_rope_head_dim);
+    add(a, mf::v_head_dim, m.mla.v_head_dim);
   }
   if (m.is_moe()) {
-    add(a, "--num-experts", m.moe.num_experts);
-    add(a, "--moe-router-topk", m.moe.top_k);
-    add(a, "--moe-ffn-hidden-size", m.moe.expert_ffn_hidden);
-    if (m.moe.shared_ffn_hidden > 0) add(a, "--moe-shared-expert-intermediate-size", m.moe.shared_ffn_hidden);
-    if (m.moe.shared_expert_gate) add(a, "--moe-shared-expert-gate");
+    add(a, mf::num_experts, m.moe.num_experts);
+    add(a, mf::router_topk, m.moe.top_k);
+    add(a, mf::moe_ffn_hidden_size, m.moe.expert_ffn_hidden);
+    if (m.moe.shared_ffn_hidden > 0) add(a, mf::shared_expert_size, m.moe.shared_ffn_hidden);
+    if (m.moe.shared_expert_gate) add(a, mf::shared_expert_gate);
     if (m.moe.first_dense_layers > 0)
-      add(a, "--moe-layer-freq",
+      add(a, mf::moe_layer_freq,
           "([0]*" + std::to_string(m.moe.first_dense_layers) + "+[1]*" +
               std::to_string(m.num_layers - m.moe.first_dense_layers) + ")");
-    add(a, "--moe-token-dispatcher-type", "alltoall");
-    add(a, "--moe-grouped-gemm");
+    add(a, mf::token_dispatcher, "alltoall");
+    add(a, mf::grouped_gemm);
   }
-  if (!m.qkv_bias && !m.out_proj_bias && !m.mlp_bias) add(a, "--disable-bias-linear");
+  if (!m.qkv_bias && !m.out_proj_bias && !m.mlp_bias) add(a, mf::disable_bias_linear);
   if (m.qkv_bias && !m.out_proj_bias && !m.mlp_bias) {
-    add(a, "--disable-bias-linear");
-    add(a, "--add-qkv-bias");
+    add(a, mf::disable_bias_linear);
+    add(a, mf::add_qkv_bias);
   }
   std::ostringstream att, hid;
   att << m.attention_dropout;
   hid << m.hidden_dropout;
-  add(a, "--attention-dropout", att.str());
-  add(a, "--hidden-dropout", hid.str());
+  add(a, mf::attention_dropout, att.str());
+  add(a, mf::hidden_dropout, hid.str());
 }
 
 void training_args(const sim::ParallelConfig& c, Args& a) {
-  add(a, "--micro-batch-size", c.micro_batch_size);
-  add(a, "--global-batch-size", c.global_batch_size);
+  add(a, mf::micro_batch, c.micro_batch_size);
+  add(a, mf::global_batch, c.global_batch_size);
   if (c.moe_capacity_factor > 0) {
     std::ostringstream cf;
     cf << c.moe_capacity_factor;
-    add(a, "--moe-expert-capacity-factor", cf.str());
+    add(a, mf::capacity_factor, cf.str());
   }
-  if (c.precision == sim::Precision::bf16) add(a, "--bf16");
-  if (c.precision == sim::Precision::fp16) add(a, "--fp16");
-  if (sim::fused(c.attention)) add(a, "--use-flash-attn");  // the flash-attn package's fused core attention
+  if (c.precision == sim::Precision::bf16) add(a, mf::bf16);
+  if (c.precision == sim::Precision::fp16) add(a, mf::fp16);
+  add(a, mf::attention_backend, sim::fused(c.attention) ? "flash" : "unfused");
   if (c.uses_fp8()) {  // Transformer Engine FP8 (megatron/training/arguments.py, Transformer-Engine group)
-    add(a, "--fp8-format", "hybrid");  // e4m3 forward, e5m2 gradients
-    add(a, "--fp8-recipe", sim::to_string(c.fp8));
+    add(a, mf::fp8_format, "hybrid");  // e4m3 forward, e5m2 gradients
+    add(a, mf::fp8_recipe, sim::to_string(c.fp8));
     if (c.fp8 == sim::Fp8Recipe::delayed) {
-      add(a, "--fp8-amax-history-len", 1024);
-      add(a, "--fp8-amax-compute-algo", "max");
+      add(a, mf::fp8_amax_history, 1024);
+      add(a, mf::fp8_amax_algo, "max");
     }
-    if (c.fp8_param_gather) add(a, "--fp8-param-gather");
+    if (c.fp8_param_gather) add(a, mf::fp8_param_gather);
   }
   if (c.recompute == sim::Recompute::full && c.recompute_num_layers > 0) {
-    add(a, "--recompute-granularity", "full");  // the first k layers of each stage (chunk)
-    add(a, "--recompute-method", "block");
-    add(a, "--recompute-num-layers", c.recompute_num_layers);
+    add(a, mf::recompute_granularity, "full");  // the first k layers of each stage (chunk)
+    add(a, mf::recompute_method, "block");
+    add(a, mf::recompute_num_layers, c.recompute_num_layers);
   } else if (c.recompute == sim::Recompute::full) {
-    add(a, "--recompute-granularity", "full");
-    add(a, "--recompute-method", "uniform");
-    add(a, "--recompute-num-layers", 1);
+    add(a, mf::recompute_granularity, "full");
+    add(a, mf::recompute_method, "uniform");
+    add(a, mf::recompute_num_layers, 1);
   } else if (c.recompute == sim::Recompute::selective) {
-    add(a, "--recompute-granularity", "selective");
+    add(a, mf::recompute_granularity, "selective");
   }
 }
 
@@ -188,12 +196,12 @@ std::vector<std::string> megatron_notes(const Plan& plan) {
     n.push_back("the plan keeps fp32 weights (autocast); Megatron-LM's --bf16/--fp16 keep 16-bit weights with an "
                 "fp32 master (re-plan with --mixed-precision master_weights for its memory)");
   if (c.attention == sim::AttentionKind::eager)
-    n.push_back("eager attention: the plan assumes the explicit (unfused) softmax path; Megatron-LM runs it "
-                "without --use-flash-attn (Megatron-Core: --attention-backend unfused), its memory holds the "
-                "s x s scores");
+    n.push_back("eager attention: the plan assumes the explicit (unfused) softmax path, which Megatron-Core runs "
+                "with --attention-backend unfused; its memory holds the s x s scores");
   if (c.attention == sim::AttentionKind::flash1)
     n.push_back("flash1 attention: the plan times first-generation fused kernels (flash-attn 1.x); "
-                "--use-flash-attn runs whichever flash-attn is installed (2.x is faster: re-plan with --attention flash)");
+                "--attention-backend flash runs whichever flash-attn is installed (2.x is faster: re-plan with "
+                "--attention flash)");
   if (!edge_split(c).expressible)
     n.push_back("the layer partition is not expressible in Megatron-LM (only uneven first/last stages, "
                 "without interleaving); Megatron will split the layers evenly");
@@ -210,7 +218,9 @@ std::vector<std::string> megatron_notes(const Plan& plan) {
                 "Megatron-DeepSpeed with ds_config.json, or Megatron's FSDP");
   if (c.offload_optimizer && c.zero_stage == 0)
     n.push_back("optimizer offload: --optimizer-cpu-offload needs the distributed optimizer (ZeRO >= 1)");
-  if (c.offload_activations) n.push_back("activation offload has no Megatron-LM equivalent in this export");
+  if (c.offload_activations)
+    n.push_back("activation offload: Megatron's --cpu-offloading-num-layers N offloads the activations of N "
+                "layers (N below the layer count); the plan offloads every stored activation, so it is left out");
   if (c.lora.enabled()) n.push_back("LoRA: Megatron-LM has no LoRA; use NeMo / Megatron-Bridge PEFT");
   if (c.lora.quantized_base())
     n.push_back("QLoRA's NF4 base has no Megatron-LM equivalent (bitsandbytes 4-bit via Hugging Face PEFT)");
@@ -229,7 +239,7 @@ std::vector<std::string> megatron_notes(const Plan& plan) {
 std::string megatron_command_line(const Plan& plan, const std::vector<std::string>& launcher) {
   std::vector<std::string> words = launcher;
   if (words.empty())
-    words = {"torchrun", "--nnodes", std::to_string(plan.cluster.nodes), "--nproc-per-node",
+    words = {"torchrun", std::string(mf::nnodes), std::to_string(plan.cluster.nodes), std::string(mf::nproc_per_node),
              std::to_string(plan.cluster.per_node()), "pretrain_gpt.py"};
   std::ostringstream s;
   for (const auto& n : megatron_notes(plan)) s << "# shardplan note: " << comment_text(n) << "\n";

@@ -517,7 +517,9 @@ TEST(MegatronExport, InterleavedGqaLlama) {
   const auto a = megatron_args(plan);
   EXPECT_EQ(arg_after(a, "--tensor-model-parallel-size"), "8");
   EXPECT_EQ(arg_after(a, "--pipeline-model-parallel-size"), "2");
-  EXPECT_EQ(arg_after(a, "--num-layers-per-virtual-pipeline-stage"), "20");
+  // Chunks per rank (the form Megatron also accepts with uneven first/last stages, arguments.py:955).
+  EXPECT_EQ(arg_after(a, "--num-virtual-stages-per-pipeline-rank"), "2");
+  EXPECT_FALSE(has_flag(a, "--num-layers-per-virtual-pipeline-stage"));
   EXPECT_TRUE(has_flag(a, "--sequence-parallel"));
   EXPECT_EQ(arg_after(a, "--micro-batch-size"), "1");
   EXPECT_EQ(arg_after(a, "--global-batch-size"), "8");

@@ -1,6 +1,7 @@
 // Attention kinds through the planner: plan.json keeps the kind (and an old plan without it
 // reads as flash), the search fixes the kind it is given, and the exports express it (Megatron
-// --use-flash-attn) or note it (ds_config, SMP, the shardrun scripts).
+// --attention-backend) or note it (ds_config, SMP, the shardrun scripts).
+#include <algorithm>
 #include <gtest/gtest.h>
 
 #include <algorithm>
@@ -94,8 +95,14 @@ TEST(AttentionPlan, SearchUsesTheKindItIsGiven) {
 TEST(AttentionPlan, ExportsExpressOrNoteTheKind) {
   const Plan flash = plan_with(sim::AttentionKind::flash);
   const Plan eager = plan_with(sim::AttentionKind::eager);
-  EXPECT_TRUE(has(megatron_args(flash), "--use-flash-attn"));
-  EXPECT_FALSE(has(megatron_args(eager), "--use-flash-attn"));
+  // Megatron-Core's switch (--use-flash-attn still parses but nothing reads it).
+  const auto backend = [](const std::vector<std::string>& a) {
+    const auto it = std::find(a.begin(), a.end(), "--attention-backend");
+    return it != a.end() && it + 1 != a.end() ? *(it + 1) : std::string("<absent>");
+  };
+  EXPECT_EQ(backend(megatron_args(flash)), "flash");
+  EXPECT_EQ(backend(megatron_args(eager)), "unfused");
+  EXPECT_FALSE(has(megatron_args(flash), "--use-flash-attn"));
   EXPECT_FALSE(any_mentions(megatron_notes(flash), "attention"));
   EXPECT_TRUE(any_mentions(megatron_notes(eager), "eager attention"));
   EXPECT_NE(megatron_command_line(eager).find("# shardplan note: eager attention"), std::string::npos);

@@ -1,0 +1,28 @@
+torchrun --nnodes 4 --nproc-per-node 8 pretrain_gpt.py \
+  --tensor-model-parallel-size 4 \
+  --pipeline-model-parallel-size 4 \
+  --num-virtual-stages-per-pipeline-rank 2 \
+  --sequence-parallel \
+  --overlap-grad-reduce \
+  --use-distributed-optimizer \
+  --overlap-param-gather \
+  --num-layers 80 \
+  --hidden-size 8192 \
+  --num-attention-heads 64 \
+  --ffn-hidden-size 28672 \
+  --group-query-attention \
+  --num-query-groups 8 \
+  --seq-length 8192 \
+  --max-position-embeddings 131072 \
+  --swiglu \
+  --normalization RMSNorm \
+  --position-embedding-type rope \
+  --untie-embeddings-and-output-weights \
+  --disable-bias-linear \
+  --attention-dropout 0 \
+  --hidden-dropout 0 \
+  --micro-batch-size 1 \
+  --global-batch-size 64 \
+  --bf16 \
+  --attention-backend flash \
+  --recompute-granularity selective

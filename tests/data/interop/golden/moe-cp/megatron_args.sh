@@ -1,0 +1,35 @@
+torchrun --nnodes 4 --nproc-per-node 8 pretrain_gpt.py \
+  --tensor-model-parallel-size 2 \
+  --pipeline-model-parallel-size 1 \
+  --context-parallel-size 2 \
+  --cp-comm-type p2p \
+  --expert-model-parallel-size 4 \
+  --expert-tensor-parallel-size 2 \
+  --sequence-parallel \
+  --overlap-grad-reduce \
+  --use-distributed-optimizer \
+  --overlap-param-gather \
+  --num-layers 32 \
+  --hidden-size 4096 \
+  --num-attention-heads 32 \
+  --ffn-hidden-size 14336 \
+  --group-query-attention \
+  --num-query-groups 8 \
+  --seq-length 16384 \
+  --max-position-embeddings 32768 \
+  --swiglu \
+  --normalization RMSNorm \
+  --position-embedding-type rope \
+  --untie-embeddings-and-output-weights \
+  --num-experts 8 \
+  --moe-router-topk 2 \
+  --moe-ffn-hidden-size 14336 \
+  --moe-token-dispatcher-type alltoall \
+  --moe-grouped-gemm \
+  --disable-bias-linear \
+  --attention-dropout 0 \
+  --hidden-dropout 0 \
+  --micro-batch-size 1 \
+  --global-batch-size 64 \
+  --bf16 \
+  --attention-backend flash
