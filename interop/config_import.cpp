@@ -1,15 +1,27 @@
-// Shared import helpers and format detection (the importers: deepspeed_import.cpp, smp_import.cpp).
+// Shared import helpers and format detection: which importer reads a file (deepspeed_import.cpp,
+// smp_import.cpp, smp_v2_import.cpp, megatron_import.cpp, torchtitan_import.cpp,
+// accelerate_import.cpp, neuron_import.cpp, habana_import.cpp).
 #include "config_import.hpp"
 
 #include <algorithm>
+#include <filesystem>
+#include <fstream>
+#include <sstream>
 
+#include "accelerate.hpp"
+#include "command_args.hpp"
 #include "config_import_detail.hpp"
+#include "habana.hpp"
+#include "neuron.hpp"
+#include "smp_v2.hpp"
+#include "torchtitan.hpp"
 #include "simulator/errors.hpp"
 #include "simulator/json_fields.hpp"
 
 namespace shardplan::interop {
 
 namespace sim = shardplan::simulator;
+namespace fs = std::filesystem;
 using nlohmann::json;
 
 namespace import_detail {
@@ -82,17 +94,68 @@ bool has_any(const json& j, std::initializer_list<const char*> keys) {
 
 }  // namespace
 
-ImportResult import_config_file(const std::string& path, const ImportContext& ctx) {
+namespace {
+
+std::string read_text(const std::string& path) {
+  std::ifstream in(path, std::ios::binary);
+  if (!in) throw sim::InputError(path + ": cannot open the file to import");
+  std::ostringstream s;
+  s << in.rdbuf();
+  return s.str();
+}
+
+bool mentions(const std::string& text, std::initializer_list<const char*> needles) {
+  return std::any_of(needles.begin(), needles.end(), [&](const char* n) { return text.find(n) != std::string::npos; });
+}
+
+ImportResult import_json(const std::string& path, const ImportContext& ctx) {
   const json j = sim::read_json_file(path);
   if (!j.is_object()) throw sim::InputError(path + ": expected a JSON object (a DeepSpeed config or SMP parameters)");
   if (has_any(j, {"train_batch_size", "train_micro_batch_size_per_gpu", "gradient_accumulation_steps",
                   "zero_optimization"}))
     return import_deepspeed(j, ctx, path);
+  if (is_smp_v2(j)) return import_smp_v2(j, ctx, path);
   if (has_any(j, {"partitions", "pipeline_parallel_degree", "microbatches", "tensor_parallel_degree",
                   "sharded_data_parallel_degree", "modelparallel", "smdistributed"}))
     return import_smp(j, ctx, path);
   throw sim::InputError(path + ": neither a DeepSpeed config (train_micro_batch_size_per_gpu, zero_optimization, ...) "
-                               "nor SageMaker model parallel parameters (partitions, microbatches, ...)");
+                               "nor SageMaker model parallel parameters (v2: hybrid_shard_degree, ...; v1: partitions, ...)");
+}
+
+// An Optimum-Habana command with the DeepSpeed JSON its --deepspeed names (relative paths are
+// relative to the script's folder, then to the working directory).
+ImportResult import_habana_file(const std::string& path, const std::string& text, const ImportContext& ctx) {
+  const CommandArgs args(shell_words(text, path), path);
+  json ds;
+  if (const auto ds_path = args.value("--deepspeed")) {
+    fs::path p(*ds_path);
+    if (p.is_relative() && fs::exists(fs::path(path).parent_path() / p)) p = fs::path(path).parent_path() / p;
+    if (!fs::exists(p))
+      throw sim::InputError(path + ": --deepspeed " + *ds_path + ": the DeepSpeed config it names does not exist");
+    ds = sim::read_json_file(p.string());
+  }
+  return import_habana(text, ds, ctx, path);
+}
+
+}  // namespace
+
+ImportResult import_config_file(const std::string& path, const ImportContext& ctx) {
+  if (!fs::is_regular_file(path)) throw sim::InputError("--import: file '" + path + "' does not exist");
+  const std::string ext = fs::path(path).extension().string();
+  if (ext == ".json") return import_json(path, ctx);
+  const std::string text = read_text(path);
+  if (ext == ".toml") return import_torchtitan(text, ctx, path);
+  if (ext == ".yaml" || ext == ".yml") return import_accelerate(text, ctx, path);
+  const auto first = text.find_first_not_of(" \t\r\n");
+  if (first != std::string::npos && text[first] == '{') return import_json(path, ctx);
+  if (mentions(text, {"gaudi_spawn.py", "run_lora_clm.py", "run_clm.py"})) return import_habana_file(path, text, ctx);
+  if (mentions(text, {"--tensor_parallel_size", "tp_zero1_llama", "run_llama_nxd.py", "neuron_parallel_compile"}))
+    return import_neuron(text, ctx, path);
+  if (mentions(text, {"--tensor-model-parallel-size", "pretrain_gpt.py", "--micro-batch-size"}))
+    return import_megatron(text, ctx, path);
+  throw sim::InputError(path + ": not a format shardplan imports (expected a DeepSpeed or SageMaker JSON, a "
+                               "torchtitan .toml, an Accelerate .yaml, or a Megatron-LM, NeuronX Distributed or "
+                               "Optimum-Habana launch script)");
 }
 
 }  // namespace shardplan::interop

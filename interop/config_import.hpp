@@ -1,6 +1,10 @@
 #pragma once
-// Imports: a ParallelConfig from another stack's settings — a DeepSpeed ds_config or SageMaker
-// model parallel (v1) parameters — so `shardplan simulate` can predict an existing job.
+// Imports: a ParallelConfig from another stack's settings — a DeepSpeed ds_config, SageMaker model
+// parallel parameters, Megatron-LM arguments, a torchtitan job config, an Accelerate config, a
+// NeuronX Distributed or Optimum-Habana launch — so `shardplan simulate --import` can predict an
+// existing job and `shardplan plan --from` search around it. The per-format declarations beyond
+// DeepSpeed, SMP v1 and Megatron are in smp_v2.hpp, torchtitan.hpp, accelerate.hpp, neuron.hpp and
+// habana.hpp.
 //
 // Neither format carries everything: the cluster size, sequence length and (for SMP) the batch
 // size come from the ImportContext. Errors are InputError naming `source` and the field.
@@ -31,6 +35,9 @@ struct ImportContext {
   // SMP's only source of it (SMP parameters have no batch size; 1 with a warning when 0).
   // When the file has a number, a non-zero value here must agree with it.
   int micro_batch_size = 0;
+  // Sequences per step, for formats without one (an Accelerate config: the script's gradient
+  // accumulation); 0 = micro-batch x dp (no accumulation), with a warning.
+  int global_batch_size = 0;
   // Fills DeepSpeed "auto" bf16/fp16 settings (HF Trainer's --bf16/--fp16) and is used when SMP
   // parameters enable neither fp16 nor bf16.
   std::optional<simulator::Precision> precision;
@@ -72,9 +79,13 @@ ImportResult import_smp(const nlohmann::json& params, const ImportContext& ctx, 
 // --nnodes x --nproc-per-node in the script must equal the devices.
 ImportResult import_megatron(std::string_view script, const ImportContext& ctx, const std::string& source);
 
-// Reads a JSON file and imports it with whichever of the two formats it is (DeepSpeed when it
-// has train_* batch keys or zero_optimization, SMP when it has partitions / microbatches /
-// tensor_parallel_degree / a modelparallel wrapper); InputError when it is neither.
+// Imports whichever format the file is: .json — a DeepSpeed config (train_* batch keys or
+// zero_optimization), SMP v2 settings (smp_v2.hpp: v2-only parameters or the example script's
+// hyperparameters) or SMP v1 parameters; .toml — a torchtitan job config; .yaml/.yml — an
+// Accelerate config; any other text — an Optimum-Habana command (gaudi_spawn.py / run_lora_clm.py /
+// run_clm.py; the DeepSpeed JSON its --deepspeed names is read too), a NeuronX Distributed launch
+// (--tensor_parallel_size, tp_zero1_llama, run_llama_nxd.py) or Megatron-LM arguments
+// (--tensor-model-parallel-size, pretrain_gpt.py, --micro-batch-size). InputError otherwise.
 ImportResult import_config_file(const std::string& path, const ImportContext& ctx);
 
 }  // namespace shardplan::interop

@@ -1,46 +1,48 @@
 // DeepSpeed ds_config from a Plan.
 #include <sstream>
 
+#include "deepspeed_flags.hpp"
 #include "launch_export.hpp"
 #include "simulator/prediction_json.hpp"
 
 namespace shardplan::interop {
 
 namespace sim = shardplan::simulator;
+namespace dk = deepspeed_keys;
 using nlohmann::json;
 
 namespace {
 
 json zero_section(const Plan& plan) {
   const auto& c = plan.config;
-  json z = {{"stage", c.zero_stage}};
+  json z = {{dk::stage, c.zero_stage}};
   if (c.zero_stage >= 1) {
-    z["overlap_comm"] = true;
-    z["contiguous_gradients"] = true;
+    z[dk::overlap_comm] = true;
+    z[dk::contiguous_gradients] = true;
     // What the Hugging Face integration fills for "auto": buckets sized from the hidden size.
-    z["reduce_bucket_size"] = plan.model.hidden * plan.model.hidden;
+    z[dk::reduce_bucket_size] = plan.model.hidden * plan.model.hidden;
   }
   if (c.zero_stage == 3) {
-    z["stage3_prefetch_bucket_size"] = plan.model.hidden * plan.model.hidden * 9 / 10;
-    z["stage3_param_persistence_threshold"] = 10 * plan.model.hidden;
-    z["stage3_max_live_parameters"] = 1000000000;
-    z["stage3_max_reuse_distance"] = 1000000000;
-    z["stage3_gather_16bit_weights_on_model_save"] = true;
-    z["sub_group_size"] = 1000000000;
+    z[dk::prefetch_bucket_size] = plan.model.hidden * plan.model.hidden * 9 / 10;
+    z[dk::param_persistence_threshold] = 10 * plan.model.hidden;
+    z[dk::max_live_parameters] = 1000000000;
+    z[dk::max_reuse_distance] = 1000000000;
+    z[dk::gather_16bit_on_save] = true;
+    z[dk::sub_group_size] = 1000000000;
   }
-  if (c.offload_optimizer) z["offload_optimizer"] = {{"device", "cpu"}, {"pin_memory", true}};
-  if (c.zero_stage >= 1 && c.shard_group() < c.dp) z["mics_shard_size"] = c.shard_group();
+  if (c.offload_optimizer) z[dk::offload_optimizer] = {{dk::device, "cpu"}, {"pin_memory", true}};
+  if (c.zero_stage >= 1 && c.shard_group() < c.dp) z[dk::mics_shard_size] = c.shard_group();
   return z;
 }
 
 json precision_sections(const Plan& plan, json ds) {
   const auto p = plan.config.precision;
-  ds["bf16"] = {{"enabled", p == sim::Precision::bf16}};
+  ds[dk::bf16] = {{dk::enabled, p == sim::Precision::bf16}};
   if (p == sim::Precision::fp16)
-    ds["fp16"] = {{"enabled", true},          {"loss_scale", 0},  {"loss_scale_window", 1000},
+    ds[dk::fp16] = {{dk::enabled, true},          {"loss_scale", 0},  {"loss_scale_window", 1000},
                   {"initial_scale_power", 16}, {"hysteresis", 2}, {"min_loss_scale", 1}};
   else
-    ds["fp16"] = {{"enabled", false}};
+    ds[dk::fp16] = {{dk::enabled, false}};
   return ds;
 }
 
@@ -116,23 +118,25 @@ std::vector<std::string> deepspeed_notes(const Plan& plan) {
 nlohmann::json deepspeed_config(const Plan& plan) {
   const auto& c = plan.config;
   json ds;
-  ds["train_batch_size"] = c.global_batch_size;
-  ds["train_micro_batch_size_per_gpu"] = c.micro_batch_size;
-  ds["gradient_accumulation_steps"] = c.micro_batches();
-  ds["gradient_clipping"] = 1.0;
-  ds["zero_optimization"] = zero_section(plan);
+  ds[dk::train_batch] = c.global_batch_size;
+  ds[dk::micro_batch] = c.micro_batch_size;
+  ds[dk::accumulation] = c.micro_batches();
+  ds[dk::gradient_clipping] = 1.0;
+  ds[dk::zero] = zero_section(plan);
   ds = precision_sections(plan, std::move(ds));
   if (c.recompute != sim::Recompute::none)
     // DeepSpeed offloads (cpu_checkpointing) only partitioned activations.
-    ds["activation_checkpointing"] = {{"partition_activations", c.tp > 1 || c.offload_activations},
-                                      {"cpu_checkpointing", c.offload_activations},
+    ds[dk::activation_checkpointing] = {{dk::partition_activations, c.tp > 1 || c.offload_activations},
+                                      {dk::cpu_checkpointing, c.offload_activations},
                                       {"contiguous_memory_optimization", false},
                                       {"synchronize_checkpoint_boundary", false},
                                       {"profile", false}};
-  if (c.tp > 1) ds["tensor_parallel"] = {{"autotp_size", c.tp}};
-  if (c.pp > 1) ds["pipeline"] = {{"stages", c.pp}};
-  ds["steps_per_print"] = 10;
-  ds["wall_clock_breakdown"] = false;
+  if (c.tp > 1) ds[dk::tensor_parallel] = {{dk::autotp_size, c.tp}};
+  if (c.pp > 1) ds[dk::pipeline] = {{dk::stages, c.pp}};
+  if (c.grad_accum_dtype == sim::GradAccumDtype::fp32) ds[dk::data_types] = {{dk::grad_accum_dtype, "fp32"}};
+  ds[dk::steps_per_print] = 10;  // the default is None (no progress lines) since DeepSpeed 0.15.2
+  ds[dk::log_level] = "info";     // the throughput line is INFO (`shardplan runs import --format deepspeed`)
+  ds[dk::wall_clock_breakdown] = false;
   std::string note = provenance(plan);
   for (const auto& n : deepspeed_notes(plan)) note += " Note: " + n + ".";
   ds["shardplan_note"] = note;

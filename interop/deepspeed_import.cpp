@@ -1,6 +1,7 @@
 // ParallelConfig from a DeepSpeed ds_config.
 #include "config_import.hpp"
 #include "config_import_detail.hpp"
+#include "deepspeed_flags.hpp"
 #include "simulator/errors.hpp"
 #include "simulator/json_fields.hpp"
 
@@ -12,9 +13,10 @@ using namespace import_detail;
 
 namespace {
 
-constexpr const char* kMbs = "train_micro_batch_size_per_gpu";
-constexpr const char* kGas = "gradient_accumulation_steps";
-constexpr const char* kTbs = "train_batch_size";
+namespace dk = deepspeed_keys;
+constexpr std::string_view kMbs = dk::micro_batch;
+constexpr std::string_view kGas = dk::accumulation;
+constexpr std::string_view kTbs = dk::train_batch;
 
 // An integer batch field that may be "auto" (Hugging Face Trainer placeholder).
 struct BatchField {
@@ -22,7 +24,7 @@ struct BatchField {
   bool is_auto = false;
 };
 
-BatchField batch_field(const json& ds, const char* key, const sim::JsonContext& jc) {
+BatchField batch_field(const json& ds, std::string_view key, const sim::JsonContext& jc) {
   auto it = ds.find(key);
   if (it != ds.end() && it->is_string() && it->get<std::string>() == "auto") return {std::nullopt, true};
   return {optional_int(ds, key, 1, jc), false};
@@ -45,7 +47,7 @@ struct Batch {
                 "write the micro-batch size per device, or give it to the import (micro-batch size)");
 }
 
-long long exact_div(long long total, long long part, const char* key, const std::string& what, const sim::JsonContext& jc) {
+long long exact_div(long long total, long long part, std::string_view key, const std::string& what, const sim::JsonContext& jc) {
   if (part <= 0 || total % part != 0)
     jc.fail(key, "a multiple of " + what + " = " + std::to_string(part) + ", got " + std::to_string(total));
   return total / part;
@@ -74,7 +76,7 @@ Batch resolve_batch(const json& ds, const ImportContext& ctx, int dp, const sim:
   } else if (!gas.value) {
     gas.value = 1;
     if (gas.is_auto)
-      warnings.push_back(jc.file + ": '" + kGas + "' is \"auto\": using 1 (the Hugging Face Trainer default)");
+      warnings.push_back(jc.file + ": '" + std::string(kGas) + "' is \"auto\": using 1 (the Hugging Face Trainer default)");
   }
   const long long expected = *mbs.value * *gas.value * dp;
   if (tbs.value && *tbs.value != expected)
@@ -166,6 +168,19 @@ void read_checkpointing(const json& ds, const sim::JsonContext& jc, sim::Paralle
   cfg.offload_activations = sim::get_bool_or(ac, "cpu_checkpointing", false, jc.child("activation_checkpointing"));
 }
 
+// data_types.grad_accum_dtype: "fp32" (and its aliases) accumulate in fp32 (BF16_Optimizer).
+void read_data_types(const json& ds, const sim::JsonContext& jc, sim::ParallelConfig& cfg) {
+  const json& dt = section(ds, std::string(dk::data_types).c_str(), jc);
+  const auto it = dt.find(dk::grad_accum_dtype);
+  if (it == dt.end() || it->is_null()) return;
+  const sim::JsonContext dc = jc.child(dk::data_types);
+  if (!it->is_string()) dc.fail(dk::grad_accum_dtype, "a dtype name");
+  const std::string v = it->get<std::string>();
+  if (v == "fp32" || v == "float32" || v == "float" || v == "torch.float32") cfg.grad_accum_dtype = sim::GradAccumDtype::fp32;
+  else if (v != "fp16" && v != "float16" && v != "half" && v != "bf16" && v != "bfloat16")
+    dc.fail(dk::grad_accum_dtype, "fp32, fp16 or bf16 (DeepSpeed's DtypeEnum names), got \"" + v + "\"");
+}
+
 // tensor_parallel.autotp_size / pipeline.stages ("auto" = unset).
 std::optional<long long> degree_in(const json& ds, const char* sec, const char* key, const sim::JsonContext& jc) {
   const json& s = section(ds, sec, jc);
@@ -194,10 +209,11 @@ ImportResult import_deepspeed(const json& ds, const ImportContext& ctx, const st
   cfg.global_batch_size = static_cast<int>(b.tbs);
   cfg.precision = resolve_precision(ds, ctx, jc);
   read_checkpointing(ds, jc, cfg);
+  read_data_types(ds, jc, cfg);
   warn_unknown_keys(ds, jc,
                     {kMbs, kGas, kTbs, "zero_optimization", "bf16", "bfloat16", "fp16", "activation_checkpointing",
-                     "tensor_parallel", "pipeline"},
-                    {"optimizer", "scheduler", "gradient_clipping", "steps_per_print", "wall_clock_breakdown",
+                     "tensor_parallel", "pipeline", dk::data_types},
+                    {"optimizer", "scheduler", "gradient_clipping", "steps_per_print", "log_level", "wall_clock_breakdown",
                      "zero_allow_untested_optimizer", "zero_force_ds_cpu_optimizer", "prescale_gradients",
                      "gradient_predivide_factor", "communication_data_type", "dump_state", "memory_breakdown",
                      "flops_profiler", "tensorboard", "wandb", "csv_monitor", "comet", "comms_logger", "checkpoint",

@@ -105,10 +105,14 @@ struct ExportOptions {
   SlurmOptions slurm;
 };
 
-// Writes, atomically, into `dir` (created if missing): launch_mpirun.sh, launch_slurm.sbatch,
-// ds_config.json, megatron_args.sh, smp_parameters.json, NOTES.txt. `plan_path` is what the
+// Writes, atomically, into `dir` (created if missing): launch_mpirun.sh, launch_slurm.sbatch, and
+// every framework's files that can run the plan — ds_config.json, megatron_args.sh,
+// torchtitan.toml + torchtitan_launch.sh, accelerate_fsdp.yaml + accelerate_launch.sh, smp_v2.json,
+// smp_parameters.json (v1), neuron_launch.sh (Trainium plans), habana_ds_config.json +
+// habana_launch.sh (Gaudi plans) — and NOTES.txt (what each cannot express, and which frameworks
+// cannot run the plan and why; those reasons also go to `skipped`). `plan_path` is what the
 // scripts pass to shardrun --plan. Returns the paths written.
 std::vector<std::string> export_all(const Plan& plan, const std::string& dir, const std::string& plan_path,
-                                    const ExportOptions& options = {});
+                                    const ExportOptions& options = {}, std::vector<std::string>* skipped = nullptr);
 
 }  // namespace shardplan::interop

@@ -1,5 +1,6 @@
 // `shardplan export plan.json --out-dir DIR`: launch files for a plan (mpirun, Slurm with
-// auto-resume, DeepSpeed ds_config, Megatron-LM arguments, SageMaker model-parallel parameters).
+// auto-resume, and every framework that can run it: DeepSpeed, Megatron-LM, torchtitan, Accelerate
+// FSDP, SageMaker model parallel v2 and v1, NeuronX Distributed, Optimum-Habana).
 #include <filesystem>
 #include <iostream>
 
@@ -23,7 +24,7 @@ struct ExportCli {
 }  // namespace
 
 Run add_export_command(CLI::App& app) {
-  auto* cmd = app.add_subcommand("export", "Write launch files for a plan (mpirun, Slurm, DeepSpeed, Megatron, SMP)");
+  auto* cmd = app.add_subcommand("export", "Write launch files for a plan (mpirun, Slurm, DeepSpeed, Megatron, torchtitan, Accelerate, SMP, NxD, Optimum-Habana)");
   auto o = std::make_shared<ExportCli>();
   cmd->add_option("plan", o->plan, "plan.json written by `shardplan plan --out`")->required();
   cmd->add_option("--out-dir", o->out_dir, "Directory for the launch files")->required();
@@ -59,7 +60,9 @@ Run add_export_command(CLI::App& app) {
     opt.slurm.retry_delay_s = o->retry_delay;
     opt.slurm.srun_mpi = o->srun_mpi;
     opt.slurm.run = run;
-    for (const auto& f : interop::export_all(plan, o->out_dir, o->plan, opt)) std::cout << "wrote " << f << "\n";
+    std::vector<std::string> skipped;
+    for (const auto& f : interop::export_all(plan, o->out_dir, o->plan, opt, &skipped)) std::cout << "wrote " << f << "\n";
+    for (const auto& s : skipped) std::cout << "not exported: " << s << "\n";
     return 0;
   };
 }

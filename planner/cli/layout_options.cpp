@@ -55,7 +55,7 @@ sim::ParallelConfig to_config(const LayoutOptions& o, const sim::ModelSpec& m, c
   cfg.moe_capacity_factor = o.moe_capacity_factor;
   cfg.zero_stage = o.zero;
   cfg.sharding_degree = o.sharding_degree;
-  cfg.micro_batch_size = o.micro_batch_size;
+  cfg.micro_batch_size = o.micro_batch_size.value_or(1);
   cfg.global_batch_size = o.global_batch_size;
   cfg.seq_len = o.seq_len ? *o.seq_len : static_cast<int>(std::min<int64_t>(2048, m.max_positions));
   cfg.schedule = parse_schedules(o.schedule).front();
@@ -91,6 +91,8 @@ sim::ParallelConfig imported(const LayoutOptions& o, const sim::ModelSpec& m, co
   ctx.devices = c.devices();
   ctx.devices_per_node = c.per_node();
   ctx.seq_len = o.seq_len ? *o.seq_len : static_cast<int>(std::min<int64_t>(2048, m.max_positions));
+  ctx.micro_batch_size = o.micro_batch_size.value_or(0);  // files without one (Accelerate, SMP) take it
+  ctx.global_batch_size = o.global_batch_size;
   interop::ImportResult r = interop::import_config_file(o.import_file, ctx);
   for (const auto& w : r.warnings) std::cerr << "shardplan: note: " << w << "\n";
   r.config.lora.rank = o.lora_rank;
@@ -140,7 +142,7 @@ void add_layout_options(CLI::App* cmd, LayoutOptions& o) {
                   "Tokens an expert takes, as a multiple of its balanced share (the rest dropped); 0 = dropless");
   cmd->add_option("--zero", o.zero, "ZeRO stage 0-3");
   cmd->add_option("--sharding-degree", o.sharding_degree, "ZeRO/MiCS sharding group size (divides dp)");
-  cmd->add_option("--micro-batch-size", o.micro_batch_size, "Sequences per micro-batch");
+  cmd->add_option("--micro-batch-size", o.micro_batch_size, "Sequences per micro-batch (default 1; with --import: for files without one)");
   cmd->add_option("--global-batch-size", o.global_batch_size, "Sequences per step (default: micro-batch x dp)");
   cmd->add_option("--seq-len", o.seq_len, "Sequence length (default: min(2048, model max))");
   cmd->add_option("--schedule", o.schedule, "Pipeline schedule")->check(CLI::IsMember({"gpipe", "1f1b", "interleaved"}));

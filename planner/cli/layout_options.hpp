@@ -20,7 +20,8 @@ struct LayoutOptions {
   int cp = 1, ep = 1, etp = 0;
   std::string cp_kind = "ring";
   double moe_capacity_factor = 0;
-  int micro_batch_size = 1, global_batch_size = 0;
+  std::optional<int> micro_batch_size;  // absent: 1 (or the imported file's)
+  int global_batch_size = 0;
   std::optional<int> seq_len;
   std::string schedule = "1f1b", recompute = "none", precision = "bf16", mixed_precision = "master_weights", rank_order = "tp-dp-pp";
   std::string attention = "flash", zero3_fetch = "prefetch", fp8 = "none", fusion = "eager", grad_accum = "param";

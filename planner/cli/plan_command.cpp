@@ -8,6 +8,7 @@
 
 #include "cli_parse.hpp"
 #include "commands.hpp"
+#include "interop/config_import.hpp"
 #include "resilience_options.hpp"
 #include "planner/plan.hpp"
 #include "planner/search.hpp"
@@ -41,6 +42,7 @@ struct PlanOptions {
          epochs = 1;
   std::string lora_base = "bf16";
   std::string lora_targets, objective = "throughput", require, forbid, out, why, rank_order = "tp-dp-pp";
+  std::string from;  // --from: the user's current setup (any format `simulate --import` reads)
 };
 
 void add_options(CLI::App* cmd, PlanOptions& o) {
@@ -113,6 +115,10 @@ void add_options(CLI::App* cmd, PlanOptions& o) {
   cmd->add_option("--out", o.out, "Write the best plan (JSON) here");
   add_resilience_options(cmd, o.resilience);
   cmd->add_option("--why", o.why, "Explain why a configuration is not the plan, e.g. tp=8,pp=1,zero=1,mbs=2");
+  cmd->add_option("--from", o.from,
+                  "Your current setup (a ds_config, SMP, Megatron, torchtitan, Accelerate, NxD or Optimum-Habana "
+                  "file, as `simulate --import` reads): search with its sequence length, batch, precision and LoRA "
+                  "on its cluster (one --nodes count), and say what it costs against the best");
   cmd->add_flag("--json", o.json, "Print one JSON object");
   cmd->add_flag("--quiet", o.quiet, "No progress bar");
 }
@@ -220,7 +226,46 @@ int compare_lora_ranks(const PlanOptions& o, const std::vector<int>& ranks) {
   return run_plan(chosen);
 }
 
-int run_plan(const PlanOptions& o) {
+// --from FILE: the current setup on its cluster, and the search options fixed to its training job
+// (sequence length, global batch, precision, LoRA, attention and fusion).
+struct CurrentSetup {
+  sim::ClusterSpec cluster;
+  sim::ParallelConfig config;
+};
+
+CurrentSetup current_setup(PlanOptions& o, const sim::ModelSpec& model, const sim::HardwareProfile& hw) {
+  const std::vector<int> nodes = parse_int_list("--nodes", o.nodes, true);
+  if (nodes.size() != 1) throw sim::InputError("--from: expected one --nodes count (the current cluster's), got '" + o.nodes + "'");
+  CurrentSetup cur{sim::ClusterSpec{hw, nodes.front(), o.devices_per_node}, {}};
+  interop::ImportContext ctx;
+  ctx.devices = cur.cluster.devices();
+  ctx.devices_per_node = cur.cluster.per_node();
+  ctx.seq_len = o.seq_len;
+  interop::ImportResult r = interop::import_config_file(o.from, ctx);
+  for (const auto& w : r.warnings) std::cerr << "shardplan: note: " << w << "\n";
+  cur.config = r.config;
+  cur.config.memory_headroom = o.headroom;
+  sim::validate_config(model, cur.cluster, cur.config);
+  o.seq_len = cur.config.seq_len;
+  o.global_batch = std::to_string(cur.config.global_batch_size);
+  o.precisions = sim::to_string(cur.config.precision);
+  o.attention = sim::to_string(cur.config.attention);
+  o.fusion = sim::to_string(cur.config.fusion);
+  if (cur.config.lora.enabled()) {
+    o.lora_ranks = std::to_string(cur.config.lora.rank);
+    o.lora_alpha = cur.config.lora.alpha;
+    o.lora_dropout = cur.config.lora.dropout;
+    std::string targets;
+    for (const auto& t : cur.config.lora.targets) targets += (targets.empty() ? "" : ",") + t;
+    o.lora_targets = targets;
+  }
+  return cur;
+}
+
+int run_plan(const PlanOptions& given) {
+  PlanOptions o = given;
+  std::optional<CurrentSetup> current;
+  if (!o.from.empty()) current = current_setup(o, sim::load_model(o.model), sim::load_hardware(o.hardware));
   const std::vector<int> ranks = parse_int_list("--lora-rank", o.lora_ranks, false);
   if (ranks.size() > 1) return compare_lora_ranks(o, ranks);
   const sim::ModelSpec model = sim::load_model(o.model);
@@ -245,7 +290,10 @@ int run_plan(const PlanOptions& o) {
   const pl::SearchResult r = pl::search(model, hw, space, constraints, opts);
   std::signal(SIGINT, SIG_DFL);
   std::optional<std::string> why;
-  if (!o.why.empty()) {
+  if (current) {  // what the current setup costs against the best, in the "why not" slot
+    why = "your setup (" + o.from + "): " +
+          pl::why_not(model, current->cluster, current->config, r, constraints, opts.objective);
+  } else if (!o.why.empty()) {
     auto [cluster, cfg] = parse_config_spec(o.why, model, hw, space, constraints);
     why = pl::why_not(model, cluster, cfg, r, constraints, opts.objective);
   }

@@ -13,6 +13,7 @@
 #include <cstdio>
 #include <cstdlib>
 #include <filesystem>
+#include <set>
 #include <fstream>
 #include <functional>
 #include <sstream>
@@ -692,23 +693,40 @@ TEST(SmpExport, GpipeExplicitPartitionFp16ZeroOne) {
 
 // --- export_all ---------------------------------------------------------------------------
 
-TEST(ExportAll, WritesEveryFile) {
+TEST(ExportAll, WritesEveryFrameworkThatCanRunThePlanAndSaysWhyNotTheOthers) {
   TempDir dir;
-  const Plan plan = zero3_offload_plan();
+  const Plan plan = zero3_offload_plan();  // Gaudi2: Optimum-Habana yes; torchtitan, SMP v2 no
   ExportOptions o;
   o.slurm.job_name = "it's a job";
-  const auto written = export_all(plan, dir.file("out/launch"), "/plans/plan 1.json", o);
-  ASSERT_EQ(written.size(), 6u);
-  for (const auto& path : written) EXPECT_TRUE(fs::is_regular_file(path)) << path;
+  std::vector<std::string> skipped;
+  const auto written = export_all(plan, dir.file("out/launch"), "/plans/plan 1.json", o, &skipped);
+  std::set<std::string> names;
+  for (const auto& path : written) {
+    EXPECT_TRUE(fs::is_regular_file(path)) << path;
+    names.insert(fs::path(path).filename().string());
+  }
+  for (const char* f : {"launch_mpirun.sh", "launch_slurm.sbatch", "ds_config.json", "megatron_args.sh",
+                        "smp_parameters.json", "habana_ds_config.json", "habana_launch.sh", "NOTES.txt"})
+    EXPECT_TRUE(names.count(f)) << f;
+  for (const char* f : {"torchtitan.toml", "smp_v2.json", "neuron_launch.sh"}) EXPECT_FALSE(names.count(f)) << f;
   EXPECT_EQ(json::parse(read_text(dir.file("out/launch/ds_config.json"))), deepspeed_config(plan));
   EXPECT_EQ(json::parse(read_text(dir.file("out/launch/smp_parameters.json"))), smp_parameters(plan));
-  for (const char* script : {"launch_mpirun.sh", "launch_slurm.sbatch", "megatron_args.sh"}) {
-    const std::string path = dir.file(std::string("out/launch/") + script);
-    EXPECT_EQ(run_command("bash -n " + shell_quote(path)).status, 0) << script;
-    EXPECT_NE(fs::status(path).permissions() & fs::perms::owner_exec, fs::perms::none) << script;
+  for (const auto& name : names) {
+    if (!name.ends_with(".sh") && !name.ends_with(".sbatch")) continue;
+    const std::string path = dir.file("out/launch/" + name);
+    EXPECT_EQ(run_command("bash -n " + shell_quote(path)).status, 0) << name;
+    EXPECT_NE(fs::status(path).permissions() & fs::perms::owner_exec, fs::perms::none) << name;
   }
   const std::string notes = read_text(dir.file("out/launch/NOTES.txt"));
   EXPECT_NE(notes.find("LoRA"), std::string::npos);
+  // The frameworks that cannot run it are named with the reason, in NOTES.txt and to the caller.
+  EXPECT_NE(notes.find("Not exported"), std::string::npos);
+  const auto refused = [&](const std::string& title) {
+    return std::any_of(skipped.begin(), skipped.end(), [&](const std::string& s) { return s.rfind(title, 0) == 0; });
+  };
+  EXPECT_TRUE(refused("torchtitan"));
+  EXPECT_TRUE(refused("SageMaker model parallel v2"));
+  for (const auto& s : skipped) EXPECT_NE(notes.find(s.substr(s.find(": ") + 2)), std::string::npos) << s;
   // A bad option fails before anything is written.
   o.slurm.time_limit = "soon";
   EXPECT_THROW(export_all(plan, dir.file("other"), "p.json", o), sim::InputError);

@@ -1,0 +1,24 @@
+# Optimum-Habana language-modeling example (huggingface/optimum-habana examples/language-modeling at 1d8504c): run from that directory; --deepspeed is the JSON of habana_deepspeed_config.
+PT_HPU_LAZY_MODE=1 PT_HPU_MAX_COMPOUND_OP_SIZE=10 python3 ../gaudi_spawn.py --use_deepspeed --world_size 8 run_lora_clm.py \
+  --model_name_or_path meta-llama/Llama-2-70b-hf \
+  --deepspeed habana_ds_config.json \
+  --dataset_name tatsu-lab/alpaca \
+  --dataset_concatenation \
+  --bf16 True \
+  --output_dir ./lora_out \
+  --max_seq_length 2048 \
+  --per_device_train_batch_size 10 \
+  --gradient_accumulation_steps 1 \
+  --gradient_checkpointing \
+  --do_train \
+  --logging_steps 1 \
+  --use_habana \
+  --use_lazy_mode \
+  --pipelining_fwd_bwd \
+  --throughput_warmup_steps 3 \
+  --lora_rank 8 \
+  --lora_alpha 16 \
+  --lora_dropout 0.05 \
+  --lora_target_modules q_proj v_proj \
+  --attn_implementation gaudi_fused_sdpa \
+  --flash_attention_causal_mask True
