@@ -67,6 +67,22 @@ std::vector<std::string> shell_words(std::string_view text, const std::string& s
   return words;
 }
 
+// Lines with backslash-newline continuations joined ('\r' dropped).
+std::vector<std::string> logical_lines(std::string_view text) {
+  std::vector<std::string> out(1);
+  for (std::size_t i = 0; i < text.size(); ++i) {
+    if (text[i] == '\r') continue;
+    const std::size_t next = text.find_first_not_of('\r', i + 1);
+    if (text[i] == '\\' && next != std::string_view::npos && text[next] == '\n')
+      i = next;
+    else if (text[i] == '\n')
+      out.emplace_back();
+    else
+      out.back().push_back(text[i]);
+  }
+  return out;
+}
+
 CommandArgs::CommandArgs(std::vector<std::string> words, std::string source) : source_(std::move(source)) {
   for (std::size_t i = 0; i < words.size(); ++i) {
     const std::string& w = words[i];

@@ -14,6 +14,11 @@ namespace shardplan::interop {
 // ${ARGS[@]} stay literal words. InputError (naming `source`) on an unterminated quote.
 std::vector<std::string> shell_words(std::string_view text, const std::string& source);
 
+// The lines of a shell script with backslash-newline continuations joined ('\r' dropped), for
+// readers that look at assignments and branches line by line (the shipped NxD and Optimum-Habana
+// launch scripts).
+std::vector<std::string> logical_lines(std::string_view text);
+
 // The flags of a command line: "--name value", "--name=value" and bare "--flag" (store_true). A
 // word after a flag is its value unless it is itself a flag. The last occurrence of a flag wins,
 // as with argparse. Every accessor marks the flag read; unread_flags() lists the rest.

@@ -22,22 +22,6 @@ using nlohmann::json;
 
 namespace {
 
-// Lines with backslash-newline continuations joined ('\r' dropped).
-std::vector<std::string> logical_lines(std::string_view text) {
-  std::vector<std::string> out(1);
-  for (std::size_t i = 0; i < text.size(); ++i) {
-    if (text[i] == '\r') continue;
-    const std::size_t next = text.find_first_not_of('\r', i + 1);
-    if (text[i] == '\\' && next != std::string_view::npos && text[next] == '\n')
-      i = next;
-    else if (text[i] == '\n')
-      out.emplace_back();
-    else
-      out.back().push_back(text[i]);
-  }
-  return out;
-}
-
 bool names(const std::string& word, std::string_view file) {
   const auto slash = word.rfind('/');
   return std::string_view(word).substr(slash == std::string::npos ? 0 : slash + 1) == file;

@@ -38,22 +38,6 @@ std::string trim(std::string_view s) {
 
 bool starts_with(std::string_view s, std::string_view p) { return s.substr(0, p.size()) == p; }
 
-// Lines with backslash-newline continuations joined ('\r' dropped).
-std::vector<std::string> logical_lines(std::string_view text) {
-  std::vector<std::string> out(1);
-  for (std::size_t i = 0; i < text.size(); ++i) {
-    if (text[i] == '\r') continue;
-    const std::size_t next = text.find_first_not_of('\r', i + 1);
-    if (text[i] == '\\' && next != std::string_view::npos && text[next] == '\n')
-      i = next;
-    else if (text[i] == '\n')
-      out.emplace_back();
-    else
-      out.back().push_back(text[i]);
-  }
-  return out;
-}
-
 std::optional<long long> to_int(const std::string& s) {
   const std::string t = trim(s);
   if (t.empty()) return std::nullopt;

@@ -3,6 +3,8 @@
 // their round trips through the importers.
 #include <gtest/gtest.h>
 
+#include "interop/script_support.hpp"
+
 #include "support/run_command.hpp"
 #include "support/plan_of.hpp"
 #include "support/temp_dir.hpp"
@@ -28,6 +30,8 @@
 
 namespace shardplan::interop {
 namespace {
+
+using namespace shardplan::testing::scripts;  // NOLINT: write_text, read_text, fake_recorder, hostile_strings, ...
 
 namespace sim = shardplan::simulator;
 using namespace shardplan::planner;
@@ -55,72 +59,8 @@ Plan default_plan() {
 
 using shardplan::testing::TempDir;
 
-void write_text(const std::string& path, const std::string& text, bool executable = false) {
-  std::ofstream(path, std::ios::binary) << text;
-  if (executable) ::chmod(path.c_str(), 0755);
-}
-
-std::string read_text(const std::string& path) {
-  std::ifstream in(path, std::ios::binary);
-  std::ostringstream s;
-  s << in.rdbuf();
-  return s.str();
-}
-
 using shardplan::testing::run_command;
 using Result = shardplan::testing::CommandResult;
-
-// `bash -n`: syntax check only, nothing executed.
-Result bash_syntax(const TempDir& dir, const std::string& script) {
-  const std::string path = dir.file("syntax_check.sh");
-  write_text(path, script);
-  return run_command("bash -n " + shell_quote(path));
-}
-
-std::vector<std::string> split_nul(const std::string& s) {
-  std::vector<std::string> out;
-  std::string cur;
-  for (char c : s) {
-    if (c == '\0') {
-      out.push_back(cur);
-      cur.clear();
-    } else {
-      cur += c;
-    }
-  }
-  return out;
-}
-
-// A fake command on PATH that records its arguments (NUL-separated) and exits 0.
-void fake_recorder(const TempDir& dir, const std::string& name) {
-  fs::create_directories(dir.path() / "bin");
-  write_text(dir.file("bin/" + name),
-             "#!/bin/bash\n: > \"$RECORD\"\nfor a in \"$@\"; do printf '%s\\0' \"$a\" >> \"$RECORD\"; done\n", true);
-}
-
-// Strings that break naive quoting. Payloads that would run something only touch the canary.
-std::vector<std::string> hostile_strings(const std::string& canary) {
-  return {"it's",
-          "$(touch " + canary + ")",
-          "`touch " + canary + "`",
-          "; touch " + canary + " #",
-          "x' ; touch " + canary + " ; echo 'y",
-          "&& touch " + canary + " ||",
-          "two  spaces and\ttab",
-          "line1\nline2\n",
-          "\"double\" and 'single' quotes",
-          "'",
-          "''",
-          "\\",
-          "$HOME ${PATH} $1 $@ $$",
-          "*",
-          "~",
-          "!!",
-          "-n",
-          "a=b",
-          "",
-          "\xc3\x9c" "n" "\xc3\xaf" "c" "\xc3\xb8" "d" "\xc3\xa9" " \xe2\x9c\x93"};
-}
 
 // --- shell quoting -------------------------------------------------------------------------
 

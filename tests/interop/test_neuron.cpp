@@ -11,6 +11,7 @@
 #include <sstream>
 
 #include "interop/golden.hpp"
+#include "interop/script_support.hpp"
 #include "interop/neuron.hpp"
 #include "planner/shell_quote.hpp"
 #include "simulator/errors.hpp"
@@ -21,6 +22,8 @@
 
 namespace shardplan::interop {
 namespace {
+
+using namespace shardplan::testing::scripts;  // NOLINT: write_text, read_text, fake_recorder, hostile_strings, ...
 
 namespace sim = shardplan::simulator;
 namespace fs = std::filesystem;
@@ -86,39 +89,6 @@ std::string joined(const std::vector<std::string>& v) {
   std::string s;
   for (const auto& x : v) s += x + "\n";
   return s;
-}
-
-std::string read_text(const std::string& path) {
-  std::ifstream in(path, std::ios::binary);
-  std::ostringstream s;
-  s << in.rdbuf();
-  return s.str();
-}
-
-std::vector<std::string> split_nul(const std::string& s) {
-  std::vector<std::string> out;
-  std::string cur;
-  for (char c : s) {
-    if (c == '\0') out.push_back(std::exchange(cur, {}));
-    else cur += c;
-  }
-  return out;
-}
-
-// A fake command on PATH that records its arguments (NUL-separated) and exits 0.
-void fake_recorder(const TempDir& dir, const std::string& name) {
-  fs::create_directories(dir.path() / "bin");
-  const std::string path = dir.file("bin/" + name);
-  std::ofstream(path) << "#!/bin/bash\n: > \"$RECORD\"\nfor a in \"$@\"; do printf '%s\\0' \"$a\" >> \"$RECORD\"; done\n";
-  ::chmod(path.c_str(), 0755);
-}
-
-// Strings that break naive quoting (as test_launch_export.cpp's); payloads only touch the canary.
-std::vector<std::string> hostile_strings(const std::string& canary) {
-  return {"it's", "$(touch " + canary + ")", "`touch " + canary + "`", "; touch " + canary + " #",
-          "x' ; touch " + canary + " ; echo 'y", "&& touch " + canary + " ||", "two  spaces and\ttab",
-          "line1\nline2\n", "\"double\" and 'single' quotes", "'", "''", "\\", "$HOME ${PATH} $1 $@ $$", "*", "~",
-          "!!", "-n", "a=b", "", "\xc3\x9c" "n" "\xc3\xaf" "c" "\xc3\xb8" "d" "\xc3\xa9" " \xe2\x9c\x93"};
 }
 
 std::string arg_after(const std::vector<std::string>& args, const std::string& flag) {

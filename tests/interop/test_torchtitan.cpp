@@ -14,6 +14,7 @@
 #include <vector>
 
 #include "interop/golden.hpp"
+#include "interop/script_support.hpp"
 #include "interop/torchtitan.hpp"
 #include "planner/shell_quote.hpp"
 #include "support/input_error.hpp"
@@ -23,6 +24,8 @@
 
 namespace shardplan::interop {
 namespace {
+
+using namespace shardplan::testing::scripts;  // NOLINT: write_text, read_text, fake_recorder, hostile_strings, ...
 
 namespace sim = shardplan::simulator;
 namespace fs = std::filesystem;
@@ -56,41 +59,6 @@ bool contains(const std::string& s, const std::string& part) { return s.find(par
 
 bool any_contains(const std::vector<std::string>& lines, const std::string& part) {
   return std::any_of(lines.begin(), lines.end(), [&](const std::string& l) { return contains(l, part); });
-}
-
-void write_text(const std::string& path, const std::string& text, bool executable = false) {
-  std::ofstream(path, std::ios::binary) << text;
-  if (executable) ::chmod(path.c_str(), 0755);
-}
-
-std::string read_text(const std::string& path) {
-  std::ifstream in(path, std::ios::binary);
-  std::ostringstream s;
-  s << in.rdbuf();
-  return s.str();
-}
-
-std::vector<std::string> split_nul(const std::string& s) {
-  std::vector<std::string> out;
-  std::string cur;
-  for (char ch : s) {
-    if (ch == '\0') {
-      out.push_back(cur);
-      cur.clear();
-    } else {
-      cur += ch;
-    }
-  }
-  return out;
-}
-
-// Strings that break naive quoting (as test_launch_export.cpp). Payloads only touch the canary.
-std::vector<std::string> hostile_strings(const std::string& canary) {
-  return {"it's", "$(touch " + canary + ")", "`touch " + canary + "`", "; touch " + canary + " #",
-          "x' ; touch " + canary + " ; echo 'y", "&& touch " + canary + " ||", "two  spaces and\ttab",
-          "line1\nline2\n", "\"double\" and 'single' quotes", "'", "''", "\\", "$HOME ${PATH} $1 $@ $$", "*", "~",
-          "!!", "-n", "a=b", "", "\xc3\x9c" "n" "\xc3\xaf" "c" "\xc3\xb8" "d" "\xc3\xa9" " \xe2\x9c\x93", "]]\n[parallelism]\ntp = 1 #",
-          "\x01\x7f control"};
 }
 
 // --- golden exports -----------------------------------------------------------------------
