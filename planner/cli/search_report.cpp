@@ -65,14 +65,14 @@ void print_search(std::ostream& out, const sim::ModelSpec& model, const pl::Sear
   if (r.ranked.empty()) {
     out << "no configuration fits the constraints\n";
   } else {
-    out << " #  tokens/s     step   mem/dev   MFU   USD/h goodput";
+    out << " #  tokens/s     step   mem/dev    MFU   USD/h goodput";
     if (o.train_tokens > 0) out << "   train    cost";
     out << "  configuration\n";
     int i = 1;
     for (const auto& x : r.ranked) {
       const auto& p = x.prediction;
       out << f("%2.0f", i++) << f("%10.0f", p.tokens_per_s) << f("%8.2fs", p.time.step_s)
-          << f("%7.1fGiB", p.worst.total() / (1024.0 * 1024 * 1024)) << f("%5.1f%%", 100 * p.mfu)
+          << f("%7.1fGiB", p.worst.total() / (1024.0 * 1024 * 1024)) << f("%6.1f%%", 100 * p.mfu)
           << f("%8.2f", p.price_usd_per_hour) << f("%7.1f%%", 100 * p.goodput.goodput);
       // Time and cost to train include the expected failures (what the objectives rank by).
       if (o.train_tokens > 0 && p.train_time_with_failures_s) {
