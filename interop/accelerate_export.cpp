@@ -41,7 +41,10 @@ struct Item {
   bool b = false;
   long long i = 0;
   std::string s;
-  std::vector<std::pair<std::string, Item>> entries;
+  // A mapping's entries, keys[i] -> values[i] (two vectors: a pair of a std::string and the
+  // incomplete Item is refused by clang with libstdc++; a vector of an incomplete type is fine).
+  std::vector<std::string> keys;
+  std::vector<Item> values;
 
   static Item of(bool v) {
     Item x;
@@ -69,7 +72,8 @@ struct Item {
     return x;
   }
   Item& set(std::string_view key, Item v) {
-    entries.emplace_back(std::string(key), std::move(v));
+    keys.emplace_back(key);
+    values.push_back(std::move(v));
     return *this;
   }
 };
@@ -101,12 +105,13 @@ void emit(YAML::Emitter& out, const Item& item) {
       out << item.s;
       break;
     case Item::Kind::mapping: {
-      auto entries = item.entries;
-      std::sort(entries.begin(), entries.end(), [](const auto& a, const auto& b) { return a.first < b.first; });
+      std::vector<std::size_t> order(item.keys.size());
+      for (std::size_t i = 0; i < order.size(); ++i) order[i] = i;
+      std::sort(order.begin(), order.end(), [&](std::size_t a, std::size_t b) { return item.keys[a] < item.keys[b]; });
       out << YAML::BeginMap;
-      for (const auto& [key, value] : entries) {
-        out << YAML::Key << key << YAML::Value;
-        emit(out, value);
+      for (const std::size_t i : order) {
+        out << YAML::Key << item.keys[i] << YAML::Value;
+        emit(out, item.values[i]);
       }
       out << YAML::EndMap;
       break;
