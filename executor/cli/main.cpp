@@ -97,6 +97,8 @@ void add_options(CLI::App& app, ex::RunOptions& o) {
   app.add_option("--out-dir", o.out_dir, "Where metrics.jsonl and report.json go");
   app.add_option("--save-final", o.save_final, "Write the trained weights (Hugging Face names) to this .safetensors");
   app.add_option("--save-adapter", o.save_adapter, "Write the LoRA adapter (PEFT format) to this directory");
+  app.add_option("--save-nf4-base", o.save_nf4_base,
+                 "QLoRA: write the frozen NF4 base (bitsandbytes' Linear4bit serialisation) to this .safetensors");
   app.add_option("--checkpoint-dir", o.checkpoint_dir, "Sharded checkpoints go here");
   app.add_option("--checkpoint-every", o.checkpoint_every,
                  "Checkpoint every N steps (and at the end); default: the plan's optimal interval (checkpoint.interval_steps), "

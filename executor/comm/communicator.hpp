@@ -12,10 +12,19 @@
 //   send(t, peer) / recv(t, peer): point-to-point, t contiguous
 //   send_async(t, peer, tag) / recv_async(t, peer, tag): non-blocking point-to-point; the MPI
 //     backend matches by tag (any order), NCCL in issue order per peer (tags ignored)
+//   all_to_all_v(out, in, send_rows, recv_rows)   counts in ROWS of dim 0 (a row = the
+//     elements of one index of dim 0, the same width in `in` and `out`):
+//     in: (sum(send_rows), ...)  rows [sum(send_rows[<p]), +send_rows[p]) go to rank p
+//     out: (sum(recv_rows), ...) rows [sum(recv_rows[<p]), +recv_rows[p]) come from rank p
+//     (MPI_Alltoallv semantics; zero counts allowed; recv_rows[p] must equal rank p's
+//     send_rows[rank()], which the caller exchanges first, e.g. with a fixed-size one)
 #include <torch/torch.h>
 
 #include <memory>
 #include <string>
+#include <vector>
+
+#include "executor/errors.hpp"
 
 namespace shardplan::executor {
 
@@ -52,6 +61,15 @@ class Communicator {
   virtual void send(const torch::Tensor& t, int peer) = 0;
   virtual void recv(torch::Tensor& t, int peer) = 0;
   virtual void barrier() = 0;
+  // Variable-size all-to-all (see the shapes above); send_rows/recv_rows have size() entries.
+  // The MPI and NCCL backends override it; this default serves one-rank groups (a copy).
+  virtual void all_to_all_v(torch::Tensor& out, const torch::Tensor& in, const std::vector<int64_t>& send_rows,
+                            const std::vector<int64_t>& recv_rows) {
+    check_all_to_all_v(out, in, send_rows, recv_rows);
+    EXECUTOR_CHECK(size() == 1, std::string("all_to_all_v: the ") + backend() + " backend has no all-to-all");
+    count_call(static_cast<double>(in.nbytes()));
+    out.copy_(in);
+  }
 
   // Non-blocking variants (the tensors must stay alive and untouched until wait()).
   virtual std::unique_ptr<Work> all_reduce_async(torch::Tensor t) = 0;
@@ -64,6 +82,25 @@ class Communicator {
   void reset_stats() { stats_ = {}; }
 
  protected:
+  // Checks an all_to_all_v call (counts, shapes, dtype); returns the elements of one row.
+  int64_t check_all_to_all_v(const torch::Tensor& out, const torch::Tensor& in, const std::vector<int64_t>& send_rows,
+                             const std::vector<int64_t>& recv_rows) const {
+    const auto p = static_cast<size_t>(size());
+    EXECUTOR_CHECK(send_rows.size() == p && recv_rows.size() == p, "all_to_all_v: one count per rank of the group");
+    int64_t sent = 0, received = 0;
+    for (size_t i = 0; i < p; ++i) {
+      EXECUTOR_CHECK(send_rows[i] >= 0 && recv_rows[i] >= 0, "all_to_all_v: negative count");
+      sent += send_rows[i];
+      received += recv_rows[i];
+    }
+    EXECUTOR_CHECK(in.defined() && out.defined() && in.dim() >= 1 && out.dim() >= 1 &&
+                       in.scalar_type() == out.scalar_type() && in.size(0) == sent && out.size(0) == received &&
+                       in.sizes().slice(1) == out.sizes().slice(1),
+                   "all_to_all_v: in must have sum(send_rows) rows, out sum(recv_rows), both the same row shape and dtype");
+    int64_t row = 1;
+    for (int64_t d = 1; d < in.dim(); ++d) row *= in.size(d);
+    return row;
+  }
   // One call handing `bytes` of payload to the backend.
   void count_call(double bytes) {
     stats_.bytes += bytes;

@@ -238,6 +238,34 @@ std::unique_ptr<Work> MpiCommunicator::recv_async(torch::Tensor t, int peer, int
   return work;
 }
 
+void MpiCommunicator::all_to_all_v(torch::Tensor& out, const torch::Tensor& in, const std::vector<int64_t>& send_rows,
+                                   const std::vector<int64_t>& recv_rows) {
+  const int64_t row_bytes = check_all_to_all_v(out, in, send_rows, recv_rows) * static_cast<int64_t>(in.element_size());
+  check_dense(out, "all_to_all_v");
+  check_dense(in, "all_to_all_v");
+  // Counts and displacements in bytes (MPI_BYTE): any dtype, 16-bit floats included.
+  const auto p = static_cast<size_t>(size_);
+  std::vector<int> sc(p), sd(p), rc(p), rd(p);
+  int64_t s_at = 0, r_at = 0;
+  for (size_t i = 0; i < p; ++i) {
+    sc[i] = checked_count(send_rows[i] * row_bytes, "all_to_all_v");
+    rc[i] = checked_count(recv_rows[i] * row_bytes, "all_to_all_v");
+    sd[i] = checked_count(s_at, "all_to_all_v");
+    rd[i] = checked_count(r_at, "all_to_all_v");
+    s_at += send_rows[i] * row_bytes;
+    r_at += recv_rows[i] * row_bytes;
+  }
+  count_call(static_cast<double>(in.nbytes()));
+  // MPI wants valid buffers even for zero bytes: a one-byte scratch stands in for empty tensors.
+  char scratch[2] = {0, 0};
+  void* send = in.numel() > 0 ? in.data_ptr() : &scratch[0];
+  void* recv = out.numel() > 0 ? out.data_ptr() : &scratch[1];
+  MPI_Request req = MPI_REQUEST_NULL;
+  check(MPI_Ialltoallv(send, sc.data(), sd.data(), MPI_BYTE, recv, rc.data(), rd.data(), MPI_BYTE, comm_, &req),
+        "all_to_all_v", name_);
+  wait(req, "all_to_all_v");
+}
+
 void MpiCommunicator::barrier() {
   MPI_Request req = MPI_REQUEST_NULL;
   check(MPI_Ibarrier(comm_, &req), "barrier", name_);

@@ -385,6 +385,37 @@ std::unique_ptr<Work> NcclCommunicator::recv_async(torch::Tensor t, int peer, in
   return work;
 }
 
+void NcclCommunicator::all_to_all_v(torch::Tensor& out, const torch::Tensor& in, const std::vector<int64_t>& send_rows,
+                                    const std::vector<int64_t>& recv_rows) {
+  const int64_t row = check_all_to_all_v(out, in, send_rows, recv_rows);
+  check_tensor(out, "all_to_all_v");
+  check_tensor(in, "all_to_all_v");
+  const ncclDataType_t type = nccl_type(in.scalar_type(), "all_to_all_v");
+  const auto* src = static_cast<const char*>(in.data_ptr());
+  auto* dst = static_cast<char*>(out.data_ptr());
+  const auto row_elems = static_cast<size_t>(row);
+  const size_t row_bytes = row_elems * in.element_size();
+  // NCCL's all-to-all recipe (NCCL docs, "Point-to-point communication: all-to-all"): every
+  // send and receive inside one group, which NCCL runs concurrently without deadlock.
+  launch("all_to_all_v", {out, in}, static_cast<double>(in.nbytes()), true, [&](cudaStream_t st) {
+    ncclResult_t first_error = ncclGroupStart();
+    if (first_error != ncclSuccess) return first_error;
+    size_t s_at = 0, r_at = 0;
+    for (int p = 0; p < size_; ++p) {
+      const auto sn = static_cast<size_t>(send_rows[static_cast<size_t>(p)]);
+      const auto rn = static_cast<size_t>(recv_rows[static_cast<size_t>(p)]);
+      ncclResult_t rc = ncclSuccess;
+      if (sn > 0) rc = ncclSend(src + s_at * row_bytes, sn * row_elems, type, p, comm_, st);
+      if (rc == ncclSuccess && rn > 0) rc = ncclRecv(dst + r_at * row_bytes, rn * row_elems, type, p, comm_, st);
+      if (rc != ncclSuccess && first_error == ncclSuccess) first_error = rc;
+      s_at += sn;
+      r_at += rn;
+    }
+    const ncclResult_t end = ncclGroupEnd();  // always closes the group, even after an error
+    return first_error != ncclSuccess ? first_error : end;
+  })->wait();
+}
+
 void NcclCommunicator::barrier() {
   check_usable("barrier");
   // An all-reduce of one int32 on the device; waiting on it makes it a host barrier too.

@@ -64,6 +64,10 @@ class NcclCommunicator final : public Communicator {
   void send(const torch::Tensor& t, int peer) override;
   void recv(torch::Tensor& t, int peer) override;
   void barrier() override;
+  // Grouped ncclSend/ncclRecv pairs (one per peer with a non-zero count), one completion event:
+  // waited like the other collectives (timeout -> abort + CommError).
+  void all_to_all_v(torch::Tensor& out, const torch::Tensor& in, const std::vector<int64_t>& send_rows,
+                    const std::vector<int64_t>& recv_rows) override;
 
   std::unique_ptr<Work> all_reduce_async(torch::Tensor t) override;
   std::unique_ptr<Work> reduce_scatter_async(torch::Tensor out, torch::Tensor in) override;

@@ -53,7 +53,7 @@ ProcessGroups::ProcessGroups(const MpiRuntime& runtime, const simulator::Paralle
     throw InputError(plan_source + ": field 'config.sharding_degree': expected a divisor of data_parallel " +
                      std::to_string(cfg.dp) + ", got " + std::to_string(shard_size));
   // Devices per node only affect placement, not membership: any value works here.
-  const simulator::RankLayout layout(cfg.rank_order, cfg.tp, cfg.dp, cfg.pp, 1);
+  const simulator::RankLayout layout(cfg.rank_order, cfg.tp, cfg.cp, cfg.dp, cfg.pp, 1);
   const int r = runtime.world_rank();
   auto coord = [&](Dim d) { return (r / layout.stride(d)) % layout.size(d); };
   coords_.world = r;
@@ -78,6 +78,35 @@ ProcessGroups::ProcessGroups(const MpiRuntime& runtime, const simulator::Paralle
   MPI_Comm emb = split(end_stage ? base_without(Dim::pp) : MPI_UNDEFINED, coords_.pp);
   if (emb != MPI_COMM_NULL) embedding_ = make(emb, "embedding", backend, timeout_s);
   if (backend == Backend::nccl && cfg.pp > 1) build_links(cfg, base_without(Dim::pp), timeout_s);
+  build_expert_groups(cfg, layout, timeout_s, plan_source);
+}
+
+void ProcessGroups::build_expert_groups(const simulator::ParallelConfig& cfg, const simulator::RankLayout& layout,
+                                        double timeout_s, const std::string& plan_source) {
+  // A stage's ranks in rank order (RankLayout::expert_group): the j-th is world rank
+  // j % sp + (j / sp) * sp * P + stage * sp, with sp the pp stride and P the pp size.
+  const int r = coords_.world, sp = layout.stride(Dim::pp), P = layout.size(Dim::pp);
+  const int stage_base = coords_.pp * sp;
+  const int j = r % sp + (r / (sp * P)) * sp;
+  auto world_of = [&](int k) { return k % sp + (k / sp) * sp * P + stage_base; };
+  const int etp = cfg.expert_tp(), ep = cfg.ep;
+  const int n = cfg.tp * cfg.cp * cfg.dp;
+  if (ep < 1 || etp < 1 || n % (etp * ep) != 0)
+    throw InputError(plan_source + ": field 'config.expert_parallel': ep " + std::to_string(ep) + " x etp " +
+                     std::to_string(etp) + " must divide the stage's tp x cp x dp = " + std::to_string(n) + " ranks");
+  // shardrun's expert MLPs are split like the dense MLP: the expert-tensor group must be the tp group.
+  const int etp_first = j - j % etp;
+  for (int i = 0; i < etp; ++i)
+    if (etp != cfg.tp || world_of(etp_first + i) != r + (i - coords_.tp) * layout.stride(Dim::tp))
+      throw InputError(plan_source + ": field 'config.expert_tensor_parallel': shardrun runs expert tensor parallelism "
+                       "equal to tp over the tp group (etp " + std::to_string(etp) + ", tp " + std::to_string(cfg.tp) +
+                       ", rank order " + cfg.rank_order + ")");
+  const int t_idx = j % etp, e_idx = (j / etp) % ep, d_idx = j / (etp * ep);
+  coords_.ep = e_idx;
+  coords_.edp = d_idx;
+  // Colour = the lowest world rank of the group, key = position in it.
+  expert_ = make(split(world_of(t_idx + d_idx * etp * ep), e_idx), "expert", backend_, timeout_s);
+  expert_data_ = make(split(world_of(t_idx + e_idx * etp), d_idx), "expert_data", backend_, timeout_s);
 }
 
 void ProcessGroups::build_links(const simulator::ParallelConfig& cfg, int pipeline_id, double timeout_s) {
@@ -123,7 +152,10 @@ std::string ProcessGroups::describe() const {
   auto of = [](int i, const Communicator& c) { return std::to_string(i) + "/" + std::to_string(c.size()); };
   return "rank " + std::to_string(coords_.world) + ": tp " + of(coords_.tp, *tp_) + ", dp " +
          of(coords_.dp, *dp_) + " (shard " + of(coords_.shard, *shard_) + ", replica " +
-         of(coords_.replica, *replica_) + "), pp " + of(coords_.pp, *pp_) + ", backend " + world_->backend();
+         of(coords_.replica, *replica_) + "), pp " + of(coords_.pp, *pp_) +
+         (expert_->size() > 1 ? ", ep " + of(coords_.ep, *expert_) + " (expert data " + of(coords_.edp, *expert_data_) + ")"
+                              : "") +
+         ", backend " + world_->backend();
 }
 
 }  // namespace shardplan::executor

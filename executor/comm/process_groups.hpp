@@ -15,12 +15,19 @@
 //            group); null on middle stages, the rank alone when pp = 1
 //   pipe     where a stage's pipeline messages go (see pipe()): the pp group itself on MPI,
 //            whose tags match them; on NCCL, which has no tags, two-rank links of their own
+//   expert   (MoE) the ep ranks that split the experts among them, and
+//   expert_data  the ranks holding the same experts (expert data parallel), which reduce and
+//            ZeRO-shard the experts' gradients and states. Megatron-Core's "parallel folding"
+//            (simulator::RankLayout::expert_group): a stage's tp x cp x dp ranks taken in rank
+//            order, etp consecutive ones form an expert-tensor group (here: must be the tp group,
+//            etp = tp), ep such groups an expert group, the rest replicate the experts.
 #include <memory>
 #include <string>
 #include <vector>
 
 #include "communicator.hpp"
 #include "simulator/parallel_config.hpp"
+#include "simulator/rank_layout.hpp"
 
 namespace shardplan::executor {
 
@@ -45,6 +52,8 @@ struct RankCoordinates {
   int pp = 0;
   int shard = 0;    // index within the sharding group
   int replica = 0;  // which sharding group (MiCS)
+  int ep = 0;       // index within the expert group (which experts this rank holds)
+  int edp = 0;      // index within the expert-data group
 };
 
 class ProcessGroups {
@@ -64,6 +73,8 @@ class ProcessGroups {
   [[nodiscard]] Communicator& shard() const { return *shard_; }
   [[nodiscard]] Communicator& replica() const { return *replica_; }
   [[nodiscard]] Communicator* embedding() const { return embedding_.get(); }
+  [[nodiscard]] Communicator& expert() const { return *expert_; }
+  [[nodiscard]] Communicator& expert_data() const { return *expert_data_; }
   [[nodiscard]] Backend backend() const { return backend_; }
   // Where this stage sends (`sending`) or receives messages of `kind`: activations go to the
   // next stage and come from the previous one, gradients the other way, both wrapping around
@@ -80,10 +91,12 @@ class ProcessGroups {
 
  private:
   void build_links(const simulator::ParallelConfig& cfg, int pipeline_id, double timeout_s);
+  void build_expert_groups(const simulator::ParallelConfig& cfg, const simulator::RankLayout& layout,
+                           double timeout_s, const std::string& plan_source);
 
   RankCoordinates coords_;
   Backend backend_;
-  std::unique_ptr<Communicator> world_, tp_, dp_, pp_, shard_, replica_, embedding_;
+  std::unique_ptr<Communicator> world_, tp_, dp_, pp_, shard_, replica_, embedding_, expert_, expert_data_;
   // NCCL only, pp > 1: links_[a] carries activations stage a -> a+1, links_[pp + a] gradients
   // stage a+1 -> a (indices mod pp); null where this rank is not an end of the link.
   std::vector<std::unique_ptr<Communicator>> links_;

@@ -63,6 +63,7 @@ ZeroEngine::ZeroEngine(Transformer& model, const ProcessGroups& groups, int zero
     shard_size_ = groups.shard().size();
     shard_rank_ = groups.shard().rank();
   }
+  for (int u = 0; u < model.num_units(); ++u) expert_.push_back(model.is_expert_unit(u) ? 1 : 0);
   for (int u = 0; u < model.num_units(); ++u) setup_unit(u);
 }
 
@@ -86,7 +87,9 @@ void ZeroEngine::setup_unit(int u) {
   }
   for (FlatGroup* g : {&unit->train, &unit->frozen}) {
     g->trainable = g == &unit->train;
-    g->init(params, shard_size_, shard_rank_, stage_, weight_dtype_);
+    const bool sharded = stage_ > 0;
+    g->init(params, sharded ? shard_group(static_cast<size_t>(u)).size() : 1,
+            sharded ? shard_group(static_cast<size_t>(u)).rank() : 0, stage_, weight_dtype_);
   }
   unit->resident = stage_ < 3;  // stage 3: init() left only the shards
   units_.push_back(std::move(unit));
@@ -137,13 +140,13 @@ void ZeroEngine::launch_grad_sync(int u) {
   pending->unit = u;
   if (stage_ < 2) {
     if (!last_micro_batch_) return;  // gradients accumulate locally until the last micro-batch
-    pending->work = groups_.dp().all_reduce_async(g.grad_full);
+    pending->work = reduce_group(static_cast<size_t>(u)).all_reduce_async(g.grad_full);
   } else {
     // Reduce-scatter this micro-batch's unit gradients; keep only this rank's shard.
     pending->in = g.take_grads(model_.parameters());
     pending->out = torch::empty({g.shard}, pending->in.options());
     pending->accumulate = true;
-    pending->work = groups_.shard().reduce_scatter_async(pending->out, pending->in);
+    pending->work = shard_group(static_cast<size_t>(u)).reduce_scatter_async(pending->out, pending->in);
   }
   pending_.push_back(std::move(pending));
   wait_pending(1);  // at most two buckets in flight bounds the extra memory
@@ -175,7 +178,7 @@ torch::Tensor ZeroEngine::wrap_input(int u, const torch::Tensor& x) {
 void ZeroEngine::materialize(int u) {
   EngineUnit& unit = *units_[static_cast<size_t>(u)];
   if (stage_ < 3 || unit.resident) return;
-  for (FlatGroup* g : {&unit.train, &unit.frozen}) g->gather(model_.parameters(), groups_.shard());
+  for (FlatGroup* g : {&unit.train, &unit.frozen}) g->gather(model_.parameters(), shard_group(static_cast<size_t>(u)));
   unit.resident = true;
 }
 

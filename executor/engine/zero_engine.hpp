@@ -94,7 +94,14 @@ class ZeroEngine final : public UnitHooks {
   void unit_ready(int u);
   void launch_grad_sync(int u);
   void wait_pending(size_t keep);
-  void reassemble(FlatGroup& g);
+  void reassemble(size_t u);
+  // Where unit u's gradients are reduced (stages 0/1) and its states sharded: the dp / sharding
+  // group, or for an MoE block's routed experts the expert-data group (ranks holding the same
+  // experts). Also how u is split: its group's size and this rank's index (1 and 0 at stage 0).
+  [[nodiscard]] Communicator& reduce_group(size_t u) const;
+  [[nodiscard]] Communicator& shard_group(size_t u) const;
+  // The squared gradient norm of the experts' owned elements, summed over the expert groups.
+  [[nodiscard]] torch::Tensor expert_sq_norm(double inv_scale);
   [[nodiscard]] torch::Tensor owned_sq_norm(const FlatGroup& g) const;  // 0-d double on the device
   void sum_tp_partial_grads();
   void sum_tied_embedding_grads();
@@ -110,6 +117,7 @@ class ZeroEngine final : public UnitHooks {
   bool last_micro_batch_ = true;
   int64_t adam_step_ = 0;
   std::vector<std::unique_ptr<EngineUnit>> units_;
+  std::vector<char> expert_;  // per unit: an MoE block's routed experts (Transformer::is_expert_unit)
   std::vector<std::shared_ptr<torch::autograd::Node>> accumulators_;  // kept alive for the hooks
   struct Pending;
   std::vector<std::unique_ptr<Pending>> pending_;

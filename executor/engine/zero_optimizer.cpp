@@ -81,30 +81,58 @@ void ZeroEngine::adamw(FlatGroup& g, double lr, double clip_coef) {
   g.copy_master_to_params();
 }
 
-void ZeroEngine::reassemble(FlatGroup& g) {
+Communicator& ZeroEngine::reduce_group(size_t u) const { return expert_[u] ? groups_.expert_data() : groups_.dp(); }
+
+Communicator& ZeroEngine::shard_group(size_t u) const { return expert_[u] ? groups_.expert_data() : groups_.shard(); }
+
+void ZeroEngine::reassemble(size_t u) {
   // Stages 1 and 2: every rank updated its shard; all-gather the shards into the parameters.
-  if (g.slots.empty() || stage_ == 0 || stage_ == 3 || shard_size_ == 1) return;
+  FlatGroup& g = units_[u]->train;
+  Communicator& group = shard_group(u);
+  if (g.slots.empty() || stage_ == 0 || stage_ == 3 || group.size() == 1) return;
   torch::Tensor mine = g.owned_params().clone();
-  groups_.shard().all_gather(g.full, mine);
+  group.all_gather(g.full, mine);
+}
+
+torch::Tensor ZeroEngine::expert_sq_norm(double inv_scale) {
+  // Expert shards: summed over the expert-data group (ZeRO 1-3), then over the expert group,
+  // whose ranks hold different experts. Every rank of both groups has the same units.
+  const auto f64 = torch::TensorOptions().dtype(torch::kDouble).device(model_.options().device);
+  torch::Tensor sq = torch::zeros({1}, f64);
+  bool any = false;
+  for (size_t u = 0; u < units_.size(); ++u) {
+    if (!expert_[u]) continue;
+    any = true;
+    FlatGroup& g = units_[u]->train;
+    if (g.slots.empty()) continue;
+    if (inv_scale != 1.0) g.owned_grads().mul_(inv_scale);
+    sq += owned_sq_norm(g);
+  }
+  if (!any) return sq;
+  if (stage_ > 0 && groups_.expert_data().size() > 1) groups_.expert_data().all_reduce(sq, ReduceOp::sum);
+  if (groups_.expert().size() > 1) groups_.expert().all_reduce(sq, ReduceOp::sum);
+  return sq;
 }
 
 StepOutcome ZeroEngine::step(double lr, double inv_scale) {
   wait_pending(0);
   torch::NoGradGuard no_grad;
-  if (stage_ >= 2 && groups_.replica().size() > 1)  // MiCS: sum the shards across replicas
-    for (auto& u : units_)
-      if (!u->train.slots.empty()) groups_.replica().all_reduce(u->train.grad_shard, ReduceOp::sum);
+  if (stage_ >= 2 && groups_.replica().size() > 1)  // MiCS: sum the shards across replicas (experts: none)
+    for (size_t u = 0; u < units_.size(); ++u)
+      if (!units_[u]->train.slots.empty() && !expert_[u])
+        groups_.replica().all_reduce(units_[u]->train.grad_shard, ReduceOp::sum);
   sum_tp_partial_grads();
   sum_tied_embedding_grads();
   const auto f64 = torch::TensorOptions().dtype(torch::kDouble).device(model_.options().device);
   torch::Tensor total = torch::zeros({1}, f64);
   for (auto& u : units_) {
-    if (u->train.slots.empty()) continue;
+    if (u->train.slots.empty() || expert_[static_cast<size_t>(&u - units_.data())]) continue;
     if (inv_scale != 1.0) u->train.owned_grads().mul_(inv_scale);
     total += owned_sq_norm(u->train);
   }
-  groups_.tp().all_reduce(total, ReduceOp::sum);
   if (stage_ > 0) groups_.shard().all_reduce(total, ReduceOp::sum);
+  total += expert_sq_norm(inv_scale);
+  groups_.tp().all_reduce(total, ReduceOp::sum);
   groups_.pp().all_reduce(total, ReduceOp::sum);
   StepOutcome out;
   out.grad_norm = std::sqrt(total.item<double>());
@@ -112,10 +140,10 @@ StepOutcome ZeroEngine::step(double lr, double inv_scale) {
   if (!out.finite) return out;  // skip the update (fp16 overflow); gradients are zeroed next step
   const double clip = opt_.clip_norm > 0 && out.grad_norm > opt_.clip_norm ? opt_.clip_norm / (out.grad_norm + 1e-6) : 1.0;
   ++adam_step_;
-  for (auto& u : units_) {
-    if (u->train.slots.empty()) continue;
-    adamw(u->train, lr, clip);
-    reassemble(u->train);
+  for (size_t u = 0; u < units_.size(); ++u) {
+    if (units_[u]->train.slots.empty()) continue;
+    adamw(units_[u]->train, lr, clip);
+    reassemble(u);
   }
   return out;
 }
@@ -142,9 +170,9 @@ void ZeroEngine::load_state(const std::vector<std::pair<std::string, torch::Tens
                    "checkpoint tensor " + tensors[i].first + " does not match " + mine[i].first);
     mine[i].second.copy_(tensors[i].second.reshape(mine[i].second.sizes()));
   }
-  for (auto& u : units_) {
-    u->train.copy_master_to_params();
-    reassemble(u->train);
+  for (size_t u = 0; u < units_.size(); ++u) {
+    units_[u]->train.copy_master_to_params();
+    reassemble(u);
   }
   adam_step_ = adam_step;
 }

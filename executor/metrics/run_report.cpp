@@ -9,7 +9,7 @@
 namespace shardplan::executor {
 
 nlohmann::json StepRecord::to_json() const {
-  return {{"step", step},
+  nlohmann::json j = {{"step", step},
           {"loss", loss},
           {"lr", lr},
           {"grad_norm", grad_norm},
@@ -29,6 +29,12 @@ nlohmann::json StepRecord::to_json() const {
             {"p2p_seconds_per_stage", stage_p2p_s},
             {"in_flight_activation_bytes_per_stage", stage_in_flight_bytes},
             {"max_in_flight_per_stage", stage_max_in_flight}}}};
+  if (moe) {
+    j["a2a_seconds"] = a2a_s;
+    j["router_load_imbalance"] = router_imbalance;
+    j["router_load_imbalance_max"] = router_imbalance_max;
+  }
+  return j;
 }
 
 namespace {
@@ -127,6 +133,10 @@ nlohmann::json build_report(const ReportInputs& in) {
       {"first_loss", in.steps.empty() ? 0 : in.steps.front().loss},
       {"final_loss", in.steps.empty() ? 0 : in.steps.back().loss},
   };
+  if (!in.steps.empty() && in.steps.back().moe) {
+    measured["a2a_seconds"] = med(&StepRecord::a2a_s);
+    measured["router_load_imbalance"] = med(&StepRecord::router_imbalance);
+  }
   const auto& p = in.prediction;
   nlohmann::json predicted = {
       {"feasible", p.feasible},

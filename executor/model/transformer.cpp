@@ -32,11 +32,13 @@ uint64_t param_seed(uint64_t seed, const std::string& name) {
 
 Transformer::Transformer(const simulator::ModelSpec& spec, const ModelOptions& opt) : spec_(spec), opt_(opt) {
   const std::string src = "model '" + spec.name + "'";
-  if (spec.kind != simulator::ModelKind::decoder || (spec.family != "gpt2" && spec.family != "llama"))
-    throw InputError(src + ": field 'family': shardrun builds decoder models of the gpt2 and llama families, got '" +
-                     spec.family + "'");
-  if (spec.is_moe() || spec.mla.enabled())
-    throw InputError(src + ": shardrun does not build mixture-of-experts or latent-attention (MLA) models yet");
+  if (spec.kind != simulator::ModelKind::decoder ||
+      (spec.family != "gpt2" && spec.family != "llama" && spec.family != "mixtral"))
+    throw InputError(src + ": field 'family': shardrun builds decoder models of the gpt2, llama and mixtral families, "
+                           "got '" + spec.family + "'");
+  if (spec.mla.enabled())
+    throw InputError(src + ": shardrun does not build latent-attention (MLA) models yet");
+  if (spec.is_moe()) check_moe_options(spec, opt);  // moe_block.cpp
   if (spec.parallel_residual || spec.lm_head_bias || spec.embedding_norm || spec.type_vocab_size > 0 || spec.qk_norm)
     throw InputError(src + ": shardrun does not build parallel-residual, lm-head-bias, embedding-norm or q/k-norm "
                            "variants");
@@ -54,7 +56,7 @@ Transformer::Transformer(const simulator::ModelSpec& spec, const ModelOptions& o
   if (static_cast<int>(opt_.layers_per_chunk.size()) != chunks || total != spec.num_layers)
     throw InputError(src + ": field 'config.partition': expected " + std::to_string(chunks) +
                      " chunk sizes summing to " + std::to_string(spec.num_layers) + " layers");
-  llama_ = spec.family == "llama";
+  llama_ = spec.family == "llama" || spec.family == "mixtral";
   vocab_padded_ = (spec.vocab_size + t - 1) / t * t;  // Megatron pads the vocabulary to a multiple of tp
   build();
 }
@@ -127,7 +129,9 @@ void Transformer::build_block(Block& b, int64_t i, int unit) {
   if (ln) add_param(p + n1 + ".bias", &b.norm1_b, {h}, {}, unit, true);
   add_param(p + n2 + ".weight", &b.norm2_w, {h}, {}, unit, true);
   if (ln) add_param(p + n2 + ".bias", &b.norm2_b, {h}, {}, unit, true);
-  for (const LinearDesc& d : m.block_linears()) {
+  // An MoE card's first dense blocks have a dense MLP; its MoE blocks the shared expert (if any).
+  const bool moe_layer = m.is_moe() && i >= m.moe.first_dense_layers;
+  for (const LinearDesc& d : m.is_moe() && !moe_layer ? m.dense_block_linears() : m.block_linears()) {
     const std::string& mod = d.module;
     if (mod.ends_with("c_attn")) build_linear(b.qkv, d, p, unit, {m.q_dim(), m.kv_dim(), m.kv_dim()});
     else if (mod.ends_with("q_proj")) build_linear(b.q, d, p, unit, {});
@@ -140,6 +144,7 @@ void Transformer::build_block(Block& b, int64_t i, int unit) {
     else if (mod == "mlp.c_proj" || mod.ends_with("down_proj")) build_linear(b.down, d, p, unit, {});
     else throw InputError("model '" + m.name + "': linear '" + mod + "' is not one shardrun builds");
   }
+  if (moe_layer) build_moe(b, p);
 }
 
 // Units of a chunk, in order: [embedding unit(s)] [one per block] [head unit(s)]. With tied

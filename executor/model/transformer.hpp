@@ -24,6 +24,7 @@
 
 #include "executor/comm/communicator.hpp"
 #include "executor/parallel/layers.hpp"
+#include "moe_block.hpp"
 #include "parameter.hpp"
 #include "simulator/model_spec.hpp"
 #include "simulator/parallel_config.hpp"
@@ -49,6 +50,11 @@ struct ModelOptions {
   // The plan's attention kind is flash: fused scaled_dot_product_attention (flash /
   // memory-efficient kernels) where it can run (attention_run); else the explicit path.
   bool fused_attention = true;
+  // Expert parallelism (MoE cards): this rank holds experts [ep_rank*E/ep, (ep_rank+1)*E/ep);
+  // the routed tokens travel over `ep_group` (ProcessGroups::expert(); null when ep = 1).
+  int ep = 1;
+  int ep_rank = 0;
+  Communicator* ep_group = nullptr;
 };
 
 // What the attention core runs under `o`: "flash" (fused scaled_dot_product_attention: asked
@@ -68,6 +74,10 @@ struct Block {
   ParallelLinear fc, gate, up, down;   // GPT-2: fc + down(c_proj); Llama: gate, up, down
   int layer = 0;                       // global layer index
   int unit = 0;                        // local ZeRO unit
+  // MoE blocks: router and routed experts (gate/up/down above are then the shared expert, if
+  // any); the experts live in a ZeRO unit of their own, reduced over the expert-data group.
+  std::shared_ptr<MoeMlp> moe;
+  int expert_unit = -1;
 };
 
 // One model chunk of this stage.
@@ -109,6 +119,9 @@ class Transformer {
   [[nodiscard]] const std::vector<Parameter>& parameters() const { return params_; }
   [[nodiscard]] int num_units() const { return num_units_; }
   [[nodiscard]] const std::vector<ModelChunk>& chunks() const { return chunks_; }
+  // This stage's blocks (QLoRA replaces their linears' weights by NF4 bases: nf4_base.hpp).
+  [[nodiscard]] std::vector<Block>& blocks() { return blocks_; }
+  [[nodiscard]] const std::vector<Block>& blocks() const { return blocks_; }
   [[nodiscard]] const simulator::ModelSpec& spec() const { return spec_; }
   [[nodiscard]] const ModelOptions& options() const { return opt_; }
   [[nodiscard]] int64_t padded_vocab() const { return vocab_padded_; }
@@ -117,6 +130,10 @@ class Transformer {
   [[nodiscard]] int tied_embedding_unit() const { return tied_unit_; }
   // Activation shape passed between virtual stages for a micro-batch of `batch` x `seq`.
   [[nodiscard]] std::vector<int64_t> activation_shape(int64_t batch, int64_t seq) const;
+  // Whether local unit `unit` holds an MoE block's routed experts (moe_block.cpp).
+  [[nodiscard]] bool is_expert_unit(int unit) const;
+  // Routing figures of the MoE blocks' training forwards since the caller last reset them.
+  [[nodiscard]] MoeRoutingStats& moe_stats() const { return moe_stats_; }
 
  private:
   void build();
@@ -133,6 +150,9 @@ class Transformer {
   [[nodiscard]] bool use_fused_attention(const torch::Tensor& q) const;
   torch::Tensor mlp(const Block& blk, const torch::Tensor& x, const TpContext& ctx) const;
   torch::Tensor block_forward(const Block& blk, const torch::Tensor& x, const TpContext& ctx) const;
+  void build_moe(Block& b, const std::string& prefix);                                       // moe_block.cpp
+  static void check_moe_options(const simulator::ModelSpec& spec, const ModelOptions& opt);  // moe_block.cpp
+  torch::Tensor moe_mlp(const Block& blk, const torch::Tensor& x, const TpContext& ctx) const;  // moe_block.cpp
   torch::Tensor embed(const ModelChunk& c, const torch::Tensor& ids, TpContext& ctx, UnitHooks* hooks);
   ChunkOutput head(const ModelChunk& c, torch::Tensor x, const torch::Tensor& labels, TpContext& ctx,
                    UnitHooks* hooks);
@@ -150,6 +170,7 @@ class Transformer {
   torch::Tensor final_w_, final_b_;
   torch::Tensor lm_head_;           // (V_pad/t, H); undefined when tied
   std::vector<Parameter> params_;  // their tensors share storage with the members above
+  mutable MoeRoutingStats moe_stats_;
 };
 
 }  // namespace shardplan::executor

@@ -82,7 +82,7 @@ torch::Tensor Transformer::attention(const Block& blk, const torch::Tensor& x, c
   const int64_t hd = spec_.head_dim;
   const int64_t nh = spec_.num_heads / opt_.tp, nkv = spec_.num_kv_heads / opt_.tp;
   torch::Tensor q, k, v;  // (B, S, n*hd)
-  if (blk.qkv.weight.defined()) {
+  if (blk.qkv.has_base()) {
     const torch::Tensor qkv = blk.qkv.forward(x, ctx);  // (B, S, (nh + 2 nkv) hd)
     q = qkv.narrow(-1, 0, nh * hd);
     k = qkv.narrow(-1, nh * hd, nkv * hd);
@@ -134,7 +134,8 @@ torch::Tensor Transformer::block_forward(const Block& blk, const torch::Tensor& 
   const bool sp = ctx.sequence_parallel && opt_.tp > 1;
   // x: (B, Sx, H); the residual stream is replicated over tp (or sequence-split under SP).
   torch::Tensor h = x + dropout(attention(blk, norm(x, blk.norm1_w, blk.norm1_b), ctx), opt_.hidden_dropout, ctx, sp);
-  return h + dropout(mlp(blk, norm(h, blk.norm2_w, blk.norm2_b), ctx), opt_.hidden_dropout, ctx, sp);
+  const torch::Tensor hn = norm(h, blk.norm2_w, blk.norm2_b);
+  return h + dropout(blk.moe ? moe_mlp(blk, hn, ctx) : mlp(blk, hn, ctx), opt_.hidden_dropout, ctx, sp);
 }
 
 torch::Tensor Transformer::embed(const ModelChunk& c, const torch::Tensor& ids, TpContext& ctx, UnitHooks* hooks) {
@@ -202,10 +203,14 @@ ChunkOutput Transformer::forward_chunk(int chunk, const torch::Tensor& input, co
     const Block& blk = blocks_[static_cast<size_t>(c.block_begin + i)];
     const bool full = i < recomputed;
     if (ctx.rng) ctx.rng->reseed(blk.layer + 1);
-    if (hooks) {
-      hooks->before_forward(blk.unit);
-      x = hooks->wrap_input(blk.unit, x);
-    }
+    // An MoE block's routed experts are a unit of their own (expert_unit), managed alongside.
+    const std::vector<int> units = blk.expert_unit >= 0 ? std::vector<int>{blk.unit, blk.expert_unit}
+                                                        : std::vector<int>{blk.unit};
+    if (hooks)
+      for (int u : units) {
+        hooks->before_forward(u);
+        x = hooks->wrap_input(u, x);
+      }
     if (full) {
       // Full recomputation: the block keeps only its input; its inside is recomputed in backward.
       const TpContext base = ctx;
@@ -218,10 +223,11 @@ ChunkOutput Transformer::forward_chunk(int chunk, const torch::Tensor& input, co
     } else {
       x = block_forward(blk, x, ctx);
     }
-    if (hooks) {
-      x = hooks->wrap_output(blk.unit, x);
-      hooks->after_forward(blk.unit);
-    }
+    if (hooks)
+      for (auto u = units.rbegin(); u != units.rend(); ++u) {
+        x = hooks->wrap_output(*u, x);
+        hooks->after_forward(*u);
+      }
   }
   if (c.last) return head(c, x, labels, ctx, hooks);
   ChunkOutput out;

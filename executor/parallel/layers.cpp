@@ -5,6 +5,7 @@
 #include "executor/errors.hpp"
 #include "executor/seed_hash.hpp"
 #include "mappings.hpp"
+#include "nf4_linear.hpp"
 #include "sp_column_linear.hpp"
 #include "zero_linear.hpp"
 
@@ -55,6 +56,11 @@ torch::Tensor add_column_lora(const LoraAdapter& lora, const torch::Tensor& x, t
   return y + lora.scale * zero_linear(h, lora.B);                            // (B, S, out/t)
 }
 
+// The base GEMM x @ W^T (no bias): the weight parameter, or the NF4 base dequantised per use.
+torch::Tensor base_linear(const ParallelLinear& l, const torch::Tensor& x) {
+  return l.nf4 ? nf4_linear(x, l.nf4->q) : zero_linear(x, l.weight);
+}
+
 }  // namespace
 
 std::vector<torch::Tensor> column_forward(const std::vector<const ParallelLinear*>& linears, const torch::Tensor& x,
@@ -64,12 +70,17 @@ std::vector<torch::Tensor> column_forward(const std::vector<const ParallelLinear
     for (const ParallelLinear* l : linears) ys.push_back(l->forward(x, ctx));
     return ys;
   }
-  std::vector<torch::Tensor> weights;
-  for (const ParallelLinear* l : linears) {
-    EXECUTOR_CHECK(l->column, "column_forward got a row-parallel linear");
-    weights.push_back(l->weight);
+  if (linears.front()->nf4) {  // NF4 bases keep no input: one gather, its backward one reduce-scatter
+    const torch::Tensor xin = gather_from_seq(x, *ctx.tp);  // (B, S, in)
+    for (const ParallelLinear* l : linears) ys.push_back(base_linear(*l, xin));
+  } else {
+    std::vector<torch::Tensor> weights;
+    for (const ParallelLinear* l : linears) {
+      EXECUTOR_CHECK(l->column && !l->nf4, "column_forward got a row-parallel or a mix of NF4 and other linears");
+      weights.push_back(l->weight);
+    }
+    ys = sp_column_linears(x, weights, *ctx.tp);  // x: (B, S/t, in) -> (B, S, out_i/t)
   }
-  ys = sp_column_linears(x, weights, *ctx.tp);  // x: (B, S/t, in) -> (B, S, out_i/t)
   for (size_t i = 0; i < linears.size(); ++i) {
     const ParallelLinear& l = *linears[i];
     if (l.bias.defined()) ys[i] = ys[i] + l.bias.to(ys[i].scalar_type());
@@ -84,11 +95,12 @@ torch::Tensor ParallelLinear::forward(const torch::Tensor& x, const TpContext& c
   if (column) {
     if (sp && tp.size() > 1) return column_forward({this}, x, ctx)[0];
     // x: (B, S, in) -> y: (B, S, out/t)
-    torch::Tensor y = zero_linear(copy_to_tp(x, tp), weight, bias);
+    torch::Tensor y = base_linear(*this, copy_to_tp(x, tp));
+    if (bias.defined()) y = y + bias.to(y.scalar_type());
     return lora ? add_column_lora(*lora, x, y, ctx) : y;
   }
   // x: (B, S, in/t) -> partial (B, S, out) -> y: (B, Sx, out)
-  torch::Tensor y = zero_linear(x, weight);
+  torch::Tensor y = base_linear(*this, x);
   y = sp ? reduce_scatter_seq(y, tp) : reduce_from_tp(y, tp);
   if (bias.defined()) y = y + bias;
   if (lora) {

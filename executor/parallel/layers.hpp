@@ -14,6 +14,7 @@
 //   vocab-parallel cross-entropy over logits (N, V/t) (Megatron cross_entropy.py).
 #include <torch/torch.h>
 
+#include <memory>
 #include <optional>
 #include <vector>
 
@@ -53,18 +54,26 @@ struct LoraAdapter {
   double dropout = 0.0;
 };
 
+struct Nf4Weight;
+
 struct ParallelLinear {
   bool column = true;
   torch::Tensor weight;  // (out/t, in) column, (out, in/t) row
   torch::Tensor bias;    // (out/t) column, (out) row; undefined when none
   std::optional<LoraAdapter> lora;
+  // QLoRA: the frozen base in NF4 (nf4_linear.hpp), dequantised at every use; `weight` is then
+  // undefined.
+  std::shared_ptr<const Nf4Weight> nf4;
+
+  [[nodiscard]] bool has_base() const { return weight.defined() || nf4 != nullptr; }
 
   [[nodiscard]] torch::Tensor forward(const torch::Tensor& x, const TpContext& ctx) const;
 };
 
 // Column-parallel linears that read the same input, x: (B, Sx, in) -> ys[i]: (B, S, out_i/t),
 // in order. Under sequence parallelism they share one all-gather and backward keeps only x's
-// sequence shard (sp_column_linear.hpp); otherwise each runs ParallelLinear::forward.
+// sequence shard (sp_column_linear.hpp; NF4 bases, which keep no input, share one
+// gather_from_seq); otherwise each runs ParallelLinear::forward.
 std::vector<torch::Tensor> column_forward(const std::vector<const ParallelLinear*>& linears, const torch::Tensor& x,
                                           const TpContext& ctx);
 

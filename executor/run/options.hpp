@@ -33,6 +33,7 @@ struct RunOptions {
   std::string out_dir = "shardrun-out";  // metrics.jsonl, report.json
   std::string save_final;                // full weights, Hugging Face naming (.safetensors)
   std::string save_adapter;              // LoRA adapter directory (PEFT format)
+  std::string save_nf4_base;             // QLoRA: the NF4 base as bitsandbytes serialises it (.safetensors)
   // Checkpoints.
   std::string checkpoint_dir;
   // Steps; 0 = only at the end (when a dir is given); -1 (not given) = the plan's optimal

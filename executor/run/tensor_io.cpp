@@ -138,6 +138,9 @@ void write_gathered(Transformer& model, ZeroEngine& engine, const ProcessGroups&
                     bool lora, const std::map<std::string, std::string>& metadata) {
   const auto& c = groups.coords();
   const bool stage_lead = c.tp == 0 && c.dp == 0;
+  // Expert parallelism: the stage lead is rank 0 of its expert group, whose other ranks (tp 0,
+  // expert-data 0) send it the experts they hold.
+  const bool expert_lead = c.tp == 0 && c.edp == 0 && groups.expert().size() > 1;
   std::vector<std::pair<std::string, torch::Tensor>> mine;
   for (int u = 0; u < model.num_units(); ++u) {
     engine.materialize(u);
@@ -145,9 +148,24 @@ void write_gathered(Transformer& model, ZeroEngine& engine, const ProcessGroups&
       if (p.unit != u || p.lora != lora || p.tied_copy) continue;
       torch::Tensor full = gather_full(p, groups.tp());
       if (p.hf_transposed && !lora) full = full.t().contiguous();
-      if (stage_lead) mine.emplace_back(p.name, full);
+      if (stage_lead || (expert_lead && model.is_expert_unit(u))) mine.emplace_back(p.name, full);
     }
     engine.release(u);
+  }
+  if (expert_lead) {
+    Communicator& ep = groups.expert();
+    if (c.ep == 0) {
+      for (int from = 1; from < ep.size(); ++from) {
+        torch::Tensor count = torch::zeros({1}, torch::TensorOptions().dtype(torch::kLong).device(ep.device()));
+        ep.recv(count, from);
+        for (int64_t i = 0; i < count.item<int64_t>(); ++i) mine.push_back(recv_named(ep, from));
+      }
+    } else {
+      torch::Tensor count = torch::tensor({static_cast<int64_t>(mine.size())}, torch::kLong).to(ep.device());
+      ep.send(count, 0);
+      for (const auto& [name, t] : mine) send_named(ep, name, t);
+      mine.clear();
+    }
   }
   Communicator& pp = groups.pp();
   if (stage_lead && pp.size() > 1) {

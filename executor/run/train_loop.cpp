@@ -13,9 +13,11 @@
 #include "executor/metrics/op_trace.hpp"
 #include "executor/metrics/run_history.hpp"
 #include "device.hpp"
+#include "nf4_export.hpp"
 #include "pipeline_step.hpp"
 #include "tensor_io.hpp"
 #include "trainer.hpp"
+#include "moe_support.hpp"
 #include "trainer_state.hpp"
 #include "watchdog.hpp"
 
@@ -47,7 +49,8 @@ Batch make_batch(const data::Dataset& ds, const std::vector<int64_t>& idx, size_
 double seconds_since(Clock::time_point t) { return std::chrono::duration<double>(Clock::now() - t).count(); }
 
 double dp_seconds(const ProcessGroups& g) {
-  return g.dp().stats().seconds + g.shard().stats().seconds + g.replica().stats().seconds;
+  return g.dp().stats().seconds + g.shard().stats().seconds + g.replica().stats().seconds +
+         g.expert_data().stats().seconds;
 }
 
 struct Fault {
@@ -175,6 +178,8 @@ void Trainer::train() {
       trace = std::make_unique<OpTrace>(s.opt.trace);
     timer.start();
     const double tp0 = s.groups->tp().stats().seconds, dp0 = dp_seconds(*s.groups);
+    const double a2a0 = moe_a2a_seconds();
+    s.model->moe_stats() = {};
     double global_tokens = 0;
     watchdog.phase("loading the step's data (and its token count all-reduce)");
     const std::vector<Batch> batches = load_step(s, step, global_tokens);
@@ -205,7 +210,8 @@ void Trainer::train() {
     r.step_s = timer.seconds();
     r.tp_comm_s = s.groups->tp().stats().seconds - tp0;
     r.dp_comm_s = dp_seconds(*s.groups) - dp0;
-    r.compute_s = r.step_s - r.tp_comm_s - r.dp_comm_s - r.optimizer_s - r.pp_comm_s;
+    record_moe(s, a2a0, r);  // moe_support.hpp
+    r.compute_s = r.step_s - r.tp_comm_s - r.dp_comm_s - r.optimizer_s - r.pp_comm_s - r.a2a_s;
     r.tokens_per_s = global_tokens / r.step_s;
     r.loss_scale = s.scaler.loss_multiplier();
     r.peak_bytes = peak_device_bytes(s.device);
@@ -235,6 +241,7 @@ void Trainer::finish() {
   peaks = peaks.cpu();
   if (!s.opt.save_final.empty()) export_full_weights(*s.model, *s.engine, *s.groups, s.opt.save_final);
   if (!s.opt.save_adapter.empty()) export_lora_adapter(*s.model, *s.engine, *s.groups, s.opt.save_adapter);
+  if (!s.opt.save_nf4_base.empty()) export_nf4_base(*s.model, *s.groups, s.opt.save_nf4_base);
   if (c.world != 0) return;
   ReportInputs in;
   in.plan_path = s.opt.plan_path;

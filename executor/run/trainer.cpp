@@ -7,7 +7,9 @@
 #include "device.hpp"
 #include "executor/errors.hpp"
 #include "simulator/errors.hpp"
+#include "executor/model/nf4_base.hpp"
 #include "tensor_io.hpp"
+#include "moe_support.hpp"
 #include "trainer_state.hpp"
 
 namespace shardplan::executor {
@@ -53,9 +55,10 @@ void check_supported(const planner::Plan& plan, const std::string& src, Precisio
   if (c.offload_optimizer)
     throw InputError(src + ": field 'config.offload_optimizer': optimizer offload is not supported by this shardrun "
                            "(plan with --forbid offload)");
-  if (c.lora.quantized_base())
-    throw InputError(src + ": field 'config.lora.base': a 4-bit NF4 base (QLoRA) is not run by this shardrun; plan "
-                           "with --lora-base bf16");
+  if (c.lora.quantized_base() && c.zero_stage >= 3)
+    throw InputError(src + ": field 'config.zero_stage': ZeRO-3 of an NF4 base (FSDP-QLoRA: sharding the packed codes "
+                           "over the data-parallel ranks) is not run by this shardrun; plan with --zero-stage 0, 1 or 2 "
+                           "(the base is frozen: ZeRO-1/2 shard only the adapters' states) or --lora-base bf16");
   if (c.uses_fp8())
     throw InputError(src + ": field 'config.fp8': FP8 linears (" + simulator::to_string(c.fp8) +
                      ") are not run by this shardrun (LibTorch has no FP8 GEMM training path here); plan with --fp8 "
@@ -63,9 +66,6 @@ void check_supported(const planner::Plan& plan, const std::string& src, Precisio
   if (c.cp > 1)
     throw InputError(src + ": field 'config.context_parallel': context parallelism (cp " + std::to_string(c.cp) +
                      ") is not run by this shardrun yet; plan with --cp 1 or --forbid cp");
-  if (c.ep > 1)
-    throw InputError(src + ": field 'config.expert_parallel': expert parallelism (ep " + std::to_string(c.ep) +
-                     ") is not run by this shardrun yet; plan with --ep 1 or --forbid ep");
   if (precision == Precision::fp16 && !device.is_cuda())
     throw InputError(src + ": field 'config.precision': fp16 autocast needs a CUDA device; this rank runs on the CPU "
                            "(use --precision bf16 or fp32)");
@@ -96,7 +96,10 @@ void Trainer::setup() {
     s.device = pick_device(o.device, s.runtime.local_rank(), s.runtime.local_size(), /*training=*/true);
     make_current(s.device);  // before the NCCL communicators, which bind to the current device
     check_supported(s.plan, o.plan_path, s.precision, s.device);
+    check_moe_supported(s.plan, o.plan_path, !o.checkpoint_dir.empty() || o.resume != "none");
     if (o.steps <= 0) throw InputError("--steps: expected a positive number of steps");
+    if (!o.save_nf4_base.empty() && !s.plan.config.lora.quantized_base())
+      throw InputError("--save-nf4-base: the plan's base is not NF4 (config.lora.base nf4, QLoRA)");
     if (o.checkpoint_every < 0) s.opt.checkpoint_every = s.plan.prediction.goodput.interval_steps;  // the plan's
   });
   const auto& cfg = s.plan.config;
@@ -122,6 +125,9 @@ void Trainer::setup() {
     mo.offload_activations = cfg.offload_activations;
     mo.fused_attention = simulator::fused(cfg.attention);
     mo.device = s.device;
+    mo.ep = cfg.ep;
+    mo.ep_rank = c.ep;
+    mo.ep_group = cfg.ep > 1 ? &s.groups->expert() : nullptr;
     try {
       mo.layers_per_chunk = simulator::layers_per_chunk(s.plan.model, cfg);
       s.pipeline_ops = simulator::pipeline_stage_order(cfg.schedule, cfg.pp, cfg.micro_batches(), cfg.virtual_stages, c.pp);
@@ -131,6 +137,7 @@ void Trainer::setup() {
     s.model = std::make_unique<Transformer>(s.plan.model, mo);
     s.model->init_weights(o.seed);  // LoRA adapters keep this init under a loaded base
     if (o.init != "seed") load_hf_weights(*s.model, o.init);
+    if (cfg.lora.quantized_base()) s.nf4_base = quantize_base_nf4(*s.model, &s.groups->tp());  // QLoRA: at load
   });
   phase(s.runtime, [&] {
     if (s.runtime.world_rank() == 0) prepare_token_cache(o, s.plan.model.vocab_size, cfg.seq_len);
@@ -151,7 +158,11 @@ void Trainer::setup() {
               {"offload_activations", !cfg.offload_activations ? "off"
                                       : s.device.is_cuda() ? "checkpointed inputs to pinned host memory"
                                                            : "no-op on the cpu (inputs already in host memory)"}};
+  if (cfg.ep > 1) s.layout["ep"] = cfg.ep;
   s.checkpointer = std::make_unique<Checkpointer>(o, *s.groups, s.layout);
+  if (cfg.lora.quantized_base())  // rank 0's NF4 base in report.json (not in checkpoints' layout: per rank)
+    s.layout["nf4_base"] = {{"linears", s.nf4_base.linears}, {"weights", s.nf4_base.weights},
+                            {"bytes", s.nf4_base.bytes}, {"source", o.init == "seed" ? "seeded init" : o.init}};
   s.scaler.enabled = s.precision == Precision::fp16 || o.loss_scaling;
   s.scaler.scale = o.initial_loss_scale;
   phase(s.runtime, [&] {

@@ -11,6 +11,7 @@
 #include "executor/engine/lr_schedule.hpp"
 #include "executor/engine/zero_engine.hpp"
 #include "executor/metrics/run_report.hpp"
+#include "executor/model/nf4_base.hpp"
 #include "executor/model/transformer.hpp"
 #include "planner/plan.hpp"
 #include "threads.hpp"
@@ -38,6 +39,7 @@ struct TrainerState {
   std::unique_ptr<ZeroEngine> engine;
   std::unique_ptr<Checkpointer> checkpointer;
   nlohmann::json layout;
+  Nf4BaseSummary nf4_base;  // QLoRA: this rank's NF4 base (model/nf4_base.hpp)
   LrSchedule lr;
   LossScaler scaler;
   int64_t start_step = 0;  // completed steps when training starts (resume)

@@ -1,0 +1,64 @@
+#pragma once
+// The mixture-of-experts MLP of an MoE block (Shazeer et al. 2017; Fedus et al. 2021, Switch
+// Transformer; Jiang et al. 2024, Mixtral; Qwen2-MoE), as Hugging Face computes it
+// (transformers 00a3f9386614dde0dc41cf4e9b8d0abd3af0671d, modeling_qwen2_moe.py
+// Qwen2MoeSparseMoeBlock; MixtralSparseMoeBlock is the same with the renormalisation always on
+// and no shared expert):
+//   router   logits = x Wr^T (E, H), p = softmax(logits) in fp32, top-k of p; renormalised to sum
+//            1 over the k (Mixtral always; Qwen2-MoE's norm_topk_prob, default False: off for
+//            the llama family's Qwen-style cards)
+//   dispatch dropless: the N*k routed copies sorted by expert (stable), each expert's SwiGLU MLP
+//            run on its contiguous rows ("grouped"), every local expert run even with no rows so
+//            its gradient (zero) always arrives
+//   combine  y_n = sum over the k picks of p_nk * expert(x_n), by index_add
+//   shared   Qwen2-MoE's always-on shared expert (the block's gate/up/down linears, named
+//            mlp.shared_expert.*) plus optionally sigmoid(x Wg^T) on it (mlp.shared_expert_gate)
+//   aux loss none: shardrun trains without the load-balancing auxiliary loss, i.e. coefficient 0
+//            (Megatron-Core d98e8a64 transformer_config.py moe_aux_loss_coeff = 0.0; Hugging Face
+//            adds router_aux_loss_coef x loss only with output_router_logits, off by default)
+// Tensor parallelism (etp = tp): each expert's gate/up are column-, down row-split like the dense
+// MLP; the routed output stays a partial sum over tp until one reduce for all experts (all-reduce,
+// or reduce-scatter under SP), so the router's gradient is partial per tp rank and is summed over
+// tp with the other partial gradients (Parameter::tp_partial_grad).
+// Expert parallelism: experts [j*E/ep, (j+1)*E/ep) live on ep rank j; the routed copies travel
+// there and back by all-to-all (parallel/expert_dispatch.hpp).
+//
+// Legend: N tokens of the micro-batch (B*S; under SP gathered over tp first), H hidden, E experts,
+// k top-k, F expert width, t tp size, El = E/ep local experts.
+#include <torch/torch.h>
+
+#include <vector>
+
+#include "executor/comm/communicator.hpp"
+
+namespace shardplan::executor {
+
+struct ExpertWeights {
+  torch::Tensor gate, up;  // (F/t, H) column-parallel
+  torch::Tensor down;      // (H, F/t) row-parallel
+};
+
+// Per-layer routing figures of the micro-batches run since the last reset.
+struct MoeRoutingStats {
+  double imbalance_sum = 0;  // sum over (layer, micro-batch) of max_e tokens_e / mean_e tokens_e
+  double imbalance_max = 0;
+  int64_t samples = 0;
+};
+
+struct MoeMlp {
+  torch::Tensor router;                // (E, H) replicated
+  torch::Tensor shared_gate;           // (1, H) Qwen2-MoE's shared_expert_gate; undefined if none
+  std::vector<ExpertWeights> experts;  // this ep rank's El experts
+  int64_t num_experts = 0;
+  int64_t top_k = 0;
+  int64_t first_expert = 0;            // global index of experts[0]
+  bool renormalize = false;
+};
+
+// The routed experts' output for x: (N, H), replicated over tp -> (N, H), a partial sum over tp
+// (complete when t = 1). `ep`: the expert-parallel group (null or size 1: every expert local).
+// Adds this micro-batch's load imbalance to `stats` when given.
+torch::Tensor moe_routed_experts(const MoeMlp& m, const torch::Tensor& x, Communicator* ep,
+                                 MoeRoutingStats* stats);
+
+}  // namespace shardplan::executor
