@@ -26,27 +26,6 @@ const nlohmann::json kLora = {{"rank", 8}, {"alpha", 16}, {"dropout", 0.0}, {"ta
 
 std::ostream& operator<<(std::ostream& os, const Layout& l) { return os << l.name; }
 
-// Every tensor of `path` equals the one of `ref_path` (gathered full weights).
-void expect_same_weights(const std::string& path, const std::string& ref_path) {
-  const auto a = read_floats(path);
-  const auto b = read_floats(ref_path);
-  ASSERT_FALSE(b.empty()) << ref_path;
-  ASSERT_EQ(a.size(), b.size());
-  for (const auto& [name, ref_w] : b) {
-    ASSERT_TRUE(a.count(name)) << name;
-    const auto& w = a.at(name);
-    ASSERT_EQ(w.size(), ref_w.size()) << name;
-    double diff = 0, norm = 0;
-    for (size_t i = 0; i < w.size(); ++i) {
-      diff += (w[i] - ref_w[i]) * double(w[i] - ref_w[i]);
-      norm += ref_w[i] * double(ref_w[i]);
-    }
-    // 1e-5 relative, with a floor of 1e-6 per element for tensors that start at zero (biases,
-    // LoRA B): Adam's m/sqrt(v) of near-zero gradients amplifies last-bit rounding differences.
-    EXPECT_LE(std::sqrt(diff), 1e-5 * std::sqrt(norm) + 1e-6 * std::sqrt(double(w.size()))) << name;
-  }
-}
-
 class Equivalence : public ::testing::TestWithParam<Layout> {
  protected:
   static TempDir* dir_;
