@@ -100,7 +100,11 @@ Command find_command(std::string_view text, const std::string& source) {
     cmd.lora = !has(hf::kBlockSize);
     cmd.args = all;
   } else {
-    found.erase(std::find_if(found.begin(), found.end(), is_operator), found.end());
+    // The simple command holding the script: from after the last shell operator before it to
+    // the first one after it (`cd x && python3 ../gaudi_spawn.py ... run_lora_clm.py ... | tee log`).
+    const auto first_script = std::find_if(found.begin(), found.end(), is_script);
+    found.erase(std::find_if(first_script, found.end(), is_operator), found.end());
+    found.erase(found.begin(), std::find_if(std::make_reverse_iterator(first_script), found.rend(), is_operator).base());
     const auto script = std::find_if(found.begin(), found.end(), is_script);
     cmd.lora = names(*script, hf::kLoraScript);
     const auto spawn = std::find_if(found.begin(), script, [](const std::string& w) { return names(w, hf::kSpawnScript); });

@@ -294,6 +294,22 @@ TEST(HabanaImport, DefaultsAndUnknownFlagsAreSaid) {
   EXPECT_EQ(r.config.attention, sim::AttentionKind::eager);
 }
 
+// The simple command around the script is read, whatever shell operators stand before or after it
+// (an operator before the script used to cut the script away: fuzz/regressions/text_import).
+TEST(HabanaImport, TheCommandBetweenShellOperatorsIsRead) {
+  const ImportResult r = import_habana(
+      "cd examples/language-modeling && python3 ../gaudi_spawn.py --world_size 8 --use_mpi run_lora_clm.py "
+      "--bf16 True --per_device_train_batch_size 4 --max_seq_length 1024 --lora_rank 16 --lora_target_modules q_proj "
+      "| tee train.log",
+      json(), cards(8), "cmd");
+  EXPECT_EQ(r.config.micro_batch_size, 4);
+  EXPECT_EQ(r.config.seq_len, 1024);
+  EXPECT_EQ(r.config.lora.rank, 16);
+  EXPECT_EQ(r.config.dp, 8);
+  // The script right after an operator, with the words before it on the same line.
+  EXPECT_EQ(import_habana("echo start && run_lora_clm.py --lora_rank 2 ; echo done", json(), cards(8), "cmd").config.lora.rank, 2);
+}
+
 TEST(HabanaImport, MalformedInputsNameTheSourceAndField) {
   const std::string head = "python3 ../gaudi_spawn.py --use_deepspeed --world_size 8 run_lora_clm.py ";
   const auto error = [](const std::string& text, const json& ds = json(), int devices = 8) {
