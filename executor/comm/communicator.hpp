@@ -12,6 +12,7 @@
 //   send(t, peer) / recv(t, peer): point-to-point, t contiguous
 //   send_async(t, peer, tag) / recv_async(t, peer, tag): non-blocking point-to-point; the MPI
 //     backend matches by tag (any order), NCCL in issue order per peer (tags ignored)
+//   send_recv_async(s, to, r, from, tag): both at once (a ring step)
 //   all_to_all_v(out, in, send_rows, recv_rows)   counts in ROWS of dim 0 (a row = the
 //     elements of one index of dim 0, the same width in `in` and `out`):
 //     in: (sum(send_rows), ...)  rows [sum(send_rows[<p]), +send_rows[p]) go to rank p
@@ -42,6 +43,19 @@ class Work {
  public:
   virtual ~Work() = default;
   virtual void wait() = 0;
+};
+
+// Two operations waited on together.
+class WorkPair final : public Work {
+ public:
+  WorkPair(std::unique_ptr<Work> a, std::unique_ptr<Work> b) : a_(std::move(a)), b_(std::move(b)) {}
+  void wait() override {
+    a_->wait();
+    b_->wait();
+  }
+
+ private:
+  std::unique_ptr<Work> a_, b_;
 };
 
 class Communicator {
@@ -77,6 +91,14 @@ class Communicator {
   virtual std::unique_ptr<Work> all_gather_async(torch::Tensor out, torch::Tensor in) = 0;
   virtual std::unique_ptr<Work> send_async(torch::Tensor t, int peer, int tag) = 0;
   virtual std::unique_ptr<Work> recv_async(torch::Tensor t, int peer, int tag) = 0;
+  // One exchange: `send` to rank `to` and `recv` from rank `from`, both posted before either is
+  // waited on, so a ring where every rank sends and receives at once cannot deadlock (ring
+  // attention). NCCL overrides it with one grouped ncclSend/ncclRecv.
+  virtual std::unique_ptr<Work> send_recv_async(torch::Tensor send, int to, torch::Tensor recv, int from, int tag) {
+    auto r = recv_async(std::move(recv), from, tag);
+    auto s = send_async(std::move(send), to, tag);
+    return std::make_unique<WorkPair>(std::move(r), std::move(s));
+  }
 
   [[nodiscard]] const CommStats& stats() const { return stats_; }
   void reset_stats() { stats_ = {}; }

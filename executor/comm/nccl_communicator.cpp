@@ -385,6 +385,26 @@ std::unique_ptr<Work> NcclCommunicator::recv_async(torch::Tensor t, int peer, in
   return work;
 }
 
+std::unique_ptr<Work> NcclCommunicator::send_recv_async(torch::Tensor send, int to, torch::Tensor recv, int from,
+                                                       int /*tag*/) {
+  check_tensor(send, "send_recv");
+  check_tensor(recv, "send_recv");
+  EXECUTOR_CHECK(to >= 0 && to < size_ && to != rank_ && from >= 0 && from < size_ && from != rank_,
+                 "send_recv: peer invalid");
+  const ncclDataType_t st_type = nccl_type(send.scalar_type(), "send_recv");
+  const ncclDataType_t rt_type = nccl_type(recv.scalar_type(), "send_recv");
+  const void* src = send.data_ptr();
+  void* dst = recv.data_ptr();
+  const auto sn = static_cast<size_t>(send.numel()), rn = static_cast<size_t>(recv.numel());
+  return launch("send_recv", {send, recv}, static_cast<double>(send.nbytes()), true, [&](cudaStream_t st) {
+    if (const ncclResult_t start = ncclGroupStart(); start != ncclSuccess) return start;
+    ncclResult_t rc = ncclSend(src, sn, st_type, to, comm_, st);
+    if (rc == ncclSuccess) rc = ncclRecv(dst, rn, rt_type, from, comm_, st);
+    const ncclResult_t end = ncclGroupEnd();  // always closes the group, even after an error
+    return rc != ncclSuccess ? rc : end;
+  });
+}
+
 void NcclCommunicator::all_to_all_v(torch::Tensor& out, const torch::Tensor& in, const std::vector<int64_t>& send_rows,
                                     const std::vector<int64_t>& recv_rows) {
   const int64_t row = check_all_to_all_v(out, in, send_rows, recv_rows);

@@ -76,6 +76,8 @@ class NcclCommunicator final : public Communicator {
   // in the same order on both sides (the tag is ignored).
   std::unique_ptr<Work> send_async(torch::Tensor t, int peer, int tag) override;
   std::unique_ptr<Work> recv_async(torch::Tensor t, int peer, int tag) override;
+  // ncclSend and ncclRecv in one group: two ranks exchanging with each other do not deadlock.
+  std::unique_ptr<Work> send_recv_async(torch::Tensor send, int to, torch::Tensor recv, int from, int tag) override;
 
  private:
   friend class NcclWork;

@@ -45,7 +45,7 @@ ProcessGroups::ProcessGroups(const MpiRuntime& runtime, const simulator::Paralle
   const int world = runtime.world_size();
   if (cfg.devices() != world)
     throw InputError(plan_source + ": field 'config': the plan needs " + std::to_string(cfg.devices()) +
-                     " ranks (tp " + std::to_string(cfg.tp) + " x dp " + std::to_string(cfg.dp) + " x pp " +
+                     " ranks (tp " + std::to_string(cfg.tp) + " x cp " + std::to_string(cfg.cp) + " x dp " + std::to_string(cfg.dp) + " x pp " +
                      std::to_string(cfg.pp) + ") but mpirun started " + std::to_string(world) +
                      "; run mpirun -np " + std::to_string(cfg.devices()));
   const int shard_size = cfg.shard_group();
@@ -58,22 +58,30 @@ ProcessGroups::ProcessGroups(const MpiRuntime& runtime, const simulator::Paralle
   auto coord = [&](Dim d) { return (r / layout.stride(d)) % layout.size(d); };
   coords_.world = r;
   coords_.tp = coord(Dim::tp);
+  coords_.cp = coord(Dim::cp);
   coords_.dp = coord(Dim::dp);
   coords_.pp = coord(Dim::pp);
-  coords_.shard = coords_.dp % shard_size;
+  // Dense weights are replicated over dp x cp (a cp rank holds every weight, only a part of the
+  // sequence): their gradients are reduced, and ZeRO-sharded, over the dp x cp ranks with the
+  // same tp and pp coordinates (Megatron-Core's data-parallel group "with context parallel").
+  // Position in it: dp-major, cp-minor; a MiCS sharding group is `shard_size` dp ranks x all cp.
+  const int cp = cfg.cp;
+  coords_.shard = (coords_.dp % shard_size) * cp + coords_.cp;
   coords_.replica = coords_.dp / shard_size;
 
   // Colour = the lowest world rank of the group (unique per group), key = position in it.
   auto base_without = [&](Dim d) { return r - coord(d) * layout.stride(d); };
-  const int dp_base = base_without(Dim::dp);
-  const int dp_stride = layout.stride(Dim::dp);
+  const int dp_stride = layout.stride(Dim::dp), cp_stride = layout.stride(Dim::cp);
+  const int dpcp_base = base_without(Dim::dp) - coords_.cp * cp_stride;
   world_ = make(MPI_COMM_WORLD, "world", backend, timeout_s);
   tp_ = make(split(base_without(Dim::tp), coords_.tp), "tp", backend, timeout_s);
-  dp_ = make(split(dp_base, coords_.dp), "dp", backend, timeout_s);
+  dp_ = make(split(dpcp_base, coords_.dp * cp + coords_.cp), cp > 1 ? "dp-cp" : "dp", backend, timeout_s);
   pp_ = make(split(base_without(Dim::pp), coords_.pp), "pp", backend, timeout_s);
-  shard_ = make(split(dp_base + coords_.replica * shard_size * dp_stride, coords_.shard), "shard", backend,
+  cp_ = make(split(base_without(Dim::cp), coords_.cp), "cp", backend, timeout_s);
+  shard_ = make(split(dpcp_base + coords_.replica * shard_size * dp_stride, coords_.shard), "shard", backend,
                 timeout_s);
-  replica_ = make(split(dp_base + coords_.shard * dp_stride, coords_.replica), "replica", backend, timeout_s);
+  replica_ = make(split(dpcp_base + (coords_.dp % shard_size) * dp_stride + coords_.cp * cp_stride, coords_.replica),
+                  "replica", backend, timeout_s);
   const bool end_stage = coords_.pp == 0 || coords_.pp == cfg.pp - 1;
   MPI_Comm emb = split(end_stage ? base_without(Dim::pp) : MPI_UNDEFINED, coords_.pp);
   if (emb != MPI_COMM_NULL) embedding_ = make(emb, "embedding", backend, timeout_s);
@@ -151,7 +159,7 @@ ProcessGroups::~ProcessGroups() = default;
 std::string ProcessGroups::describe() const {
   auto of = [](int i, const Communicator& c) { return std::to_string(i) + "/" + std::to_string(c.size()); };
   return "rank " + std::to_string(coords_.world) + ": tp " + of(coords_.tp, *tp_) + ", dp " +
-         of(coords_.dp, *dp_) + " (shard " + of(coords_.shard, *shard_) + ", replica " +
+         of(coords_.dp, *dp_) + (cp_->size() > 1 ? ", cp " + of(coords_.cp, *cp_) : "") + " (shard " + of(coords_.shard, *shard_) + ", replica " +
          of(coords_.replica, *replica_) + "), pp " + of(coords_.pp, *pp_) +
          (expert_->size() > 1 ? ", ep " + of(coords_.ep, *expert_) + " (expert data " + of(coords_.edp, *expert_data_) + ")"
                               : "") +

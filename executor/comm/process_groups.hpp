@@ -4,7 +4,10 @@
 // tp fastest-varying, so rank = tp_rank + tp * (dp_rank + dp * pp_rank)).
 //
 //   tp       ranks that hold the shards of the same layers (Megatron tensor parallel)
-//   dp       ranks that hold replicas of the same shard (data parallel)
+//   dp       ranks that hold replicas of the same shard (data parallel); with context
+//            parallelism every dp x cp rank of the same tp and pp coordinates ("dp-cp": the
+//            weights are replicated over cp too, only the sequence is split)
+//   cp       the ranks that split one sequence (context parallel)
 //   pp       the ranks of one pipeline
 //   shard    the ZeRO sharding group: the whole dp group, or MiCS' sub-group of
 //            `sharding_degree` consecutive dp ranks
@@ -48,9 +51,10 @@ struct PipeEnd {
 struct RankCoordinates {
   int world = 0;
   int tp = 0;
-  int dp = 0;
+  int dp = 0;  // the data-parallel index: which micro-batches this rank reads
+  int cp = 0;  // which part of the sequence (context parallel)
   int pp = 0;
-  int shard = 0;    // index within the sharding group
+  int shard = 0;    // index within the sharding group (dp x cp ranks)
   int replica = 0;  // which sharding group (MiCS)
   int ep = 0;       // index within the expert group (which experts this rank holds)
   int edp = 0;      // index within the expert-data group
@@ -70,6 +74,7 @@ class ProcessGroups {
   [[nodiscard]] Communicator& tp() const { return *tp_; }
   [[nodiscard]] Communicator& dp() const { return *dp_; }
   [[nodiscard]] Communicator& pp() const { return *pp_; }
+  [[nodiscard]] Communicator& cp() const { return *cp_; }
   [[nodiscard]] Communicator& shard() const { return *shard_; }
   [[nodiscard]] Communicator& replica() const { return *replica_; }
   [[nodiscard]] Communicator* embedding() const { return embedding_.get(); }
@@ -96,7 +101,7 @@ class ProcessGroups {
 
   RankCoordinates coords_;
   Backend backend_;
-  std::unique_ptr<Communicator> world_, tp_, dp_, pp_, shard_, replica_, embedding_, expert_, expert_data_;
+  std::unique_ptr<Communicator> world_, tp_, dp_, pp_, cp_, shard_, replica_, embedding_, expert_, expert_data_;
   // NCCL only, pp > 1: links_[a] carries activations stage a -> a+1, links_[pp + a] gradients
   // stage a+1 -> a (indices mod pp); null where this rank is not an end of the link.
   std::vector<std::unique_ptr<Communicator>> links_;

@@ -191,7 +191,7 @@ void ZeroEngine::release(int u) {
 
 bool ZeroEngine::writes_checkpoint() const {
   const auto& c = groups_.coords();
-  return stage_ == 0 ? c.dp == 0 : c.replica == 0;
+  return stage_ == 0 ? c.dp == 0 && c.cp == 0 : c.replica == 0;
 }
 
 std::string ZeroEngine::shard_key() const {

@@ -29,6 +29,7 @@ nlohmann::json StepRecord::to_json() const {
             {"p2p_seconds_per_stage", stage_p2p_s},
             {"in_flight_activation_bytes_per_stage", stage_in_flight_bytes},
             {"max_in_flight_per_stage", stage_max_in_flight}}}};
+  if (cp) j["cp_comm_seconds"] = cp_comm_s;
   if (moe) {
     j["a2a_seconds"] = a2a_s;
     j["router_load_imbalance"] = router_imbalance;
@@ -133,6 +134,7 @@ nlohmann::json build_report(const ReportInputs& in) {
       {"first_loss", in.steps.empty() ? 0 : in.steps.front().loss},
       {"final_loss", in.steps.empty() ? 0 : in.steps.back().loss},
   };
+  if (!in.steps.empty() && in.steps.back().cp) measured["cp_comm_seconds"] = med(&StepRecord::cp_comm_s);
   if (!in.steps.empty() && in.steps.back().moe) {
     measured["a2a_seconds"] = med(&StepRecord::a2a_s);
     measured["router_load_imbalance"] = med(&StepRecord::router_imbalance);
@@ -161,6 +163,7 @@ nlohmann::json build_report(const ReportInputs& in) {
         {"comm_buffers", p.worst.comm_buffers},
         {"workspace", p.worst.workspace}}},
   };
+  if (!in.steps.empty() && in.steps.back().cp) predicted["cp_comm_seconds"] = p.time.cp_comm_s;
   auto rel = [](double measured_v, double predicted_v) {
     return measured_v > 0 ? (predicted_v - measured_v) / measured_v : 0.0;
   };

@@ -33,6 +33,10 @@ struct StepRecord {
   std::vector<double> stage_in_flight_bytes;   // activation bytes held between F and B, at most
   std::vector<int> stage_max_in_flight;        // (chunk, micro-batch) pairs held at once
   double pp_comm_s = 0;                        // this rank: bubble + p2p
+  // Context parallelism only (written when `cp`): rank 0's time inside the cp group's
+  // exchanges (ring K,V and dK,dV steps, or the Ulysses all-to-alls), forward and backward.
+  bool cp = false;
+  double cp_comm_s = 0;
   // MoE cards only (written when `moe`): time inside the expert all-to-alls (dispatch and
   // combine, forward and backward), and the router's load imbalance (max over experts of the
   // tokens routed to one / their mean) per (MoE layer, micro-batch) of rank 0: mean and max.

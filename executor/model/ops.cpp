@@ -83,9 +83,15 @@ std::pair<torch::Tensor, torch::Tensor> rope_tables(int64_t S, int64_t rot, torc
 
 }  // namespace
 
-// RoPE, rotate-half form (Su et al. 2021 "RoFormer", §3.4; Hugging Face Llama).
-torch::Tensor rotary(const torch::Tensor& x, int64_t rot) {
-  const auto [cos, sin] = rope_tables(x.size(2), rot, x.scalar_type(), x.device());
+// RoPE, rotate-half form (Su et al. 2021 "RoFormer", §3.4; Hugging Face Llama). x: (B, n, S, hd)
+// at positions 0..S-1, or at `positions` (S) of a sequence of `total` when defined (context
+// parallelism).
+torch::Tensor rotary(const torch::Tensor& x, int64_t rot, const torch::Tensor& positions, int64_t total) {
+  auto [cos, sin] = rope_tables(positions.defined() ? total : x.size(2), rot, x.scalar_type(), x.device());
+  if (positions.defined()) {  // the tables of the whole sequence, rows at this rank's positions
+    cos = cos.index_select(0, positions);
+    sin = sin.index_select(0, positions);
+  }
   const torch::Tensor xr = x.narrow(-1, 0, rot);
   const torch::Tensor x1 = xr.narrow(-1, 0, rot / 2), x2 = xr.narrow(-1, rot / 2, rot / 2);
   const torch::Tensor rotated = xr * cos + torch::cat({-x2, x1}, -1) * sin;

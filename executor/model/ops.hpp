@@ -7,8 +7,9 @@
 
 namespace shardplan::executor {
 
-// RoPE, rotate-half form, on the first `rot` dims of each head. x: (B, n, S, hd)
-torch::Tensor rotary(const torch::Tensor& x, int64_t rot);
+// RoPE, rotate-half form, on the first `rot` dims of each head. x: (B, n, S, hd) at positions
+// 0..S-1, or at `positions` (S) of a sequence of `total` tokens (context parallelism).
+torch::Tensor rotary(const torch::Tensor& x, int64_t rot, const torch::Tensor& positions = {}, int64_t total = 0);
 
 // RMSNorm in fp32 (Hugging Face Llama), one autograd node saving x and the inverse RMS. x: (.., H)
 torch::Tensor rms_norm(const torch::Tensor& x, const torch::Tensor& w, double eps);

@@ -14,7 +14,7 @@
 // (`tied_copy`), kept equal to the first stage's by summing their gradients (Megatron's
 // embedding group).
 //
-// Legend: B batch, S sequence (Sx = S/t under SP), H hidden, t = tp size, nh/nkv heads (local:
+// Legend: B batch, S sequence (this rank's S/cp under context parallelism; Sx = S/t under SP), H hidden, t = tp size, nh/nkv heads (local:
 // /t), hd head dim, L layers.
 #include <torch/torch.h>
 
@@ -23,6 +23,7 @@
 #include <vector>
 
 #include "executor/comm/communicator.hpp"
+#include "executor/parallel/context_parallel.hpp"
 #include "executor/parallel/layers.hpp"
 #include "moe_block.hpp"
 #include "parameter.hpp"
@@ -55,6 +56,9 @@ struct ModelOptions {
   int ep = 1;
   int ep_rank = 0;
   Communicator* ep_group = nullptr;
+  // Context parallelism: each sequence is split over cp.group (cp_positions: which positions
+  // this rank holds); attention runs as a ring or as Ulysses all-to-alls (context_parallel.hpp).
+  CpContext cp;
 };
 
 // What the attention core runs under `o`: "flash" (fused scaled_dot_product_attention: asked
@@ -147,6 +151,9 @@ class Transformer {
   torch::Tensor attention(const Block& blk, const torch::Tensor& x, const TpContext& ctx) const;
   torch::Tensor attention_core(const torch::Tensor& q, const torch::Tensor& k, const torch::Tensor& v,
                                const TpContext& ctx) const;
+  // attention_core across the context-parallel ranks (ring or Ulysses), or attention_core itself.
+  torch::Tensor context_attention(const torch::Tensor& q, const torch::Tensor& k, const torch::Tensor& v,
+                                  const TpContext& ctx) const;
   [[nodiscard]] bool use_fused_attention(const torch::Tensor& q) const;
   torch::Tensor mlp(const Block& blk, const torch::Tensor& x, const TpContext& ctx) const;
   torch::Tensor block_forward(const Block& blk, const torch::Tensor& x, const TpContext& ctx) const;

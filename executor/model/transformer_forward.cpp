@@ -78,6 +78,21 @@ torch::Tensor Transformer::attention_core(const torch::Tensor& q, const torch::T
   return torch::matmul(probs, v).view({B, nh, S, hd}).transpose(1, 2).reshape({B, S, nh * hd});
 }
 
+torch::Tensor Transformer::context_attention(const torch::Tensor& q, const torch::Tensor& k, const torch::Tensor& v,
+                                             const TpContext& ctx) const {
+  // q: (B, nh, S, hd), k, v: (B, nkv, S, hd), S this rank's positions -> (B, S, nh*hd)
+  const CpContext& cp = opt_.cp;
+  if (!cp.active()) return attention_core(q, k, v, ctx);
+  const int64_t B = q.size(0), nh = q.size(1), S = q.size(2), hd = q.size(3);
+  if (cp.kind == simulator::CpKind::ring)
+    return ring_attention(q, k, v, cp, 1.0 / std::sqrt(static_cast<double>(hd))).transpose(1, 2).reshape({B, S, nh * hd});
+  // Ulysses: (B, n, S/cp, hd) -> (B, n/cp, S, hd) each, attention over the whole sequence, back.
+  const torch::Tensor ctx_h = attention_core(seq_to_heads(q, cp), seq_to_heads(k, cp), seq_to_heads(v, cp), ctx);
+  const int64_t nl = nh / cp.size(), S_all = S * cp.size();
+  const torch::Tensor back = heads_to_seq(ctx_h.view({B, S_all, nl, hd}).transpose(1, 2), cp);  // (B, nh, S, hd)
+  return back.transpose(1, 2).reshape({B, S, nh * hd});
+}
+
 torch::Tensor Transformer::attention(const Block& blk, const torch::Tensor& x, const TpContext& ctx) const {
   const int64_t hd = spec_.head_dim;
   const int64_t nh = spec_.num_heads / opt_.tp, nkv = spec_.num_kv_heads / opt_.tp;
@@ -99,8 +114,11 @@ torch::Tensor Transformer::attention(const Block& blk, const torch::Tensor& x, c
   v = v.view({B, S, nkv, hd}).transpose(1, 2);
   if (spec_.positional == simulator::PositionalKind::rotary) {
     const int64_t rot = spec_.rotary_dim > 0 ? spec_.rotary_dim : hd;
-    q = rotary(q, rot);
-    k = rotary(k, rot);
+    // Context parallelism: rotated at this rank's positions of the whole sequence, before any exchange.
+    const int64_t total = S * opt_.cp.size();
+    const torch::Tensor pos = opt_.cp.active() ? cp_positions(total, opt_.cp, q.device()) : torch::Tensor();
+    q = rotary(q, rot, pos, total);
+    k = rotary(k, rot, pos, total);
   }
   torch::Tensor context;
   if (opt_.recompute == simulator::Recompute::selective) {
@@ -110,11 +128,11 @@ torch::Tensor Transformer::attention(const Block& blk, const torch::Tensor& x, c
     const RecomputeFn core = [this, base](const std::vector<torch::Tensor>& in, DropoutRng* rng) {
       TpContext c = base;
       c.rng = rng;
-      return std::vector<torch::Tensor>{attention_core(in[0], in[1], in[2], c)};
+      return std::vector<torch::Tensor>{context_attention(in[0], in[1], in[2], c)};
     };
     context = checkpoint(core, {q, k, v}, ctx.rng, opt_.offload_activations)[0];
   } else {
-    context = attention_core(q, k, v, ctx);
+    context = context_attention(q, k, v, ctx);
   }
   return blk.out.forward(context, ctx);  // (B, Sx, H)
 }
@@ -148,7 +166,12 @@ torch::Tensor Transformer::embed(const ModelChunk& c, const torch::Tensor& ids, 
   torch::Tensor x = wte_.forward(ids, ctx);  // (B, Sx, H)
   if (wpe_.defined()) {
     const int64_t Sx = x.size(1), first = sp ? tp.rank() * Sx : 0;
-    x = x + wpe_.narrow(0, first, Sx);
+    if (opt_.cp.active()) {  // this rank's positions of the whole sequence (its SP slice of them)
+      const torch::Tensor pos = cp_positions(ids.size(1) * opt_.cp.size(), opt_.cp, x.device()).narrow(0, first, Sx);
+      x = x + wpe_.index_select(0, pos);
+    } else {
+      x = x + wpe_.narrow(0, first, Sx);
+    }
   }
   // Under bf16 autocast the residual stream is kept in bf16 too (as with Megatron's bf16
   // activations), not promoted to fp32 by the fp32 embedding.

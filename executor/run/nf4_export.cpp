@@ -102,7 +102,7 @@ void export_nf4_base(const Transformer& model, const ProcessGroups& groups, cons
   torch::NoGradGuard no_grad;
   const auto& c = groups.coords();
   const auto& opt = model.options();
-  const bool stage_lead = c.tp == 0 && c.dp == 0;
+  const bool stage_lead = c.tp == 0 && c.dp == 0 && c.cp == 0;
   std::vector<Named> mine;
   for (const Block& b : model.blocks())
     for (const ParallelLinear* l : block_linears(b)) {

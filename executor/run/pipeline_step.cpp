@@ -108,6 +108,7 @@ class StageRunner {
     const auto& c = s_.groups->coords();
     DropoutRng rng;
     rng.key = mix(mix(s_.opt.seed, static_cast<uint64_t>(step_)), static_cast<uint64_t>(mb) * 4096 + c.dp);
+    if (c.cp > 0) rng.key = mix(rng.key, static_cast<uint64_t>(c.cp));  // each part of the sequence its own masks
     rng.tp_salt = static_cast<uint64_t>(c.tp);
     rng.device = s_.device;
     TpContext ctx{&s_.groups->tp(), cfg_.sequence_parallel && cfg_.tp > 1, true, &rng};

@@ -137,7 +137,7 @@ std::pair<std::string, torch::Tensor> recv_named(Communicator& pp, int from) {
 void write_gathered(Transformer& model, ZeroEngine& engine, const ProcessGroups& groups, const std::string& path,
                     bool lora, const std::map<std::string, std::string>& metadata) {
   const auto& c = groups.coords();
-  const bool stage_lead = c.tp == 0 && c.dp == 0;
+  const bool stage_lead = c.tp == 0 && c.dp == 0 && c.cp == 0;
   // Expert parallelism: the stage lead is rank 0 of its expert group, whose other ranks (tp 0,
   // expert-data 0) send it the experts they hold.
   const bool expert_lead = c.tp == 0 && c.edp == 0 && groups.expert().size() > 1;

@@ -96,7 +96,16 @@ void request_stop() { g_stop = true; }
 
 namespace {
 
-// The rank's micro-batches of `step` and the target tokens of the whole global batch.
+// Context parallelism: this rank's positions of every sequence; only its own targets count.
+void keep_cp_positions(Batch& b, const CpContext& cp) {
+  const torch::Tensor pos = cp_positions(b.ids.size(1), cp, torch::kCPU);
+  b.ids = b.ids.index_select(1, pos);
+  b.labels = b.labels.index_select(1, pos);
+  b.tokens = b.labels.ne(data::kIgnoreLabel).sum().item<int64_t>();
+}
+
+// The rank's micro-batches of `step` and the target tokens of the whole global batch (summed
+// over the dp x cp ranks: each counts its own).
 std::vector<Batch> load_step(TrainerState& s, int64_t step, double& global_tokens) {
   const auto& cfg = s.plan.config;
   const auto mbs = static_cast<size_t>(cfg.micro_batch_size);
@@ -106,6 +115,7 @@ std::vector<Batch> load_step(TrainerState& s, int64_t step, double& global_token
   int64_t mine = 0;
   for (int mb = 0; mb < cfg.micro_batches(); ++mb) {
     Batch b = make_batch(*s.dataset, idx, static_cast<size_t>(mb) * mbs, mbs);
+    if (s.model->options().cp.active()) keep_cp_positions(b, s.model->options().cp);
     mine += b.tokens;
     b.ids = b.ids.to(s.device);
     b.labels = b.labels.to(s.device);
@@ -178,6 +188,7 @@ void Trainer::train() {
       trace = std::make_unique<OpTrace>(s.opt.trace);
     timer.start();
     const double tp0 = s.groups->tp().stats().seconds, dp0 = dp_seconds(*s.groups);
+    const double cp0 = s.groups->cp().stats().seconds;
     const double a2a0 = moe_a2a_seconds();
     s.model->moe_stats() = {};
     double global_tokens = 0;
@@ -211,7 +222,9 @@ void Trainer::train() {
     r.tp_comm_s = s.groups->tp().stats().seconds - tp0;
     r.dp_comm_s = dp_seconds(*s.groups) - dp0;
     record_moe(s, a2a0, r);  // moe_support.hpp
-    r.compute_s = r.step_s - r.tp_comm_s - r.dp_comm_s - r.optimizer_s - r.pp_comm_s - r.a2a_s;
+    r.cp = s.plan.config.cp > 1;
+    r.cp_comm_s = s.groups->cp().stats().seconds - cp0;
+    r.compute_s = r.step_s - r.tp_comm_s - r.dp_comm_s - r.optimizer_s - r.pp_comm_s - r.a2a_s - r.cp_comm_s;
     r.tokens_per_s = global_tokens / r.step_s;
     r.loss_scale = s.scaler.loss_multiplier();
     r.peak_bytes = peak_device_bytes(s.device);

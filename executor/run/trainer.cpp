@@ -48,6 +48,13 @@ simulator::MixedPrecision parse_mixed_precision(const std::string& s) {
   throw InputError("--mixed-precision: expected master_weights or autocast, got '" + s + "'");
 }
 
+// Context parallelism: load_plan has checked the sequence against the chunks and, for Ulysses,
+// the heads against tp x cp (simulator validation); shardrun's ring attention is causal.
+void check_cp_supported(const planner::Plan& plan, const std::string& src) {
+  if (plan.config.cp_kind == simulator::CpKind::ring && plan.model.kind != simulator::ModelKind::decoder)
+    throw InputError(src + ": field 'config.context_parallel_kind': shardrun's ring attention is causal (decoders only)");
+}
+
 // What this executor runs: everything the planner outputs but optimizer offload and FP8 linears;
 // fp16 needs CUDA.
 void check_supported(const planner::Plan& plan, const std::string& src, Precision precision, torch::Device device) {
@@ -63,9 +70,7 @@ void check_supported(const planner::Plan& plan, const std::string& src, Precisio
     throw InputError(src + ": field 'config.fp8': FP8 linears (" + simulator::to_string(c.fp8) +
                      ") are not run by this shardrun (LibTorch has no FP8 GEMM training path here); plan with --fp8 "
                      "none or --forbid fp8");
-  if (c.cp > 1)
-    throw InputError(src + ": field 'config.context_parallel': context parallelism (cp " + std::to_string(c.cp) +
-                     ") is not run by this shardrun yet; plan with --cp 1 or --forbid cp");
+  if (c.cp > 1) check_cp_supported(plan, src);
   if (precision == Precision::fp16 && !device.is_cuda())
     throw InputError(src + ": field 'config.precision': fp16 autocast needs a CUDA device; this rank runs on the CPU "
                            "(use --precision bf16 or fp32)");
@@ -128,6 +133,12 @@ void Trainer::setup() {
     mo.ep = cfg.ep;
     mo.ep_rank = c.ep;
     mo.ep_group = cfg.ep > 1 ? &s.groups->expert() : nullptr;
+    if (cfg.cp > 1) {
+      mo.cp = {&s.groups->cp(), cfg.cp_kind, simulator::cp_sequence_chunks(s.plan.model, cfg.cp, cfg.cp_kind)};
+      if (cfg.cp_kind == simulator::CpKind::ring && mo.attention_dropout > 0)
+        throw InputError(o.plan_path + ": field 'model.attention_dropout': ring attention (context parallelism) runs "
+                         "without attention dropout; pass --dropout 0 or plan with context_parallel_kind all_to_all");
+    }
     try {
       mo.layers_per_chunk = simulator::layers_per_chunk(s.plan.model, cfg);
       s.pipeline_ops = simulator::pipeline_stage_order(cfg.schedule, cfg.pp, cfg.micro_batches(), cfg.virtual_stages, c.pp);
@@ -159,6 +170,7 @@ void Trainer::setup() {
                                       : s.device.is_cuda() ? "checkpointed inputs to pinned host memory"
                                                            : "no-op on the cpu (inputs already in host memory)"}};
   if (cfg.ep > 1) s.layout["ep"] = cfg.ep;
+  if (cfg.cp > 1) s.layout["cp"] = {{"size", cfg.cp}, {"kind", simulator::to_string(cfg.cp_kind)}};
   s.checkpointer = std::make_unique<Checkpointer>(o, *s.groups, s.layout);
   if (cfg.lora.quantized_base())  // rank 0's NF4 base in report.json (not in checkpoints' layout: per rank)
     s.layout["nf4_base"] = {{"linears", s.nf4_base.linears}, {"weights", s.nf4_base.weights},

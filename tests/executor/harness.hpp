@@ -62,10 +62,11 @@ inline std::string write_plan(const TempDir& dir, const std::string& name, const
   cfg["pipeline_parallel"] = 1;
   cfg["virtual_stages"] = 1;
   cfg["partition"] = nlohmann::json::array();
+  cfg["context_parallel"] = 1;
   for (auto& [k, v] : config_overrides.items()) cfg[k] = v;
   for (auto& [k, v] : model_overrides.items()) plan["model"][k] = v;
-  plan["cluster"]["devices_per_node"] =
-      cfg["tensor_parallel"].get<int>() * cfg["data_parallel"].get<int>() * cfg["pipeline_parallel"].get<int>();
+  plan["cluster"]["devices_per_node"] = cfg["tensor_parallel"].get<int>() * cfg["data_parallel"].get<int>() *
+                                        cfg["pipeline_parallel"].get<int>() * cfg.value("context_parallel", 1);
   return dir.write_json(name + ".json", plan);
 }
 
