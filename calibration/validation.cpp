@@ -115,28 +115,16 @@ sim::LoraConfig lora_of(const json& j, const sim::JsonContext& parent) {
     if (!x.is_string()) ctx.fail("targets", "an array of strings");
     l.targets.push_back(x.get<std::string>());
   }
+  l.base = parse_enum(*it, "base", ctx, {{"bf16", sim::LoraBase::bf16}, {"nf4", sim::LoraBase::nf4}}, sim::LoraBase::bf16);
   return l;
 }
 
-ValidationEntry entry(std::string name, std::string model, int tp, int pp, int dp, int zero, int mbs, int gbs) {
-  ValidationEntry e;
-  e.name = std::move(name);
-  e.model = std::move(model);
-  e.tp = tp;
-  e.pp = pp;
-  e.dp = dp;
-  e.zero_stage = zero;
-  e.micro_batch_size = mbs;
-  e.global_batch_size = gbs;
-  return e;
-}
-
-sim::LoraConfig lora(int rank, double alpha, std::vector<std::string> targets) {
-  sim::LoraConfig l;
-  l.rank = rank;
-  l.alpha = alpha;
-  l.targets = std::move(targets);
-  return l;
+// The fields of context and expert parallelism (optional: 1, ring, 1).
+void read_cp_ep(const json& j, const sim::JsonContext& ctx, ValidationEntry& e) {
+  e.cp = int_field(j, "cp", ctx, 1, 1);
+  e.cp_kind = parse_enum(j, "cp_kind", ctx, {{"ring", sim::CpKind::ring}, {"all_to_all", sim::CpKind::all_to_all}},
+                         sim::CpKind::ring);
+  e.ep = int_field(j, "ep", ctx, 1, 1);
 }
 
 }  // namespace
@@ -159,45 +147,12 @@ sim::ParallelConfig ValidationEntry::parallel_config() const {
   c.schedule = schedule;
   c.virtual_stages = virtual_stages;
   c.lora = lora;
-  c.rank_order = "tp-dp-pp";
+  c.cp = cp;
+  c.cp_kind = cp_kind;
+  c.ep = ep;
+  c.rank_order = "tp-dp-pp";  // cp right after tp (simulator::RankLayout)
   return c;
 }
-
-std::vector<ValidationEntry> builtin_suite() {
-  std::vector<ValidationEntry> s;
-  s.push_back(entry("tiny-llama-1r", "tiny-llama", 1, 1, 1, 0, 4, 8));
-  s.push_back(entry("tiny-llama-dp2-z0", "tiny-llama", 1, 1, 2, 0, 4, 8));
-  s.push_back(entry("tiny-llama-dp2-z1", "tiny-llama", 1, 1, 2, 1, 4, 8));
-  s.push_back(entry("tiny-llama-dp2-z2", "tiny-llama", 1, 1, 2, 2, 2, 8));
-  s.push_back(entry("tiny-llama-dp2-z3", "tiny-llama", 1, 1, 2, 3, 2, 8));
-  s.push_back(entry("tiny-llama-tp2", "tiny-llama", 2, 1, 1, 0, 4, 8));
-  s.push_back(entry("tiny-llama-tp2-sp", "tiny-llama", 2, 1, 1, 0, 8, 16));
-  s.back().sequence_parallel = true;
-  s.push_back(entry("tiny-llama-lora8-dp2", "tiny-llama", 1, 1, 2, 0, 4, 8));
-  s.back().lora = lora(8, 16, {"q_proj", "v_proj"});
-  s.push_back(entry("tiny-gpt-1r", "tiny-gpt", 1, 1, 1, 0, 8, 8));
-  s.back().precision = sim::Precision::bf16;
-  s.push_back(entry("tiny-gpt-dp2-z2-bf16", "tiny-gpt", 1, 1, 2, 2, 4, 8));
-  s.back().precision = sim::Precision::bf16;
-  s.push_back(entry("tiny-gpt-dp2-z1-autocast", "tiny-gpt", 1, 1, 2, 1, 4, 8));
-  s.back().precision = sim::Precision::bf16;
-  s.back().mixed_precision = sim::MixedPrecision::autocast;
-  s.push_back(entry("tiny-gpt-tp2-lora", "tiny-gpt", 2, 1, 1, 0, 4, 8));
-  s.back().lora = lora(8, 16, {"c_attn"});
-  s.push_back(entry("tiny-llama-tp2-dp2-z1", "tiny-llama", 2, 1, 2, 1, 2, 8));
-  s.push_back(entry("gpt2-lora16-1r", "gpt2", 1, 1, 1, 0, 2, 2));
-  s.back().lora = lora(16, 32, {"c_attn"});
-  s.push_back(entry("gpt2-dp2-z3", "gpt2", 1, 1, 2, 3, 1, 2));
-  s.push_back(entry("tiny-llama-pp2-1f1b", "tiny-llama", 1, 2, 1, 0, 2, 8));
-  s.push_back(entry("tiny-llama-recompute-full", "tiny-llama", 1, 1, 1, 0, 4, 8));
-  s.back().recompute = sim::Recompute::full;
-  s.push_back(entry("tiny-gpt-pp2-gpipe", "tiny-gpt", 1, 2, 1, 0, 2, 8));
-  s.back().schedule = sim::PipelineSchedule::gpipe;
-  s.push_back(entry("tiny-gpt-recompute-selective", "tiny-gpt", 1, 1, 1, 0, 8, 8));
-  s.back().recompute = sim::Recompute::selective;
-  return s;
-}
-
 
 json to_json(const ValidationEntry& e) {
   json j = {{"name", e.name},
@@ -216,9 +171,13 @@ json to_json(const ValidationEntry& e) {
             {"sequence_parallel", e.sequence_parallel},
             {"recompute", sim::to_string(e.recompute)},
             {"schedule", sim::to_string(e.schedule)},
-            {"virtual_stages", e.virtual_stages}};
+            {"virtual_stages", e.virtual_stages},
+            {"cp", e.cp},
+            {"cp_kind", sim::to_string(e.cp_kind)},
+            {"ep", e.ep}};
   if (e.lora.enabled())
-    j["lora"] = {{"rank", e.lora.rank}, {"alpha", e.lora.alpha}, {"dropout", e.lora.dropout}, {"targets", e.lora.targets}};
+    j["lora"] = {{"rank", e.lora.rank}, {"alpha", e.lora.alpha}, {"dropout", e.lora.dropout}, {"targets", e.lora.targets},
+                 {"base", sim::to_string(e.lora.base)}};
   else
     j["lora"] = nullptr;
   return j;
@@ -230,11 +189,11 @@ ValidationEntry entry_from_json(const json& j, const std::string& where) {
   static const std::set<std::string> known = {
       "name",     "model",          "tp",        "pp",          "dp",        "zero_stage",        "sharding_degree",
       "micro_batch_size", "global_batch_size", "seq_len", "precision", "mixed_precision", "attention", "sequence_parallel",
-      "recompute", "schedule", "virtual_stages", "lora"};
+      "recompute", "schedule", "virtual_stages", "lora", "cp", "cp_kind", "ep"};
   for (const auto& [k, v] : j.items())
     if (!known.count(k)) ctx.fail(k, "no such field (known: name, model, tp, pp, dp, zero_stage, sharding_degree, "
                                      "micro_batch_size, global_batch_size, seq_len, precision, mixed_precision, attention, sequence_parallel, "
-                                     "recompute, schedule, virtual_stages, lora)");
+                                     "recompute, schedule, virtual_stages, lora, cp, cp_kind, ep)");
   ValidationEntry e;
   e.name = sim::get_string(j, "name", ctx);
   if (!valid_name(e.name)) ctx.fail("name", "letters, digits, '.', '_' or '-' (it names a directory)");
@@ -258,6 +217,7 @@ ValidationEntry entry_from_json(const json& j, const std::string& where) {
                            {"interleaved", sim::PipelineSchedule::interleaved}},
                           sim::PipelineSchedule::one_f_one_b);
   e.lora = lora_of(j, ctx);
+  read_cp_ep(j, ctx, e);
   return e;
 }
 
@@ -305,7 +265,7 @@ Plan build_plan(const ValidationEntry& e, const sim::HardwareProfile& hw) {
 
 std::vector<double> predicted_peak_per_rank(const Plan& plan) {
   const auto& c = plan.config;
-  const sim::RankLayout layout(c.rank_order, c.tp, c.dp, c.pp, plan.cluster.per_node());
+  const sim::RankLayout layout(c.rank_order, c.tp, c.cp, c.dp, c.pp, plan.cluster.per_node());
   std::vector<double> out(static_cast<std::size_t>(c.devices()));
   for (int r = 0; r < c.devices(); ++r) {
     const int stage = (r / layout.stride(sim::Dim::pp)) % c.pp;
@@ -486,6 +446,7 @@ ValidationEntry entry_of_layout(const json& l, const std::string& name, const si
   e.sequence_parallel = sim::get_bool_or(l, "sequence_parallel", false, ctx);
   e.recompute = recompute_of(l, ctx);
   e.lora.rank = int_field(l, "lora_rank", ctx, 0, 0);
+  read_cp_ep(l, ctx, e);
   return e;
 }
 

@@ -25,7 +25,8 @@ inline constexpr const char* kValidationSchema = "shardplan.validation/1";
 //    "mixed_precision": "master_weights" | "autocast", "attention": "eager" | "flash" | "flash1" (default eager:
 //    shardrun's attention without SDPA), "sequence_parallel": false,
 //    "recompute": "none", "schedule": "1f1b", "virtual_stages": 1,
-//    "lora": null | {"rank", "alpha": 16, "dropout": 0, "targets": [...]}}
+//    "lora": null | {"rank", "alpha": 16, "dropout": 0, "targets": [...], "base": "bf16" | "nf4" (QLoRA)},
+//    "cp": 1, "cp_kind": "ring" | "all_to_all", "ep": 1}
 struct ValidationEntry {
   std::string name;   // also the run's sub-directory: letters, digits, '.', '_', '-'
   std::string model;  // built-in card name or a model card path
@@ -43,8 +44,11 @@ struct ValidationEntry {
   simulator::PipelineSchedule schedule = simulator::PipelineSchedule::one_f_one_b;
   int virtual_stages = 1;
   simulator::LoraConfig lora;  // rank 0 = no LoRA
+  int cp = 1;                  // context parallel ranks
+  simulator::CpKind cp_kind = simulator::CpKind::ring;
+  int ep = 1;                  // expert parallel (MoE cards), folded over the dp x cp ranks
 
-  [[nodiscard]] int ranks() const { return tp * pp * dp; }
+  [[nodiscard]] int ranks() const { return tp * pp * dp * cp; }
   // The configuration as the simulator takes it (not yet validated).
   [[nodiscard]] simulator::ParallelConfig parallel_config() const;
 };

@@ -171,23 +171,25 @@ void lora_adapter(const CostEnv& env, Acc& a, const LinearDesc& lin) {
   elementwise(env, a, 3 * e * M * d_out);  // scale and add to the base output
 }
 
-// The attention core, eager: scores, softmax, dropout, attention over values.
+// The attention core, eager: scores, softmax, dropout, attention over values. This rank's s
+// queries against s_full keys (s_full = s without context parallelism; Ulysses: a/cp heads over
+// the whole sequence, the same b·a·s·s_full elements).
 void eager_attention_core(const CostEnv& env, Acc& a) {
   const ModelSpec& m = *env.model;
-  const double heads = m.num_heads / env.tp, s = env.s, d = m.head_dim, e = env.act_bytes;
+  const double heads = m.num_heads / env.tp, s = env.s, sk = env.s_full, d = m.head_dim, e = env.act_bytes;
   const double batch = env.b * heads;
   if (const OpCost* c = env.hw->device.op_cost(env.precision, OpKind::attention_gemms)) {
-    const double flops = 4.0 * batch * s * s * d;  // both forward GEMMs; backward does twice that
+    const double flops = 4.0 * batch * s * sk * d;  // both forward GEMMs; backward does twice that
     a.fwd_s += c->forward_s(flops);
     a.bwd_s += c->backward_s(flops);
     a.fwd_flops += flops;
     a.bwd_flops += 2 * flops;
   } else {
-    attention_gemm(env, a, batch, s, d, s);  // q @ k^T: (b*a/t, s, s)
-    attention_gemm(env, a, batch, s, s, d);  // p @ v: (b*a/t, s, d)
+    attention_gemm(env, a, batch, s, d, sk);  // q @ k^T: (b*a/t, s, s_full)
+    attention_gemm(env, a, batch, s, sk, d);  // p @ v: (b*a/t, s, d)
   }
-  model_op(env, a, OpKind::causal_softmax, batch * s * s, 2 * e * batch * s * s);  // scale + mask + softmax
-  if (m.attention_dropout > 0) model_op(env, a, OpKind::dropout, batch * s * s, (2 * e + 1) * batch * s * s);
+  model_op(env, a, OpKind::causal_softmax, batch * s * sk, 2 * e * batch * s * sk);  // scale + mask + softmax
+  if (m.attention_dropout > 0) model_op(env, a, OpKind::dropout, batch * s * sk, (2 * e + 1) * batch * s * sk);
 }
 
 // The attention core as one fused kernel per pass (flash): mask, softmax and dropout inside it.
@@ -375,7 +377,7 @@ double block_activation_bytes(const CostEnv& env, Recompute recompute) {
     // s x s is stored, so selective recompute has nothing to drop (Megatron-LM skips it then).
     bytes += 4 * env.b * (m.num_heads / t) * env.s;
   } else if (recompute == Recompute::none) {  // eager: Korthikanti et al. 2022, §4.1 (its 5·a·s²·b terms)
-    const double scores = env.b * (m.num_heads / t) * env.s * env.s;
+    const double scores = env.b * (m.num_heads / t) * env.s * env.s_full;  // Ulysses: a/cp heads x s_full^2
     bytes += e * scores;                                     // softmax output
     if (m.attention_dropout > 0) bytes += (1 + e) * scores;  // dropout mask + dropout output
   }

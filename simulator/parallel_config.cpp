@@ -120,7 +120,8 @@ void check_lora(const ModelSpec& m, const ParallelConfig& cfg) {
 }
 
 // Context parallelism: the sequence splits into cp pieces (2cp chunks for ring's causal load
-// balancing); fused attention only (Megatron-Core and torchtitan run CP through TE / SDPA kernels).
+// balancing); ring attention runs fused kernels (Megatron-Core and torchtitan run it through TE /
+// SDPA), Ulysses any attention.
 void check_context(const ModelSpec& m, const ParallelConfig& cfg) {
   if (cfg.cp == 1) return;
   const int chunks = cp_sequence_chunks(m, cfg.cp, cfg.cp_kind);
@@ -129,7 +130,12 @@ void check_context(const ModelSpec& m, const ParallelConfig& cfg) {
                     (cfg.sequence_parallel && cfg.tp > 1 ? " x tp" : "") + " (" +
                     (chunks == 2 * cfg.cp ? "2 chunks per rank for causal load balancing" : "one chunk per rank") +
                     "), got cp " + str(cfg.cp));
-  if (cfg.attention != AttentionKind::flash) bad("--cp", "expected --attention flash with it (context parallel attention runs fused kernels)");
+  // A ring step is a blockwise fused kernel; Ulysses wraps whatever attention the rank runs
+  // (DeepSpeed-Ulysses' DistributedAttention takes any local attention, eager included).
+  if (cfg.cp_kind == CpKind::ring && cfg.attention != AttentionKind::flash)
+    bad("--cp", "expected --attention flash with ring attention (each ring step runs a fused kernel)");
+  if (cfg.cp_kind == CpKind::all_to_all && cfg.attention == AttentionKind::flash1)
+    bad("--cp", "expected --attention flash or eager with all_to_all context parallelism");
   if (cfg.cp_kind == CpKind::all_to_all && !cp_heads_divide(m, cfg.tp, cfg.cp))
     bad("--cp-kind", "all_to_all needs tp x cp (" + str(cfg.tp * cfg.cp) + ") to divide the model's " +
                          str(m.num_heads) + " heads and " + str(m.num_kv_heads) + " key/value heads; expected ring");

@@ -115,7 +115,9 @@ struct RingAttention : torch::autograd::Function<RingAttention> {
         cur.kv = next;
       }
     }
-    const torch::Tensor result = out.to(q.scalar_type());
+    // Laid out (B, Sl, n, hd) as a fused kernel writes it: the caller's (B, Sl, n*hd) view of it
+    // is the output projection's input, so O is stored once (FlashAttention-2 keeps O and the LSE).
+    const torch::Tensor result = out.transpose(1, 2).to(q.scalar_type()).contiguous().transpose(1, 2);
     ctx->save_for_backward({q, k, v, result, lse});
     ctx->saved_data["comm"] = reinterpret_cast<int64_t>(cpc->group);
     ctx->saved_data["chunks"] = static_cast<int64_t>(cpc->chunks);
