@@ -124,7 +124,7 @@ void read_data_parallel(const CommandArgs& a, sim::ParallelConfig& c, std::vecto
   }
   c.offload_optimizer = a.has(mf::optimizer_cpu_offload);
   if (c.offload_optimizer && c.zero_stage == 0) fail(a, mf::optimizer_cpu_offload, "--use-distributed-optimizer with it");
-  a.has(mf::precision_aware_optimizer);
+  (void)a.has(mf::precision_aware_optimizer);  // read (a known flag): no effect on the layout
   if (a.has(mf::fp32_grad_reduce)) c.grad_accum_dtype = sim::GradAccumDtype::fp32;
   if (const auto n = a.integer(mf::activation_offload_layers, 0); n && *n > 0) {
     c.offload_activations = true;
@@ -180,7 +180,7 @@ void read_compute(const CommandArgs& a, const ImportContext& ctx, sim::ParallelC
   if (backend == "unfused") c.attention = sim::AttentionKind::eager;
   else if (backend == "flash" || backend == "fused" || backend == "auto" || backend == "local") c.attention = sim::AttentionKind::flash;
   else fail(a, mf::attention_backend, "flash, fused, unfused, local or auto");
-  a.has(mf::use_flash_attn);
+  (void)a.has(mf::use_flash_attn);  // read (a known flag): --attention-backend decides
   c.fusion = sim::Fusion::megatron;  // Megatron-Core fuses q/k/v, gate/up and SwiGLU
 }
 

@@ -209,9 +209,15 @@ LoraTargetsResolved resolve_lora_targets(const ModelSpec& m, const std::vector<s
                              [&](const LinearDesc& x) { return x.module == lin.module; });
       if (!dup) out.linears.push_back(lin);
     }
+    // Routed experts' linears (PEFT's "gate_proj" or Mixtral's "w1" also adapt experts.{e}.*):
+    // accepted as targets, not counted here (resolved.linears are a block's own linears).
+    const auto experts = m.expert_linears();
+    any = any || std::any_of(experts.begin(), experts.end(),
+                             [&](const LinearDesc& lin) { return lora_target_matches(lin.module, t); });
     if (!any) {
       std::string names;
       for (const auto& lin : linears) names += (names.empty() ? "" : ", ") + lin.module;
+      for (const auto& lin : experts) names += ", " + lin.module;
       throw InputError("--lora-targets: '" + t + "' is not a linear of model '" + m.name +
                        "' (expected one of: " + names + ")");
     }

@@ -168,7 +168,9 @@ struct LoraTargetsResolved {
   std::vector<LinearDesc> linears;  // adapted linears of one block
 };
 // Resolve PEFT-style target names ("q_proj", "c_proj", "mlp.c_proj") against the block's
-// linears. Throws InputError naming the target when it matches nothing.
+// linears. Throws InputError naming the target when it matches nothing, neither a block linear
+// nor a routed expert's (MoE cards: "w1" selects Mixtral's experts.*.w1, but only block linears
+// are returned).
 LoraTargetsResolved resolve_lora_targets(const ModelSpec& m, const std::vector<std::string>& targets);
 int64_t lora_parameters_per_layer(const LoraTargetsResolved& t, int64_t rank);
 // Whether a PEFT target name selects `module` (exact, or a '.'-separated suffix).

@@ -102,13 +102,18 @@ void ProcessGroups::build_expert_groups(const simulator::ParallelConfig& cfg, co
   if (ep < 1 || etp < 1 || n % (etp * ep) != 0)
     throw InputError(plan_source + ": field 'config.expert_parallel': ep " + std::to_string(ep) + " x etp " +
                      std::to_string(etp) + " must divide the stage's tp x cp x dp = " + std::to_string(n) + " ranks");
-  // shardrun's expert MLPs are split like the dense MLP: the expert-tensor group must be the tp group.
+  // shardrun's expert MLPs are either split like the dense MLP (etp = tp: the expert-tensor group
+  // must be the tp group) or whole on each rank (etp = 1, each tp rank routing its own tokens).
   const int etp_first = j - j % etp;
-  for (int i = 0; i < etp; ++i)
-    if (etp != cfg.tp || world_of(etp_first + i) != r + (i - coords_.tp) * layout.stride(Dim::tp))
+  if (etp != 1 && etp != cfg.tp)
+    throw InputError(plan_source + ": field 'config.expert_tensor_parallel': shardrun runs expert tensor parallelism "
+                     "equal to tp or 1 (etp " + std::to_string(etp) + ", tp " + std::to_string(cfg.tp) + ")");
+  for (int i = 0; i < etp && etp > 1; ++i)
+    if (world_of(etp_first + i) != r + (i - coords_.tp) * layout.stride(Dim::tp))
       throw InputError(plan_source + ": field 'config.expert_tensor_parallel': shardrun runs expert tensor parallelism "
                        "equal to tp over the tp group (etp " + std::to_string(etp) + ", tp " + std::to_string(cfg.tp) +
                        ", rank order " + cfg.rank_order + ")");
+  etp_ = etp;
   const int t_idx = j % etp, e_idx = (j / etp) % ep, d_idx = j / (etp * ep);
   coords_.ep = e_idx;
   coords_.edp = d_idx;

@@ -22,8 +22,9 @@
 //   expert_data  the ranks holding the same experts (expert data parallel), which reduce and
 //            ZeRO-shard the experts' gradients and states. Megatron-Core's "parallel folding"
 //            (simulator::RankLayout::expert_group): a stage's tp x cp x dp ranks taken in rank
-//            order, etp consecutive ones form an expert-tensor group (here: must be the tp group,
-//            etp = tp), ep such groups an expert group, the rest replicate the experts.
+//            order, etp consecutive ones form an expert-tensor group (here: the tp group, etp =
+//            tp, or single ranks, etp = 1), ep such groups an expert group, the rest replicate
+//            the experts.
 #include <memory>
 #include <string>
 #include <vector>
@@ -80,6 +81,8 @@ class ProcessGroups {
   [[nodiscard]] Communicator* embedding() const { return embedding_.get(); }
   [[nodiscard]] Communicator& expert() const { return *expert_; }
   [[nodiscard]] Communicator& expert_data() const { return *expert_data_; }
+  // Expert tensor parallel size: tp (experts split over the tp group) or 1 (whole experts).
+  [[nodiscard]] int expert_tp() const { return etp_; }
   [[nodiscard]] Backend backend() const { return backend_; }
   // Where this stage sends (`sending`) or receives messages of `kind`: activations go to the
   // next stage and come from the previous one, gradients the other way, both wrapping around
@@ -101,6 +104,7 @@ class ProcessGroups {
 
   RankCoordinates coords_;
   Backend backend_;
+  int etp_ = 1;
   std::unique_ptr<Communicator> world_, tp_, dp_, pp_, cp_, shard_, replica_, embedding_, expert_, expert_data_;
   // NCCL only, pp > 1: links_[a] carries activations stage a -> a+1, links_[pp + a] gradients
   // stage a+1 -> a (indices mod pp); null where this rank is not an end of the link.

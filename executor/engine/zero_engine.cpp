@@ -189,14 +189,19 @@ void ZeroEngine::release(int u) {
   unit.resident = false;
 }
 
+// Expert parallelism: ranks of different ep indices hold different experts, so the first rank of
+// each expert-data group writes too (its dense state is a replica's: the same values), and the
+// key carries the ep index. Every rank then finds a file with its own (tp, pp, shard, ep).
 bool ZeroEngine::writes_checkpoint() const {
   const auto& c = groups_.coords();
-  return stage_ == 0 ? c.dp == 0 && c.cp == 0 : c.replica == 0;
+  const bool expert_owner = groups_.expert().size() > 1 && c.edp == 0;
+  return stage_ == 0 ? (c.dp == 0 && c.cp == 0) || expert_owner : c.replica == 0;
 }
 
 std::string ZeroEngine::shard_key() const {
   const auto& c = groups_.coords();
-  return "tp" + std::to_string(c.tp) + "-pp" + std::to_string(c.pp) + "-shard" + std::to_string(shard_rank_);
+  return "tp" + std::to_string(c.tp) + "-pp" + std::to_string(c.pp) + "-shard" + std::to_string(shard_rank_) +
+         (groups_.expert().size() > 1 ? "-ep" + std::to_string(c.ep) : "");
 }
 
 }  // namespace shardplan::executor

@@ -102,7 +102,9 @@ class ZeroEngine final : public UnitHooks {
   [[nodiscard]] Communicator& shard_group(size_t u) const;
   // The squared gradient norm of the experts' owned elements, summed over the expert groups.
   [[nodiscard]] torch::Tensor expert_sq_norm(double inv_scale);
-  [[nodiscard]] torch::Tensor owned_sq_norm(const FlatGroup& g) const;  // 0-d double on the device
+  // 0-d double on the device; tp-replicated parameters count on tp rank 0 only unless their
+  // values differ over tp (`differ_over_tp`: whole experts, etp = 1).
+  [[nodiscard]] torch::Tensor owned_sq_norm(const FlatGroup& g, bool differ_over_tp = false) const;
   void sum_tp_partial_grads();
   void sum_tied_embedding_grads();
   void adamw(FlatGroup& g, double lr, double clip_coef);

@@ -46,9 +46,9 @@ void ZeroEngine::sum_tied_embedding_grads() {
   group->all_reduce(grads, ReduceOp::sum);
 }
 
-torch::Tensor ZeroEngine::owned_sq_norm(const FlatGroup& g) const {
+torch::Tensor ZeroEngine::owned_sq_norm(const FlatGroup& g, bool differ_over_tp) const {
   const auto& params = model_.parameters();
-  const bool tp_lead = groups_.coords().tp == 0;
+  const bool tp_lead = groups_.coords().tp == 0 || differ_over_tp;
   const torch::Tensor grads = g.owned_grads();
   // Summed on the device (a 0-d double, the same additions as host doubles): one sync per step.
   torch::Tensor sq = torch::zeros({}, torch::TensorOptions().dtype(torch::kDouble).device(g.device));
@@ -96,7 +96,10 @@ void ZeroEngine::reassemble(size_t u) {
 
 torch::Tensor ZeroEngine::expert_sq_norm(double inv_scale) {
   // Expert shards: summed over the expert-data group (ZeRO 1-3), then over the expert group,
-  // whose ranks hold different experts. Every rank of both groups has the same units.
+  // whose ranks hold different experts. Every rank of both groups has the same units. With
+  // whole experts (etp = 1) the expert group spans tp ranks, whose experts differ: every rank
+  // counts its own, and the sum is kept on tp rank 0 only (the caller sums over tp).
+  const bool whole = groups_.expert_tp() == 1 && groups_.tp().size() > 1;
   const auto f64 = torch::TensorOptions().dtype(torch::kDouble).device(model_.options().device);
   torch::Tensor sq = torch::zeros({1}, f64);
   bool any = false;
@@ -106,11 +109,12 @@ torch::Tensor ZeroEngine::expert_sq_norm(double inv_scale) {
     FlatGroup& g = units_[u]->train;
     if (g.slots.empty()) continue;
     if (inv_scale != 1.0) g.owned_grads().mul_(inv_scale);
-    sq += owned_sq_norm(g);
+    sq += owned_sq_norm(g, whole);
   }
   if (!any) return sq;
   if (stage_ > 0 && groups_.expert_data().size() > 1) groups_.expert_data().all_reduce(sq, ReduceOp::sum);
   if (groups_.expert().size() > 1) groups_.expert().all_reduce(sq, ReduceOp::sum);
+  if (whole && groups_.coords().tp != 0) sq.zero_();
   return sq;
 }
 

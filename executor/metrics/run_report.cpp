@@ -34,6 +34,7 @@ nlohmann::json StepRecord::to_json() const {
     j["a2a_seconds"] = a2a_s;
     j["router_load_imbalance"] = router_imbalance;
     j["router_load_imbalance_max"] = router_imbalance_max;
+    j["tokens_dropped"] = tokens_dropped;
   }
   return j;
 }
@@ -138,6 +139,9 @@ nlohmann::json build_report(const ReportInputs& in) {
   if (!in.steps.empty() && in.steps.back().moe) {
     measured["a2a_seconds"] = med(&StepRecord::a2a_s);
     measured["router_load_imbalance"] = med(&StepRecord::router_imbalance);
+    std::vector<double> dropped;  // per step, median as the figures above
+    for (size_t i = skip; i < in.steps.size(); ++i) dropped.push_back(static_cast<double>(in.steps[i].tokens_dropped));
+    measured["tokens_dropped"] = median(dropped);
   }
   const auto& p = in.prediction;
   nlohmann::json predicted = {

@@ -44,6 +44,9 @@ struct StepRecord {
   double a2a_s = 0;
   double router_imbalance = 0;
   double router_imbalance_max = 0;
+  // Routed copies (token, expert) dropped by the expert capacity this step, all MoE layers and
+  // micro-batches of the global batch (0 when dropless).
+  int64_t tokens_dropped = 0;
   [[nodiscard]] nlohmann::json to_json() const;
 };
 

@@ -22,20 +22,34 @@
 // tp with the other partial gradients (Parameter::tp_partial_grad).
 // Expert parallelism: experts [j*E/ep, (j+1)*E/ep) live on ep rank j; the routed copies travel
 // there and back by all-to-all (parallel/expert_dispatch.hpp).
+// LoRA on experts (PEFT names: experts.{e}.gate_proj / w1 ...): y += (alpha/r) B(A x) per expert
+// linear, all local like the base; column A and row B are tp-replicated with partial gradients.
+// Capacity (Megatron-Core d98e8a64 moe_utils.py get_capacity / apply_router_token_dropping,
+// drop_policy "probs"): with capacity factor c > 0 each expert keeps at most
+// C = ceil(N*k/E * c) of the micro-batch's N*k routed copies, those of highest routing weight
+// (after the renormalisation); the rest are not dispatched and add nothing (the residual carries
+// the token). N is the micro-batch's tokens on this ep rank, counted before dispatch, as
+// Megatron's router counts its rank's tokens (there: each tp rank's sequence shard under SP;
+// here the whole micro-batch, which every tp rank routes alike).
 //
 // Legend: N tokens of the micro-batch (B*S; under SP gathered over tp first), H hidden, E experts,
 // k top-k, F expert width, t tp size, El = E/ep local experts.
 #include <torch/torch.h>
 
+#include <optional>
 #include <vector>
 
 #include "executor/comm/communicator.hpp"
+#include "executor/parallel/layers.hpp"
 
 namespace shardplan::executor {
 
 struct ExpertWeights {
   torch::Tensor gate, up;  // (F/t, H) column-parallel
   torch::Tensor down;      // (H, F/t) row-parallel
+  // Adapters when the plan's lora.targets name the expert's linears (else empty): gate/up
+  // A (r, H) replicated, B (F/t, r); down A (r, F/t), B (H, r) replicated. No LoRA dropout.
+  std::optional<LoraAdapter> gate_lora = std::nullopt, up_lora = std::nullopt, down_lora = std::nullopt;
 };
 
 // Per-layer routing figures of the micro-batches run since the last reset.
@@ -43,6 +57,8 @@ struct MoeRoutingStats {
   double imbalance_sum = 0;  // sum over (layer, micro-batch) of max_e tokens_e / mean_e tokens_e
   double imbalance_max = 0;
   int64_t samples = 0;
+  int64_t routed = 0;   // routed copies (tokens x k) of the micro-batches recorded
+  int64_t dropped = 0;  // of them, dropped by the capacity (0 when dropless)
 };
 
 struct MoeMlp {
@@ -53,11 +69,20 @@ struct MoeMlp {
   int64_t top_k = 0;
   int64_t first_expert = 0;            // global index of experts[0]
   bool renormalize = false;
+  double capacity_factor = 0;          // 0: dropless; > 0: Megatron's per-expert capacity
 };
+
+// Which routed copies (N, k) an expert keeps under capacity `capacity`: per expert, the
+// `capacity` of highest weight `top_p` (N, k) among those with `top_e` (N, k) = e (Megatron's
+// topk over the token dimension of the (N, E) probabilities).
+torch::Tensor capacity_keep_mask(const torch::Tensor& top_p, const torch::Tensor& top_e, int64_t num_experts,
+                                 int64_t capacity);
+// Megatron-Core's get_capacity for N tokens top-k over E experts: ceil(N*k/E * factor).
+int64_t expert_capacity(int64_t tokens, int64_t top_k, int64_t num_experts, double factor);
 
 // The routed experts' output for x: (N, H), replicated over tp -> (N, H), a partial sum over tp
 // (complete when t = 1). `ep`: the expert-parallel group (null or size 1: every expert local).
-// Adds this micro-batch's load imbalance to `stats` when given.
+// Adds this micro-batch's load imbalance (after the capacity) and drops to `stats` when given.
 torch::Tensor moe_routed_experts(const MoeMlp& m, const torch::Tensor& x, Communicator* ep,
                                  MoeRoutingStats* stats);
 

@@ -102,9 +102,10 @@ void Transformer::build_linear(ParallelLinear& lin, const LinearDesc& d, const s
   }
   const auto& lora = opt_.lora;
   if (!lora.enabled()) return;
-  const auto targets = simulator::resolve_lora_targets(spec_, lora.targets);
-  const bool adapted = std::any_of(targets.linears.begin(), targets.linears.end(),
-                                   [&](const LinearDesc& t) { return t.module == d.module; });
+  // PEFT's suffix match, as the simulator's dense-layer mask (an MoE card's first dense blocks'
+  // mlp.gate_proj is adapted by "gate_proj" like the shared expert's).
+  const bool adapted = std::any_of(lora.targets.begin(), lora.targets.end(),
+                                   [&](const std::string& t) { return simulator::lora_target_matches(d.module, t); });
   if (!adapted) return;
   lin.lora.emplace();
   lin.lora->scale = lora.alpha / lora.rank;

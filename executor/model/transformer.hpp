@@ -56,6 +56,11 @@ struct ModelOptions {
   int ep = 1;
   int ep_rank = 0;
   Communicator* ep_group = nullptr;
+  // Token dropping by expert capacity (config.moe_capacity_factor; 0: dropless, moe_block.hpp).
+  double moe_capacity_factor = 0;
+  // Expert tensor parallel 1 under tp > 1 (Megatron-Core's etp = 1): every expert whole on its
+  // rank and each tp rank routing its own sequence shard (SP); else the experts split like the MLP.
+  bool whole_experts = false;
   // Context parallelism: each sequence is split over cp.group (cp_positions: which positions
   // this rank holds); attention runs as a ring or as Ulysses all-to-alls (context_parallel.hpp).
   CpContext cp;
@@ -158,6 +163,8 @@ class Transformer {
   torch::Tensor mlp(const Block& blk, const torch::Tensor& x, const TpContext& ctx) const;
   torch::Tensor block_forward(const Block& blk, const torch::Tensor& x, const TpContext& ctx) const;
   void build_moe(Block& b, const std::string& prefix);                                       // moe_block.cpp
+  void build_expert_lora(std::optional<LoraAdapter>& lora, const simulator::LinearDesc& d, const std::string& name,
+                         int unit);                                                            // moe_block.cpp
   static void check_moe_options(const simulator::ModelSpec& spec, const ModelOptions& opt);  // moe_block.cpp
   torch::Tensor moe_mlp(const Block& blk, const torch::Tensor& x, const TpContext& ctx) const;  // moe_block.cpp
   torch::Tensor embed(const ModelChunk& c, const torch::Tensor& ids, TpContext& ctx, UnitHooks* hooks);

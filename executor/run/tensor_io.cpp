@@ -140,7 +140,8 @@ void write_gathered(Transformer& model, ZeroEngine& engine, const ProcessGroups&
   const bool stage_lead = c.tp == 0 && c.dp == 0 && c.cp == 0;
   // Expert parallelism: the stage lead is rank 0 of its expert group, whose other ranks (tp 0,
   // expert-data 0) send it the experts they hold.
-  const bool expert_lead = c.tp == 0 && c.edp == 0 && groups.expert().size() > 1;
+  // With whole experts (etp = 1) the expert group spans tp ranks: each sends its own.
+  const bool expert_lead = (c.tp == 0 || groups.expert_tp() == 1) && c.edp == 0 && groups.expert().size() > 1;
   std::vector<std::pair<std::string, torch::Tensor>> mine;
   for (int u = 0; u < model.num_units(); ++u) {
     engine.materialize(u);

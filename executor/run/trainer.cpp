@@ -101,7 +101,7 @@ void Trainer::setup() {
     s.device = pick_device(o.device, s.runtime.local_rank(), s.runtime.local_size(), /*training=*/true);
     make_current(s.device);  // before the NCCL communicators, which bind to the current device
     check_supported(s.plan, o.plan_path, s.precision, s.device);
-    check_moe_supported(s.plan, o.plan_path, !o.checkpoint_dir.empty() || o.resume != "none");
+    check_moe_supported(s.plan, o.plan_path);
     if (o.steps <= 0) throw InputError("--steps: expected a positive number of steps");
     if (!o.save_nf4_base.empty() && !s.plan.config.lora.quantized_base())
       throw InputError("--save-nf4-base: the plan's base is not NF4 (config.lora.base nf4, QLoRA)");
@@ -133,6 +133,8 @@ void Trainer::setup() {
     mo.ep = cfg.ep;
     mo.ep_rank = c.ep;
     mo.ep_group = cfg.ep > 1 ? &s.groups->expert() : nullptr;
+    mo.moe_capacity_factor = cfg.moe_capacity_factor;
+    mo.whole_experts = s.plan.model.is_moe() && cfg.tp > 1 && s.groups->expert_tp() == 1;
     if (cfg.cp > 1) {
       mo.cp = {&s.groups->cp(), cfg.cp_kind, simulator::cp_sequence_chunks(s.plan.model, cfg.cp, cfg.cp_kind)};
       if (cfg.cp_kind == simulator::CpKind::ring && mo.attention_dropout > 0)

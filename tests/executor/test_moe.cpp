@@ -6,13 +6,20 @@
 // > 1 have SP, as Megatron-Core requires), dp 2 at ZeRO 0/2/3, pp 2, ep 2 (ZeRO 0 and 3),
 // ep 2 x dp 2 ZeRO-1 and ep 2 x tp 2 give the single-rank run's losses (1e-5 relative) and,
 // gathered, its final weights, and report.json has their all-to-all seconds and router
-// imbalance; plans shardrun does not run are refused.
+// imbalance; plans shardrun does not run are refused. LoRA on the experts: adapters act as the
+// merged weights, train under PEFT names while the base stays bit for bit, and ep 2 (ZeRO-3),
+// tp 2 + SP and ep 2 x dp 2 give one rank's losses and adapters. Capacity: the highest-probability
+// picks up to capacity stay, exactly; a factor of 1 drops tokens (ep 2 the same ones), E/k none.
 #include <gtest/gtest.h>
 
 #include <cmath>
+#include <filesystem>
+#include <fstream>
 
 #include "executor/model/moe_block.hpp"
+#include "executor/model/transformer.hpp"
 #include "harness.hpp"
+#include "planner/plan.hpp"
 
 namespace shardplan::testing {
 namespace {
@@ -21,6 +28,10 @@ using executor::ExpertWeights;
 using executor::MoeMlp;
 
 constexpr int kSteps = 20;
+// Adapters on the attention's q/v and on every MLP linear: the routed experts', the shared
+// expert's and the dense first block's (PEFT's suffix match).
+const nlohmann::json kMoeLora = {
+    {"rank", 8}, {"alpha", 16}, {"dropout", 0.0}, {"targets", {"q_proj", "v_proj", "gate_proj", "up_proj", "down_proj"}}};
 
 torch::Tensor leaf(std::vector<int64_t> shape, double scale) {
   return (torch::randn(shape, torch::kDouble) * scale).to(torch::kFloat).requires_grad_(true);
@@ -38,10 +49,12 @@ MoeMlp random_moe(int64_t E, int64_t k, int64_t H, int64_t F, bool renormalize) 
 
 // Hugging Face's loop (modeling_qwen2_moe.py Qwen2MoeSparseMoeBlock.forward at transformers
 // 00a3f9386614dde0dc41cf4e9b8d0abd3af0671d): for each expert, the (token, slot) pairs that picked it.
-torch::Tensor hf_reference(const MoeMlp& m, const torch::Tensor& x) {
+// `keep` (N, k), when given: picks outside it get weight 0 (token dropping).
+torch::Tensor hf_reference(const MoeMlp& m, const torch::Tensor& x, const torch::Tensor& keep = {}) {
   torch::Tensor probs = torch::softmax(torch::matmul(x, m.router.t()).to(torch::kFloat), 1);
   auto [w, sel] = probs.topk(m.top_k, -1);
   if (m.renormalize) w = w / w.sum(-1, true);
+  if (keep.defined()) w = w * keep.to(w.scalar_type());
   torch::Tensor out = torch::zeros_like(x);
   for (int64_t e = 0; e < m.num_experts; ++e) {
     const auto hit = torch::where(sel == e);  // (token, slot)
@@ -125,6 +138,143 @@ TEST(MoeRouting, EveryLocalExpertGetsAGradientEvenWithoutTokens) {
     if (e == 3) EXPECT_GT(g, 0.0);
     else EXPECT_EQ(g, 0.0) << "expert " << e;
   }
+}
+
+// Token dropping (Megatron-Core moe_utils.py apply_router_token_dropping, drop_policy "probs"):
+// per expert the `capacity` highest-probability picks stay, exactly, and nothing else.
+TEST(MoeCapacity, KeepsEachExpertsHighestProbabilityPicksUpToCapacityExactly) {
+  torch::manual_seed(5);
+  const int64_t N = 40, E = 4, k = 2;
+  auto [top_p, top_e] = torch::randn({N, E}).softmax(-1).topk(k, -1);
+  // get_capacity: ceil(N*k/E * factor).
+  EXPECT_EQ(executor::expert_capacity(N, k, E, 1.0), 20);
+  EXPECT_EQ(executor::expert_capacity(37, 2, 8, 1.0), 10);   // ceil(9.25)
+  EXPECT_EQ(executor::expert_capacity(37, 2, 8, 1.25), 12);  // ceil(11.5625)
+  for (const int64_t capacity : {3, 7, 20, 40}) {
+    const torch::Tensor keep = executor::capacity_keep_mask(top_p, top_e, E, capacity);
+    ASSERT_EQ(keep.sizes(), top_e.sizes());
+    for (int64_t e = 0; e < E; ++e) {
+      const torch::Tensor mine = top_e.eq(e);
+      const int64_t routed = mine.sum().item<int64_t>();
+      const torch::Tensor kept = keep.logical_and(mine), dropped = keep.logical_not().logical_and(mine);
+      EXPECT_EQ(kept.sum().item<int64_t>(), std::min(routed, capacity)) << "expert " << e << " capacity " << capacity;
+      if (dropped.any().item<bool>()) {  // every dropped pick has a lower probability than every kept one
+        EXPECT_LT(top_p.masked_select(dropped).max().item<float>(), top_p.masked_select(kept).min().item<float>())
+            << "expert " << e << " capacity " << capacity;
+      }
+    }
+  }
+  // A hand-made case: expert 0 picked by tokens 0..3 with 0.4, 0.9, 0.6, 0.2; capacity 2 keeps 1 and 2.
+  const torch::Tensor p = torch::tensor({0.4F, 0.9F, 0.6F, 0.2F}).view({4, 1});
+  const torch::Tensor e = torch::zeros({4, 1}, torch::kLong);
+  const torch::Tensor keep = executor::capacity_keep_mask(p, e, 2, 2).view({-1});
+  EXPECT_TRUE(torch::equal(keep, torch::tensor({false, true, true, false})));
+}
+
+// The routed experts under a capacity equal Hugging Face's loop with the dropped picks' weights
+// zeroed (the residual alone carries them), gradients included; the stats count the drops.
+TEST(MoeCapacity, DroppedPicksAddNothingAndAreCounted) {
+  torch::manual_seed(9);
+  MoeMlp m = random_moe(8, 2, 16, 24, false);
+  m.capacity_factor = 1.0;
+  const torch::Tensor x = leaf({37, 16}, 1.0);
+  const torch::Tensor upstream = torch::randn({37, 16});
+  executor::MoeRoutingStats stats;
+  const torch::Tensor ours = executor::moe_routed_experts(m, x, nullptr, &stats);
+  (ours * upstream).sum().backward();
+  const auto g_ours = grads_of(m, x);
+  zero_grads(m, x);
+  // The reference: the same top-k, the picks over capacity given weight 0.
+  const torch::Tensor probs = torch::softmax(torch::matmul(x, m.router.t()).to(torch::kFloat), 1);
+  auto [w, sel] = probs.topk(m.top_k, -1);
+  const torch::Tensor keep = executor::capacity_keep_mask(w, sel, 8, executor::expert_capacity(37, 2, 8, 1.0));
+  const int64_t dropped = keep.logical_not().sum().item<int64_t>();
+  ASSERT_GT(dropped, 0);  // capacity 10 for 74 picks over 8 experts: random routing overflows some
+  EXPECT_EQ(stats.dropped, dropped);
+  EXPECT_EQ(stats.routed, 74);
+  MoeMlp ref_m = m;
+  ref_m.capacity_factor = 0;
+  const torch::Tensor ref = hf_reference(ref_m, x, keep);
+  (ref * upstream).sum().backward();
+  const auto g_ref = grads_of(m, x);
+  EXPECT_TRUE(torch::allclose(ours, ref, 1e-5, 1e-6));
+  for (size_t i = 0; i < g_ref.size(); ++i) EXPECT_TRUE(torch::allclose(g_ours[i], g_ref[i], 1e-4, 1e-5)) << i;
+  // Each expert ran at most `capacity` rows: the busiest over the mean of what was kept.
+  EXPECT_LE(stats.imbalance_max * static_cast<double>(74 - dropped) / 8.0, 10.0 + 1e-9);
+}
+
+// LoRA on the experts: the output and gradients of W + (alpha/r) B A per expert linear.
+TEST(MoeLora, ExpertAdaptersActAsTheMergedWeights) {
+  torch::manual_seed(13);
+  MoeMlp m = random_moe(4, 2, 8, 12, true);
+  const double scale = 2.0;
+  for (auto& e : m.experts) {
+    torch::NoGradGuard no_grad;
+    for (torch::Tensor* t : {&e.gate, &e.up, &e.down}) t->set_requires_grad(false);  // frozen base
+    auto adapter = [&](int64_t out, int64_t in) {
+      executor::LoraAdapter a;
+      a.A = leaf({3, in}, 0.3);
+      a.B = leaf({out, 3}, 0.3);
+      a.scale = scale;
+      return a;
+    };
+    e.gate_lora = adapter(12, 8);
+    e.up_lora = adapter(12, 8);
+    e.down_lora = adapter(8, 12);
+  }
+  const torch::Tensor x = leaf({23, 8}, 1.0);
+  const torch::Tensor upstream = torch::randn({23, 8});
+  (executor::moe_routed_experts(m, x, nullptr, nullptr) * upstream).sum().backward();
+  MoeMlp merged = m;
+  merged.experts = m.experts;  // the same base tensors, the adapters merged in below
+  for (ExpertWeights& e : merged.experts) {
+    e.gate = e.gate + scale * torch::matmul(e.gate_lora->B, e.gate_lora->A);
+    e.up = e.up + scale * torch::matmul(e.up_lora->B, e.up_lora->A);
+    e.down = e.down + scale * torch::matmul(e.down_lora->B, e.down_lora->A);
+  }
+  std::vector<torch::Tensor> ours;
+  for (const auto& e : m.experts)
+    for (const auto* a : {&*e.gate_lora, &*e.up_lora, &*e.down_lora}) {
+      ours.push_back(a->A.grad().clone());
+      ours.push_back(a->B.grad().clone());
+      a->A.mutable_grad() = torch::Tensor();
+      a->B.mutable_grad() = torch::Tensor();
+    }
+  const torch::Tensor x_grad = x.grad().clone();
+  x.mutable_grad() = torch::Tensor();
+  (hf_reference(merged, x) * upstream).sum().backward();
+  EXPECT_TRUE(torch::allclose(x.grad(), x_grad, 1e-4, 1e-5));
+  size_t i = 0;
+  for (const auto& e : m.experts)
+    for (const auto* a : {&*e.gate_lora, &*e.up_lora, &*e.down_lora}) {
+      EXPECT_GT(ours[i].abs().sum().item<double>() + ours[i + 1].abs().sum().item<double>(), 0.0);
+      EXPECT_TRUE(torch::allclose(ours[i++], a->A.grad(), 1e-4, 1e-5));
+      EXPECT_TRUE(torch::allclose(ours[i++], a->B.grad(), 1e-4, 1e-5));
+    }
+  for (const auto& e : m.experts) EXPECT_FALSE(e.gate.grad().defined());  // the base stays frozen
+}
+
+// Mixtral's expert names: "w1"/"w3"/"w2" are accepted targets and adapt every expert's linear
+// under PEFT's names; each ep rank builds only its own experts' adapters.
+TEST(MoeLora, MixtralTargetsNameTheExpertsW1W2W3) {
+  simulator::ModelSpec spec = simulator::load_model(std::string(SHARDPLAN_SOURCE_DIR) + "/models/tiny-moe.json");
+  spec.family = "mixtral";
+  spec.moe.shared_ffn_hidden = 0;
+  spec.moe.first_dense_layers = 0;
+  spec.num_layers = 1;
+  const std::vector<std::string> targets{"w1", "w2", "w3"};
+  EXPECT_NO_THROW(simulator::resolve_lora_targets(spec, targets));
+  executor::ModelOptions mo;
+  mo.lora.rank = 4;
+  mo.lora.alpha = 8;
+  mo.lora.targets = targets;
+  std::vector<std::string> names;
+  const executor::Transformer model(spec, mo);
+  for (const auto& p : model.parameters())
+    if (p.lora) names.push_back(p.name);
+  ASSERT_EQ(names.size(), 8u * 3 * 2);  // nothing but the experts' linears
+  EXPECT_EQ(names.front(), "base_model.model.model.layers.0.block_sparse_moe.experts.0.w1.lora_A.weight");
+  EXPECT_EQ(names.back(), "base_model.model.model.layers.0.block_sparse_moe.experts.7.w2.lora_B.weight");
 }
 
 // --- runs of the real shardrun ------------------------------------------------------------
@@ -216,20 +366,146 @@ INSTANTIATE_TEST_SUITE_P(
         MoeLayout{"ep2_zero3", 2, {{"data_parallel", 2}, {"expert_parallel", 2}, {"zero_stage", 3}}},
         MoeLayout{"ep2_dp2_zero1", 4, {{"data_parallel", 4}, {"expert_parallel", 2}, {"zero_stage", 1}}},
         MoeLayout{"ep2_tp2_sp", 4,
-                  {{"tensor_parallel", 2}, {"sequence_parallel", true}, {"data_parallel", 2}, {"expert_parallel", 2}}}),
+                  {{"tensor_parallel", 2}, {"sequence_parallel", true}, {"data_parallel", 2}, {"expert_parallel", 2}}},
+        // Whole experts (etp 1) folded over the tp ranks, each routing its sequence shard, and
+        // with ep < tp x dp (expert-data replicas over dp, ZeRO-1).
+        MoeLayout{"ep2_tp2_etp1_sp", 2,
+                  {{"tensor_parallel", 2}, {"sequence_parallel", true}, {"expert_parallel", 2}, {"expert_tensor_parallel", 1}}},
+        MoeLayout{"ep2_tp2_dp2_etp1_zero1", 4,
+                  {{"tensor_parallel", 2}, {"sequence_parallel", true}, {"data_parallel", 2}, {"expert_parallel", 2},
+                   {"expert_tensor_parallel", 1}, {"zero_stage", 1}}}),
     [](const ::testing::TestParamInfo<MoeLayout>& info) { return info.param.name; });
 
 TEST_F(MoeRuns, PlansShardrunDoesNotRunAreRefusedWithTheField) {
-  const std::string capacity =
-      write_plan(dir(), "capacity", "tiny-moe", moe_config({{"moe_capacity_factor", 1.25}}));
-  const RunResult a = shardrun(1, capacity, dir().file("capacity"), "--steps 1");
+  nlohmann::json lora = kMoeLora;
+  lora["dropout"] = 0.1;
+  const std::string dropout = write_plan(dir(), "lora-dropout", "tiny-moe", moe_config({{"lora", lora}}));
+  const RunResult a = shardrun(1, dropout, dir().file("lora-dropout"), "--steps 1");
   EXPECT_EQ(a.exit_code, 2) << a.output;
-  EXPECT_NE(a.output.find("config.moe_capacity_factor"), std::string::npos) << a.output;
-  const std::string ckpt =
-      write_plan(dir(), "ep2ck", "tiny-moe", moe_config({{"data_parallel", 2}, {"expert_parallel", 2}}));
-  const RunResult b = shardrun(2, ckpt, dir().file("ep2ck"), "--steps 1 --checkpoint-dir " + quote(dir().file("ck")));
-  EXPECT_EQ(b.exit_code, 2) << b.output;
-  EXPECT_NE(b.output.find("config.expert_parallel"), std::string::npos) << b.output;
+  EXPECT_NE(a.output.find("config.lora.dropout"), std::string::npos) << a.output;
+}
+
+// --- LoRA on the routed experts ----------------------------------------------------------
+
+class MoeLoraRuns : public MoeRuns {
+ protected:
+  static std::string lora_args(const std::string& name) {
+    return "--steps " + std::to_string(kSteps) + " --dropout 0 --lr 1e-3 --seed 1234 " + corpus_data_args(dir()) +
+           " --save-final " + dir().file(name + ".safetensors") + " --save-adapter " + dir().file(name + "-adapter");
+  }
+  static std::string lora_plan(const std::string& name, nlohmann::json layout) {
+    layout["lora"] = kMoeLora;
+    return write_plan(dir(), name, "tiny-moe", moe_config(layout));
+  }
+  static const RunResult& lora_reference() {
+    static const RunResult ref = shardrun(1, lora_plan("lora-ref", {}), dir().file("lora-ref"), lora_args("lora-ref"));
+    return ref;
+  }
+};
+
+TEST_F(MoeLoraRuns, ExpertAdaptersTrainUnderPeftNamesAndTheBaseStaysBitForBit) {
+  const RunResult& ref = lora_reference();
+  ASSERT_EQ(ref.exit_code, 0) << ref.output;
+  ASSERT_EQ(ref.losses.size(), static_cast<size_t>(kSteps));
+  EXPECT_LT(ref.losses.back(), ref.losses.front() - 0.02);  // adapters from B = 0 at lr 1e-3: a slow start
+  // The same model from the same seed, untrained: every base tensor of the run's export equals it.
+  const planner::Plan plan = planner::load_plan(dir().file("lora-ref.json"));
+  executor::ModelOptions mo;
+  mo.lora = plan.config.lora;
+  executor::Transformer model(plan.model, mo);
+  model.init_weights(1234);
+  const auto base = read_floats(dir().file("lora-ref.safetensors"));
+  const auto adapter = read_floats(dir().file("lora-ref-adapter/adapter_model.safetensors"));
+  size_t experts = 0;
+  for (const auto& p : model.parameters()) {
+    const torch::Tensor init = p.tensor.contiguous();
+    const std::vector<float> v(init.data_ptr<float>(), init.data_ptr<float>() + init.numel());
+    if (!p.lora) {
+      ASSERT_TRUE(base.count(p.name)) << p.name;
+      EXPECT_EQ(base.at(p.name), v) << p.name << " changed";
+      continue;
+    }
+    ASSERT_TRUE(adapter.count(p.name)) << p.name;
+    EXPECT_NE(adapter.at(p.name), v) << p.name << " did not train";
+    experts += p.name.find(".mlp.experts.") != std::string::npos ? 1 : 0;
+  }
+  EXPECT_EQ(experts, 3u * 8 * 3 * 2);  // 3 MoE blocks x 8 experts x 3 linears x (A, B)
+  EXPECT_EQ(adapter.size(), model.parameters().size() - base.size());
+  // PEFT's names for a routed expert's, the shared expert's and the dense block's adapters.
+  EXPECT_TRUE(adapter.count("base_model.model.model.layers.3.mlp.experts.7.down_proj.lora_B.weight"));
+  EXPECT_EQ(adapter.at("base_model.model.model.layers.1.mlp.experts.0.gate_proj.lora_A.weight").size(), 8u * 128u);
+  EXPECT_TRUE(adapter.count("base_model.model.model.layers.2.mlp.shared_expert.up_proj.lora_A.weight"));
+  EXPECT_TRUE(adapter.count("base_model.model.model.layers.0.mlp.gate_proj.lora_B.weight"));
+}
+
+class MoeLoraEquivalence : public MoeLoraRuns, public ::testing::WithParamInterface<MoeLayout> {};
+
+TEST_P(MoeLoraEquivalence, SameLossesAndAdaptersAsOneRank) {
+  const MoeLayout& l = GetParam();
+  const RunResult& ref = lora_reference();
+  ASSERT_EQ(ref.exit_code, 0) << ref.output;
+  const std::string name = "lora-" + l.name;
+  const RunResult run = shardrun(l.ranks, lora_plan(name, l.config), dir().file(name), lora_args(name));
+  ASSERT_EQ(run.exit_code, 0) << run.output;
+  ASSERT_EQ(run.losses.size(), ref.losses.size());
+  for (size_t i = 0; i < ref.losses.size(); ++i)
+    EXPECT_NEAR(run.losses[i], ref.losses[i], 1e-5 * std::abs(ref.losses[i])) << "step " << i + 1;
+  // Every rank's experts' adapters gathered under their PEFT names, equal to one rank's.
+  expect_same_weights(dir().file(name + "-adapter/adapter_model.safetensors"),
+                      dir().file("lora-ref-adapter/adapter_model.safetensors"));
+}
+
+INSTANTIATE_TEST_SUITE_P(
+    Layouts, MoeLoraEquivalence,
+    ::testing::Values(MoeLayout{"ep2_zero3", 2, {{"data_parallel", 2}, {"expert_parallel", 2}, {"zero_stage", 3}}},
+                      MoeLayout{"tp2_sp", 2, {{"tensor_parallel", 2}, {"sequence_parallel", true}}},
+                      MoeLayout{"ep2_dp2_zero1", 4, {{"data_parallel", 4}, {"expert_parallel", 2}, {"zero_stage", 1}}},
+                      MoeLayout{"ep2_tp2_etp1_sp", 2,
+                                {{"tensor_parallel", 2}, {"sequence_parallel", true}, {"expert_parallel", 2},
+                                 {"expert_tensor_parallel", 1}}}),
+    [](const ::testing::TestParamInfo<MoeLayout>& info) { return info.param.name; });
+
+// --- token dropping by expert capacity -----------------------------------------------------
+
+// tokens_dropped of each step of a run's metrics.jsonl.
+std::vector<int64_t> tokens_dropped(const std::string& out_dir) {
+  std::ifstream in(std::filesystem::path(out_dir) / "metrics.jsonl");
+  std::vector<int64_t> v;
+  for (std::string line; std::getline(in, line);)
+    if (!line.empty()) v.push_back(nlohmann::json::parse(line).at("tokens_dropped").get<int64_t>());
+  return v;
+}
+
+TEST_F(MoeRuns, CapacityDropsTokensAndEp2DropsTheSameAsOneRank) {
+  // Capacity per micro-batch of an ep rank (Megatron's routing group): ep 2 runs one rank's
+  // micro-batches, so it drops the same picks, and loses the same.
+  const std::string steps = "--steps 6 --dropout 0 --lr 1e-3 " + corpus_data_args(dir());
+  const std::string one = write_plan(dir(), "cf1", "tiny-moe", moe_config({{"moe_capacity_factor", 1.0}}));
+  const RunResult small = shardrun(1, one, dir().file("cf1"), steps);
+  ASSERT_EQ(small.exit_code, 0) << small.output;
+  const auto dropped = tokens_dropped(dir().file("cf1"));
+  ASSERT_EQ(dropped.size(), 6u);
+  for (int64_t d : dropped) EXPECT_GT(d, 0);
+  EXPECT_GT(small.report.at("measured").at("tokens_dropped").get<double>(), 0.0);
+  const std::string ep2 = write_plan(dir(), "cf1-ep2", "tiny-moe",
+                                     moe_config({{"moe_capacity_factor", 1.0}, {"data_parallel", 2}, {"expert_parallel", 2}}));
+  const RunResult split = shardrun(2, ep2, dir().file("cf1-ep2"), steps);
+  ASSERT_EQ(split.exit_code, 0) << split.output;
+  EXPECT_EQ(tokens_dropped(dir().file("cf1-ep2")), dropped);
+  ASSERT_EQ(split.losses.size(), small.losses.size());
+  for (size_t i = 0; i < small.losses.size(); ++i)
+    EXPECT_NEAR(split.losses[i], small.losses[i], 1e-5 * std::abs(small.losses[i])) << "step " << i + 1;
+  // A factor of E/k = 4 gives every expert room for every token: nothing dropped, the dropless losses.
+  const std::string four = write_plan(dir(), "cf4", "tiny-moe", moe_config({{"moe_capacity_factor", 4.0}}));
+  const RunResult large = shardrun(1, four, dir().file("cf4"), args("cf4"));  // the reference's arguments
+  ASSERT_EQ(large.exit_code, 0) << large.output;
+  EXPECT_EQ(tokens_dropped(dir().file("cf4")), std::vector<int64_t>(kSteps, 0));
+  const RunResult& ref = reference();
+  ASSERT_EQ(ref.exit_code, 0) << ref.output;
+  ASSERT_EQ(large.losses.size(), ref.losses.size());
+  for (size_t i = 0; i < ref.losses.size(); ++i)
+    EXPECT_NEAR(large.losses[i], ref.losses[i], 1e-6 * std::abs(ref.losses[i])) << "step " << i + 1;
+  EXPECT_NE(small.losses[0], large.losses[0]);  // the same initial weights: dropping changed the output
 }
 
 }  // namespace
