@@ -55,13 +55,13 @@ void check_cp_supported(const planner::Plan& plan, const std::string& src) {
     throw InputError(src + ": field 'config.context_parallel_kind': shardrun's ring attention is causal (decoders only)");
 }
 
-// What this executor runs: everything the planner outputs but optimizer offload and FP8 linears;
-// fp16 needs CUDA.
+// What this executor runs: everything the planner outputs but optimizer offload on CUDA and FP8
+// linears; fp16 needs CUDA.
 void check_supported(const planner::Plan& plan, const std::string& src, Precision precision, torch::Device device) {
   const auto& c = plan.config;
-  if (c.offload_optimizer)
-    throw InputError(src + ": field 'config.offload_optimizer': optimizer offload is not supported by this shardrun "
-                           "(plan with --forbid offload)");
+  if (c.offload_optimizer && device.is_cuda())
+    throw InputError(src + ": field 'config.offload_optimizer': optimizer offload to host memory is not run by this "
+                           "shardrun on CUDA (plan with --forbid offload); on the CPU it is a no-op");
   if (c.lora.quantized_base() && c.zero_stage >= 3)
     throw InputError(src + ": field 'config.zero_stage': ZeRO-3 of an NF4 base (FSDP-QLoRA: sharding the packed codes "
                            "over the data-parallel ranks) is not run by this shardrun; plan with --zero-stage 0, 1 or 2 "
@@ -172,6 +172,7 @@ void Trainer::setup() {
                                       : s.device.is_cuda() ? "checkpointed inputs to pinned host memory"
                                                            : "no-op on the cpu (inputs already in host memory)"}};
   if (cfg.ep > 1) s.layout["ep"] = cfg.ep;
+  if (cfg.offload_optimizer) s.layout["offload_optimizer"] = "no-op on the cpu (states already in host memory)";
   if (cfg.cp > 1) s.layout["cp"] = {{"size", cfg.cp}, {"kind", simulator::to_string(cfg.cp_kind)}};
   s.checkpointer = std::make_unique<Checkpointer>(o, *s.groups, s.layout);
   if (cfg.lora.quantized_base())  // rank 0's NF4 base in report.json (not in checkpoints' layout: per rank)
@@ -233,6 +234,9 @@ void Trainer::setup() {
                    "sequence, so its step is not that plan's prediction\n";
     if (cfg.recompute != simulator::Recompute::none)
       std::cerr << "shardrun: activation recomputation: " << simulator::to_string(cfg.recompute) << "\n";
+    if (cfg.offload_optimizer)
+      std::cerr << "shardrun: offload_optimizer: a no-op on the CPU (the optimizer states already live in host memory, "
+                   "and count in this rank's peak; the plan's prediction puts them in host memory)\n";
     if (cfg.offload_activations && !s.device.is_cuda())
       std::cerr << "shardrun: offload_activations: a no-op on the CPU (checkpointed layer inputs already live in host "
                    "memory)\n";
