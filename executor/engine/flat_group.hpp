@@ -10,6 +10,7 @@
 
 #include "executor/comm/communicator.hpp"
 #include "executor/model/parameter.hpp"
+#include "nf4_flat_group.hpp"
 
 namespace shardplan::executor {
 
@@ -70,6 +71,7 @@ struct FlatGroup {
 
 struct EngineUnit {
   FlatGroup train, frozen;
+  Nf4FlatGroup nf4;  // stage 3 of a QLoRA run: the unit's NF4 bases, sharded (nf4_flat_group.hpp)
   int expected = 0;  // trainable parameters (gradient arrivals per backward)
   int arrived = 0;
   bool has_input = false;   // the unit's input is wrapped (stage 3)

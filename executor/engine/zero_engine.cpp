@@ -4,6 +4,8 @@
 #include <torch/csrc/autograd/variable.h>
 
 #include "executor/errors.hpp"
+#include "executor/model/nf4_base.hpp"
+#include "executor/parallel/nf4_linear.hpp"
 #include "flat_group.hpp"
 
 namespace shardplan::executor {
@@ -90,6 +92,16 @@ void ZeroEngine::setup_unit(int u) {
     const bool sharded = stage_ > 0;
     g->init(params, sharded ? shard_group(static_cast<size_t>(u)).size() : 1,
             sharded ? shard_group(static_cast<size_t>(u)).rank() : 0, stage_, weight_dtype_);
+  }
+  if (stage_ == 3) {  // FSDP-QLoRA: the unit's NF4 bases sharded like its frozen weights
+    std::vector<Nf4Tensor*> nf4;
+    for (Block& b : model_.blocks())
+      if (b.unit == u)
+        for (ParallelLinear* l : block_linears(b))
+          if (l->nf4)  // made mutable by quantize_base_nf4; the engine moves its storage, never its values
+            nf4.push_back(&std::const_pointer_cast<Nf4Weight>(l->nf4)->q);
+    Communicator& group = shard_group(static_cast<size_t>(u));
+    unit->nf4.init(nf4, group.size(), group.rank());
   }
   unit->resident = stage_ < 3;  // stage 3: init() left only the shards
   units_.push_back(std::move(unit));
@@ -179,6 +191,7 @@ void ZeroEngine::materialize(int u) {
   EngineUnit& unit = *units_[static_cast<size_t>(u)];
   if (stage_ < 3 || unit.resident) return;
   for (FlatGroup* g : {&unit.train, &unit.frozen}) g->gather(model_.parameters(), shard_group(static_cast<size_t>(u)));
+  unit.nf4.gather(shard_group(static_cast<size_t>(u)));
   unit.resident = true;
 }
 
@@ -186,6 +199,7 @@ void ZeroEngine::release(int u) {
   EngineUnit& unit = *units_[static_cast<size_t>(u)];
   if (stage_ < 3 || !unit.resident) return;
   for (FlatGroup* g : {&unit.train, &unit.frozen}) g->drop(model_.parameters());
+  unit.nf4.drop();
   unit.resident = false;
 }
 

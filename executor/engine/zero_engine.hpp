@@ -10,7 +10,8 @@
 //   stage 2  + gradients reduce-scattered per unit as backward produces them; only the
 //            gradient shard is kept
 //   stage 3  + parameters sharded: a unit is all-gathered before its forward and before its
-//            backward, and freed after each
+//            backward, and freed after each; a QLoRA unit's NF4 base too, as one flat byte
+//            buffer (FSDP-QLoRA, nf4_flat_group.hpp)
 //   MiCS     sharding group smaller than dp: shards are reduced across the replica group
 //
 // Flat layout of a unit (identical on every rank of a tp group): its parameters' local shards

@@ -8,7 +8,8 @@
 // Each weight is quantised from its FULL tensor (gathered over tp from the loaded or seeded
 // values), so every layout dequantises the same values; the rank keeps its slice (the quantised
 // base is the tp shard). The weight parameters are dropped from the model: they are neither
-// trainable nor in the ZeRO engine's flat buffers, and their memory is freed. Call it after
+// trainable nor in the ZeRO engine's parameter buffers, and their memory is freed (ZeRO-3 packs
+// the NF4 bytes of each unit into a sharded flat buffer: engine/nf4_flat_group.hpp). Call it after
 // init_weights / load_hf_weights and before the engine is built.
 #include <cstdint>
 

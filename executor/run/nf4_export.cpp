@@ -5,6 +5,7 @@
 #include <nlohmann/json.hpp>
 
 #include "executor/comm/process_groups.hpp"
+#include "executor/engine/zero_engine.hpp"
 #include "executor/errors.hpp"
 #include "executor/io/safetensors.hpp"
 #include "executor/model/nf4_base.hpp"
@@ -98,19 +99,23 @@ Named recv_entry(Communicator& pp, int from) {
 
 }  // namespace
 
-void export_nf4_base(const Transformer& model, const ProcessGroups& groups, const std::string& path) {
+void export_nf4_base(const Transformer& model, ZeroEngine& engine, const ProcessGroups& groups,
+                     const std::string& path) {
   torch::NoGradGuard no_grad;
   const auto& c = groups.coords();
   const auto& opt = model.options();
   const bool stage_lead = c.tp == 0 && c.dp == 0 && c.cp == 0;
   std::vector<Named> mine;
-  for (const Block& b : model.blocks())
+  for (const Block& b : model.blocks()) {
+    engine.materialize(b.unit);  // ZeRO-3: all-gather the unit's sharded NF4 bytes (a no-op below)
     for (const ParallelLinear* l : block_linears(b)) {
       if (!l->nf4) continue;
       const Nf4Tensor full = gather_full_state(*l->nf4, groups.tp(), opt.tp_rank, opt.tp);
       if (stage_lead)
-        for (Named& e : bnb_entries(*l->nf4, full)) mine.push_back(std::move(e));
+        for (Named& e : bnb_entries(*l->nf4, full)) mine.push_back(std::move(e));  // keep the bytes alive
     }
+    engine.release(b.unit);
+  }
   Communicator& pp = groups.pp();
   if (stage_lead && pp.size() > 1) {
     const auto i64 = torch::TensorOptions().dtype(torch::kLong).device(pp.device());

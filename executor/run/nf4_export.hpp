@@ -9,14 +9,18 @@
 //   <name>.quant_state.bitsandbytes__nf4      uint8: JSON {quant_type, blocksize, dtype, shape,
 //                                             nested_blocksize, nested_dtype, nested_offset}
 // with <name> the Hugging Face weight name. It is what the run holds, so a reader can check that
-// training left the frozen base's bytes untouched. Collective over the world; rank 0 writes.
+// training left the frozen base's bytes untouched. Under ZeRO-3 each block's unit is gathered
+// (engine.materialize) while its bases are read, then released. Collective over the world;
+// rank 0 writes.
 #include <string>
 
 namespace shardplan::executor {
 
 class Transformer;
 class ProcessGroups;
+class ZeroEngine;
 
-void export_nf4_base(const Transformer& model, const ProcessGroups& groups, const std::string& path);
+void export_nf4_base(const Transformer& model, ZeroEngine& engine, const ProcessGroups& groups,
+                     const std::string& path);
 
 }  // namespace shardplan::executor

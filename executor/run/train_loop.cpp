@@ -254,7 +254,7 @@ void Trainer::finish() {
   peaks = peaks.cpu();
   if (!s.opt.save_final.empty()) export_full_weights(*s.model, *s.engine, *s.groups, s.opt.save_final);
   if (!s.opt.save_adapter.empty()) export_lora_adapter(*s.model, *s.engine, *s.groups, s.opt.save_adapter);
-  if (!s.opt.save_nf4_base.empty()) export_nf4_base(*s.model, *s.groups, s.opt.save_nf4_base);
+  if (!s.opt.save_nf4_base.empty()) export_nf4_base(*s.model, *s.engine, *s.groups, s.opt.save_nf4_base);
   if (c.world != 0) return;
   ReportInputs in;
   in.plan_path = s.opt.plan_path;

@@ -62,10 +62,6 @@ void check_supported(const planner::Plan& plan, const std::string& src, Precisio
   if (c.offload_optimizer && device.is_cuda())
     throw InputError(src + ": field 'config.offload_optimizer': optimizer offload to host memory is not run by this "
                            "shardrun on CUDA (plan with --forbid offload); on the CPU it is a no-op");
-  if (c.lora.quantized_base() && c.zero_stage >= 3)
-    throw InputError(src + ": field 'config.zero_stage': ZeRO-3 of an NF4 base (FSDP-QLoRA: sharding the packed codes "
-                           "over the data-parallel ranks) is not run by this shardrun; plan with --zero-stage 0, 1 or 2 "
-                           "(the base is frozen: ZeRO-1/2 shard only the adapters' states) or --lora-base bf16");
   if (c.uses_fp8())
     throw InputError(src + ": field 'config.fp8': FP8 linears (" + simulator::to_string(c.fp8) +
                      ") are not run by this shardrun (LibTorch has no FP8 GEMM training path here); plan with --fp8 "

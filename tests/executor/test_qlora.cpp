@@ -2,7 +2,9 @@
 // (executor/model/nf4_base.hpp), LoRA adapters trained on top. The base the run holds after 20
 // steps (--save-nf4-base) is byte for byte the quantisation of the seeded init and dequantises to
 // the NF4 table; the loss falls; peak memory is below the same adapters on an fp32 base; tp2 (with
-// and without sequence parallelism), dp2 ZeRO-2 and pp2 runs equal the single-rank run.
+// and without sequence parallelism), dp2 ZeRO-2, dp2 ZeRO-3 (FSDP-QLoRA: the NF4 base sharded,
+// engine/nf4_flat_group.hpp) and pp2 runs equal the single-rank run; ZeRO-3's per-rank peak is
+// below ZeRO-2's and within 5 % of the plan's prediction.
 #include <gtest/gtest.h>
 
 #include <cmath>
@@ -62,6 +64,18 @@ class Qlora : public ::testing::Test {
     static std::map<std::string, RunResult> cache;
     const std::string key = dir_->path().string();
     if (!cache.count(key)) cache[key] = shardrun(1, ref_plan(), dir_->file("ref"), args("ref"));
+    return cache[key];
+  }
+  // A QLoRA run of `ranks` with `config` (the adapters' config added), made once per directory and
+  // name: the layout tests and the memory test share the dp2 ZeRO-2 / ZeRO-3 runs.
+  static const RunResult& layout_run(const std::string& name, int ranks, nlohmann::json config) {
+    static std::map<std::string, RunResult> cache;
+    const std::string key = dir_->path().string() + "/" + name;
+    if (!cache.count(key)) {
+      config["lora"] = kQlora;
+      const std::string plan = write_plan(*dir_, name, "tiny-llama", config, 32, 8, kCard);
+      cache[key] = shardrun(ranks, plan, dir_->file(name), args(name));
+    }
     return cache[key];
   }
 };
@@ -202,31 +216,19 @@ TEST_P(QloraLayouts, EqualTheSingleRankRun) {
   const QloraLayout& l = GetParam();
   const RunResult& ref = reference();
   ASSERT_EQ(ref.exit_code, 0) << ref.output;
-  nlohmann::json cfg = l.config;
-  cfg["lora"] = kQlora;
-  const std::string plan = write_plan(*dir_, l.name, "tiny-llama", cfg, 32, 8, kCard);
-  const RunResult run = shardrun(l.ranks, plan, dir_->file(l.name), args(l.name));
+  const RunResult& run = layout_run(l.name, l.ranks, l.config);
   ASSERT_EQ(run.exit_code, 0) << run.output;
   ASSERT_EQ(run.losses.size(), ref.losses.size());
   for (size_t i = 0; i < ref.losses.size(); ++i)
     EXPECT_NEAR(run.losses[i], ref.losses[i], 1e-5 * std::abs(ref.losses[i])) << "step " << i + 1;
-  // The base, gathered from the layout's slices, is the single-rank run's byte for byte.
+  // The base, gathered from the layout's slices (ZeRO-3: from the ranks' shards of each unit's
+  // flat NF4 bytes), is the single-rank run's byte for byte.
   const SafetensorsReader a(dir_->file(l.name + "-base.safetensors")), b(dir_->file("ref-base.safetensors"));
   ASSERT_EQ(a.tensors().size(), b.tensors().size());
   for (const auto& t : b.tensors()) EXPECT_EQ(bytes_of(a, t.name), bytes_of(b, t.name)) << t.name;
   // The trained adapters agree (1e-5 relative, a 1e-6 per-element floor for B, which starts at 0).
-  const auto wa = read_floats(dir_->file(l.name + "-adapter/adapter_model.safetensors"));
-  const auto wb = read_floats(dir_->file("ref-adapter/adapter_model.safetensors"));
-  ASSERT_EQ(wa.size(), wb.size());
-  for (const auto& [name, ref_w] : wb) {
-    const auto& w = wa.at(name);
-    double diff = 0, norm = 0;
-    for (size_t i = 0; i < w.size(); ++i) {
-      diff += (w[i] - ref_w[i]) * double(w[i] - ref_w[i]);
-      norm += ref_w[i] * double(ref_w[i]);
-    }
-    EXPECT_LE(std::sqrt(diff), 1e-5 * std::sqrt(norm) + 1e-6 * std::sqrt(double(w.size()))) << name;
-  }
+  expect_same_weights(dir_->file(l.name + "-adapter/adapter_model.safetensors"),
+                      dir_->file("ref-adapter/adapter_model.safetensors"));
 }
 
 INSTANTIATE_TEST_SUITE_P(
@@ -234,16 +236,35 @@ INSTANTIATE_TEST_SUITE_P(
     ::testing::Values(QloraLayout{"tp2", 2, {{"tensor_parallel", 2}}},
                       QloraLayout{"tp2_sp", 2, {{"tensor_parallel", 2}, {"sequence_parallel", true}}},
                       QloraLayout{"dp2_zero2", 2, {{"data_parallel", 2}, {"zero_stage", 2}}},
+                      QloraLayout{"dp2_zero3", 2, {{"data_parallel", 2}, {"zero_stage", 3}}},
+                      // Sharded tp slices (run tables), re-gathered for the recomputed forward.
+                      QloraLayout{"tp2_dp2_zero3_full_recompute", 4,
+                                  {{"tensor_parallel", 2}, {"data_parallel", 2}, {"zero_stage", 3},
+                                   {"recompute", "full"}}},
                       QloraLayout{"pp2_1f1b", 2, {{"pipeline_parallel", 2}, {"pipeline_schedule", "1f1b"}}}),
     [](const ::testing::TestParamInfo<QloraLayout>& info) { return info.param.name; });
 
+TEST_F(Qlora, ZeroThreeShardsTheBaseAndItsPeakMatchesThePrediction) {
+  const RunResult& z2 = layout_run("dp2_zero2", 2, {{"data_parallel", 2}, {"zero_stage", 2}});
+  const RunResult& z3 = layout_run("dp2_zero3", 2, {{"data_parallel", 2}, {"zero_stage", 3}});
+  ASSERT_EQ(z2.exit_code, 0) << z2.output;
+  ASSERT_EQ(z3.exit_code, 0) << z3.output;
+  const double base = z3.report["layout"]["nf4_base"]["bytes"].get<double>();  // the whole base, quantised at load
+  const double peak2 = z2.report["measured"]["peak_memory_bytes"].get<double>();  // max over the ranks
+  const double peak3 = z3.report["measured"]["peak_memory_bytes"].get<double>();
+  // ZeRO-3 keeps half the base per rank between uses (and half the norms and adapters, less their
+  // gathered unit): at least a quarter of the whole base below ZeRO-2's peak.
+  EXPECT_LT(peak3, peak2 - 0.25 * base) << "ZeRO-3 " << peak3 << ", ZeRO-2 " << peak2 << ", base " << base;
+  const double predicted = z3.report["predicted"]["peak_memory_bytes"].get<double>();
+  EXPECT_NEAR(peak3, predicted, 0.05 * predicted) << "measured " << peak3 << ", predicted " << predicted;
+  RecordProperty("zero2_peak_bytes", std::to_string(static_cast<int64_t>(peak2)));  // --gtest_output shows them
+  RecordProperty("zero3_peak_bytes", std::to_string(static_cast<int64_t>(peak3)));
+  RecordProperty("zero3_predicted_bytes", std::to_string(static_cast<int64_t>(predicted)));
+  RecordProperty("zero2_predicted_bytes",
+                 std::to_string(z2.report["predicted"]["peak_memory_bytes"].get<int64_t>()));
+}
+
 TEST_F(Qlora, RefusesWhatItDoesNotRunWithOneLine) {
-  // ZeRO-3 of the packed base (FSDP-QLoRA) is not run.
-  const nlohmann::json z3_cfg = {{"lora", kQlora}, {"data_parallel", 2}, {"zero_stage", 3}};
-  const std::string z3 = write_plan(*dir_, "z3", "tiny-llama", z3_cfg, 32, 8, kCard);
-  const RunResult a = shardrun(2, z3, dir_->file("z3"), "--steps 1");
-  EXPECT_EQ(a.exit_code, 2) << a.output;
-  EXPECT_NE(a.output.find("ZeRO-3 of an NF4 base"), std::string::npos) << a.output;
   // tiny-llama's own FFN (688): a row-parallel down_proj shard at tp2 (344 columns) splits blocks.
   const std::string tp2 = write_plan(*dir_, "tp2-688", "tiny-llama", {{"lora", kQlora}, {"tensor_parallel", 2}});
   const RunResult b = shardrun(2, tp2, dir_->file("tp2-688"), "--steps 1");
