@@ -94,6 +94,9 @@ void add_options(CLI::App& app, ex::RunOptions& o) {
   app.add_flag("--loss-scaling", o.loss_scaling, "Dynamic loss scaling even without fp16");
   app.add_option("--initial-loss-scale", o.initial_loss_scale, "Starting loss scale (fp16 / --loss-scaling)");
   app.add_option("--dropout", o.dropout, "Override the card's hidden and attention dropout");
+  app.add_option("--moe-aux-loss-coeff", o.moe_aux_loss_coeff,
+                 "MoE cards: the load-balancing auxiliary loss's coefficient (Switch Transformer; Megatron's "
+                 "--moe-aux-loss-coeff, e.g. 1e-2); 0 (default): none");
   app.add_option("--out-dir", o.out_dir, "Where metrics.jsonl and report.json go");
   app.add_option("--save-final", o.save_final, "Write the trained weights (Hugging Face names) to this .safetensors");
   app.add_option("--save-adapter", o.save_adapter, "Write the LoRA adapter (PEFT format) to this directory");

@@ -35,6 +35,7 @@ nlohmann::json StepRecord::to_json() const {
     j["router_load_imbalance"] = router_imbalance;
     j["router_load_imbalance_max"] = router_imbalance_max;
     j["tokens_dropped"] = tokens_dropped;
+    if (moe_aux_loss >= 0) j["moe_aux_loss"] = moe_aux_loss;
   }
   return j;
 }
@@ -142,6 +143,7 @@ nlohmann::json build_report(const ReportInputs& in) {
     std::vector<double> dropped;  // per step, median as the figures above
     for (size_t i = skip; i < in.steps.size(); ++i) dropped.push_back(static_cast<double>(in.steps[i].tokens_dropped));
     measured["tokens_dropped"] = median(dropped);
+    if (in.steps.back().moe_aux_loss >= 0) measured["moe_aux_loss"] = med(&StepRecord::moe_aux_loss);
   }
   const auto& p = in.prediction;
   nlohmann::json predicted = {

@@ -47,6 +47,9 @@ struct StepRecord {
   // Routed copies (token, expert) dropped by the expert capacity this step, all MoE layers and
   // micro-batches of the global batch (0 when dropless).
   int64_t tokens_dropped = 0;
+  // The load-balancing auxiliary loss (--moe-aux-loss-coeff > 0): per micro-batch of the
+  // global batch (their mean), summed over the MoE layers; -1 when off (not written).
+  double moe_aux_loss = -1;
   [[nodiscard]] nlohmann::json to_json() const;
 };
 

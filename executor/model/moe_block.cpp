@@ -59,7 +59,8 @@ torch::Tensor capacity_keep_mask(const torch::Tensor& top_p, const torch::Tensor
   return kept.gather(1, top_e).gt(0.5);                                                                // (N, k)
 }
 
-torch::Tensor moe_routed_experts(const MoeMlp& m, const torch::Tensor& x, Communicator* ep, MoeRoutingStats* stats) {
+torch::Tensor moe_routed_experts(const MoeMlp& m, const torch::Tensor& x, Communicator* ep, MoeRoutingStats* stats,
+                                 const MoeAuxLoss* aux) {
   const int64_t N = x.size(0), H = x.size(1), E = m.num_experts, k = m.top_k;
   // Router: softmax in fp32, top-k, optional renormalisation (Qwen2MoeSparseMoeBlock.forward).
   const torch::Tensor probs = zero_linear(x, m.router).to(torch::kFloat).softmax(-1);  // (N, E)
@@ -100,7 +101,9 @@ torch::Tensor moe_routed_experts(const MoeMlp& m, const torch::Tensor& x, Commun
   const torch::Tensor y = plan.combine(torch::cat(outs));                               // (R, H) partial over tp
   // Weighted combine, cast to the activations' dtype first as Hugging Face does.
   const torch::Tensor weighted = y * weight.to(y.scalar_type()).unsqueeze(1);
-  return torch::zeros({N, H}, y.options()).index_add(0, token, weighted);              // (N, H)
+  const torch::Tensor out = torch::zeros({N, H}, y.options()).index_add(0, token, weighted);  // (N, H)
+  if (aux == nullptr || !aux->enabled()) return out;
+  return attach_aux_loss(out, probs, top_e, *aux, stats != nullptr ? &stats->aux_sum : nullptr);
 }
 
 void Transformer::check_moe_options(const simulator::ModelSpec& m, const ModelOptions& opt) {
@@ -200,18 +203,21 @@ torch::Tensor Transformer::moe_mlp(const Block& blk, const torch::Tensor& x, con
   // without autograd (recompute.hpp), its recomputation with it.
   const bool record = ctx.training && torch::GradMode::is_enabled();
   MoeRoutingStats* stats = record ? &moe_stats_ : nullptr;
+  // The ranks routing other parts of this micro-batch: cp, and tp when each routes its shard.
+  const MoeAuxLoss aux{opt_.moe_aux_loss_coeff, {opt_.cp.group, opt_.whole_experts ? ctx.tp : nullptr},
+                       opt_.whole_experts ? 1.0 : static_cast<double>(opt_.tp)};
   torch::Tensor out;
   if (opt_.whole_experts) {
     // etp = 1: this tp rank's sequence shard through whole experts, complete (Megatron-Core's MoE
     // layer; the plan has SP whenever tp > 1 on an MoE card: simulator validation).
     EXECUTOR_CHECK(sp, "whole experts (etp 1) under tp > 1 need sequence parallelism");
     const int64_t B = x.size(0), S = x.size(1), H = x.size(2);
-    out = moe_routed_experts(*blk.moe, x.reshape({B * S, H}), opt_.ep_group, stats).view({B, S, H});  // (B, S/t, H)
+    out = moe_routed_experts(*blk.moe, x.reshape({B * S, H}), opt_.ep_group, stats, &aux).view({B, S, H});  // (B, S/t, H)
   } else {
     // x: (B, Sx, H) -> every token of the micro-batch on every tp rank: (B, S, H)
     const torch::Tensor xin = sp ? gather_from_seq(x, tp) : copy_to_tp(x, tp);
     const int64_t B = xin.size(0), S = xin.size(1), H = xin.size(2);
-    const torch::Tensor routed = moe_routed_experts(*blk.moe, xin.reshape({B * S, H}), opt_.ep_group, stats)
+    const torch::Tensor routed = moe_routed_experts(*blk.moe, xin.reshape({B * S, H}), opt_.ep_group, stats, &aux)
                                      .view({B, S, H});                              // partial over tp
     out = sp ? reduce_scatter_seq(routed, tp) : reduce_from_tp(routed, tp);  // (B, Sx, H)
   }

@@ -40,6 +40,7 @@
 #include <vector>
 
 #include "executor/comm/communicator.hpp"
+#include "moe_aux_loss.hpp"
 #include "executor/parallel/layers.hpp"
 
 namespace shardplan::executor {
@@ -59,6 +60,7 @@ struct MoeRoutingStats {
   int64_t samples = 0;
   int64_t routed = 0;   // routed copies (tokens x k) of the micro-batches recorded
   int64_t dropped = 0;  // of them, dropped by the capacity (0 when dropless)
+  double aux_sum = 0;   // this rank's shares of the load-balancing aux losses (moe_aux_loss.hpp)
 };
 
 struct MoeMlp {
@@ -83,7 +85,8 @@ int64_t expert_capacity(int64_t tokens, int64_t top_k, int64_t num_experts, doub
 // The routed experts' output for x: (N, H), replicated over tp -> (N, H), a partial sum over tp
 // (complete when t = 1). `ep`: the expert-parallel group (null or size 1: every expert local).
 // Adds this micro-batch's load imbalance (after the capacity) and drops to `stats` when given.
+// `aux`: the load-balancing auxiliary loss to attach (null or coeff 0: none).
 torch::Tensor moe_routed_experts(const MoeMlp& m, const torch::Tensor& x, Communicator* ep,
-                                 MoeRoutingStats* stats);
+                                 MoeRoutingStats* stats, const MoeAuxLoss* aux = nullptr);
 
 }  // namespace shardplan::executor

@@ -61,6 +61,8 @@ struct ModelOptions {
   // Expert tensor parallel 1 under tp > 1 (Megatron-Core's etp = 1): every expert whole on its
   // rank and each tp rank routing its own sequence shard (SP); else the experts split like the MLP.
   bool whole_experts = false;
+  // The load-balancing auxiliary loss's coefficient (0: none; moe_aux_loss.hpp).
+  double moe_aux_loss_coeff = 0;
   // Context parallelism: each sequence is split over cp.group (cp_positions: which positions
   // this rank holds); attention runs as a ring or as Ulysses all-to-alls (context_parallel.hpp).
   CpContext cp;

@@ -29,6 +29,12 @@ void record_moe(const TrainerState& s, double a2a_before, StepRecord& r) {
   const MoeRoutingStats& st = s.model->moe_stats();
   r.router_imbalance = st.samples > 0 ? st.imbalance_sum / static_cast<double>(st.samples) : 0.0;
   r.router_imbalance_max = st.imbalance_max;
+  if (s.opt.moe_aux_loss_coeff > 0) {  // every rank's shares (moe_aux_loss.hpp), per micro-batch
+    torch::Tensor aux = torch::tensor({st.aux_sum}, torch::kDouble).to(s.device);
+    s.groups->world().all_reduce(aux, ReduceOp::sum);
+    const auto& c = s.plan.config;
+    r.moe_aux_loss = aux.item<double>() / static_cast<double>(c.global_batch_size / c.micro_batch_size);
+  }
   if (s.plan.config.moe_capacity_factor <= 0) return;
   // Dropped copies of the global batch: every rank routes its own tokens, the tp ranks alike
   // (etp = tp) or each its own share (etp = 1).

@@ -29,6 +29,7 @@ struct RunOptions {
   double initial_loss_scale = 65536;  // fp16 (and --loss-scaling) only
   bool loss_scaling = false;          // dynamic loss scaling even without fp16
   std::optional<double> dropout;      // override the card's hidden/attention dropout
+  double moe_aux_loss_coeff = 0;      // MoE load-balancing auxiliary loss (0: none)
   // Outputs.
   std::string out_dir = "shardrun-out";  // metrics.jsonl, report.json
   std::string save_final;                // full weights, Hugging Face naming (.safetensors)

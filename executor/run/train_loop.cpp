@@ -195,6 +195,10 @@ void Trainer::train() {
     watchdog.phase("loading the step's data (and its token count all-reduce)");
     const std::vector<Batch> batches = load_step(s, step, global_tokens);
     s.engine->begin_step();
+    // Aux losses reach the router with the LM loss's multiplier, averaged over the global
+    // batch's micro-batches (moe_aux_loss.hpp).
+    set_moe_aux_loss_scale(s.scaler.loss_multiplier() /
+                           static_cast<double>(s.plan.config.global_batch_size / s.plan.config.micro_batch_size));
     StepFaults faults;
     faults.overflow = fault.is("overflow", c.world, step + 1);
     if (fault.is("throw", c.world, step + 1)) faults.throw_at_op = static_cast<int>(s.pipeline_ops.size() / 2);

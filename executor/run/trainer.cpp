@@ -99,6 +99,9 @@ void Trainer::setup() {
     check_supported(s.plan, o.plan_path, s.precision, s.device);
     check_moe_supported(s.plan, o.plan_path);
     if (o.steps <= 0) throw InputError("--steps: expected a positive number of steps");
+    if (o.moe_aux_loss_coeff < 0 || (o.moe_aux_loss_coeff > 0 && !s.plan.model.is_moe()))
+      throw InputError("--moe-aux-loss-coeff: expected 0, or a positive coefficient with a mixture-of-experts model "
+                       "(the plan's is '" + s.plan.model.name + "')");
     if (!o.save_nf4_base.empty() && !s.plan.config.lora.quantized_base())
       throw InputError("--save-nf4-base: the plan's base is not NF4 (config.lora.base nf4, QLoRA)");
     if (o.checkpoint_every < 0) s.opt.checkpoint_every = s.plan.prediction.goodput.interval_steps;  // the plan's
@@ -131,6 +134,7 @@ void Trainer::setup() {
     mo.ep_group = cfg.ep > 1 ? &s.groups->expert() : nullptr;
     mo.moe_capacity_factor = cfg.moe_capacity_factor;
     mo.whole_experts = s.plan.model.is_moe() && cfg.tp > 1 && s.groups->expert_tp() == 1;
+    mo.moe_aux_loss_coeff = o.moe_aux_loss_coeff;
     if (cfg.cp > 1) {
       mo.cp = {&s.groups->cp(), cfg.cp_kind, simulator::cp_sequence_chunks(s.plan.model, cfg.cp, cfg.cp_kind)};
       if (cfg.cp_kind == simulator::CpKind::ring && mo.attention_dropout > 0)
