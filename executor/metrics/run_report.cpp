@@ -170,6 +170,7 @@ nlohmann::json build_report(const ReportInputs& in) {
         {"workspace", p.worst.workspace}}},
   };
   if (!in.steps.empty() && in.steps.back().cp) predicted["cp_comm_seconds"] = p.time.cp_comm_s;
+  if (!in.steps.empty() && in.steps.back().moe) predicted["a2a_seconds"] = p.time.ep_comm_s;  // exposed dispatch/combine (+ etp gathers)
   auto rel = [](double measured_v, double predicted_v) {
     return measured_v > 0 ? (predicted_v - measured_v) / measured_v : 0.0;
   };
