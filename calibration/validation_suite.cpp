@@ -74,6 +74,10 @@ std::vector<ValidationEntry> builtin_suite() {
   s.push_back(entry("tiny-moe-1r", "tiny-moe", 1, 1, 1, 0, 4, 8));
   s.push_back(entry("tiny-moe-dp2-ep2-z1", "tiny-moe", 1, 1, 2, 1, 4, 8));
   s.back().ep = 2;
+  // LoRA on the attention and on every expert's gate/up/down (PEFT suffix targets).
+  s.push_back(entry("tiny-moe-lora8-dp2-ep2-z1", "tiny-moe", 1, 1, 2, 1, 4, 8));
+  s.back().ep = 2;
+  s.back().lora = lora(8, 16, {"q_proj", "v_proj", "gate_proj", "up_proj", "down_proj"});
   // QLoRA: the NF4 base dequantised per use.
   s.push_back(entry("tiny-llama-qlora8-1r", "tiny-llama", 1, 1, 1, 0, 4, 8));
   s.back().lora = lora(8, 16, {"q_proj", "k_proj", "v_proj", "o_proj", "gate_proj", "up_proj", "down_proj"});

@@ -82,6 +82,16 @@ Evaluator::Evaluator(ModelSpec model, ClusterSpec cluster, LoraConfig lora) {
   mc_.counts = count_parameters(mc_.model);
   if (mc_.model.is_moe()) {
     mc_.expert_linears = mc_.model.expert_linears();
+    // PEFT matches targets by suffix: "gate_proj" (or Mixtral's "w1") adapts every routed
+    // expert's linear too (shardrun builds them: executor/model/moe_block.cpp).
+    mc_.expert_lora_mask.assign(mc_.expert_linears.size(), 0);
+    for (std::size_t i = 0; i < mc_.expert_linears.size(); ++i)
+      for (const auto& t : mc_.lora.targets)
+        if (mc_.lora.enabled() && lora_target_matches(mc_.expert_linears[i].module, t)) mc_.expert_lora_mask[i] = 1;
+    for (std::size_t i = 0; i < mc_.expert_linears.size(); ++i)
+      if (mc_.expert_lora_mask[i])  // A (r x d_in) and B (d_out x r) per expert
+        mc_.expert_lora_params_per_layer += mc_.model.moe.num_experts * mc_.lora.rank *
+                                            (mc_.expert_linears[i].d_in + mc_.expert_linears[i].d_out);
     if (mc_.model.moe.first_dense_layers > 0) {
       mc_.dense_linears = mc_.model.dense_block_linears();
       mc_.dense_lora_mask.assign(mc_.dense_linears.size(), 0);
@@ -160,8 +170,7 @@ Estimate Evaluator::estimate(const ConfigContext& c) const {
   flops_per_micro_batch(c, &model_flops, &hw_flops);
   const double devices = cfg.devices();
   e.mfu = model_flops * m * cfg.dp / (e.step_s * devices * c.env.peak_flops);
-  const double trainable = mc_.lora.enabled() ? mc_.lora_params_per_layer * mc_.model.num_layers
-                                              : static_cast<double>(mc_.counts.total);
+  const double trainable = mc_.lora.enabled() ? mc_.lora_parameters() : static_cast<double>(mc_.counts.total);
   e.goodput = predict_goodput(mc_.cluster, cfg, trainable, e.step_s).goodput;
   const auto& hw = mc_.cluster.hardware;
   e.fits = e.worst_memory_bytes <= usable_bytes(c) &&

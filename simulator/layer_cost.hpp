@@ -31,6 +31,7 @@ struct CostEnv {
   GroupPlacement ep_group, etp_group;
   double moe_capacity_factor = 0;  // 0 = dropless
   const std::vector<LinearDesc>* expert_linears = nullptr;  // one routed expert's
+  const std::vector<char>* expert_lora_mask = nullptr;      // parallel to it: adapted under LoRA
   bool sp = false;              // sequence parallel
   bool tp_overlap = false;      // SP collectives pipelined with the GEMMs (tp_comm_overlap)
   Recompute recompute = Recompute::none;

@@ -51,7 +51,8 @@ MoeLayerCost moe_layer_cost(const CostEnv& env, bool trainable) {
   // problem runs at the efficiency of its own size, one launch for the group.
   const double per_expert = handled / E_l;
   double f_local = 0;
-  for (const LinearDesc& lin : *env.expert_linears) {
+  for (std::size_t i = 0; i < env.expert_linears->size(); ++i) {
+    const LinearDesc& lin = (*env.expert_linears)[i];
     const double d_in = lin.d_in_local(env.etp), d_out = lin.d_out_local(env.etp);
     const double t = E_l * block_gemm_time_s(env, per_expert, d_in, d_out) - (E_l - 1) * dev.kernel_launch_s;
     const double flops = 2 * env.etp * routed * d_in * d_out;  // balanced
@@ -59,6 +60,17 @@ MoeLayerCost moe_layer_cost(const CostEnv& env, bool trainable) {
     c.backward_s += (trainable ? 2 : 1) * t;
     c.forward_flops += flops;
     c.backward_flops += (trainable ? 2 : 1) * flops;
+    if (env.lora && env.expert_lora_mask != nullptr && (*env.expert_lora_mask)[i]) {
+      // The expert's adapter: x A^T (d_in -> r), then B (r -> d_out), per expert one kernel each
+      // (shardrun runs them expert by expert); backward computes both inputs' and weights' grads.
+      const double r = env.lora_rank;
+      const double tl = E_l * (block_gemm_time_s(env, per_expert, d_in, r) + block_gemm_time_s(env, per_expert, r, d_out));
+      const double fl = 2 * env.etp * routed * r * (d_in + d_out);
+      c.forward_s += tl;
+      c.backward_s += 2 * tl;
+      c.forward_flops += fl;
+      c.backward_flops += 2 * fl;
+    }
     if (lin.split == TpSplit::row) f_local = d_in;
     if (env.fp8 != Fp8Recipe::none)  // the routed input / output gradient cast to FP8 (TE cast-transpose)
       c.forward_s += memory_time_s(env, handled * d_in * (e + 2)), c.backward_s += memory_time_s(env, handled * d_out * (e + 2));

@@ -77,7 +77,8 @@ Prediction Evaluator::simulate(const ParallelConfig& cfg, const TrainingGoal& go
   pr.micro_batches = m;
   pr.total_parameters = mc_.counts.total;
   pr.active_parameters = mc_.counts.active;
-  pr.trainable_parameters = mc_.lora.enabled() ? mc_.lora_params_per_layer * mc_.model.num_layers : mc_.counts.total;
+  pr.trainable_parameters =
+      mc_.lora.enabled() ? static_cast<int64_t>(mc_.lora_parameters()) : mc_.counts.total;
   pr.device_capacity_bytes = hw.device.memory_bytes;
   pr.headroom = cfg.memory_headroom;
   pr.usable_bytes = hw.device.memory_bytes * (1.0 - cfg.memory_headroom);

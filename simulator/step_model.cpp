@@ -88,6 +88,7 @@ ConfigContext::ConfigContext(const ModelContext& m, const ParallelConfig& config
     expert_dp_group = layout.expert_group(ExpertDim::edp, config.expert_tp(), config.ep);
   }
   env = make_cost_env(m.model, m.cluster, config, m.linears, m.lora_mask, groups, moe ? &m.expert_linears : nullptr);
+  if (moe) env.expert_lora_mask = &m.expert_lora_mask;
   block_costs(env, config, block, block_kept);
   embedding = embedding_cost(env);
   head = head_cost(env);
@@ -100,7 +101,10 @@ ConfigContext::ConfigContext(const ModelContext& m, const ParallelConfig& config
   block_gather_bytes = gather_bytes(config, param_bytes, block_params, block_linear_weights);
   if (moe) {
     expert_params = static_cast<double>(counts.per_expert) * (m.model.moe.num_experts / config.ep) / config.expert_tp();
-    expert_trainable = m.lora.enabled() ? 0.0 : expert_params;
+    if (m.lora.enabled())  // E/ep experts' adapters, split over etp as ParallelLinear's
+      expert_lora = lora_per_rank(m.expert_linears, m.expert_lora_mask, m.lora.rank, config.expert_tp()) *
+                    (m.model.moe.num_experts / config.ep);
+    expert_trainable = m.lora.enabled() ? expert_lora : expert_params;
     expert_gather_bytes = gather_bytes(config, param_bytes, expert_params, expert_params);
     if (m.model.moe.first_dense_layers > 0) {
       dense_env = make_cost_env(m.model, m.cluster, config, m.dense_linears, m.dense_lora_mask, groups);
@@ -427,7 +431,8 @@ double grad_buffer_bytes(const ParallelConfig& cfg, double w) {
 // The routed experts' model states on one device (`X` expert parameters of the stage's MoE
 // blocks): the same ZeRO stages, sharded over the expert data-parallel group; frozen under LoRA;
 // NF4 under QLoRA; FP8 copies as the dense linears have them (fp8_weight_memory).
-void expert_memory(const ConfigContext& c, double X, StageMemory& out) {
+// X: the stage's expert weights on this rank; XL: their LoRA adapters (0 without expert targets).
+void expert_memory(const ConfigContext& c, double X, double XL, StageMemory& out) {
   const auto& cfg = *c.cfg;
   const bool lora = c.mc->lora.enabled();
   const double w = c.param_bytes, Ne = c.expert_shard, opt = cfg.fp32_weights() ? 8.0 : 12.0;
@@ -438,10 +443,16 @@ void expert_memory(const ConfigContext& c, double X, StageMemory& out) {
   if (!lora) {
     m.gradients += cfg.zero_stage >= 2 ? w * X / Ne : grad_buffer_bytes(cfg, w) * X;
     m.optimizer_states += cfg.zero_stage >= 1 ? opt * X / Ne : opt * X;
+  } else if (XL > 0) {  // the experts' adapters: weights, gradients, states, sharded like the experts'
+    m.lora += cfg.zero_stage >= 3 ? w * XL / Ne : w * XL;
+    m.lora += cfg.zero_stage >= 2 ? w * XL / Ne : w * XL;
+    const double adapter_opt = cfg.zero_stage >= 1 ? opt * XL / Ne : opt * XL;
+    if (cfg.offload_optimizer) out.host_bytes += adapter_opt;
+    else m.lora += adapter_opt;
   }
-  out.params_per_device += X;
+  out.params_per_device += X + XL;
   out.expert_params_per_device = X;
-  out.expert_trainable_per_device = lora ? 0.0 : X;
+  out.expert_trainable_per_device = lora ? XL : X;
 }
 
 }  // namespace
@@ -484,11 +495,11 @@ StageMemory stage_memory(const ConfigContext& c, const StageShape& s) {
     else m.lora += adapter_opt;
   }
   const double experts = moe_layers * c.expert_params;
-  if (experts > 0) expert_memory(c, experts, out);
+  if (experts > 0) expert_memory(c, experts, moe_layers * c.expert_lora, out);
   if (cfg.offload_optimizer) {
     // ZeRO-Offload (Ren et al. 2021, §4): fp32 master weights, Adam moments and the fp32
     // gradient partition the CPU optimizer reads all live in host memory.
-    const double grad_partition = (lora ? adapters : params) / N + (lora ? 0.0 : experts / c.expert_shard);
+    const double grad_partition = (lora ? adapters : params) / N + (lora ? moe_layers * c.expert_lora : experts) / c.expert_shard;
     out.host_bytes += m.optimizer_states + 4.0 * grad_partition;
     m.optimizer_states = 0;
   }

@@ -22,8 +22,15 @@ struct ModelContext {
   std::vector<LinearDesc> dense_linears;
   std::vector<char> dense_lora_mask;
   std::vector<LinearDesc> expert_linears;
+  std::vector<char> expert_lora_mask;  // parallel to expert_linears: PEFT targets that adapt experts
   ParameterCounts counts;
-  int64_t lora_params_per_layer = 0;
+  int64_t lora_params_per_layer = 0;   // the block's own linears (dense or attention + shared expert)
+  int64_t expert_lora_params_per_layer = 0;  // every routed expert's adapters of one MoE block
+  // All adapters of the model (LoRA's trainable parameters).
+  [[nodiscard]] double lora_parameters() const {
+    return static_cast<double>(lora_params_per_layer) * model.num_layers +
+           static_cast<double>(expert_lora_params_per_layer) * model.moe_layers();
+  }
 };
 
 struct ChunkTime {
@@ -60,6 +67,7 @@ struct ConfigContext {
   // Routed experts of one MoE block on this rank: E/ep experts, 1/etp of each; ZeRO shards
   // their states over the expert data-parallel group (expert_shard ranks).
   double expert_params = 0;
+  double expert_lora = 0;       // their adapters when LoRA targets expert linears (PEFT suffix match)
   double expert_trainable = 0;
   double expert_gather_bytes = 0;
   int expert_shard = 1;

@@ -77,6 +77,37 @@ TEST(Moe, ModelStateMemoryMatchesClosedFormPerZeroStageAndEp) {
   }
 }
 
+// LoRA whose targets name expert linears by suffix (PEFT: "gate_proj" adapts experts.{e}.gate_proj
+// too): every expert's adapters are trainable, and each rank holds its E/ep experts' adapters with
+// their full states, sharded over the expert data-parallel group as the ZeRO stage says.
+TEST(Moe, LoraOnExpertsCountsEveryExpertsAdaptersShardedByEp) {
+  const ModelSpec m = moe_model(16, 2);
+  const ClusterSpec c = cluster("p5.48xlarge", 2);  // 16 GPUs
+  const int64_t r = 8, h = m.hidden, f = m.moe.expert_ffn_hidden;
+  const double per_expert = r * 3.0 * (h + f);  // gate, up (h -> f), down (f -> h): r (d_in + d_out) each
+  LoraConfig attn;
+  attn.rank = r;
+  attn.targets = {"q_proj"};
+  LoraConfig experts = attn;
+  experts.targets = {"q_proj", "gate_proj", "up_proj", "down_proj"};  // also the experts'
+  for (int ep : {1, 4, 16}) {
+    for (int zero : {0, 2, 3}) {
+      SCOPED_TRACE("ep " + std::to_string(ep) + " zero " + std::to_string(zero));
+      ParallelConfig a = moe_config(c, ep, zero), b = a;
+      a.lora = attn;
+      b.lora = experts;
+      const Prediction pa = run(m, c, a), pb = run(m, c, b);
+      const double XL = m.num_layers * 16.0 * per_expert;  // all experts' adapters
+      EXPECT_EQ(pb.trainable_parameters - pa.trainable_parameters, static_cast<int64_t>(XL));
+      const double local = XL / ep, edp = 16.0 / ep;  // this rank's, and its shard group
+      const double states = (zero >= 3 ? 2 * local / edp : 2 * local) + (zero >= 2 ? 2 * local / edp : 2 * local) +
+                            12 * local / (zero >= 1 ? edp : 1);
+      EXPECT_NEAR(pb.worst.lora - pa.worst.lora, states, 1e-6 * states);
+      EXPECT_GT(pb.time.step_s, pa.time.step_s);  // the adapters' GEMMs on the routed tokens
+    }
+  }
+}
+
 double block_activations(const ModelSpec& m, const ClusterSpec& c, ParallelConfig cfg) {
   validate_config(m, c, cfg);
   const Evaluator ev(m, c);
