@@ -371,6 +371,8 @@ INSTANTIATE_TEST_SUITE_P(
         MoeLayout{"ep2_zero0", 2, {{"data_parallel", 2}, {"expert_parallel", 2}, {"zero_stage", 0}}},
         MoeLayout{"ep2_zero3", 2, {{"data_parallel", 2}, {"expert_parallel", 2}, {"zero_stage", 3}}},
         MoeLayout{"ep2_dp2_zero1", 4, {{"data_parallel", 4}, {"expert_parallel", 2}, {"zero_stage", 1}}},
+        MoeLayout{"ep2_dp2_pp2", 4,
+                  {{"pipeline_parallel", 2}, {"pipeline_schedule", "1f1b"}, {"data_parallel", 2}, {"expert_parallel", 2}}},
         MoeLayout{"ep2_tp2_sp", 4,
                   {{"tensor_parallel", 2}, {"sequence_parallel", true}, {"data_parallel", 2}, {"expert_parallel", 2}}},
         // Whole experts (etp 1) folded over the tp ranks, each routing its sequence shard, and
