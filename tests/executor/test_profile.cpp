@@ -8,6 +8,7 @@
 #include <cmath>
 #include <filesystem>
 #include <fstream>
+#include <map>
 
 #include "executor/profile/profile_samples.hpp"
 #include "harness.hpp"
@@ -46,6 +47,22 @@ TEST(Profile, QuickTwoRankProfileLoadsEverywhere) {
     if (s["dtype"] == "fp32" && s["flops"].get<double>() > 0)
       best_fp32 = std::max(best_fp32, s["flops"].get<double>() / (s["seconds"].get<double>() - launch));
   EXPECT_NEAR(hw.device.peak(sim::Precision::fp32), best_fp32, 1e-6 * best_fp32);
+  // GEMMs as a linear layer runs them: each (m, n, k) in its forward, input-gradient and
+  // weight-gradient layouts, the same FLOP each.
+  std::map<std::string, std::map<std::string, double>> layouts;  // dtype/shape -> layout -> FLOP
+  for (const auto& s : j["samples"]["kernels"]) {
+    if (s["kind"] != "gemm") continue;
+    const std::string shape = s["shape"];
+    const auto slash = shape.find('/');
+    ASSERT_NE(slash, std::string::npos) << shape;
+    layouts[s["dtype"].get<std::string>() + " " + shape.substr(0, slash)][shape.substr(slash + 1)] = s["flops"];
+  }
+  EXPECT_GE(layouts.size(), 2u * 8u);  // two dtypes, a 2x2x2 grid
+  for (const auto& [shape, by] : layouts) {
+    ASSERT_EQ(by.size(), 3u) << shape;
+    EXPECT_TRUE(by.count("fwd") && by.count("dgrad") && by.count("wgrad")) << shape;
+    for (const auto& [layout, flops] : by) EXPECT_EQ(flops, by.begin()->second) << shape << " " << layout;
+  }
   EXPECT_GT(hw.device.peak(sim::Precision::bf16), 0.0);
   EXPECT_FALSE(hw.device.gemm_curve(sim::Precision::bf16).log10_x.empty());
   EXPECT_DOUBLE_EQ(hw.device.kernel_launch_s, launch);
