@@ -113,6 +113,7 @@ DeviceProfile parse_device(const nlohmann::json& d, const JsonContext& ctx) {
   dev.op_costs = parse_op_costs(d, ctx);
   dev.flash_attention = parse_flash_attention_curves(d, ctx);
   dev.flash_attention_v1_slowdown = parse_flash_v1_slowdown(d, ctx);
+  dev.host_overhead = parse_host_overhead(d, ctx);
   return dev;
 }
 
@@ -393,6 +394,7 @@ nlohmann::json to_json(const HardwareProfile& hw) {
   if (nlohmann::json ops = to_json(d.op_costs); !ops.is_null()) j["device"]["op_costs"] = ops;
   if (nlohmann::json fa = to_json(d.flash_attention); !fa.is_null())
     j["device"]["flash_attention_efficiency_by_seq_len"] = fa;
+  if (nlohmann::json host = to_json(d.host_overhead); !host.is_null()) j["device"]["host_overhead_seconds"] = host;
   if (nlohmann::json v1 = to_json(d.flash_attention_v1_slowdown); !v1.is_null())
     j["device"]["flash_attention_v1_slowdown"] = v1;
   nlohmann::json busbw = nlohmann::json::object();

@@ -10,6 +10,7 @@
 
 #include "attention_efficiency.hpp"
 #include "efficiency_curve.hpp"
+#include "host_overhead.hpp"
 #include "op_costs.hpp"
 
 namespace shardplan::simulator {
@@ -37,6 +38,7 @@ struct DeviceProfile {
   OpCostTable op_costs{};              // measured non-GEMM ops (op_costs.hpp); none = roofline
   FlashAttentionCurves flash_attention;  // fused attention kernel by seq len; none = GEMM curve
   FlashV1Slowdown flash_attention_v1_slowdown;  // attention kind flash1 against the curve above
+  HostOverhead host_overhead;          // measured framework host time per block (host_overhead.hpp); none = 0
   [[nodiscard]] double peak(Precision p) const { return peak_flops[static_cast<int>(p)]; }
   // The measured cost of op `k` in precision `p`, or nullptr (use the memory roofline).
   [[nodiscard]] const OpCost* op_cost(Precision p, OpKind k) const {

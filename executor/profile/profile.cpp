@@ -19,6 +19,7 @@
 #include "executor/run/device.hpp"
 #include "executor/run/threads.hpp"
 #include "executor/run/trainer.hpp"
+#include "host_overhead_bench.hpp"
 #include "kernel_bench.hpp"
 #include "simulator/hardware_profile.hpp"
 
@@ -239,6 +240,8 @@ int run_profile(MpiRuntime& rt, const ProfileOptions& o) {
   const auto start = Clock::now();
   try {
     run.kernels = bench_kernels(ctx, dtypes);
+    // A GPU runs its kernels behind the host: the simulator charges host time on CPU ranks only.
+    if (!run.cuda) run.host_overhead = bench_host_overhead(ctx);
     if (rt.world_size() > 1) {
       MpiCommunicator world(MPI_COMM_WORLD, "world", o.comm_timeout_s);
       run.links = bench_links(world, dev, o, progress);

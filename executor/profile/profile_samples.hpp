@@ -44,6 +44,7 @@ struct ProfileRun {
   std::vector<KernelSample> kernels;
   std::vector<simulator::LinkSample> links;  // empty with one rank
   double sync_skew_fraction = -1;            // < 0: not measured (one rank)
+  simulator::HostOverhead host_overhead;     // the model's host time per block (CPU runs only)
 };
 
 // The measured profile (schema shardplan.hardware/1, "measured": true) with fitted curves,

@@ -148,6 +148,12 @@ nlohmann::json measured_profile_json(const ProfileRun& run) {
     sources["device.op_costs"] = by + "each of the model's non-GEMM ops (executor/model/ops.hpp) timed forward and "
         "backward with autograd on, as training runs it, over a range of sizes: seconds per element by elements";
   }
+  if (nlohmann::json host = sim::to_json(run.host_overhead); !host.is_null()) {
+    d["host_overhead_seconds"] = host;
+    sources["device.host_overhead_seconds"] = by + "shardrun's own Transformer at micro shapes (hidden 32, sequence 64), "
+        "forward and forward + backward of a micro-batch: per block (1 vs 3 blocks), adapter (LoRA r4 on 0 vs 7 "
+        "linears), MoE expert (2 vs 8) and MoE layer; the host time beyond the kernels (profile/host_overhead_bench.hpp)";
+  }
   d["kernel_launch_s"] = f.launch_s;
   sources["device.kernel_launch_s"] = by + "median time of a one-element add";
   j["node"]["devices_per_node"] = run.ranks_on_node;

@@ -103,6 +103,19 @@ TEST(Profile, QuickTwoRankProfileLoadsEverywhere) {
   }
   EXPECT_GE(op_samples, 2 * 8 * 2);  // forward and backward, 8 ops, 2 dtypes (+ the optimizer)
 
+  // The model's host time per block, measured on shardrun's own Transformer (CPU): every part,
+  // each pass; a block costs more than one adapter or one expert.
+  const sim::HostOverhead& ho = hw.device.host_overhead;
+  ASSERT_TRUE(ho.measured);
+  ASSERT_TRUE(j["device"].contains("host_overhead_seconds"));
+  EXPECT_EQ(j["device"]["host_overhead_seconds"].size(), 5u);
+  EXPECT_TRUE(j["sources"].contains("device.host_overhead_seconds"));
+  EXPECT_NE(r.out.find("[profile] host overhead  llama_block"), std::string::npos) << r.out;
+  EXPECT_GT(ho.llama_block.forward + ho.llama_block.backward, 0.0);
+  EXPECT_GT(ho.gpt2_block.forward + ho.gpt2_block.backward, 0.0);
+  EXPECT_GT(ho.llama_block.forward + ho.llama_block.backward, ho.lora_adapter.forward + ho.lora_adapter.backward);
+  EXPECT_GT(ho.moe_layer.forward + ho.moe_layer.backward, ho.moe_expert.forward + ho.moe_expert.backward);
+
   // The planner plans with it.
   const CommandResult plan = run_command(std::string(SHARDPLAN_BINARY) +
                                          " simulate --model tiny-llama --hardware " + quote(out) +
