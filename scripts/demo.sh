@@ -82,7 +82,8 @@ build/release/executor/shardplan-tokenize train \
 
 echo
 echo "==> Profile this machine: mpirun -np 2 shardrun profile (GEMMs, memory-bound kernels, collectives; ~1 min)"
-"${MPIRUN[@]}" build/release/executor/shardrun profile --out build/demo/measured.json --quiet
+"${MPIRUN[@]}" build/release/executor/shardrun profile --out build/demo/measured.json > build/demo/profile.log
+grep -E "host overhead|machine noise|sync skew" build/demo/profile.log || true
 echo "profile written: build/demo/measured.json (fitted curves, raw samples, a source per figure)"
 
 echo

@@ -118,11 +118,20 @@ nlohmann::json build_report(const ReportInputs& in) {
                            ? 0
                            : *std::max_element(in.peak_bytes_per_rank.begin(), in.peak_bytes_per_rank.end());
   const double step_s = med(&StepRecord::step_s);
+  // How steady the machine was: the 10th and 90th percentiles of the step times in the medians.
+  std::vector<double> steps;
+  for (size_t i = skip; i < in.steps.size(); ++i) steps.push_back(in.steps[i].step_s);
+  std::sort(steps.begin(), steps.end());
+  auto quantile = [&](double q) {
+    return steps.empty() ? 0.0 : steps[static_cast<size_t>(q * static_cast<double>(steps.size() - 1) + 0.5)];
+  };
   const double tokens = in.steps.empty() ? 0 : static_cast<double>(in.steps.back().tokens);
   nlohmann::json measured = {
       {"steps", in.steps.size()},
       {"steps_in_medians", in.steps.size() - skip},
       {"step_seconds", step_s},
+      {"step_seconds_p10", quantile(0.1)},
+      {"step_seconds_p90", quantile(0.9)},
       {"tokens_per_second", step_s > 0 ? tokens / step_s : 0},
       {"compute_seconds", med(&StepRecord::compute_s)},
       {"tp_comm_seconds", med(&StepRecord::tp_comm_s)},

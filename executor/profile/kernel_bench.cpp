@@ -28,8 +28,9 @@ class Bench {
  public:
   explicit Bench(const BenchContext& c) : c_(c) {}
 
-  // Median seconds per call of `fn` (after a warm-up call), averaged over ranks.
-  double time(const std::function<void()>& fn) {
+  // Median seconds per call of `fn` (after a warm-up call), averaged over ranks; `between`, if
+  // given, runs untimed before each call.
+  double time(const std::function<void()>& fn, const std::function<void()>& between = {}) {
     if (c_.stop_requested && c_.stop_requested()) throw ProfileInterrupted{};
     fn();
     sync();
@@ -37,6 +38,7 @@ class Bench {
     const auto begin = Clock::now();
     while (static_cast<int>(t.size()) < c_.min_reps ||
            (std::chrono::duration<double>(Clock::now() - begin).count() < c_.min_time_s && t.size() < 2000)) {
+      if (between) between();
       const auto s = Clock::now();
       fn();
       sync();
@@ -206,16 +208,25 @@ void embedding_and_head(Bench& b, torch::ScalarType t) {
 void optimizer(Bench& b) {
   // The optimizer step over a flat fp32 shard, the same ops as engine/zero_optimizer.cpp: the
   // gradient's squared norm (in double), clipping, decoupled weight decay and AdamW. Charged per
-  // parameter of the shard (simulator op "adamw").
+  // parameter of the shard (simulator op "adamw"). Training runs it once per step, after the
+  // backward pass has swept the caches: on a CPU each call takes its shard from a pool twice the
+  // last-level cache, in turn (as the GEMMs do), so a shard that fits the cache is not timed hot.
   const std::vector<int64_t> sizes = b.quick() ? std::vector<int64_t>{1 << 18}
                                      : std::vector<int64_t>{1 << 18, 1 << 20, 1 << 22, 1 << 24};
+  const double cache = b.cuda() ? 0.0 : last_level_cache_bytes();
   for (int64_t n : sizes) {
     const auto o = b.opts(torch::kFloat);
-    torch::Tensor p = torch::randn({n}, o), g = torch::randn({n}, o), m = torch::zeros({n}, o), v = torch::zeros({n}, o);
+    const int sets = static_cast<int>(std::clamp(std::ceil(2 * cache / (16.0 * n)), 1.0, 64.0));
+    std::vector<std::array<torch::Tensor, 4>> pool;  // p, g, m, v
+    for (int i = 0; i < sets; ++i)
+      pool.push_back({torch::randn({n}, o), torch::randn({n}, o), torch::zeros({n}, o), torch::zeros({n}, o)});
     torch::NoGradGuard no_grad;
     KernelSample s{simulator::op_kind_name(simulator::OpKind::adamw), "fp32", std::to_string(n), 0, 32.0 * n, 0,
                    "forward", static_cast<double>(n)};
+    int i = 0;
     b.add(s, [&] {
+      i = (i + 1) % sets;
+      auto& [p, g, m, v] = pool[static_cast<std::size_t>(i)];
       const double sq = g.to(torch::kDouble).pow(2).sum().item<double>();
       g.mul_(1.0 / (1.0 + 1e-6 * sq));
       p.mul_(1.0 - 1e-5);
@@ -249,6 +260,13 @@ class OpBench {
     rng_.key = 1;
     rng_.reseed(0);
     ctx_.rng = &rng_;
+    // Backward reaches each op's saved tensors out of the cache (the step touches far more
+    // memory than the cache holds in between): on a CPU those timings follow a sweep over twice
+    // the last-level cache (pair()).
+    if (const double cache = b.cuda() ? 0.0 : last_level_cache_bytes(); cache > 0) {
+      sweep_ = torch::zeros({static_cast<int64_t>(2 * cache / 4)}, f32_);
+      evict_ = [this] { sweep_.add_(1.0f); };
+    }
   }
 
   void run() {
@@ -283,13 +301,17 @@ class OpBench {
             const std::function<torch::Tensor()>& fwd) {
     torch::AutoGradMode grad_on(true);
     const torch::Tensor gy = torch::randn_like(fwd().detach());
+    // Forward reads what the op before it just wrote (warm); backward reads what forward saved
+    // long before (cold): forward timed as it is, backward = (forward + backward) - forward, both
+    // after the cache sweep.
     const double f = b_.time([&] { (void)fwd(); });
+    const double f_cold = evict_ ? b_.time([&] { (void)fwd(); }, evict_) : f;
     const double fb = b_.time([&] {
       fwd().backward(gy);
       for (auto& in : inputs) in.mutable_grad().reset();
-    });
+    }, evict_);
     emit(k, shape, elements, "forward", f);
-    emit(k, shape, elements, "backward", std::max(fb - f, 0.0));
+    emit(k, shape, elements, "backward", std::max(fb - f_cold, 0.0));
   }
 
   // The attention core's GEMMs as the model runs them (transformer_forward.cpp: matmul with a
@@ -344,6 +366,8 @@ class OpBench {
   torch::TensorOptions o_, f32_;
   DropoutRng rng_;
   TpContext ctx_;
+  torch::Tensor sweep_;
+  std::function<void()> evict_;
 };
 
 }  // namespace
@@ -355,6 +379,14 @@ const char* dtype_name(torch::ScalarType t) {
     case torch::kHalf: return "fp16";
     default: return "?";
   }
+}
+
+double reference_gemm_seconds(const BenchContext& ctx) {
+  torch::NoGradGuard no_grad;
+  Bench b(ctx);
+  const auto o = b.opts(torch::kFloat);
+  const torch::Tensor x = torch::randn({512, 512}, o), w = torch::randn({512, 512}, o);
+  return b.time([&] { (void)torch::matmul(x, w.t()); });
 }
 
 std::vector<KernelSample> bench_kernels(const BenchContext& ctx, const std::vector<torch::ScalarType>& dtypes) {

@@ -32,6 +32,10 @@ struct ProfileInterrupted {};
 
 std::vector<KernelSample> bench_kernels(const BenchContext& ctx, const std::vector<torch::ScalarType>& dtypes);
 
+// Median seconds of a 512 x 512 x 512 fp32 GEMM (x W^T, hot), averaged over ranks: timed at the
+// start and the end of a profile, it says how much the machine's speed drifted in between.
+double reference_gemm_seconds(const BenchContext& ctx);
+
 const char* dtype_name(torch::ScalarType t);
 
 }  // namespace shardplan::executor

@@ -239,9 +239,16 @@ int run_profile(MpiRuntime& rt, const ProfileOptions& o) {
   ctx.progress = progress;
   const auto start = Clock::now();
   try {
+    run.reference_start_s = reference_gemm_seconds(ctx);
     run.kernels = bench_kernels(ctx, dtypes);
     // A GPU runs its kernels behind the host: the simulator charges host time on CPU ranks only.
     if (!run.cuda) run.host_overhead = bench_host_overhead(ctx);
+    run.reference_end_s = reference_gemm_seconds(ctx);
+    char drift[160];
+    std::snprintf(drift, sizeof drift, "machine noise: a reference GEMM took %.3f ms before the kernels and %.3f ms after (%+.1f %%)",
+                  run.reference_start_s * 1e3, run.reference_end_s * 1e3,
+                  100 * (run.reference_end_s / run.reference_start_s - 1));
+    progress(drift);
     if (rt.world_size() > 1) {
       MpiCommunicator world(MPI_COMM_WORLD, "world", o.comm_timeout_s);
       run.links = bench_links(world, dev, o, progress);

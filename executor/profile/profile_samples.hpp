@@ -45,6 +45,8 @@ struct ProfileRun {
   std::vector<simulator::LinkSample> links;  // empty with one rank
   double sync_skew_fraction = -1;            // < 0: not measured (one rank)
   simulator::HostOverhead host_overhead;     // the model's host time per block (CPU runs only)
+  // A reference GEMM timed before and after the kernel benchmarks: how much the machine drifted.
+  double reference_start_s = 0, reference_end_s = 0;
 };
 
 // The measured profile (schema shardplan.hardware/1, "measured": true) with fitted curves,

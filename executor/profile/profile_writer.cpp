@@ -224,6 +224,11 @@ nlohmann::json measured_profile_json(const ProfileRun& run) {
   j["profiled"] = {{"date", run.date}, {"world_size", run.world_size}, {"ranks_on_node", run.ranks_on_node},
                    {"threads_per_rank", run.threads_per_rank}, {"device", run.cuda ? "cuda" : "cpu"},
                    {"base", run.base_name}};
+  if (run.reference_start_s > 0 && run.reference_end_s > 0) {
+    // How much the machine's speed drifted while it was profiled (kernel_bench.hpp).
+    j["profiled"]["reference_gemm_seconds"] = {{"start", run.reference_start_s}, {"end", run.reference_end_s}};
+    j["profiled"]["drift_fraction"] = run.reference_end_s / run.reference_start_s - 1;
+  }
   j["samples"] = samples_json(run);
   (void)sim::hardware_from_json(j, run.name);  // what we write must load
   return j;

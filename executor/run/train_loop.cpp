@@ -1,4 +1,5 @@
 // The training loop and the end of a run (final checkpoint, report, exports).
+#include <algorithm>
 #include <atomic>
 #include <csignal>
 #include <chrono>
@@ -290,11 +291,17 @@ void Trainer::finish() {
                  "  step time [s]      %14.4f %14.4f\n"
                  "  tokens/s           %14.0f %14.0f\n"
                  "  peak memory [MiB]  %14.1f %14.1f\n"
+                 "  step time error %+.1f %% (predicted vs measured median); steps ran %.4f-%.4f s (10th-90th "
+                 "percentile: the machine's noise, %.1f %% of the median)\n"
                  "  report: %s\n",
                  static_cast<long long>(s.records.size()), me["first_loss"].get<double>(), me["final_loss"].get<double>(),
                  "measured", "predicted", me["step_seconds"].get<double>(), pr["step_seconds"].get<double>(),
                  me["tokens_per_second"].get<double>(), pr["tokens_per_second"].get<double>(),
                  me["peak_memory_bytes"].get<double>() / 1048576.0, pr["peak_memory_bytes"].get<double>() / 1048576.0,
+                 100 * (pr["step_seconds"].get<double>() / std::max(me["step_seconds"].get<double>(), 1e-12) - 1),
+                 me["step_seconds_p10"].get<double>(), me["step_seconds_p90"].get<double>(),
+                 100 * (me["step_seconds_p90"].get<double>() - me["step_seconds_p10"].get<double>()) /
+                     std::max(me["step_seconds"].get<double>(), 1e-12),
                  (fs::path(s.opt.out_dir) / "report.json").string().c_str());
   }
 }

@@ -116,6 +116,14 @@ TEST(Profile, QuickTwoRankProfileLoadsEverywhere) {
   EXPECT_GT(ho.llama_block.forward + ho.llama_block.backward, ho.lora_adapter.forward + ho.lora_adapter.backward);
   EXPECT_GT(ho.moe_layer.forward + ho.moe_layer.backward, ho.moe_expert.forward + ho.moe_expert.backward);
 
+  // How much the machine drifted while it was profiled: a reference GEMM at the start and the end.
+  const auto& ref = j["profiled"]["reference_gemm_seconds"];
+  EXPECT_GT(ref["start"].get<double>(), 0.0);
+  EXPECT_GT(ref["end"].get<double>(), 0.0);
+  EXPECT_DOUBLE_EQ(j["profiled"]["drift_fraction"].get<double>(),
+                   ref["end"].get<double>() / ref["start"].get<double>() - 1);
+  EXPECT_NE(r.out.find("[profile] machine noise"), std::string::npos) << r.out;
+
   // The planner plans with it.
   const CommandResult plan = run_command(std::string(SHARDPLAN_BINARY) +
                                          " simulate --model tiny-llama --hardware " + quote(out) +

@@ -151,6 +151,17 @@ TEST(Report, PeakMemoryFallsWithEachZeroStageAndTheReportCarriesPredictions) {
     const auto& m = r.report["measured"];
     ASSERT_EQ(m["peak_memory_bytes_per_rank"].size(), 2u);
     EXPECT_GT(m["step_seconds"].get<double>(), 0.0);
+    // The spread of the steps in the medians (after the first): with two, the 10th and 90th
+    // percentiles are the faster and the slower of them.
+    std::vector<double> later;
+    std::ifstream metrics(dir.file(name) + "/metrics.jsonl");
+    for (std::string line; std::getline(metrics, line);) {
+      const nlohmann::json rec = nlohmann::json::parse(line);
+      if (rec.contains("step_seconds") && rec["step"].get<int>() > 1) later.push_back(rec["step_seconds"]);
+    }
+    ASSERT_EQ(later.size(), 2u);
+    EXPECT_DOUBLE_EQ(m["step_seconds_p10"].get<double>(), std::min(later[0], later[1]));
+    EXPECT_DOUBLE_EQ(m["step_seconds_p90"].get<double>(), std::max(later[0], later[1]));
     EXPECT_GT(r.report["predicted"]["peak_memory_bytes"].get<double>(), 0.0);
     peaks.push_back(m["peak_memory_bytes"].get<double>());
   }
