@@ -174,32 +174,6 @@ void lora_adapter(const CostEnv& env, Acc& a, const LinearDesc& lin) {
 // The attention core, eager: scores, softmax, dropout, attention over values. This rank's s
 // queries against s_full keys (s_full = s without context parallelism; Ulysses: a/cp heads over
 // the whole sequence, the same b·a·s·s_full elements).
-// The framework's host time for one block beyond its kernels (measured profiles; host_overhead.hpp):
-// the block by style, an MoE block's router and dispatch plus each local expert, each adapter.
-void add_host_overhead(const CostEnv& env, Acc& a) {
-  const HostOverhead& ho = env.hw->device.host_overhead;
-  if (!ho.measured) return;
-  const ModelSpec& m = *env.model;
-  auto add = [&](const PassSeconds& p, double times) {
-    a.fwd_s += times * p.forward;
-    a.bwd_s += times * p.backward;
-  };
-  double adapters = 0;
-  for (std::size_t i = 0; env.lora && i < env.lora_mask->size(); ++i) adapters += (*env.lora_mask)[i] ? 1 : 0;
-  if (env.moe) {
-    const double local_experts = m.moe.num_experts / env.ep;
-    add(ho.moe_layer, 1);
-    add(ho.moe_expert, local_experts);
-    double expert_adapters = 0;
-    for (std::size_t i = 0; env.lora && env.expert_lora_mask != nullptr && i < env.expert_lora_mask->size(); ++i)
-      expert_adapters += (*env.expert_lora_mask)[i] ? 1 : 0;
-    adapters += local_experts * expert_adapters;
-  } else {
-    add(m.norm_kind == NormKind::rmsnorm ? ho.llama_block : ho.gpt2_block, 1);
-  }
-  add(ho.lora_adapter, adapters);
-}
-
 void eager_attention_core(const CostEnv& env, Acc& a) {
   const ModelSpec& m = *env.model;
   const double heads = m.num_heads / env.tp, s = env.s, sk = env.s_full, d = m.head_dim, e = env.act_bytes;
@@ -493,7 +467,9 @@ PartCost block_cost(const CostEnv& env) {
     a.fwd_flops += moe.forward_flops;
     a.bwd_flops += moe.backward_flops;
   }
-  add_host_overhead(env, a);
+  const PassSeconds host = block_host_overhead_s(env);  // the framework's host time (measured CPU profiles)
+  a.fwd_s += host.forward;
+  a.bwd_s += host.backward;
   if (m.hidden_dropout > 0 && measured(env, OpKind::dropout)) {
     elementwise(env, a, 2 * 3 * e * M * h * rep);  // the two residual adds
     for (int i = 0; i < 2; ++i) model_op(env, a, OpKind::dropout, M * h * rep, 0);

@@ -70,6 +70,11 @@ CostEnv make_cost_env(const ModelSpec& m, const ClusterSpec& c, const ParallelCo
                       const std::vector<LinearDesc>& linears, const std::vector<char>& lora_mask,
                       const BlockGroups& groups, const std::vector<LinearDesc>* expert_linears = nullptr);
 
+// The framework's host time for one block beyond its kernels (device.host_overhead_seconds;
+// zero without): the block by style, an MoE block's router and dispatch plus each of the rank's
+// experts, each adapter (host_overhead.hpp).
+PassSeconds block_host_overhead_s(const CostEnv& env);
+
 struct PartCost {
   double forward_s = 0;            // compute of the forward pass (excl. TP, CP and EP communication)
   double backward_s = 0;           // compute of the backward pass (dgrad + wgrad + elementwise)

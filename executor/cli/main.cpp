@@ -34,6 +34,8 @@ void add_profile_options(CLI::App& app, ex::ProfileOptions& o) {
   app.add_option("--dtypes", o.dtypes, "GEMM dtypes, comma-separated, fp32 first (default fp32,bf16; +fp16 on CUDA)");
   app.add_option("--device", o.device, "auto | cpu | cuda");
   app.add_option("--min-time", o.min_time_s, "Seconds each measurement runs (after a warm-up call)");
+  app.add_option("--repeats", o.repeats, "Passes over the kernels and the host overhead, minutes apart; each "
+                 "figure is their median (a noisy machine: 3)")->check(CLI::Range(1, 9));
   app.add_option("--threads", o.threads, "Threads per rank (0 = cores / ranks on the node)");
   app.add_option("--comm-timeout", o.comm_timeout_s, "Seconds before a collective is declared hung");
   app.add_flag("--quick", o.quick, "Small grids and short timings (a smoke test, not a profile to plan with)");

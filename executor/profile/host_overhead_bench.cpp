@@ -137,4 +137,18 @@ sim::HostOverhead bench_host_overhead(const BenchContext& ctx) {
   return h;
 }
 
+sim::HostOverhead median_of_passes(const std::vector<sim::HostOverhead>& passes) {
+  sim::HostOverhead out = passes.at(0);
+  for (sim::PassSeconds sim::HostOverhead::*part :
+       {&sim::HostOverhead::llama_block, &sim::HostOverhead::gpt2_block, &sim::HostOverhead::moe_layer,
+        &sim::HostOverhead::moe_expert, &sim::HostOverhead::lora_adapter})
+    for (double sim::PassSeconds::*pass : {&sim::PassSeconds::forward, &sim::PassSeconds::backward}) {
+      std::vector<double> v;
+      for (const auto& p : passes) v.push_back(p.*part.*pass);
+      std::nth_element(v.begin(), v.begin() + static_cast<long>(v.size() / 2), v.end());
+      out.*part.*pass = v[v.size() / 2];
+    }
+  return out;
+}
+
 }  // namespace shardplan::executor

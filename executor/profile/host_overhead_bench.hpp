@@ -15,4 +15,7 @@ namespace shardplan::executor {
 
 simulator::HostOverhead bench_host_overhead(const BenchContext& ctx);
 
+// Per part and pass, the median over several measurements.
+simulator::HostOverhead median_of_passes(const std::vector<simulator::HostOverhead>& passes);
+
 }  // namespace shardplan::executor

@@ -381,6 +381,22 @@ const char* dtype_name(torch::ScalarType t) {
   }
 }
 
+std::vector<KernelSample> median_of_passes(const std::vector<std::vector<KernelSample>>& passes) {
+  std::vector<KernelSample> out = passes.at(0);
+  for (std::size_t i = 0; i < out.size(); ++i) {
+    std::vector<double> t;
+    for (const auto& pass : passes) {
+      const KernelSample& s = pass.at(i);
+      if (s.kind != out[i].kind || s.shape != out[i].shape || s.dtype != out[i].dtype || s.pass != out[i].pass)
+        throw std::logic_error("profile passes measured different samples");
+      t.push_back(s.seconds);
+    }
+    std::nth_element(t.begin(), t.begin() + static_cast<long>(t.size() / 2), t.end());
+    out[i].seconds = t[t.size() / 2];
+  }
+  return out;
+}
+
 double reference_gemm_seconds(const BenchContext& ctx) {
   torch::NoGradGuard no_grad;
   Bench b(ctx);

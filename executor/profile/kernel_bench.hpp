@@ -36,6 +36,10 @@ std::vector<KernelSample> bench_kernels(const BenchContext& ctx, const std::vect
 // start and the end of a profile, it says how much the machine's speed drifted in between.
 double reference_gemm_seconds(const BenchContext& ctx);
 
+// Per sample, the median seconds over passes of bench_kernels (the same samples in the same
+// order in each).
+std::vector<KernelSample> median_of_passes(const std::vector<std::vector<KernelSample>>& passes);
+
 const char* dtype_name(torch::ScalarType t);
 
 }  // namespace shardplan::executor

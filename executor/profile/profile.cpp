@@ -240,9 +240,17 @@ int run_profile(MpiRuntime& rt, const ProfileOptions& o) {
   const auto start = Clock::now();
   try {
     run.reference_start_s = reference_gemm_seconds(ctx);
-    run.kernels = bench_kernels(ctx, dtypes);
-    // A GPU runs its kernels behind the host: the simulator charges host time on CPU ranks only.
-    if (!run.cuda) run.host_overhead = bench_host_overhead(ctx);
+    std::vector<std::vector<KernelSample>> passes;
+    std::vector<simulator::HostOverhead> host;
+    for (int pass = 1; pass <= o.repeats; ++pass) {
+      if (o.repeats > 1) progress("pass " + std::to_string(pass) + " of " + std::to_string(o.repeats));
+      passes.push_back(bench_kernels(ctx, dtypes));
+      // A GPU runs its kernels behind the host: the simulator charges host time on CPU ranks only.
+      if (!run.cuda) host.push_back(bench_host_overhead(ctx));
+    }
+    run.kernels = median_of_passes(passes);
+    run.repeats = o.repeats;
+    if (!host.empty()) run.host_overhead = median_of_passes(host);
     run.reference_end_s = reference_gemm_seconds(ctx);
     char drift[160];
     std::snprintf(drift, sizeof drift, "machine noise: a reference GEMM took %.3f ms before the kernels and %.3f ms after (%+.1f %%)",

@@ -17,6 +17,7 @@ struct ProfileOptions {
   bool quick = false;     // small grids and short timings (tests)
   bool quiet = false;
   double min_time_s = 0.05;   // per measurement
+  int repeats = 1;            // passes over the kernels and the host overhead; each figure their median
   int threads = 0;        // per rank (0 = cores / ranks on the node)
   double comm_timeout_s = 60;
 };

@@ -47,6 +47,7 @@ struct ProfileRun {
   simulator::HostOverhead host_overhead;     // the model's host time per block (CPU runs only)
   // A reference GEMM timed before and after the kernel benchmarks: how much the machine drifted.
   double reference_start_s = 0, reference_end_s = 0;
+  int repeats = 1;  // passes over the kernels; each kernel sample is their median
 };
 
 // The measured profile (schema shardplan.hardware/1, "measured": true) with fitted curves,

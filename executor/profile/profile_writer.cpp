@@ -109,7 +109,8 @@ nlohmann::json measured_profile_json(const ProfileRun& run) {
   nlohmann::json j = sim::to_json(run.base);
   nlohmann::json sources = nlohmann::json::object();
   const std::string by = "shardrun profile on " + run.date + " (" + std::to_string(run.world_size) + " rank(s) x " +
-                         std::to_string(run.threads_per_rank) + " thread(s), all ranks measuring at once): ";
+                         std::to_string(run.threads_per_rank) + " thread(s), all ranks measuring at once" +
+                         (run.repeats > 1 ? ", median of " + std::to_string(run.repeats) + " passes" : "") + "): ";
   j["name"] = run.name;
   j["measured"] = true;
   j["description"] = "Measured by shardrun profile on " + run.date + ": " + run.device_name + "; " +
@@ -223,7 +224,7 @@ nlohmann::json measured_profile_json(const ProfileRun& run) {
   j["fit"] = fit;
   j["profiled"] = {{"date", run.date}, {"world_size", run.world_size}, {"ranks_on_node", run.ranks_on_node},
                    {"threads_per_rank", run.threads_per_rank}, {"device", run.cuda ? "cuda" : "cpu"},
-                   {"base", run.base_name}};
+                   {"base", run.base_name}, {"repeats", run.repeats}};
   if (run.reference_start_s > 0 && run.reference_end_s > 0) {
     // How much the machine's speed drifted while it was profiled (kernel_bench.hpp).
     j["profiled"]["reference_gemm_seconds"] = {{"start", run.reference_start_s}, {"end", run.reference_end_s}};

@@ -10,6 +10,8 @@
 #include <fstream>
 #include <map>
 
+#include "executor/profile/host_overhead_bench.hpp"
+#include "executor/profile/kernel_bench.hpp"
 #include "executor/profile/profile_samples.hpp"
 #include "harness.hpp"
 #include "simulator/errors.hpp"
@@ -143,6 +145,37 @@ TEST(Profile, BadOptionsFailOnEveryRankAndWriteNothing) {
 }
 
 // Synthetic samples from a device with known figures come back as those figures.
+// --repeats: each sample's seconds are the median over the passes, which must have measured the
+// same samples; the host overhead per part and pass likewise.
+TEST(ProfileWriter, RepeatedPassesGiveEachSampleItsMedian) {
+  using executor::KernelSample;
+  auto pass = [](double gemm, double op) {
+    return std::vector<KernelSample>{{"gemm", "fp32", "64x64x64/fwd", 5e5, 0, gemm},
+                                     {"rms_norm", "fp32", "256x256", 0, 0, op, "forward", 65536}};
+  };
+  const auto median = executor::median_of_passes({pass(3e-3, 1e-4), pass(1e-3, 9e-4), pass(2e-3, 5e-4)});
+  ASSERT_EQ(median.size(), 2u);
+  EXPECT_DOUBLE_EQ(median[0].seconds, 2e-3);
+  EXPECT_DOUBLE_EQ(median[1].seconds, 5e-4);
+  EXPECT_EQ(median[1].pass, "forward");
+  auto other = pass(1e-3, 1e-4);
+  other[1].shape = "512x256";
+  EXPECT_THROW((void)executor::median_of_passes({pass(1e-3, 1e-4), other}), std::logic_error);
+
+  auto host = [](double block, double expert) {
+    sim::HostOverhead h;
+    h.llama_block = {block, 2 * block};
+    h.moe_expert = {expert, expert};
+    h.measured = true;
+    return h;
+  };
+  const sim::HostOverhead h = executor::median_of_passes({host(3e-4, 1e-5), host(2e-4, 5e-5), host(9e-4, 2e-5)});
+  EXPECT_DOUBLE_EQ(h.llama_block.forward, 3e-4);
+  EXPECT_DOUBLE_EQ(h.llama_block.backward, 6e-4);
+  EXPECT_DOUBLE_EQ(h.moe_expert.forward, 2e-5);
+  EXPECT_TRUE(h.measured);
+}
+
 TEST(ProfileWriter, FitsAKnownDevice) {
   executor::ProfileRun run;
   run.base = sim::load_hardware("local-cpu-2core");
