@@ -3,6 +3,7 @@
 // this rank checkpoints.
 #include <cmath>
 
+#include "adamw_kernel.hpp"
 #include "executor/errors.hpp"
 #include "flat_group.hpp"
 #include "zero_engine.hpp"
@@ -50,34 +51,28 @@ torch::Tensor ZeroEngine::owned_sq_norm(const FlatGroup& g, bool differ_over_tp)
   const auto& params = model_.parameters();
   const bool tp_lead = groups_.coords().tp == 0 || differ_over_tp;
   const torch::Tensor grads = g.owned_grads();
-  // Summed on the device (a 0-d double, the same additions as host doubles): one sync per step.
+  // Summed in double on the device (adamw_kernel.hpp): one sync per step, in step().
   torch::Tensor sq = torch::zeros({}, torch::TensorOptions().dtype(torch::kDouble).device(g.device));
   g.for_each_owned([&](const ParamSlot& s, int64_t b, int64_t n) {
     // Parameters replicated over tp have identical gradients on every tp rank: count once.
     const Parameter& p = params[static_cast<size_t>(s.index)];
     if ((p.shard.replicated() && !tp_lead) || p.tied_copy) return;  // the tied copy: counted on the first stage
-    sq += grads.narrow(0, b, n).to(torch::kDouble).pow(2).sum();
+    sq += squared_sum(grads.narrow(0, b, n));
   });
   return sq;
 }
 
 void ZeroEngine::adamw(FlatGroup& g, double lr, double clip_coef) {
-  // AdamW (Loshchilov & Hutter 2019, Algorithm 2), decoupled weight decay, as torch.optim.AdamW.
-  torch::NoGradGuard no_grad;
+  // AdamW (Loshchilov & Hutter 2019, Algorithm 2), decoupled weight decay, as torch.optim.AdamW;
+  // one fused pass on the CPU (adamw_kernel.hpp).
   const auto& params = model_.parameters();
   torch::Tensor p = g.optimizer_params();  // fp32: the master with 16-bit weights
-  torch::Tensor grad = g.owned_grads().to(torch::kFloat);  // a copy only for 16-bit gradients
-  if (clip_coef != 1.0) grad.mul_(clip_coef);
-  if (opt_.weight_decay > 0)
-    g.for_each_owned([&](const ParamSlot& s, int64_t b, int64_t n) {
-      if (!params[static_cast<size_t>(s.index)].no_decay) p.narrow(0, b, n).mul_(1.0 - lr * opt_.weight_decay);
-    });
-  g.exp_avg.mul_(opt_.beta1).add_(grad, 1.0 - opt_.beta1);
-  g.exp_avg_sq.mul_(opt_.beta2).addcmul_(grad, grad, 1.0 - opt_.beta2);
-  const double t = static_cast<double>(adam_step_);
-  const double bc1 = 1.0 - std::pow(opt_.beta1, t), bc2 = 1.0 - std::pow(opt_.beta2, t);
-  const torch::Tensor denom = (g.exp_avg_sq.sqrt() / std::sqrt(bc2)).add_(opt_.eps);
-  p.addcdiv_(g.exp_avg, denom, -lr / bc1);
+  std::vector<DecaySpan> spans;
+  g.for_each_owned([&](const ParamSlot& s, int64_t b, int64_t n) {
+    spans.push_back({b, n, !params[static_cast<size_t>(s.index)].no_decay});
+  });
+  const AdamWScalars scalars{lr, opt_.beta1, opt_.beta2, opt_.eps, opt_.weight_decay, adam_step_, clip_coef};
+  adamw_update(p, g.owned_grads(), g.exp_avg, g.exp_avg_sq, scalars, spans);
   g.copy_master_to_params();
 }
 

@@ -1,5 +1,7 @@
 #include "ops.hpp"
 
+#include "cpu_kernels.hpp"
+
 #include <cmath>
 #include <utility>
 #include <vector>
@@ -10,11 +12,26 @@ namespace {
 
 namespace F = torch::nn::functional;
 
+// The fused CPU loops (cpu_kernels.hpp) take fp32 CPU tensors; anything else runs as LibTorch ops.
+bool fused_cpu(const torch::Tensor& t) { return t.device().is_cpu() && t.scalar_type() == torch::kFloat; }
+
 // RMSNorm (Zhang & Sennrich 2019) computed in fp32 as Hugging Face Llama does, as one autograd
 // node that saves its input and the (rows, 1) inverse RMS only (like fused RMSNorm kernels),
 // instead of the three (rows, H) tensors the op-by-op form keeps. x: (.., H), w: (H)
 struct RmsNorm : torch::autograd::Function<RmsNorm> {
   static torch::Tensor forward(torch::autograd::AutogradContext* ctx, torch::Tensor x, torch::Tensor w, double eps) {
+    if (fused_cpu(x) && fused_cpu(w)) {  // one pass (cpu_kernels.hpp); rstd: (rows)
+      const torch::Tensor xc = x.contiguous();
+      const int64_t H = x.size(-1), rows = x.numel() / H;
+      torch::Tensor y = torch::empty_like(xc), rstd = torch::empty({rows}, xc.options());
+      const torch::Tensor wc = w.contiguous();
+      cpu::rms_norm_forward(xc.data_ptr<float>(), wc.data_ptr<float>(), y.data_ptr<float>(), rstd.data_ptr<float>(),
+                            rows, H, static_cast<float>(eps));
+      ctx->save_for_backward({xc, wc, rstd});
+      ctx->saved_data["fused"] = true;
+      return y;
+    }
+    ctx->saved_data["fused"] = false;
     const torch::Tensor xf = x.to(torch::kFloat);
     const torch::Tensor rstd = torch::rsqrt(xf.pow(2).mean(-1, true) + eps);  // (.., 1)
     ctx->save_for_backward({x, w, rstd});
@@ -24,6 +41,15 @@ struct RmsNorm : torch::autograd::Function<RmsNorm> {
                                                  torch::autograd::variable_list g) {
     const auto saved = ctx->get_saved_variables();
     const torch::Tensor &x = saved[0], &w = saved[1], &rstd = saved[2];
+    if (ctx->saved_data["fused"].toBool()) {
+      const torch::Tensor gy = g[0].contiguous();
+      const int64_t H = x.size(-1), rows = x.numel() / H;
+      torch::Tensor dx = torch::empty_like(x), dw;
+      if (ctx->needs_input_grad(1)) dw = torch::empty_like(w);
+      cpu::rms_norm_backward(gy.data_ptr<float>(), x.data_ptr<float>(), w.data_ptr<float>(), rstd.data_ptr<float>(),
+                             dx.data_ptr<float>(), dw.defined() ? dw.data_ptr<float>() : nullptr, rows, H);
+      return {dx, dw, torch::Tensor()};
+    }
     const torch::Tensor n = x.to(torch::kFloat) * rstd;  // normalised input
     const torch::Tensor gy = g[0].to(torch::kFloat);
     torch::Tensor grad_w;
@@ -35,22 +61,6 @@ struct RmsNorm : torch::autograd::Function<RmsNorm> {
     const torch::Tensor gw = gy * w.to(torch::kFloat);
     const torch::Tensor grad_x = rstd * (gw - n * (gw * n).mean(-1, true));
     return {grad_x.to(x.scalar_type()), grad_w, torch::Tensor()};
-  }
-};
-
-// Softmax over the last dim computed in fp32 that keeps only its output, in the input's dtype,
-// for backward (as fused softmax kernels do): dx = y * (dy - sum(dy * y)). x: (.., S)
-struct Softmax32 : torch::autograd::Function<Softmax32> {
-  static torch::Tensor forward(torch::autograd::AutogradContext* ctx, torch::Tensor x) {
-    torch::Tensor y = torch::softmax(x.to(torch::kFloat), -1).to(x.scalar_type());
-    ctx->save_for_backward({y});
-    return y;
-  }
-  static torch::autograd::variable_list backward(torch::autograd::AutogradContext* ctx,
-                                                 torch::autograd::variable_list g) {
-    const torch::Tensor y = ctx->get_saved_variables()[0];
-    const torch::Tensor yf = y.to(torch::kFloat), gf = g[0].to(torch::kFloat);
-    return {(yf * (gf - (gf * yf).sum(-1, true))).to(y.scalar_type())};
   }
 };
 
@@ -81,12 +91,48 @@ std::pair<torch::Tensor, torch::Tensor> rope_tables(int64_t S, int64_t rot, torc
   return {cache.back().cos, cache.back().sin};
 }
 
+// RoPE on fp32 CPU tensors as one autograd node: one pass forward into a contiguous (B, n, S, hd)
+// output, one pass backward (the inverse rotation) into a gradient laid out as x is (so the
+// transpose and view before it stay free); nothing saved but the tables. x: (B, n, S, hd)
+struct RotaryCpu : torch::autograd::Function<RotaryCpu> {
+  static cpu::HeadView view(const torch::Tensor& t) {
+    return {t.data_ptr<float>(), t.stride(0), t.stride(1), t.stride(2)};
+  }
+  static torch::Tensor forward(torch::autograd::AutogradContext* ctx, torch::Tensor x, torch::Tensor cos,
+                               torch::Tensor sin, int64_t rot) {
+    const torch::Tensor xs = x.stride(3) == 1 ? x : x.contiguous();
+    torch::Tensor y = torch::empty(x.sizes(), x.options());
+    cpu::rotary(view(xs), view(y), cos.data_ptr<float>(), sin.data_ptr<float>(), x.size(0), x.size(1), x.size(2),
+                x.size(3), rot, /*inverse=*/false);
+    ctx->save_for_backward({cos, sin});
+    ctx->saved_data["rot"] = rot;
+    ctx->saved_data["sizes"] = x.sizes().vec();
+    // The gradient in x's own layout when that is a permutation of a dense one (q.view().transpose()).
+    ctx->saved_data["strides"] = x.is_non_overlapping_and_dense() ? x.strides().vec() : y.strides().vec();
+    return y;
+  }
+  static torch::autograd::variable_list backward(torch::autograd::AutogradContext* ctx,
+                                                 torch::autograd::variable_list g) {
+    const auto saved = ctx->get_saved_variables();
+    const torch::Tensor gy = g[0].stride(3) == 1 ? g[0] : g[0].contiguous();
+    torch::Tensor dx = torch::empty_strided(ctx->saved_data["sizes"].toIntVector(),
+                                            ctx->saved_data["strides"].toIntVector(), gy.options());
+    cpu::rotary(view(gy), view(dx), saved[0].data_ptr<float>(), saved[1].data_ptr<float>(), dx.size(0), dx.size(1),
+                dx.size(2), dx.size(3), ctx->saved_data["rot"].toInt(), /*inverse=*/true);
+    return {dx, torch::Tensor(), torch::Tensor(), torch::Tensor()};
+  }
+};
+
 }  // namespace
 
 // RoPE, rotate-half form (Su et al. 2021 "RoFormer", §3.4; Hugging Face Llama). x: (B, n, S, hd)
 // at positions 0..S-1, or at `positions` (S) of a sequence of `total` when defined (context
 // parallelism).
 torch::Tensor rotary(const torch::Tensor& x, int64_t rot, const torch::Tensor& positions, int64_t total) {
+  if (!positions.defined() && fused_cpu(x)) {
+    auto [cos, sin] = rope_tables(x.size(2), rot, torch::kFloat, x.device());
+    return RotaryCpu::apply(x, cos, sin, rot);
+  }
   auto [cos, sin] = rope_tables(positions.defined() ? total : x.size(2), rot, x.scalar_type(), x.device());
   if (positions.defined()) {  // the tables of the whole sequence, rows at this rank's positions
     cos = cos.index_select(0, positions);
@@ -106,14 +152,60 @@ torch::Tensor layer_norm(const torch::Tensor& x, const torch::Tensor& w, const t
   return F::layer_norm(x, F::LayerNormFuncOptions({x.size(-1)}).weight(w.to(dt)).bias(b.to(dt)).eps(eps));
 }
 
+namespace {
+
+// The causal mask of `group` stacked query groups of S positions, (g*S, S), true above the
+// diagonal (future keys); built once per (S, group, device) and thread, as the RoPE tables are.
+torch::Tensor future_mask(int64_t S, int64_t group, torch::Device dev) {
+  struct Entry {
+    int64_t S, group;
+    torch::Device dev;
+    torch::Tensor mask;
+  };
+  thread_local std::vector<Entry> cache;
+  for (const Entry& e : cache)
+    if (e.S == S && e.group == group && e.dev == dev) return e.mask;
+  torch::Tensor future = torch::ones({S, S}, torch::TensorOptions().dtype(torch::kBool).device(dev)).triu(1);
+  if (group > 1) future = future.repeat({group, 1});  // row j*S + i is query position i
+  if (cache.size() >= 8) cache.erase(cache.begin());
+  cache.push_back({S, group, dev, future});
+  return future;
+}
+
+// softmax(scale * x + causal mask) over the last dim as one autograd node, computed in fp32
+// (Megatron's ScaledUpperTriangMaskedSoftmax, fused_softmax.py): forward scales into one fp32
+// buffer, masks it in place and keeps only the probabilities (in `dtype`); backward is ATen's
+// fused softmax backward, dx = scale * y * (dy - sum(dy * y)) — masked entries have y = 0, so
+// their gradient is 0 without a mask pass. Two passes each way instead of the op-by-op six.
+struct ScaledCausalSoftmax : torch::autograd::Function<ScaledCausalSoftmax> {
+  static torch::Tensor forward(torch::autograd::AutogradContext* ctx, torch::Tensor x, torch::Tensor future,
+                               double scale, int64_t dtype) {
+    torch::Tensor z = x.scalar_type() == torch::kFloat ? x * scale : x.to(torch::kFloat).mul_(scale);
+    z.masked_fill_(future, -INFINITY);
+    const torch::Tensor y = at::_softmax(z, -1, false).to(static_cast<torch::ScalarType>(dtype));
+    ctx->save_for_backward({y});
+    ctx->saved_data["scale"] = scale;
+    ctx->saved_data["x_dtype"] = static_cast<int64_t>(x.scalar_type());
+    return y;
+  }
+  static torch::autograd::variable_list backward(torch::autograd::AutogradContext* ctx,
+                                                 torch::autograd::variable_list g) {
+    const torch::Tensor y = ctx->get_saved_variables()[0];
+    const torch::Tensor dz = at::_softmax_backward_data(g[0].to(torch::kFloat).contiguous(), y.to(torch::kFloat), -1,
+                                                        torch::kFloat);
+    const auto x_dtype = static_cast<torch::ScalarType>(ctx->saved_data["x_dtype"].toInt());
+    return {dz.mul_(ctx->saved_data["scale"].toDouble()).to(x_dtype), torch::Tensor(), torch::Tensor(),
+            torch::Tensor()};
+  }
+};
+
+}  // namespace
+
 // softmax(Q K^T / sqrt(hd) + causal mask) (Vaswani et al. 2017, §3.2.1), the scores given.
 torch::Tensor causal_softmax(const torch::Tensor& scores, int64_t group, double scale, torch::ScalarType dtype) {
-  const int64_t S = scores.size(-1);
-  const auto mask_opts = torch::TensorOptions().dtype(torch::kBool).device(scores.device());
-  torch::Tensor future = torch::ones({S, S}, mask_opts).triu(1);
-  if (group > 1) future = future.repeat({group, 1});  // row j*S + i is query position i
-  const torch::Tensor masked = (scores * scale).masked_fill(future, -INFINITY);  // (B, nkv, g*S, S)
-  return Softmax32::apply(masked.to(dtype));
+  // scores: (B, nkv, g*S, S) -> probabilities of the same shape in `dtype`
+  const torch::Tensor future = future_mask(scores.size(-1), group, scores.device());
+  return ScaledCausalSoftmax::apply(scores, future, scale, static_cast<int64_t>(dtype));
 }
 
 torch::Tensor gelu_tanh(const torch::Tensor& x) { return F::gelu(x, F::GELUFuncOptions().approximate("tanh")); }

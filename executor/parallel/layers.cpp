@@ -136,7 +136,10 @@ struct VocabParallelCE : torch::autograd::Function<VocabParallelCE> {
     const bool padded = valid < logits.size(1);  // padded vocabulary rows never win
     torch::Tensor zmax = std::get<0>((padded ? logits.narrow(1, 0, valid) : logits).max(1)).to(torch::kFloat);  // (N)
     tp->all_reduce(zmax, ReduceOp::max);
-    torch::Tensor ez = logits.to(torch::kFloat, /*non_blocking=*/false, /*copy=*/true).sub_(zmax.unsqueeze(1)).exp_();
+    // fp32 logits: one pass (sub) instead of copy + sub_; 16-bit ones: the fp32 copy, shifted in place.
+    torch::Tensor ez = (logits.scalar_type() == torch::kFloat ? logits.sub(zmax.unsqueeze(1))
+                                                               : logits.to(torch::kFloat).sub_(zmax.unsqueeze(1)))
+                           .exp_();
     if (padded) ez.narrow(1, valid, ez.size(1) - valid).zero_();
     torch::Tensor sum = ez.sum(1);
     tp->all_reduce(sum, ReduceOp::sum);

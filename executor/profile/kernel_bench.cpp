@@ -4,6 +4,7 @@
 // (simulator/layer_cost.cpp, step_model.cpp), so an efficiency sample means the same thing there.
 #include "kernel_bench.hpp"
 
+#include "executor/engine/adamw_kernel.hpp"
 #include "executor/model/ops.hpp"
 #include "executor/parallel/layers.hpp"
 #include "simulator/hardware_profile.hpp"
@@ -206,11 +207,12 @@ void embedding_and_head(Bench& b, torch::ScalarType t) {
 }
 
 void optimizer(Bench& b) {
-  // The optimizer step over a flat fp32 shard, the same ops as engine/zero_optimizer.cpp: the
-  // gradient's squared norm (in double), clipping, decoupled weight decay and AdamW. Charged per
-  // parameter of the shard (simulator op "adamw"). Training runs it once per step, after the
-  // backward pass has swept the caches: on a CPU each call takes its shard from a pool twice the
-  // last-level cache, in turn (as the GEMMs do), so a shard that fits the cache is not timed hot.
+  // The optimizer step over a flat fp32 shard, the very calls of engine/zero_optimizer.cpp
+  // (engine/adamw_kernel.hpp): the gradient's squared norm (in double), then clipping, decoupled
+  // weight decay and AdamW in one update. Charged per parameter of the shard (simulator op
+  // "adamw"). Training runs it once per step, after the backward pass has swept the caches: on a
+  // CPU each call takes its shard from a pool twice the last-level cache, in turn (as the GEMMs
+  // do), so a shard that fits the cache is not timed hot.
   const std::vector<int64_t> sizes = b.quick() ? std::vector<int64_t>{1 << 18}
                                      : std::vector<int64_t>{1 << 18, 1 << 20, 1 << 22, 1 << 24};
   const double cache = b.cuda() ? 0.0 : last_level_cache_bytes();
@@ -224,16 +226,13 @@ void optimizer(Bench& b) {
     KernelSample s{simulator::op_kind_name(simulator::OpKind::adamw), "fp32", std::to_string(n), 0, 32.0 * n, 0,
                    "forward", static_cast<double>(n)};
     int i = 0;
+    int64_t step = 0;
     b.add(s, [&] {
       i = (i + 1) % sets;
       auto& [p, g, m, v] = pool[static_cast<std::size_t>(i)];
-      const double sq = g.to(torch::kDouble).pow(2).sum().item<double>();
-      g.mul_(1.0 / (1.0 + 1e-6 * sq));
-      p.mul_(1.0 - 1e-5);
-      m.mul_(0.9).add_(g, 0.1);
-      v.mul_(0.999).addcmul_(g, g, 0.001);
-      const torch::Tensor denom = (v.sqrt() / 0.1).add_(1e-8);
-      p.addcdiv_(m, denom, -1e-4);
+      const double sq = squared_sum(g).item<double>();
+      const AdamWScalars scalars{1e-4, 0.9, 0.95, 1e-8, 0.1, ++step, 1.0 / (1.0 + 1e-6 * sq)};
+      adamw_update(p, g, m, v, scalars, {{0, n, true}});
     });
   }
 }
