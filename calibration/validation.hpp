@@ -121,6 +121,14 @@ struct RunnerOptions {
 // mpirun job is terminated first). Throws InputError when mpirun cannot be started.
 std::optional<ValidationRun> run_entry(const ValidationEntry& e, const simulator::HardwareProfile& hw,
                                        const RunnerOptions& o);
+// The same in parts, for repeats spread over a suite (round-robin: on a machine whose speed
+// drifts over minutes, each entry's runs then sample different minutes, so their median is not
+// one slow window's): prepare_entry plans and predicts (and says why not in `reason`);
+// run_repeat runs it once more and reads its report (false when cancelled); runnable says
+// whether it is planned, predicted to fit and has not failed or been refused.
+ValidationRun prepare_entry(const ValidationEntry& e, const simulator::HardwareProfile& hw, const RunnerOptions& o);
+bool run_repeat(ValidationRun& r, const RunnerOptions& o);
+[[nodiscard]] bool runnable(const ValidationRun& r);
 
 struct ValidationErrorStats {
   int count = 0;

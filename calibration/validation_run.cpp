@@ -178,8 +178,7 @@ ValidationRun finish_run(ValidationRun r, const JobResult& job, const fs::path& 
 
 }  // namespace
 
-std::optional<ValidationRun> run_entry(const ValidationEntry& e, const sim::HardwareProfile& hw,
-                                       const RunnerOptions& o) {
+ValidationRun prepare_entry(const ValidationEntry& e, const sim::HardwareProfile& hw, const RunnerOptions& o) {
   ValidationRun r = new_run(e, o);
   const fs::path dir = fs::absolute(fs::path(o.out_dir) / e.name);
   std::error_code ec;
@@ -205,13 +204,29 @@ std::optional<ValidationRun> run_entry(const ValidationEntry& e, const sim::Hard
     return r;
   }
   r.output_log = (dir / "output.log").string();
-  // Repeats (a noisy machine): each run's step time is kept, the median is what is compared.
-  for (int k = 0; k < std::max(1, o.repeats); ++k) {
-    const JobResult job = run_job(job_command(o, r.plan_file, dir, e.ranks()), r.output_log, o);
-    if (job.cancelled) return std::nullopt;
-    r = finish_run(std::move(r), job, dir, o);
-    if (r.status != RunStatus::ran) break;
-  }
+  return r;
+}
+
+bool runnable(const ValidationRun& r) {
+  // Planned and predicted to fit (prepare_entry: output_log set, status skipped, no reason yet),
+  // and no run of it has failed (failed) or been refused (skipped with shardrun's reason).
+  return !r.output_log.empty() && (r.status == RunStatus::ran || (r.status == RunStatus::skipped && r.reason.empty()));
+}
+
+bool run_repeat(ValidationRun& r, const RunnerOptions& o) {
+  const fs::path dir = fs::path(r.plan_file).parent_path();
+  const JobResult job = run_job(job_command(o, r.plan_file, dir, r.ranks), r.output_log, o);
+  if (job.cancelled) return false;
+  r = finish_run(std::move(r), job, dir, o);
+  return true;
+}
+
+std::optional<ValidationRun> run_entry(const ValidationEntry& e, const sim::HardwareProfile& hw,
+                                       const RunnerOptions& o) {
+  ValidationRun r = prepare_entry(e, hw, o);
+  // Repeats back to back; `shardplan validate` spreads them over the suite instead (rounds).
+  for (int k = 0; k < std::max(1, o.repeats) && runnable(r); ++k)
+    if (!run_repeat(r, o)) return std::nullopt;
   return r;
 }
 

@@ -52,7 +52,7 @@ void add_options(CLI::App* cmd, ValidateOptions& o) {
                   "profiles or name prefixes ending in *");
   cmd->add_option("--steps", o.steps, "Training steps per run")->check(CLI::PositiveNumber);
   cmd->add_option("--threads", o.threads, "Threads per rank")->check(CLI::PositiveNumber);
-  cmd->add_option("--repeats", o.repeats, "Runs per configuration; the step time compared is their median")
+  cmd->add_option("--repeats", o.repeats, "Runs per configuration, in rounds over the whole suite (each configuration's runs minutes apart); the step time compared is their median")
       ->check(CLI::PositiveNumber);
   cmd->add_option("--out-dir", o.out_dir, "One sub-directory per configuration: plan.json, output.log, report.json");
   cmd->add_option("--json", o.json, "Write the results (schema shardplan.validation/1) to this file");
@@ -116,7 +116,8 @@ std::string outcome(const cal::ValidationRun& r) {
   if (r.status == cal::RunStatus::skipped) return "skipped: " + r.reason;
   if (r.status == cal::RunStatus::failed) return "FAILED: " + first_line(r.reason) + " (see " + r.output_log + ")";
   char b[96];
-  std::snprintf(b, sizeof b, "%.3f s/step, %s", r.measured_step_s, mib(r.measured_peak_bytes).c_str());
+  const double last = r.measured_step_s_runs.empty() ? r.measured_step_s : r.measured_step_s_runs.back();  // this run's
+  std::snprintf(b, sizeof b, "%.3f s/step, %s", last, mib(r.measured_peak_bytes).c_str());
   return b + (r.time_judged ? std::string() : " (" + r.time_note + ": time not judged)");
 }
 
@@ -203,21 +204,30 @@ int run_validate(const ValidateOptions& o) {
               o.repeats > 1 ? (", median of " + std::to_string(o.repeats) + " runs each").c_str() : "");
   std::signal(SIGINT, on_stop_signal);
   std::signal(SIGTERM, on_stop_signal);
+  // Repeats in rounds over the whole suite (cal::prepare_entry): each entry's runs minutes apart.
   bool interrupted = false;
-  for (std::size_t i = 0; i < suite.size() && !interrupted; ++i) {
-    const auto& e = suite[i];
-    std::printf("[%zu/%zu] %s: %d rank%s ... ", i + 1, suite.size(), e.name.c_str(), e.ranks(), e.ranks() == 1 ? "" : "s");
-    std::fflush(stdout);
-    auto run = cal::run_entry(e, hw, ro);
-    interrupted = !run || g_stop.load();
-    if (!run) {
-      std::printf("interrupted\n");
-      break;
+  const int rounds = std::max(1, o.repeats);
+  std::vector<cal::ValidationRun> runs;
+  for (const auto& e : suite) runs.push_back(cal::prepare_entry(e, hw, ro));
+  for (int round = 1; round <= rounds && !interrupted; ++round)
+    for (std::size_t i = 0; i < runs.size() && !interrupted; ++i) {
+      cal::ValidationRun& run = runs[i];
+      if (round > 1 && !cal::runnable(run)) continue;
+      const std::string at = rounds > 1 ? "[round " + std::to_string(round) + "/" + std::to_string(rounds) + "] " : "";
+      std::printf("%s[%zu/%zu] %s: %d rank%s ... ", at.c_str(), i + 1, suite.size(), run.entry.name.c_str(), run.ranks,
+                  run.ranks == 1 ? "" : "s");
+      std::fflush(stdout);
+      if (cal::runnable(run) && (!cal::run_repeat(run, ro) || g_stop.load())) {
+        interrupted = true;
+        std::printf("interrupted\n");
+        break;
+      }
+      std::printf("%s\n", outcome(run).c_str());
+      std::fflush(stdout);
     }
-    std::printf("%s\n", outcome(*run).c_str());
-    std::fflush(stdout);
-    report.runs.push_back(std::move(*run));
-  }
+  // An interrupted suite reports the entries that have a result (as before: those finished).
+  for (auto& run : runs)
+    if (!interrupted || run.has_measurement || !cal::runnable(run)) report.runs.push_back(std::move(run));
   std::signal(SIGINT, SIG_DFL);
   std::signal(SIGTERM, SIG_DFL);
   print_table(report.runs, ro.cores);

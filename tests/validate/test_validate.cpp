@@ -219,6 +219,12 @@ TEST(ValidateEndToEnd, RunsThreeConfigurationsIncludingAPipelineAndPlots) {
   ASSERT_EQ(r.status, 0) << r.out;
   EXPECT_NE(r.out.find("step pred"), std::string::npos) << r.out;
   EXPECT_NE(r.out.find("[3/3] tiny-llama-pp2-1f1b"), std::string::npos) << r.out;
+  // Repeats in rounds: every entry once, then every entry again (each entry's runs minutes apart).
+  const size_t round1_last = r.out.find("[round 1/2] [3/3] tiny-llama-pp2-1f1b");
+  const size_t round2_first = r.out.find("[round 2/2] [1/3] tiny-llama-1r");
+  ASSERT_NE(round1_last, std::string::npos) << r.out;
+  ASSERT_NE(round2_first, std::string::npos) << r.out;
+  EXPECT_LT(round1_last, round2_first) << r.out;
   const nlohmann::json j = nlohmann::json::parse(read_text(json_path));
   EXPECT_EQ(j["schema"], "shardplan.validation/1");
   EXPECT_EQ(j["steps"], 3);
@@ -291,9 +297,10 @@ TEST(ValidateEndToEnd, FailedRunIsReportedAndExitCodeIsNonZero) {
   fs::permissions(fake, fs::perms::owner_all);
   const std::string json_path = dir.file("results.json");
   const CommandResult r = run_command(std::string(SHARDPLAN_BINARY) + " validate --shardrun " + fake +
-                                      " --only tiny-llama-1r,tiny-gpt-1r --steps 2 --out-dir " + dir.file("runs") +
-                                      " --json " + json_path);
+                                      " --only tiny-llama-1r,tiny-gpt-1r --steps 2 --repeats 2 --out-dir " +
+                                      dir.file("runs") + " --json " + json_path);
   EXPECT_EQ(r.status, 1) << r.out;
+  EXPECT_EQ(r.out.find("[round 2/2]"), std::string::npos) << r.out;  // a failed entry is not run again
   const nlohmann::json j = nlohmann::json::parse(read_text(json_path));
   ASSERT_EQ(j["runs"].size(), 2u);  // the second one still ran after the first failed
   for (const auto& run : j["runs"]) {
