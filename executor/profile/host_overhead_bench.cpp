@@ -7,6 +7,7 @@
 #include "executor/comm/mpi_communicator.hpp"
 #include "executor/model/transformer.hpp"
 #include "simulator/model_spec.hpp"
+#include "upper_median.hpp"
 
 namespace shardplan::executor {
 namespace {
@@ -85,8 +86,7 @@ class ModelTimer {
       fn();
       t.push_back(std::chrono::duration<double>(Clock::now() - s).count());
     }
-    std::nth_element(t.begin(), t.begin() + static_cast<long>(t.size() / 2), t.end());
-    const double m = t[t.size() / 2];
+    const double m = upper_median(std::move(t));
     return c_.combine ? c_.combine(m) : m;
   }
 
@@ -145,8 +145,7 @@ sim::HostOverhead median_of_passes(const std::vector<sim::HostOverhead>& passes)
     for (double sim::PassSeconds::*pass : {&sim::PassSeconds::forward, &sim::PassSeconds::backward}) {
       std::vector<double> v;
       for (const auto& p : passes) v.push_back(p.*part.*pass);
-      std::nth_element(v.begin(), v.begin() + static_cast<long>(v.size() / 2), v.end());
-      out.*part.*pass = v[v.size() / 2];
+      out.*part.*pass = upper_median(std::move(v));
     }
   return out;
 }

@@ -8,6 +8,7 @@
 #include "executor/model/ops.hpp"
 #include "executor/parallel/layers.hpp"
 #include "simulator/hardware_profile.hpp"
+#include "upper_median.hpp"
 
 #include <torch/cuda.h>
 
@@ -45,8 +46,7 @@ class Bench {
       sync();
       t.push_back(std::chrono::duration<double>(Clock::now() - s).count());
     }
-    std::nth_element(t.begin(), t.begin() + static_cast<long>(t.size() / 2), t.end());
-    const double median = t[t.size() / 2];
+    const double median = upper_median(std::move(t));
     return c_.combine ? c_.combine(median) : median;
   }
 
@@ -390,8 +390,7 @@ std::vector<KernelSample> median_of_passes(const std::vector<std::vector<KernelS
         throw std::logic_error("profile passes measured different samples");
       t.push_back(s.seconds);
     }
-    std::nth_element(t.begin(), t.begin() + static_cast<long>(t.size() / 2), t.end());
-    out[i].seconds = t[t.size() / 2];
+    out[i].seconds = upper_median(std::move(t));
   }
   return out;
 }

@@ -22,6 +22,7 @@
 #include "host_overhead_bench.hpp"
 #include "kernel_bench.hpp"
 #include "simulator/hardware_profile.hpp"
+#include "upper_median.hpp"
 
 namespace shardplan::executor {
 namespace {
@@ -60,11 +61,6 @@ double reduce(double v, MPI_Op op) {
 
 std::atomic<bool> g_stop{false};
 
-// The upper median (nth_element; the timing loops here take many samples).
-double median_of(std::vector<double> v) {
-  std::nth_element(v.begin(), v.begin() + static_cast<long>(v.size() / 2), v.end());
-  return v[v.size() / 2];
-}
 
 // Median seconds per call of `fn` on the slowest rank.
 double time_collective(Communicator& comm, const std::function<void()>& fn, double min_time_s) {
@@ -80,7 +76,7 @@ double time_collective(Communicator& comm, const std::function<void()>& fn, doub
     const bool more = t.size() < 5 || std::chrono::duration<double>(Clock::now() - begin).count() < min_time_s;
     if (!any_rank(more && t.size() < 1000)) break;
   }
-  return reduce(median_of(std::move(t)), MPI_MAX);
+  return reduce(upper_median(std::move(t)), MPI_MAX);
 }
 
 std::vector<simulator::LinkSample> bench_links(Communicator& comm, torch::Device dev, const ProfileOptions& o,
@@ -159,8 +155,8 @@ double bench_sync_skew(Communicator& comm, torch::Device dev, bool quick) {
   }));
   comm.barrier();
   for (int i = 0; i < iters; ++i) latency.push_back(seconds_of([&] { comm.all_reduce(one); }));
-  const double t = median_of(alone);
-  const double skew = std::max(0.0, (median_of(together) - t - median_of(latency)) / t);
+  const double t = upper_median(alone);
+  const double skew = std::max(0.0, (upper_median(together) - t - upper_median(latency)) / t);
   return reduce(skew, MPI_SUM) / comm.size();
 }
 
