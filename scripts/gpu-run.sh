@@ -7,7 +7,11 @@
 #   bash scripts/gpu-run.sh
 #   MODEL=tinyllama-1.1b HARDWARE=p5.48xlarge STEPS=20 SEQ=2048 GBS=16 PRECISION=bf16 bash scripts/gpu-run.sh
 #   PEAK_TFLOPS=756 bash scripts/gpu-run.sh    # MFU against another peak (e.g. H100 PCIe bf16 dense)
+#   GPU_RUN_BUILD_ONLY=1 bash scripts/gpu-run.sh   # configure and build, nothing else
 #   GPU_TESTS=1 bash scripts/gpu-run.sh        # also build and run the GPU tests (Device*, Cuda*; needs GTest)
+#   DEPS_DEBS=dir bash scripts/gpu-run.sh      # a GPU machine without the CPU build's libraries and without
+#                                              # a reachable package mirror: Debian 12 .deb files of them
+#                                              # (scripts/gpu-deps-download.sh), unpacked to a private prefix
 #
 # Needs: nvidia-smi, python3 with torch (CUDA build), a CUDA toolkit (nvcc; the one matching
 # torch.version.cuda is preferred), NCCL (the nvidia-nccl wheel torch uses, else the toolkit's),
@@ -66,26 +70,49 @@ if [[ -n "$NCCL_DIR" && -f "$NCCL_DIR/include/nccl.h" ]]; then
 fi
 echo "gpu-run.sh: CUDA toolkit $CUDA_ROOT; NCCL ${NCCL_ARGS[*]:-from the toolkit}"
 
+# 2b. The CPU build's libraries from .deb files (DEPS_DEBS), unpacked under $BUILD/deps: no root,
+# nothing written outside the build directory. Open MPI is relocatable through OPAL_PREFIX; the .pc
+# files that name /usr are pointed at the prefix (CMake package files find their own).
+DEPS_ARGS=()
+LINK_EXTRA=""
+if [[ -n "${DEPS_DEBS:-}" ]]; then
+  DEPS_ROOT="$PWD/$BUILD/deps"
+  mkdir -p "$DEPS_ROOT"
+  for f in "$DEPS_DEBS"/*.deb; do dpkg -x "$f" "$DEPS_ROOT"; done
+  P="$DEPS_ROOT/usr"; L="$P/lib/x86_64-linux-gnu"
+  export OPAL_PREFIX="$P" LD_LIBRARY_PATH="$L:$L/openmpi/lib:${LD_LIBRARY_PATH:-}"
+  export PATH="$PATH:$P/bin" OMPI_ALLOW_RUN_AS_ROOT=1 OMPI_ALLOW_RUN_AS_ROOT_CONFIRM=1
+  sed -i "s|^prefix=/usr\$|prefix=$P|" "$L"/pkgconfig/*.pc "$P"/share/pkgconfig/*.pc 2> /dev/null || true
+  printf '#!/bin/sh\nexec "%s" "$@"\n' "$P/bin/mpicc.openmpi" > "$DEPS_ROOT/mpicc" && chmod +x "$DEPS_ROOT/mpicc"
+  printf '#!/bin/sh\nPKG_CONFIG_LIBDIR="%s" exec "%s" "$@"\n' "$L/pkgconfig:$P/share/pkgconfig" "$P/bin/pkgconf" \
+    > "$DEPS_ROOT/pkg-config" && chmod +x "$DEPS_ROOT/pkg-config"
+  DEPS_ARGS=(-DMPI_C_COMPILER="$DEPS_ROOT/mpicc" -DPKG_CONFIG_EXECUTABLE="$DEPS_ROOT/pkg-config"
+             -DZLIB_ROOT="$P")
+  LINK_EXTRA=" -Wl,-rpath-link,$L:$L/openmpi/lib"
+  echo "gpu-run.sh: dependencies unpacked from $DEPS_DEBS into $DEPS_ROOT"
+fi
+
 # 3. Configure and build shardrun against the CUDA LibTorch (separate build directory).
 # --no-as-needed keeps libtorch_cuda linked although nothing references it by name.
-cmake -S . -B "$BUILD" -G Ninja -DCMAKE_BUILD_TYPE=Release -DCMAKE_PREFIX_PATH="$TORCH_PREFIX" -DTorch_DIR="$TORCH_PREFIX/Torch" \
+cmake -S . -B "$BUILD" -G Ninja -DCMAKE_BUILD_TYPE=Release -DCMAKE_PREFIX_PATH="$TORCH_PREFIX${DEPS_ROOT:+;$DEPS_ROOT/usr}" -DTorch_DIR="$TORCH_PREFIX/Torch" \
   -DCUDAToolkit_ROOT="$CUDA_ROOT" -DCUDA_TOOLKIT_ROOT_DIR="$CUDA_ROOT" -DCMAKE_CUDA_COMPILER="$CUDA_ROOT/bin/nvcc" \
   -DSHARDPLAN_WITH_NCCL=ON ${NCCL_ARGS[@]+"${NCCL_ARGS[@]}"} -DSHARDPLAN_BUILD_TESTS="$([[ $GPU_TESTS == 1 ]] && echo ON || echo OFF)" \
-  -DSHARDPLAN_BUILD_BENCH=OFF \
-  -DCMAKE_CXX_FLAGS="-D_GLIBCXX_USE_CXX11_ABI=$TORCH_ABI" -DCMAKE_EXE_LINKER_FLAGS="-Wl,--no-as-needed" \
+  -DSHARDPLAN_BUILD_BENCH=OFF -DSHARDPLAN_BUILD_GUI=OFF ${DEPS_ARGS[@]+"${DEPS_ARGS[@]}"} \
+  -DCMAKE_CXX_FLAGS="-D_GLIBCXX_USE_CXX11_ABI=$TORCH_ABI" -DCMAKE_EXE_LINKER_FLAGS="-Wl,--no-as-needed${LINK_EXTRA:-}" \
   > "$BUILD.configure.log" 2>&1 || { tail -n 30 "$BUILD.configure.log"; die "cmake configure failed (log: $BUILD.configure.log)"; }
 grep -q "CUDA LibTorch ON" "$BUILD.configure.log" || die "CMake did not find a CUDA LibTorch at $TORCH_PREFIX (log: $BUILD.configure.log)"
 grep -q "NCCL backend ON" "$BUILD.configure.log" || die "CMake found no NCCL (log: $BUILD.configure.log)"
-cmake --build "$BUILD" --target shardrun shardplan -j "$(nproc)"
+cmake --build "$BUILD" --target shardrun shardplan -j "$(nproc)" -- -k 0
 if [[ "$GPU_TESTS" == 1 ]]; then
   cmake --build "$BUILD" --target executor_tests -j "$(nproc)"
   "$BUILD/tests/executor_tests" --gtest_filter='Device*:Cuda*' || die "GPU tests failed"
 fi
+[[ "${GPU_RUN_BUILD_ONLY:-0}" == 1 ]] && { echo "gpu-run.sh: built $BUILD/executor/shardrun"; exit 0; }
 
 # 4. Plan: one GPU of the profile, the planner's best layout for it.
 mkdir -p "$OUT"
 "$BUILD/planner/shardplan" plan --model "$MODEL" --hardware "$HARDWARE" --nodes 1 --devices-per-node 1 \
-  --global-batch-size "$GBS" --seq-len "$SEQ" --precision "$PRECISION" --forbid pp,offload --top 1 --quiet \
+  --global-batch-size "$GBS" --seq-len "$SEQ" --precision "$PRECISION" --forbid pp,offload,fp8 --top 1 --quiet \
   --out "$OUT/plan.json" > /dev/null || die "shardplan plan found no feasible plan for $MODEL on one $HARDWARE GPU"
 
 # 5. Train on synthetic data (one rank: mpirun is not needed for a single process).

@@ -5,6 +5,7 @@
 #include <limits>
 
 #include <c10/core/CPUAllocator.h>
+#include <torch/version.h>
 
 #include <atomic>
 #include <mutex>
@@ -26,11 +27,20 @@ void add(int64_t n) {
 
 // The data pointer is also the DataPtr's context (LibTorch's raw_allocate() insists on it), so
 // the inner allocation and its size live in a side table keyed by the pointer.
+// LibTorch 2.3 made allocate() non-const and added copy_data() (c10/core/Allocator.h).
+#if TORCH_VERSION_MAJOR > 2 || (TORCH_VERSION_MAJOR == 2 && TORCH_VERSION_MINOR >= 3)
+#define SHARDPLAN_ALLOCATE_CONST
+#define SHARDPLAN_ALLOCATOR_COPY_DATA 1
+#else
+#define SHARDPLAN_ALLOCATE_CONST const
+#define SHARDPLAN_ALLOCATOR_COPY_DATA 0
+#endif
+
 class AccountingAllocator final : public c10::Allocator {
  public:
   explicit AccountingAllocator(c10::Allocator* inner) : inner_(inner) { self_ = this; }
 
-  c10::DataPtr allocate(size_t n) const override {
+  c10::DataPtr allocate(size_t n) SHARDPLAN_ALLOCATE_CONST override {
     c10::DataPtr inner = inner_->allocate(n);
     void* data = inner.get();
     const c10::Device device = inner.device();
@@ -42,6 +52,9 @@ class AccountingAllocator final : public c10::Allocator {
     return {data, data, &AccountingAllocator::free, device};
   }
   c10::DeleterFnPtr raw_deleter() const override { return &AccountingAllocator::free; }
+#if SHARDPLAN_ALLOCATOR_COPY_DATA
+  void copy_data(void* dest, const void* src, std::size_t count) const override { default_copy_data(dest, src, count); }
+#endif
 
  private:
   struct Entry {
