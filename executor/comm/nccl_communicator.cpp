@@ -297,9 +297,20 @@ std::unique_ptr<NcclWork> NcclCommunicator::launch(const char* what, std::vector
   return work;
 }
 
+// A group of one (tp = 1, dp = 1, ...): the collective is the identity (a copy at most, queued on
+// the current stream like the compute around it), so nothing is enqueued on NCCL and nothing
+// waits on the host: a host wait here would drain the GPU's queue and count the compute still
+// running as communication. The call is counted, as the MPI backend counts it.
+std::unique_ptr<NcclWork> NcclCommunicator::alone(const char* what, double bytes) {
+  check_usable(what);
+  count_call(bytes);
+  return std::make_unique<NcclWork>(*this, what, std::vector<torch::Tensor>{});  // never armed: wait() returns
+}
+
 std::unique_ptr<NcclWork> NcclCommunicator::start_all_reduce(torch::Tensor t, ReduceOp op) {
   check_tensor(t, "all_reduce");
   EXECUTOR_CHECK(op == ReduceOp::max || t.scalar_type() != torch::kBool, "all_reduce: sum of bool tensors");
+  if (size_ == 1) return alone("all_reduce", static_cast<double>(t.nbytes()));
   const ncclDataType_t type = nccl_type(t.scalar_type(), "all_reduce");
   void* data = t.data_ptr();
   const auto n = static_cast<size_t>(t.numel());
@@ -319,6 +330,10 @@ std::unique_ptr<Work> NcclCommunicator::all_gather_async(torch::Tensor out, torc
   check_tensor(in, "all_gather");
   EXECUTOR_CHECK(out.numel() == in.numel() * size_ && out.scalar_type() == in.scalar_type(),
                  "all_gather: out must hold size() * in.numel() elements of in's dtype");
+  if (size_ == 1) {
+    if (out.data_ptr() != in.data_ptr()) out.copy_(in);
+    return alone("all_gather", static_cast<double>(out.nbytes()));
+  }
   const ncclDataType_t type = nccl_type(in.scalar_type(), "all_gather");
   const void* src = in.data_ptr();
   void* dst = out.data_ptr();
@@ -337,6 +352,10 @@ std::unique_ptr<Work> NcclCommunicator::reduce_scatter_async(torch::Tensor out, 
   EXECUTOR_CHECK(in.numel() == out.numel() * size_ && out.scalar_type() == in.scalar_type(),
                  "reduce_scatter: in must hold size() * out.numel() elements of out's dtype");
   EXECUTOR_CHECK(in.scalar_type() != torch::kBool, "reduce_scatter: sum of bool tensors");
+  if (size_ == 1) {
+    if (out.data_ptr() != in.data_ptr()) out.copy_(in);
+    return alone("reduce_scatter", static_cast<double>(in.nbytes()));
+  }
   const ncclDataType_t type = nccl_type(in.scalar_type(), "reduce_scatter");
   const void* src = in.data_ptr();
   void* dst = out.data_ptr();
@@ -352,6 +371,10 @@ void NcclCommunicator::reduce_scatter(torch::Tensor& out, const torch::Tensor& i
 void NcclCommunicator::broadcast(torch::Tensor& t, int root) {
   check_tensor(t, "broadcast");
   EXECUTOR_CHECK(root >= 0 && root < size_, "broadcast: root " + std::to_string(root) + " outside the group");
+  if (size_ == 1) {
+    (void)alone("broadcast", static_cast<double>(t.nbytes()));
+    return;
+  }
   const ncclDataType_t type = nccl_type(t.scalar_type(), "broadcast");
   void* data = t.data_ptr();
   const auto n = static_cast<size_t>(t.numel());

@@ -89,6 +89,7 @@ class NcclCommunicator final : public Communicator {
   std::unique_ptr<NcclWork> launch(const char* what, std::vector<torch::Tensor> keep, double bytes,
                                    bool count, Enqueue&& enqueue);
   std::unique_ptr<NcclWork> start_all_reduce(torch::Tensor t, ReduceOp op);
+  std::unique_ptr<NcclWork> alone(const char* what, double bytes);  // the op on a group of one
   // Blocks until the event `done` has fired (and NCCL reports no error) or throws CommError.
   void wait_event(CUevent_st* done, const char* what);
   // Polls ncclCommGetAsyncError until it leaves ncclInProgress; throws on error or timeout.

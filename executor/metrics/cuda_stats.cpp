@@ -33,6 +33,9 @@ int64_t peak_allocated_bytes(int device) { return allocated(device).peak; }
 int64_t current_allocated_bytes(int device) { return allocated(device).current; }
 void reset_peak(int device) { c10::cuda::CUDACachingAllocator::resetPeakStats(index(device)); }
 void set_device(int device) { check(cudaSetDevice(device), "cudaSetDevice"); }
+void synchronize_current_stream(int device) {
+  check(cudaStreamSynchronize(c10::cuda::getCurrentCUDAStream(index(device)).stream()), "cudaStreamSynchronize");
+}
 
 EventTimer::EventTimer(int device) : device_(device) {
   cudaEvent_t a = nullptr, b = nullptr;

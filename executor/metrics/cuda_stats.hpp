@@ -13,6 +13,8 @@ namespace shardplan::executor::cuda_stats {
 [[nodiscard]] int64_t current_allocated_bytes(int device);
 void reset_peak(int device);
 void set_device(int device);
+// Waits for the device's current (compute) stream; NCCL's side streams run on.
+void synchronize_current_stream(int device);
 
 // A pair of CUDA events on the device's current stream.
 class EventTimer {

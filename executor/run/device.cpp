@@ -98,6 +98,15 @@ void reset_peak_device_bytes(torch::Device d) {
 #endif
 }
 
+void synchronize_device(torch::Device d) {
+  if (!d.is_cuda()) return;
+#ifdef SHARDPLAN_WITH_CUDA
+  cuda_stats::synchronize_current_stream(d.index());
+#else
+  no_cuda_build();
+#endif
+}
+
 struct StepTimer::Events {
 #ifdef SHARDPLAN_WITH_CUDA
   explicit Events(int device) : timer(device) {}

@@ -34,6 +34,10 @@ void make_current(torch::Device d);
 [[nodiscard]] int64_t peak_device_bytes(torch::Device d);
 [[nodiscard]] int64_t current_device_bytes(torch::Device d);
 void reset_peak_device_bytes(torch::Device d);
+// Waits for the work queued on `d`'s current stream so far (CUDA; a no-op on the CPU): host-timed
+// phases after it count their own kernels, not the compute backlog of the phase before
+// (collectives in flight on NCCL's side streams are not waited for).
+void synchronize_device(torch::Device d);
 
 // Elapsed seconds since start(): wall clock on the CPU, CUDA events on CUDA (seconds() waits
 // for the work queued so far to finish).

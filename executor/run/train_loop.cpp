@@ -210,6 +210,9 @@ void Trainer::train() {
     r.step = step + 1;
     r.lr = s.lr.at(step);
     watchdog.phase("optimizer step (gradient sync, clipping, AdamW)");
+    // CUDA: the backward pass's queued kernels finish here and stay compute; else the optimizer's
+    // first host wait (or a collective's) would carry them. One drain a step, a few microseconds.
+    synchronize_device(s.device);
     const auto t_opt = Clock::now();
     const double dp_before_opt = dp_seconds(*s.groups);
     const StepOutcome res = s.engine->step(r.lr, 1.0 / s.scaler.loss_multiplier());

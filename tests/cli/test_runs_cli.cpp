@@ -48,29 +48,32 @@ TEST(CliRuns, HeldOutNemoRowsAreNotInThePublishedSuiteAndAllSimulate) {
   for (const auto& row : j["runs"]) EXPECT_GT(row["predicted"]["tokens_per_second"].get<double>(), 0) << row.dump();
 }
 
-// shardrun's own GPU runs (runs/shardrun-h100.json) are held out too: each one simulates, is
-// predicted to fit, and its recorded figures are those of the report.json its citation names
-// (bench/results/gpu-2026-11-26/), with the layout of the plan that was run.
+// shardrun's own GPU runs (runs/shardrun-h100.json, runs/shardrun-h200.json) are held out too:
+// each one simulates, is predicted to fit, and its recorded figures are those of the report.json
+// its citation names (bench/results/gpu-2026-11-26/), with the layout of the plan that was run.
 TEST(CliRuns, ShardrunGpuRunsSimulateAndMatchTheirReports) {
-  TempDir tmp;
-  const std::string file = repo_root() + "/runs/shardrun-h100.json", out = tmp.file("gpu.json");
-  const RunResult r = run_shardplan({"validate", "--runs", file, "--json", out});
-  ASSERT_EQ(r.exit_code, 0) << r;
-  const json runs = read_json(file), j = read_json(out);
-  ASSERT_EQ(j["runs"].size(), runs["runs"].size());
-  for (const auto& row : j["runs"]) EXPECT_GT(row["predicted"]["tokens_per_second"].get<double>(), 0) << row.dump();
-  for (const auto& run : runs["runs"]) {
-    const std::string citation = run["citation"].get<std::string>();
-    const auto at = citation.find("report bench/results/");
-    ASSERT_NE(at, std::string::npos) << citation;
-    const json report = read_json(repo_root() + "/" + citation.substr(at + 7));
-    EXPECT_NEAR(run["measured"]["step_seconds"].get<double>(), report["measured"]["step_seconds"].get<double>(), 1e-4);
-    EXPECT_NEAR(run["measured"]["peak_memory_GiB"].get<double>(),
-                report["measured"]["peak_memory_bytes"].get<double>() / (1024.0 * 1024 * 1024), 1e-3);
-    const auto plan_at = citation.find("--plan ");
-    ASSERT_NE(plan_at, std::string::npos) << citation;
-    const std::string plan_path = citation.substr(plan_at + 7, citation.find(' ', plan_at + 7) - plan_at - 7);
-    EXPECT_EQ(run["config"], read_json(repo_root() + "/" + plan_path)["config"]) << plan_path;
+  for (const std::string name : {"shardrun-h100", "shardrun-h200"}) {
+    SCOPED_TRACE(name);
+    TempDir tmp;
+    const std::string file = repo_root() + "/runs/" + name + ".json", out = tmp.file("gpu.json");
+    const RunResult r = run_shardplan({"validate", "--runs", file, "--json", out});
+    ASSERT_EQ(r.exit_code, 0) << r;
+    const json runs = read_json(file), j = read_json(out);
+    ASSERT_EQ(j["runs"].size(), runs["runs"].size());
+    for (const auto& row : j["runs"]) EXPECT_GT(row["predicted"]["tokens_per_second"].get<double>(), 0) << row.dump();
+    for (const auto& run : runs["runs"]) {
+      const std::string citation = run["citation"].get<std::string>();
+      const auto at = citation.find("report bench/results/");
+      ASSERT_NE(at, std::string::npos) << citation;
+      const json report = read_json(repo_root() + "/" + citation.substr(at + 7));
+      EXPECT_NEAR(run["measured"]["step_seconds"].get<double>(), report["measured"]["step_seconds"].get<double>(), 1e-4);
+      EXPECT_NEAR(run["measured"]["peak_memory_GiB"].get<double>(),
+                  report["measured"]["peak_memory_bytes"].get<double>() / (1024.0 * 1024 * 1024), 1e-3);
+      const auto plan_at = citation.find("--plan ");
+      ASSERT_NE(plan_at, std::string::npos) << citation;
+      const std::string plan_path = citation.substr(plan_at + 7, citation.find(' ', plan_at + 7) - plan_at - 7);
+      EXPECT_EQ(run["config"], read_json(repo_root() + "/" + plan_path)["config"]) << plan_path;
+    }
   }
 }
 

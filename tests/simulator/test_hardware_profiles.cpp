@@ -269,6 +269,22 @@ TEST(HardwareProfiles, P4deInheritsFromP4d) {
   EXPECT_EQ(de.host.cpu_cores, d.host.cpu_cores);
 }
 
+// The H200 node: the H100's chip with more, faster memory. Everything but the memory, its
+// bandwidth, the name and the price is the H100 profile's, the fitted terms included.
+TEST(HardwareProfiles, P5eInheritsFromP5) {
+  const auto h100 = load_hardware("p5.48xlarge");
+  const auto h200 = load_hardware("p5e.48xlarge");
+  EXPECT_EQ(h200.device.name, "NVIDIA H200");
+  EXPECT_EQ(h200.device.memory_bytes, 143771.0 * 1048576.0);
+  EXPECT_EQ(h200.device.memory_bandwidth_Bps, 4800e9);
+  EXPECT_NE(h200.price.usd_per_hour, h100.price.usd_per_hour);
+  EXPECT_EQ(h200.device.peak_flops, h100.device.peak_flops);
+  EXPECT_EQ(h200.device.gemm_efficiency.efficiency, h100.device.gemm_efficiency.efficiency);  // fitted scale applied once
+  EXPECT_EQ(h200.device.memory_efficiency.efficiency, h100.device.memory_efficiency.efficiency);
+  EXPECT_EQ(h200.node.intra.bandwidth_Bps, h100.node.intra.bandwidth_Bps);
+  EXPECT_EQ(h200.network.bandwidth_Bps, h100.network.bandwidth_Bps);
+}
+
 TEST(HardwareProfiles, OverlayWithOtherUnit) {
   TempDir tmp;
   const std::string path = tmp.write_json("bigger.json", {
