@@ -299,6 +299,10 @@ void apply_report(ValidationRun& run, const json& report, const std::string& sou
   run.measured_step_s_runs.push_back(sim::get_positive(m, "step_seconds", ctx));
   run.measured_step_s = median_of(run.measured_step_s_runs);
   run.measured_peak_bytes = sim::get_positive(m, "peak_memory_bytes", ctx);
+  if (auto ref = m.find("reference_gemm_seconds"); ref != m.end()) {
+    const sim::JsonContext rc = ctx.child("reference_gemm_seconds");
+    run.reference_gemm_s_runs.push_back((sim::get_positive(*ref, "start", rc) + sim::get_positive(*ref, "end", rc)) / 2);
+  }
   run.measured_peak_per_rank.clear();
   if (auto it = m.find("peak_memory_bytes_per_rank"); it != m.end() && it->is_array())
     for (const auto& v : *it) {
@@ -318,6 +322,20 @@ void apply_report(ValidationRun& run, const json& report, const std::string& sou
       run.memory_error_rank = static_cast<int>(r);
     }
   }
+}
+
+double profile_reference_gemm_seconds(const json& profile) {
+  const auto p = profile.find("profiled");
+  if (p == profile.end() || !p->is_object()) return 0;
+  const auto ref = p->find("reference_gemm_seconds");
+  if (ref == p->end() || !ref->is_object()) return 0;
+  const double a = ref->value("start", 0.0), b = ref->value("end", 0.0);
+  return a > 0 && b > 0 ? (a + b) / 2 : 0;
+}
+
+double machine_slowdown(const ValidationRun& run, double profile_reference_gemm_s) {
+  if (run.reference_gemm_s_runs.empty() || !(profile_reference_gemm_s > 0)) return std::nan("");
+  return median_of(run.reference_gemm_s_runs) / profile_reference_gemm_s - 1;
 }
 
 ValidationErrorStats abs_error_stats(const std::vector<std::pair<double, std::string>>& v) {
@@ -401,6 +419,7 @@ json run_json(const ValidationRun& r, const std::string& base_dir) {
                      {"step_seconds_runs", r.measured_step_s_runs},
                      {"peak_memory_bytes", r.measured_peak_bytes},
                      {"peak_memory_bytes_per_rank", r.measured_peak_per_rank}};
+    if (!r.reference_gemm_s_runs.empty()) j["measured"]["reference_gemm_seconds_runs"] = r.reference_gemm_s_runs;
     j["error"] = {{"step_seconds_relative", r.step_error},
                   {"peak_memory_relative", r.memory_error},
                   {"peak_memory_worst_rank", r.memory_error_rank}};
@@ -482,6 +501,7 @@ ValidationRun run_from_json(const json& j, const sim::JsonContext& ctx, const st
     if (r.measured_step_s_runs.empty()) r.measured_step_s_runs = {r.measured_step_s};
     r.measured_peak_bytes = sim::get_number(*it, "peak_memory_bytes", c);
     r.measured_peak_per_rank = numbers(*it, "peak_memory_bytes_per_rank", c);
+    r.reference_gemm_s_runs = numbers(*it, "reference_gemm_seconds_runs", c);
     const json& e = sim::require(j, "error", ctx);
     r.step_error = sim::get_number(e, "step_seconds_relative", ctx.child("error"));
     r.memory_error = sim::get_number(e, "peak_memory_relative", ctx.child("error"));
@@ -503,6 +523,7 @@ json to_json(const ValidationReport& r, const std::string& base_dir) {
           {"threads_per_rank", r.threads_per_rank},
           {"repeats", r.repeats},
           {"cores", r.cores},
+          {"profile_reference_gemm_seconds", r.profile_reference_gemm_s},
           {"runs", std::move(runs)},
           {"summary",
            {{"ran", s.ran},
@@ -524,6 +545,8 @@ ValidationReport validation_from_json(const json& j, const std::string& source, 
   r.threads_per_rank = static_cast<int>(sim::get_int_or(j, "threads_per_rank", 1, ctx));
   r.repeats = static_cast<int>(sim::get_int_or(j, "repeats", 1, ctx));
   r.cores = static_cast<int>(sim::get_int_or(j, "cores", 1, ctx));
+  if (auto it = j.find("profile_reference_gemm_seconds"); it != j.end() && it->is_number())
+    r.profile_reference_gemm_s = it->get<double>();
   const json& runs = sim::require(j, "runs", ctx);
   if (!runs.is_array()) ctx.fail("runs", "an array");
   for (std::size_t i = 0; i < runs.size(); ++i)

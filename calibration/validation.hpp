@@ -92,6 +92,9 @@ struct ValidationRun {
   bool has_measurement = false;
   double measured_step_s = 0;       // the median over the repeats
   std::vector<double> measured_step_s_runs;  // one per repeat, in run order
+  // The machine's speed during each repeat: report.json measured.reference_gemm_seconds, the
+  // mean of its start and end (absent from older reports: not pushed).
+  std::vector<double> reference_gemm_s_runs;
   double measured_peak_bytes = 0;  // report.json measured.peak_memory_bytes (largest rank)
   std::vector<double> measured_peak_per_rank;
 
@@ -151,7 +154,18 @@ struct ValidationReport {
   std::string hardware_file;  // what was given (name or path)
   int steps = 0, threads_per_rank = 1, cores = 1, repeats = 1;
   std::vector<ValidationRun> runs;
+  // A measured profile's reference GEMM (profiled.reference_gemm_seconds, the mean of its start
+  // and end); 0 for a datasheet profile.
+  double profile_reference_gemm_s = 0;
 };
+
+// The measured profile's reference GEMM time in `profile` (a hardware profile JSON), 0 when it
+// has none (a datasheet profile).
+double profile_reference_gemm_seconds(const nlohmann::json& profile);
+// How much slower the machine ran during `run` than when it was profiled: the median of its
+// repeats' reference GEMM times over the profile's, minus 1 (+0.2: the runs saw a machine 20 %
+// slower). NaN when either side was not timed.
+double machine_slowdown(const ValidationRun& run, double profile_reference_gemm_s);
 
 // Schema kValidationSchema. Paths under `base_dir` (the JSON file's directory) are written
 // relative to it, others absolute.

@@ -145,6 +145,8 @@ nlohmann::json build_report(const ReportInputs& in) {
       {"first_loss", in.steps.empty() ? 0 : in.steps.front().loss},
       {"final_loss", in.steps.empty() ? 0 : in.steps.back().loss},
   };
+  if (in.reference_gemm_start_s > 0 && in.reference_gemm_end_s > 0)
+    measured["reference_gemm_seconds"] = {{"start", in.reference_gemm_start_s}, {"end", in.reference_gemm_end_s}};
   if (!in.steps.empty() && in.steps.back().cp) measured["cp_comm_seconds"] = med(&StepRecord::cp_comm_s);
   if (!in.steps.empty() && in.steps.back().moe) {
     measured["a2a_seconds"] = med(&StepRecord::a2a_s);

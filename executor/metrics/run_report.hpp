@@ -80,6 +80,10 @@ struct ReportInputs {
   std::string schedule;                    // pipeline schedule run
   simulator::Prediction prediction;
   nlohmann::json attempts;                 // summarize_attempts() of metrics.jsonl; null: left out
+  // The machine's speed while the run ran: a reference GEMM (profile/kernel_bench.hpp, the one
+  // `shardrun profile` times before and after its kernels) timed before the first step and after
+  // the last, mean over the ranks; 0: not timed (left out of the report).
+  double reference_gemm_start_s = 0, reference_gemm_end_s = 0;
 };
 
 // Medians skip the first step (warm-up) when there are more than two.

@@ -13,6 +13,7 @@
 #include "executor/io/fs_util.hpp"
 #include "executor/metrics/op_trace.hpp"
 #include "executor/metrics/run_history.hpp"
+#include "executor/profile/kernel_bench.hpp"
 #include "device.hpp"
 #include "nf4_export.hpp"
 #include "pipeline_step.hpp"
@@ -173,6 +174,19 @@ bool end_of_step(TrainerState& s) {
   return !s.interrupted && !s.stopped_early;
 }
 
+// The machine's speed now: the profile's reference GEMM (a few tens of milliseconds), mean over
+// the ranks. validate sets it beside the profile's own, so a run on a slowed machine shows as one.
+double reference_gemm(TrainerState& s) {
+  BenchContext ctx;
+  ctx.device = s.device;
+  ctx.combine = [&s](double t) {
+    torch::Tensor v = torch::tensor({t}, torch::kDouble).to(s.device);
+    s.groups->world().all_reduce(v, ReduceOp::sum);
+    return v.item<double>() / s.groups->world().size();
+  };
+  return reference_gemm_seconds(ctx);
+}
+
 }  // namespace
 
 void Trainer::train() {
@@ -182,6 +196,8 @@ void Trainer::train() {
   StepTimer timer(s.device);  // CUDA: events around the step
   std::unique_ptr<OpTrace> trace;  // rank 0, the steps after the first
   Watchdog watchdog(stall_limit_s(s.opt.stall_factor, s.plan.prediction.time.step_s, s.opt.stall_min_s), c.world);
+  s.reference_gemm_start_s = reference_gemm(s);
+  reset_peak_device_bytes(s.device);  // the reference GEMM's buffers are not the run's
   for (int64_t step = s.start_step; step < s.opt.steps; ++step) {
     watchdog.phase("between steps");
     maybe_inject_fault(fault, c.world, step + 1, s.attempt);
@@ -256,6 +272,7 @@ void Trainer::finish() {
     return;
   }
   torch::Tensor peak = torch::tensor({peak_device_bytes(s.device)}, torch::kLong).to(s.device);
+  s.reference_gemm_end_s = reference_gemm(s);  // after the peak is read: its buffers are not the run's
   const auto i64 = torch::TensorOptions().dtype(torch::kLong).device(s.device);
   torch::Tensor peaks = torch::empty({s.groups->world().size()}, i64);
   s.groups->world().all_gather(peaks, peak);
@@ -282,6 +299,8 @@ void Trainer::finish() {
   in.threads_per_rank = s.threads.threads;
   in.schedule = simulator::to_string(s.plan.config.schedule);
   in.prediction = s.plan.prediction;
+  in.reference_gemm_start_s = s.reference_gemm_start_s;
+  in.reference_gemm_end_s = s.reference_gemm_end_s;
   in.attempts = summarize_attempts(read_metrics((fs::path(s.opt.out_dir) / "metrics.jsonl").string()));
   const nlohmann::json report = build_report(in);
   io::atomic_write_file((fs::path(s.opt.out_dir) / "report.json").string(), report.dump(2) + "\n");

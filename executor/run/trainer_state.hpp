@@ -47,6 +47,7 @@ struct TrainerState {
   int64_t done_steps = 0;
   bool interrupted = false;
   bool stopped_early = false;
+  double reference_gemm_start_s = 0, reference_gemm_end_s = 0;  // the machine's speed (train_loop.cpp)
   MetricsLog metrics;
   std::vector<StepRecord> records;
   std::vector<simulator::PipelineOp> pipeline_ops;  // this stage's schedule (every step)

@@ -4,6 +4,7 @@
 #include <unistd.h>
 
 #include <atomic>
+#include <cmath>
 #include <csignal>
 #include <cstdio>
 #include <filesystem>
@@ -121,9 +122,12 @@ std::string outcome(const cal::ValidationRun& r) {
   return b + (r.time_judged ? std::string() : " (" + r.time_note + ": time not judged)");
 }
 
-void print_table(const std::vector<cal::ValidationRun>& runs, int cores) {
-  std::printf("\n%-28s %5s %10s %10s %10s %12s %12s %9s\n", "configuration", "ranks", "step pred", "step meas",
-              "step err", "mem pred", "mem meas", "mem err");
+// `profile_ref_s` > 0 (a measured profile): a last column, how much slower the machine ran during
+// each configuration's runs than when it was profiled (their reference GEMMs).
+void print_table(const std::vector<cal::ValidationRun>& runs, int cores, double profile_ref_s) {
+  const bool machine = profile_ref_s > 0;
+  std::printf("\n%-28s %5s %10s %10s %10s %12s %12s %9s%s\n", "configuration", "ranks", "step pred", "step meas",
+              "step err", "mem pred", "mem meas", "mem err", machine ? "   machine" : "");
   bool note = false;
   for (const auto& r : runs) {
     std::printf("%-28s %5d ", r.entry.name.c_str(), r.ranks);
@@ -136,12 +140,18 @@ void print_table(const std::vector<cal::ValidationRun>& runs, int cores) {
     const double mm = k < r.measured_peak_per_rank.size() ? r.measured_peak_per_rank[k] : r.measured_peak_bytes;
     const std::string te = r.time_judged ? pct(r.step_error) : "(" + pct(r.step_error) + ")*";
     note = note || !r.time_judged;
-    std::printf("%8.3f s %8.3f s %10s %12s %12s %9s\n", r.predicted_step_s, r.measured_step_s, te.c_str(),
-                mib(mp).c_str(), mib(mm).c_str(), pct(r.memory_error).c_str());
+    const double slow = cal::machine_slowdown(r, profile_ref_s);
+    char cell[24] = "";
+    if (machine) std::snprintf(cell, sizeof cell, " %9s", std::isnan(slow) ? "-" : pct(slow).c_str());
+    std::printf("%8.3f s %8.3f s %10s %12s %12s %9s%s\n", r.predicted_step_s, r.measured_step_s, te.c_str(),
+                mib(mp).c_str(), mib(mm).c_str(), pct(r.memory_error).c_str(), cell);
   }
   if (note)
     std::printf("* oversubscribed (ranks x threads > %d cores): step time not judged, left out of the statistics\n",
                 cores);
+  if (machine)
+    std::printf("machine: the runs' reference GEMM (timed before the first step and after the last) against the "
+                "profile's; + = the machine ran that much slower than when it was profiled\n");
 }
 
 void print_stats(const char* what, const cal::ValidationErrorStats& s) {
@@ -199,6 +209,7 @@ int run_validate(const ValidateOptions& o) {
   if (!o.json.empty()) prepare_parent(o.json, "--json");
   if (!o.plot.empty()) prepare_parent(o.plot, "--plot");
   cal::ValidationReport report{hw.name, o.hardware, o.steps, o.threads, ro.cores, o.repeats, {}};
+  if (fs::is_regular_file(o.hardware)) report.profile_reference_gemm_s = cal::profile_reference_gemm_seconds(sim::read_json_file(o.hardware));
   std::printf("validating %zu configuration%s on %s (%d steps, %d thread%s per rank, %d cores%s)\n", suite.size(),
               suite.size() == 1 ? "" : "s", hw.name.c_str(), o.steps, o.threads, o.threads == 1 ? "" : "s", ro.cores,
               o.repeats > 1 ? (", median of " + std::to_string(o.repeats) + " runs each").c_str() : "");
@@ -230,7 +241,7 @@ int run_validate(const ValidateOptions& o) {
     if (!interrupted || run.has_measurement || !cal::runnable(run)) report.runs.push_back(std::move(run));
   std::signal(SIGINT, SIG_DFL);
   std::signal(SIGTERM, SIG_DFL);
-  print_table(report.runs, ro.cores);
+  print_table(report.runs, ro.cores, report.profile_reference_gemm_s);
   const cal::ValidationSummary s = cal::summarize(report.runs);
   std::printf("\nran %d, skipped %d, failed %d (of %zu)\n", s.ran, s.skipped, s.failed, report.runs.size());
   print_stats("step time", s.step_seconds);

@@ -162,6 +162,10 @@ TEST(Report, PeakMemoryFallsWithEachZeroStageAndTheReportCarriesPredictions) {
     ASSERT_EQ(later.size(), 2u);
     EXPECT_DOUBLE_EQ(m["step_seconds_p10"].get<double>(), std::min(later[0], later[1]));
     EXPECT_DOUBLE_EQ(m["step_seconds_p90"].get<double>(), std::max(later[0], later[1]));
+    // The machine's speed around the run: the profile's reference GEMM, before and after.
+    ASSERT_TRUE(m.contains("reference_gemm_seconds")) << m.dump();
+    EXPECT_GT(m["reference_gemm_seconds"]["start"].get<double>(), 0.0);
+    EXPECT_GT(m["reference_gemm_seconds"]["end"].get<double>(), 0.0);
     EXPECT_GT(r.report["predicted"]["peak_memory_bytes"].get<double>(), 0.0);
     peaks.push_back(m["peak_memory_bytes"].get<double>());
   }

@@ -131,6 +131,39 @@ TEST(ValidateReport, RepeatsCompareTheMedianStepTime) {
   EXPECT_DOUBLE_EQ(back.runs[0].measured_step_s, r.measured_step_s);
 }
 
+// The machine's speed: each repeat's reference GEMM (the mean of its start and end) against the
+// measured profile's; the median of the repeats decides. Unmeasured on either side: NaN.
+TEST(ValidateReport, MachineSlowdownIsTheRunsReferenceGemmOverTheProfiles) {
+  const nlohmann::json profile = {{"profiled", {{"reference_gemm_seconds", {{"start", 0.0020}, {"end", 0.0030}}}}}};
+  EXPECT_DOUBLE_EQ(cal::profile_reference_gemm_seconds(profile), 0.0025);
+  EXPECT_EQ(cal::profile_reference_gemm_seconds(nlohmann::json{{"name", "p5.48xlarge"}}), 0.0);  // datasheet
+  cal::ValidationRun r = made_run("tiny", cal::RunStatus::ran, 0, 0);
+  r.entry.model = "tiny-llama";
+  r.entry.global_batch_size = 8;
+  r.ranks = 1;
+  r.measured_step_s_runs.clear();
+  r.predicted_peak_per_rank = {100};
+  EXPECT_TRUE(std::isnan(cal::machine_slowdown(r, 0.0025)));
+  auto report = [](double step, double a, double b) {
+    return nlohmann::json{{"measured",
+                           {{"step_seconds", step},
+                            {"peak_memory_bytes", 100},
+                            {"reference_gemm_seconds", {{"start", a}, {"end", b}}}}}};
+  };
+  cal::apply_report(r, report(0.20, 0.0025, 0.0025), "report.json");  // as profiled
+  cal::apply_report(r, report(0.30, 0.0035, 0.0035), "report.json");  // 40 % slower
+  cal::apply_report(r, report(0.25, 0.0030, 0.0030), "report.json");  // 20 % slower
+  EXPECT_EQ(r.reference_gemm_s_runs.size(), 3u);
+  EXPECT_NEAR(cal::machine_slowdown(r, 0.0025), 0.2, 1e-12);
+  EXPECT_TRUE(std::isnan(cal::machine_slowdown(r, 0)));
+  cal::ValidationReport v{"hw", "hw.json", 8, 1, 2, 3, {r}};
+  v.profile_reference_gemm_s = 0.0025;
+  const auto back = cal::validation_from_json(cal::to_json(v, "/tmp"), "v.json", "/tmp");
+  EXPECT_DOUBLE_EQ(back.profile_reference_gemm_s, 0.0025);
+  EXPECT_EQ(back.runs[0].reference_gemm_s_runs, r.reference_gemm_s_runs);
+  EXPECT_THROW(cal::apply_report(r, report(0.2, -1, 0.0025), "report.json"), sim::InputError);  // names the field
+}
+
 TEST(ValidateSuite, AtLeastFourteenUniqueEntriesThatPassValidateConfigIncludingPipelinesAndRecompute) {
   const auto suite = cal::builtin_suite();
   ASSERT_GE(suite.size(), 14u);
