@@ -301,7 +301,7 @@ void apply_report(ValidationRun& run, const json& report, const std::string& sou
   run.measured_peak_bytes = sim::get_positive(m, "peak_memory_bytes", ctx);
   if (auto ref = m.find("reference_gemm_seconds"); ref != m.end()) {
     const sim::JsonContext rc = ctx.child("reference_gemm_seconds");
-    run.reference_gemm_s_runs.push_back((sim::get_positive(*ref, "start", rc) + sim::get_positive(*ref, "end", rc)) / 2);
+    run.reference_gemm_s_runs.push_back(std::min(sim::get_positive(*ref, "start", rc), sim::get_positive(*ref, "end", rc)));
   }
   run.measured_peak_per_rank.clear();
   if (auto it = m.find("peak_memory_bytes_per_rank"); it != m.end() && it->is_array())
@@ -330,7 +330,7 @@ double profile_reference_gemm_seconds(const json& profile) {
   const auto ref = p->find("reference_gemm_seconds");
   if (ref == p->end() || !ref->is_object()) return 0;
   const double a = ref->value("start", 0.0), b = ref->value("end", 0.0);
-  return a > 0 && b > 0 ? (a + b) / 2 : 0;
+  return a > 0 && b > 0 ? std::min(a, b) : 0;
 }
 
 double machine_slowdown(const ValidationRun& run, double profile_reference_gemm_s) {

@@ -93,7 +93,8 @@ struct ValidationRun {
   double measured_step_s = 0;       // the median over the repeats
   std::vector<double> measured_step_s_runs;  // one per repeat, in run order
   // The machine's speed during each repeat: report.json measured.reference_gemm_seconds, the
-  // mean of its start and end (absent from older reports: not pushed).
+  // faster of its start and end (a cold first call or a busy moment only ever slows one down;
+  // absent from older reports: not pushed).
   std::vector<double> reference_gemm_s_runs;
   double measured_peak_bytes = 0;  // report.json measured.peak_memory_bytes (largest rank)
   std::vector<double> measured_peak_per_rank;
@@ -154,8 +155,8 @@ struct ValidationReport {
   std::string hardware_file;  // what was given (name or path)
   int steps = 0, threads_per_rank = 1, cores = 1, repeats = 1;
   std::vector<ValidationRun> runs;
-  // A measured profile's reference GEMM (profiled.reference_gemm_seconds, the mean of its start
-  // and end); 0 for a datasheet profile.
+  // A measured profile's reference GEMM (profiled.reference_gemm_seconds, the faster of its
+  // start and end, as for the runs); 0 for a datasheet profile.
   double profile_reference_gemm_s = 0;
 };
 
