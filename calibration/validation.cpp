@@ -329,7 +329,11 @@ double profile_reference_gemm_seconds(const json& profile) {
   if (p == profile.end() || !p->is_object()) return 0;
   const auto ref = p->find("reference_gemm_seconds");
   if (ref == p->end() || !ref->is_object()) return 0;
-  const double a = ref->value("start", 0.0), b = ref->value("end", 0.0);
+  auto seconds = [&](const char* key) {
+    const auto v = ref->find(key);
+    return v != ref->end() && v->is_number() ? v->get<double>() : 0.0;
+  };
+  const double a = seconds("start"), b = seconds("end");
   return a > 0 && b > 0 ? std::min(a, b) : 0;
 }
 

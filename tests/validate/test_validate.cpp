@@ -137,6 +137,7 @@ TEST(ValidateReport, MachineSlowdownIsTheRunsReferenceGemmOverTheProfiles) {
   const nlohmann::json profile = {{"profiled", {{"reference_gemm_seconds", {{"start", 0.0020}, {"end", 0.0030}}}}}};
   EXPECT_DOUBLE_EQ(cal::profile_reference_gemm_seconds(profile), 0.0020);  // a slow end (or cold start) ignored
   EXPECT_EQ(cal::profile_reference_gemm_seconds(nlohmann::json{{"name", "p5.48xlarge"}}), 0.0);  // datasheet
+  EXPECT_EQ(cal::profile_reference_gemm_seconds({{"profiled", {{"reference_gemm_seconds", {{"start", "x"}}}}}}), 0.0);
   cal::ValidationRun r = made_run("tiny", cal::RunStatus::ran, 0, 0);
   r.entry.model = "tiny-llama";
   r.entry.global_batch_size = 8;
