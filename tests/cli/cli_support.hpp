@@ -196,8 +196,8 @@ inline const std::vector<std::string> kBuiltinModels = {
     "tiny-gpt",      "tiny-llama", "tinyllama-1.1b", "mixtral-8x7b", "qwen3-30b-a3b", "qwen3-235b-a22b",
     "deepseek-v3",   "tiny-moe"};
 inline const std::vector<std::string> kBuiltinHardware = {"local-cpu-2core", "p4d.24xlarge", "p4de.24xlarge", "p5.48xlarge",
-                                                   "g5.48xlarge",  "trn1.32xlarge", "trn1.32xlarge-neuroncore",
-                                                   "gaudi2-hls2"};
+                                                   "p5e.48xlarge",    "g5.48xlarge",  "trn1.32xlarge",
+                                                   "trn1.32xlarge-neuroncore",       "gaudi2-hls2"};
 
 
 }  // namespace shardplan::testing::cli
