@@ -3,7 +3,8 @@
 #   1. the kernel figures a GPU profile holds, measured (bench/gpu_kernels.py), while
 #   2. shardrun and shardplan build against that machine's CUDA LibTorch (scripts/gpu-run.sh,
 #      the CPU build's libraries from DEPS_DEBS .deb files when the machine lacks them);
-#   3. the plan -> real run -> predicted vs measured loop on one GPU with the shipped profile;
+#   3. the plan -> real run -> predicted vs measured loop on one GPU with the shipped profile, and
+#      the layouts of the last visit (bench/results/gpu-2026-11-26/plan_*.json) run again;
 #   4. `shardrun profile --device cuda` (a measured profile of this GPU) and the same plan
 #      simulated on it, then run again: predicted vs measured with the measured profile.
 # Every step writes its log and JSON under out-device/ as it goes and packs the folder into
@@ -53,6 +54,17 @@ stamp "run (shipped): rc=$?"
 cp build/gpu/run-shipped/plan.json "$O/plan-shipped.json" 2> /dev/null
 cp build/gpu/run-shipped/run/report.json "$O/report-shipped.json" 2> /dev/null
 tail -n 12 "$O/run-shipped.log"
+
+# 3b: the layouts measured before (bench/results/gpu-2026-11-26/plan_*.json), run again: the same
+# plans, so the reports compare with that visit's and with the shipped profile's predictions.
+for plan in bench/results/gpu-2026-11-26/plan_*.json; do
+  name=$(basename "$plan" .json); name=${name#plan_}
+  [[ "$name" == tl-mb8 ]] && continue  # step 3 ran it
+  stamp "layout $name"
+  timeout 90 build/gpu/executor/shardrun --plan "$plan" --device cuda --steps 10 --data synthetic \
+    --out-dir "$O/runs/$name" > "$O/runs-$name.log" 2>&1
+  grep -E "step time error|peak memory" "$O/runs-$name.log" | tail -2
+done
 
 # 4: a measured profile of this GPU, the same layout re-simulated on it and run again.
 stamp "shardrun profile --device cuda"
