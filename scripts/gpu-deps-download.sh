@@ -13,7 +13,7 @@ PACKAGES=(
   libmunge2 libnuma1 libltdl7 libxnvctrl0 libpciaccess0 libgfortran5
   libsentencepiece-dev libsentencepiece0 zlib1g-dev
   nlohmann-json3-dev libcli11-dev libtomlplusplus-dev libtomlplusplus3 libyaml-cpp-dev libyaml-cpp0.7
-  libeigen3-dev libspdlog-dev libspdlog1.10 libfmt-dev libfmt9
+  libeigen3-dev libspdlog-dev libspdlog1.10 libfmt-dev libfmt9 libsleef-dev libsleef3
   pkgconf pkgconf-bin libpkgconf3
 )
 mkdir -p "$DIR"

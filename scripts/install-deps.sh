@@ -22,8 +22,10 @@ PACKAGES=(
   libspdlog-dev       # logging library
   libfmt-dev          # string formatting (also spdlog's backend)
   libeigen3-dev       # linear algebra (header-only)
+  libsleef-dev        # executor: SLEEF vectorised expf for the fused CPU softmax and cross-entropy
   libtorch-dev        # executor: LibTorch C++ frontend (CPU build, 1.13)
   libopenblas0-pthread # executor: fast BLAS for LibTorch on CPU (switches libblas.so.3)
+  libblas-dev         # executor: cblas.h + libblas.so for the attention GEMMs (model/attention_gemms.hpp)
   libopenmpi-dev      # executor: MPI collectives between ranks
   openmpi-bin         # executor: mpirun
   libsentencepiece-dev # executor: tokenizer (train/load tokenizer.model)

@@ -1,9 +1,12 @@
 #include "cpu_kernels.hpp"
 
+#include "row_math.hpp"
+
 #include <ATen/Parallel.h>
 
 #include <algorithm>
 #include <cmath>
+#include <cstring>
 #include <vector>
 
 namespace shardplan::executor::cpu {
@@ -92,6 +95,52 @@ void rotary(HeadView x, HeadView y, const float* cos, const float* sin, int64_t 
         }
       }
       for (int64_t i = rot; i < hd; ++i) yo[i] = xi[i];
+    }
+  });
+}
+
+void causal_softmax_forward(const float* x, float* y, int64_t rows, int64_t S, float scale) {
+  at::parallel_for(0, rows, kRowBlock, [&](int64_t r0, int64_t r1) {
+    for (int64_t r = r0; r < r1; ++r) {
+      const int64_t keys = r % S + 1;  // query position r mod S sees keys 0..r mod S
+      const float* xr = x + r * S;
+      float* yr = y + r * S;
+      const float m = row_max(xr, keys);  // the max of scale * x is scale * max x (scale > 0)
+      scale_row(yr, 1.0F / exp_affine_sum(xr, scale, scale * m, yr, keys), keys);
+      std::memset(yr + keys, 0, static_cast<size_t>(S - keys) * sizeof(float));
+    }
+  });
+}
+
+void causal_softmax_backward(const float* dy, const float* y, float* dx, int64_t rows, int64_t S, float scale) {
+  at::parallel_for(0, rows, kRowBlock, [&](int64_t r0, int64_t r1) {
+    for (int64_t r = r0; r < r1; ++r) {
+      const int64_t keys = r % S + 1;
+      const float* yr = y + r * S;
+      const float* dyr = dy + r * S;
+      float* dxr = dx + r * S;
+      softmax_grad_row(yr, dyr, row_dot(dyr, yr, keys), scale, dxr, keys);  // y = 0 above: no terms there
+      std::memset(dxr + keys, 0, static_cast<size_t>(S - keys) * sizeof(float));
+    }
+  });
+}
+
+void exp_shifted_rows(const float* z, const float* zmax, float* ez, float* sum, int64_t rows, int64_t V,
+                      int64_t valid) {
+  at::parallel_for(0, rows, 1, [&](int64_t r0, int64_t r1) {
+    for (int64_t r = r0; r < r1; ++r) {
+      sum[r] = exp_affine_sum(z + r * V, 1.0F, zmax[r], ez + r * V, valid);
+      std::memset(ez + r * V + valid, 0, static_cast<size_t>(V - valid) * sizeof(float));
+    }
+  });
+}
+
+void cross_entropy_grad_rows(float* ez, const float* coef, const float* hit, const int64_t* target, int64_t rows,
+                             int64_t V) {
+  at::parallel_for(0, rows, 1, [&](int64_t r0, int64_t r1) {
+    for (int64_t r = r0; r < r1; ++r) {
+      scale_row(ez + r * V, coef[r], V);
+      ez[r * V + target[r]] -= hit[r];
     }
   });
 }

@@ -31,4 +31,24 @@ struct HeadView {
 void rotary(HeadView x, HeadView y, const float* cos, const float* sin, int64_t B, int64_t heads, int64_t S,
             int64_t hd, int64_t rot, bool inverse);
 
+// softmax(scale * x + causal mask) over rows of S keys (Megatron's ScaledUpperTriangMaskedSoftmax):
+// row r is query position i = r mod S (query groups stacked along the rows, as attention_core
+// stacks them), so keys j <= i count and j > i get y = 0; only the i + 1 counted keys are read
+// or exponentiated. x, y: (R, S) contiguous, may be the same buffer.
+void causal_softmax_forward(const float* x, float* y, int64_t rows, int64_t S, float scale);
+
+// Its backward, dx = scale * y * (dy - sum_j dy_j y_j), 0 above the diagonal. dx may be dy.
+void causal_softmax_backward(const float* dy, const float* y, float* dx, int64_t rows, int64_t S, float scale);
+
+// Cross-entropy forward over vocabulary rows: ez_rj = exp(z_rj - zmax_r) for the first `valid`
+// of V columns (0 in padded ones), sum_r = sum_j ez_rj. z, ez: (R, V) contiguous; zmax, sum: (R)
+void exp_shifted_rows(const float* z, const float* zmax, float* ez, float* sum, int64_t rows, int64_t V,
+                      int64_t valid);
+
+// Its backward in place: grad_r = coef_r * ez_r, then grad_r[target_r] -= hit_r
+// (coef = dloss / sum, hit = dloss where the target is in this shard, else 0). ez: (R, V); coef,
+// hit, target: (R)
+void cross_entropy_grad_rows(float* ez, const float* coef, const float* hit, const int64_t* target, int64_t rows,
+                             int64_t V);
+
 }  // namespace shardplan::executor::cpu

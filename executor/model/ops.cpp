@@ -176,26 +176,45 @@ torch::Tensor future_mask(int64_t S, int64_t group, torch::Device dev) {
 // (Megatron's ScaledUpperTriangMaskedSoftmax, fused_softmax.py): forward scales into one fp32
 // buffer, masks it in place and keeps only the probabilities (in `dtype`); backward is ATen's
 // fused softmax backward, dx = scale * y * (dy - sum(dy * y)) — masked entries have y = 0, so
-// their gradient is 0 without a mask pass. Two passes each way instead of the op-by-op six.
+// their gradient is 0 without a mask pass. Two passes each way instead of the op-by-op six; fp32
+// on the CPU one pass each way over the unmasked triangle only (cpu::causal_softmax_forward).
 struct ScaledCausalSoftmax : torch::autograd::Function<ScaledCausalSoftmax> {
-  static torch::Tensor forward(torch::autograd::AutogradContext* ctx, torch::Tensor x, torch::Tensor future,
-                               double scale, int64_t dtype) {
-    torch::Tensor z = x.scalar_type() == torch::kFloat ? x * scale : x.to(torch::kFloat).mul_(scale);
-    z.masked_fill_(future, -INFINITY);
-    const torch::Tensor y = at::_softmax(z, -1, false).to(static_cast<torch::ScalarType>(dtype));
+  static torch::Tensor forward(torch::autograd::AutogradContext* ctx, torch::Tensor x, int64_t group, double scale,
+                               int64_t dtype, bool fused) {
+    torch::Tensor y;
+    if (fused) {  // causal_softmax checked the layout: x (R, S) rows, fp32
+      const torch::Tensor xc = x.contiguous();
+      y = torch::empty_like(xc);
+      const int64_t S = xc.size(-1);
+      cpu::causal_softmax_forward(xc.data_ptr<float>(), y.data_ptr<float>(), xc.numel() / S, S,
+                                  static_cast<float>(scale));
+    } else {
+      torch::Tensor z = x.scalar_type() == torch::kFloat ? x * scale : x.to(torch::kFloat).mul_(scale);
+      z.masked_fill_(future_mask(x.size(-1), group, x.device()), -INFINITY);
+      y = at::_softmax(z, -1, false).to(static_cast<torch::ScalarType>(dtype));
+    }
     ctx->save_for_backward({y});
     ctx->saved_data["scale"] = scale;
     ctx->saved_data["x_dtype"] = static_cast<int64_t>(x.scalar_type());
+    ctx->saved_data["fused"] = fused;
     return y;
   }
   static torch::autograd::variable_list backward(torch::autograd::AutogradContext* ctx,
                                                  torch::autograd::variable_list g) {
     const torch::Tensor y = ctx->get_saved_variables()[0];
+    const double scale = ctx->saved_data["scale"].toDouble();
+    if (ctx->saved_data["fused"].toBool()) {
+      const torch::Tensor dy = g[0].to(torch::kFloat).contiguous();
+      torch::Tensor dx = torch::empty_like(y);
+      const int64_t S = y.size(-1);
+      cpu::causal_softmax_backward(dy.data_ptr<float>(), y.data_ptr<float>(), dx.data_ptr<float>(), y.numel() / S, S,
+                                   static_cast<float>(scale));
+      return {dx, torch::Tensor(), torch::Tensor(), torch::Tensor(), torch::Tensor()};
+    }
     const torch::Tensor dz = at::_softmax_backward_data(g[0].to(torch::kFloat).contiguous(), y.to(torch::kFloat), -1,
                                                         torch::kFloat);
     const auto x_dtype = static_cast<torch::ScalarType>(ctx->saved_data["x_dtype"].toInt());
-    return {dz.mul_(ctx->saved_data["scale"].toDouble()).to(x_dtype), torch::Tensor(), torch::Tensor(),
-            torch::Tensor()};
+    return {dz.mul_(scale).to(x_dtype), torch::Tensor(), torch::Tensor(), torch::Tensor(), torch::Tensor()};
   }
 };
 
@@ -204,8 +223,9 @@ struct ScaledCausalSoftmax : torch::autograd::Function<ScaledCausalSoftmax> {
 // softmax(Q K^T / sqrt(hd) + causal mask) (Vaswani et al. 2017, §3.2.1), the scores given.
 torch::Tensor causal_softmax(const torch::Tensor& scores, int64_t group, double scale, torch::ScalarType dtype) {
   // scores: (B, nkv, g*S, S) -> probabilities of the same shape in `dtype`
-  const torch::Tensor future = future_mask(scores.size(-1), group, scores.device());
-  return ScaledCausalSoftmax::apply(scores, future, scale, static_cast<int64_t>(dtype));
+  const bool fused = fused_cpu(scores) && dtype == torch::kFloat && scale > 0.0 && scores.dim() >= 2 &&
+                     scores.size(-2) == group * scores.size(-1);
+  return ScaledCausalSoftmax::apply(scores, group, scale, static_cast<int64_t>(dtype), fused);
 }
 
 torch::Tensor gelu_tanh(const torch::Tensor& x) { return F::gelu(x, F::GELUFuncOptions().approximate("tanh")); }

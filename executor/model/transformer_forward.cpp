@@ -4,6 +4,7 @@
 
 #include <torch/version.h>
 
+#include "attention_gemms.hpp"
 #include "autocast.hpp"
 #include "executor/errors.hpp"
 #include "executor/parallel/mappings.hpp"
@@ -64,18 +65,17 @@ torch::Tensor Transformer::norm(const torch::Tensor& x, const torch::Tensor& w, 
 torch::Tensor Transformer::attention_core(const torch::Tensor& q, const torch::Tensor& k, const torch::Tensor& v,
                                           const TpContext& ctx) const {
   // q: (B, nh, S, hd), k, v: (B, nkv, S, hd) -> context (B, S, nh*hd)
-  const int64_t B = q.size(0), nh = q.size(1), S = q.size(2), hd = q.size(3), nkv = k.size(1);
+  const int64_t nh = q.size(1), hd = q.size(3), nkv = k.size(1);
   if (use_fused_attention(q)) return fused_attention(q, k, v);
   // Grouped-query attention without repeating K and V (Ainslie et al. 2023): the nh/nkv query
-  // heads sharing a KV head are stacked along the rows, so every GEMM is a plain batched one and
-  // autograd keeps K and V at their own size. qg: (B, nkv, g*S, hd)
+  // heads sharing a KV head are stacked along the rows (attention_gemms.hpp), so autograd keeps K
+  // and V at their own size.
   const int64_t group = nh / nkv;
-  const torch::Tensor qg = q.reshape({B, nkv, group * S, hd});
   // softmax(Q K^T / sqrt(hd) + causal mask) V (Vaswani et al. 2017, §3.2.1)
-  const torch::Tensor scores = torch::matmul(qg, k.transpose(-2, -1));  // (B, nkv, g*S, S)
+  const torch::Tensor scores = attention_scores(q, k);  // (B, nkv, g*S, S)
   torch::Tensor probs = causal_softmax(scores, group, 1.0 / std::sqrt(static_cast<double>(hd)), q.scalar_type());
   probs = dropout(probs, opt_.attention_dropout, ctx, /*sharded=*/true);
-  return torch::matmul(probs, v).view({B, nh, S, hd}).transpose(1, 2).reshape({B, S, nh * hd});
+  return attention_values(probs, v, nh);  // (B, S, nh*hd)
 }
 
 torch::Tensor Transformer::context_attention(const torch::Tensor& q, const torch::Tensor& k, const torch::Tensor& v,

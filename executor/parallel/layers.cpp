@@ -3,6 +3,7 @@
 #include <mutex>
 
 #include "executor/errors.hpp"
+#include "executor/model/cpu_kernels.hpp"
 #include "executor/seed_hash.hpp"
 #include "mappings.hpp"
 #include "nf4_linear.hpp"
@@ -129,19 +130,35 @@ namespace {
 using torch::autograd::AutogradContext;
 using torch::autograd::variable_list;
 
+// fp32 logits on the CPU take the fused row loops (model/cpu_kernels.hpp): exp and its row sum in
+// one pass, and backward's normalise, target subtraction and scaling in one more.
+bool fused_ce(const torch::Tensor& logits) {
+  return logits.device().is_cpu() && logits.scalar_type() == torch::kFloat && logits.is_contiguous();
+}
+
 struct VocabParallelCE : torch::autograd::Function<VocabParallelCE> {
+  // logits: (N, V/t), targets: (N) -> loss (N)
   static torch::Tensor forward(AutogradContext* ctx, torch::Tensor logits, torch::Tensor targets, int64_t start,
                                int64_t valid, Communicator* tp) {
     // One (N, V/t) fp32 buffer beside the logits: shifted, exponentiated and normalised in place.
     const bool padded = valid < logits.size(1);  // padded vocabulary rows never win
-    torch::Tensor zmax = std::get<0>((padded ? logits.narrow(1, 0, valid) : logits).max(1)).to(torch::kFloat);  // (N)
+    const bool fused = fused_ce(logits);
+    torch::Tensor zmax = (padded ? logits.narrow(1, 0, valid) : logits).amax(1).to(torch::kFloat);  // (N)
     tp->all_reduce(zmax, ReduceOp::max);
-    // fp32 logits: one pass (sub) instead of copy + sub_; 16-bit ones: the fp32 copy, shifted in place.
-    torch::Tensor ez = (logits.scalar_type() == torch::kFloat ? logits.sub(zmax.unsqueeze(1))
-                                                               : logits.to(torch::kFloat).sub_(zmax.unsqueeze(1)))
-                           .exp_();
-    if (padded) ez.narrow(1, valid, ez.size(1) - valid).zero_();
-    torch::Tensor sum = ez.sum(1);
+    torch::Tensor ez, sum;
+    if (fused) {
+      ez = torch::empty_like(logits);
+      sum = torch::empty_like(zmax);
+      cpu::exp_shifted_rows(logits.data_ptr<float>(), zmax.data_ptr<float>(), ez.data_ptr<float>(),
+                            sum.data_ptr<float>(), logits.size(0), logits.size(1), valid);
+    } else {
+      // fp32 logits: one pass (sub) instead of copy + sub_; 16-bit ones: the fp32 copy, shifted in place.
+      ez = (logits.scalar_type() == torch::kFloat ? logits.sub(zmax.unsqueeze(1))
+                                                  : logits.to(torch::kFloat).sub_(zmax.unsqueeze(1)))
+               .exp_();
+      if (padded) ez.narrow(1, valid, ez.size(1) - valid).zero_();
+      sum = ez.sum(1);
+    }
     tp->all_reduce(sum, ReduceOp::sum);
     const torch::Tensor ignored = targets.eq(-100);
     const torch::Tensor here = (targets >= start) & (targets < start + valid) & ignored.logical_not();
@@ -150,18 +167,29 @@ struct VocabParallelCE : torch::autograd::Function<VocabParallelCE> {
                                .masked_fill(here.logical_not(), 0.0);
     tp->all_reduce(picked, ReduceOp::sum);
     torch::Tensor loss = (sum.log() - picked).masked_fill(ignored, 0.0);
-    ctx->save_for_backward({ez.div_(sum.unsqueeze(1)), idx, here, ignored});
+    // fused: exp(z - zmax) and its sum, normalised in backward's one pass; else the softmax.
+    ctx->save_for_backward({fused ? ez : ez.div_(sum.unsqueeze(1)), idx, here, ignored, sum});
+    ctx->saved_data["fused"] = fused;
     ctx->saved_data["dtype"] = static_cast<int64_t>(logits.scalar_type());
     return loss;
   }
   static variable_list backward(AutogradContext* ctx, variable_list g) {
     auto saved = ctx->get_saved_variables();
-    torch::Tensor grad = saved[0];  // softmax (N, V/t), freed with the context
+    torch::Tensor grad = saved[0];  // exp(z - zmax) or the softmax (N, V/t), freed with the context
     const torch::Tensor& idx = saved[1];
     const torch::Tensor& here = saved[2];
     const torch::Tensor& ignored = saved[3];
+    const torch::Tensor& sum = saved[4];
+    const torch::Tensor dloss = g[0].to(torch::kFloat) * ignored.logical_not().to(torch::kFloat);  // (N)
+    if (ctx->saved_data["fused"].toBool()) {  // fused: grad = dloss / sum * exp(z - zmax) - dloss at the target
+      const torch::Tensor coef = (dloss / sum).contiguous(), hit = (dloss * here.to(torch::kFloat)).contiguous();
+      const torch::Tensor target = idx.to(torch::kLong).contiguous();
+      cpu::cross_entropy_grad_rows(grad.data_ptr<float>(), coef.data_ptr<float>(), hit.data_ptr<float>(),
+                                   target.data_ptr<int64_t>(), grad.size(0), grad.size(1));
+      return {grad, torch::Tensor(), torch::Tensor(), torch::Tensor(), torch::Tensor()};
+    }
     grad.scatter_add_(1, idx.unsqueeze(1), here.to(torch::kFloat).neg().unsqueeze(1));
-    grad.mul_((g[0] * ignored.logical_not().to(torch::kFloat)).unsqueeze(1));
+    grad.mul_(dloss.unsqueeze(1));
     const auto dtype = static_cast<torch::ScalarType>(ctx->saved_data["dtype"].toInt());
     return {grad.to(dtype), torch::Tensor(), torch::Tensor(), torch::Tensor(), torch::Tensor()};
   }

@@ -5,6 +5,7 @@
 #include "kernel_bench.hpp"
 
 #include "executor/engine/adamw_kernel.hpp"
+#include "executor/model/attention_gemms.hpp"
 #include "executor/model/ops.hpp"
 #include "executor/parallel/layers.hpp"
 #include "simulator/hardware_profile.hpp"
@@ -316,8 +317,8 @@ class OpBench {
     emit(k, shape, elements, "backward", std::max(fb - f_cold, 0.0));
   }
 
-  // The attention core's GEMMs as the model runs them (transformer_forward.cpp: matmul with a
-  // transposed K view): scores = q k^T, out = p v; backward the four GEMMs autograd runs.
+  // The attention core's GEMMs as the model runs them (model/attention_gemms.hpp, B heads of
+  // one sequence): scores = q k^T, out = p v; backward the four GEMMs autograd runs.
   // Charged per FLOP of the two forward GEMMs, over head dims 32..128 and a few lengths.
   void attention_gemms() {
     torch::AutoGradMode grad_on(true);
@@ -328,8 +329,8 @@ class OpBench {
     for (int64_t s : seqs)
       for (int64_t d : {int64_t{32}, int64_t{64}, int64_t{128}}) {
         if (b_.quick() && d != 64) continue;
-        auto q = leaf({B, s, d}), k = leaf({B, s, d}), v = leaf({B, s, d}), p = leaf({B, s, s});
-        const auto fwd = [&] { return std::make_pair(torch::matmul(q, k.transpose(-2, -1)), torch::matmul(p, v)); };
+        auto q = leaf({1, B, s, d}), k = leaf({1, B, s, d}), v = leaf({1, B, s, d}), p = leaf({1, B, s, s});
+        const auto fwd = [&] { return std::make_pair(attention_scores(q, k), attention_values(p, v, B)); };
         const auto [s0, o0] = fwd();
         const torch::Tensor gs = torch::randn_like(s0.detach()), go = torch::randn_like(o0.detach());
         const double f = b_.time([&] { (void)fwd(); });

@@ -3,7 +3,8 @@
 // RMSNorm and RoPE forward and backward (model/cpu_kernels.hpp through model/ops.hpp), the
 // scaled causal softmax. Each also on shapes that exercise the tails (lengths not a multiple of
 // the vector width or of the work blocks) and, where threads split the work, for equality
-// across thread counts.
+// across thread counts. Also the SLEEF row primitives and the eager
+// attention core's CBLAS GEMMs (model/attention_gemms.hpp) on the strided views the model makes.
 #include <gtest/gtest.h>
 
 #include <ATen/Parallel.h>
@@ -11,7 +12,9 @@
 #include <cmath>
 
 #include "executor/engine/adamw_kernel.hpp"
+#include "executor/model/attention_gemms.hpp"
 #include "executor/model/ops.hpp"
+#include "executor/model/row_math.hpp"
 
 namespace shardplan::executor {
 namespace {
@@ -178,6 +181,54 @@ TEST(ScaledCausalSoftmax, MatchesMaskedSoftmaxAndItsGradientWithStackedGroups) {
     EXPECT_LT(max_rel(y.detach(), yr.detach()), tol);
     EXPECT_LT(max_rel(s.grad(), sr.grad()), tol);
     EXPECT_EQ(y.detach().to(torch::kFloat).masked_select(future.expand(y.sizes())).abs().sum().item<float>(), 0.0F);
+  }
+}
+
+TEST(RowMath, MatchesStdExpOnEveryTailLength) {
+  torch::manual_seed(10);
+  for (const int64_t n : {1, 7, 8, 9, 31, 4096}) {
+    const torch::Tensor x = torch::randn({n}) * 4;
+    torch::Tensor y = torch::empty({n});
+    const float* xp = x.data_ptr<float>();
+    const float m = cpu::row_max(xp, n);
+    EXPECT_EQ(m, x.max().item<float>()) << n;
+    const float sum = cpu::exp_affine_sum(xp, 0.5F, 0.5F * m, y.data_ptr<float>(), n);
+    const torch::Tensor ref = (x.to(torch::kDouble) * 0.5 - 0.5 * m).exp();
+    EXPECT_LT(max_rel(y, ref), 1e-6) << n;
+    EXPECT_NEAR(sum, ref.sum().item<double>(), 1e-5 * ref.sum().item<double>()) << n;
+    const torch::Tensor a = torch::randn({n});
+    EXPECT_NEAR(cpu::row_dot(a.data_ptr<float>(), xp, n), (a.to(torch::kDouble) * x).sum().item<double>(),
+                1e-5 * (a.abs() * x.abs()).sum().item<double>()) << n;
+  }
+}
+
+// q, k, v as the model hands them over: views (B, n, S, hd) of (B, S, n*hd) projections, q once
+// as that view (per-head GEMMs) and once contiguous (a group's heads stacked into one GEMM).
+TEST(AttentionGemms, MatchMatmulOnStridedGroupedViewsForwardAndBackward) {
+  if (!attention_gemms_use_cblas()) GTEST_SKIP() << "built without CBLAS";
+  torch::manual_seed(12);
+  const int64_t B = 2, nh = 6, nkv = 2, S = 9, hd = 8, g = nh / nkv;
+  for (const bool contiguous_q : {false, true}) {
+    const torch::Tensor q0 = torch::randn({B, S, nh * hd}), k0 = torch::randn({B, S, nkv * hd});
+    const torch::Tensor v0 = torch::randn({B, S, nkv * hd}), dctx = torch::randn({B, S, nh * hd});
+    const auto heads = [&](const torch::Tensor& t, int64_t n) { return t.view({B, S, n, hd}).transpose(1, 2); };
+    const torch::Tensor q = q0.clone().requires_grad_(), k = k0.clone().requires_grad_(), v = v0.clone().requires_grad_();
+    const torch::Tensor qh = contiguous_q ? heads(q, nh).contiguous() : heads(q, nh);
+    const torch::Tensor scores = attention_scores(qh, heads(k, nkv));
+    const torch::Tensor p = torch::softmax(scores, -1);
+    const torch::Tensor ctx = attention_values(p, heads(v, nkv), nh);
+    ctx.backward(dctx);
+    const torch::Tensor qr = q0.to(torch::kDouble).requires_grad_(), kr = k0.to(torch::kDouble).requires_grad_();
+    const torch::Tensor vr = v0.to(torch::kDouble).requires_grad_();
+    const torch::Tensor sr = torch::matmul(heads(qr, nh).reshape({B, nkv, g * S, hd}), heads(kr, nkv).transpose(-2, -1));
+    const torch::Tensor cr =
+        torch::matmul(torch::softmax(sr, -1), heads(vr, nkv)).view({B, nh, S, hd}).transpose(1, 2).reshape({B, S, nh * hd});
+    cr.backward(dctx.to(torch::kDouble));
+    EXPECT_LT(max_rel(scores.detach(), sr.detach()), 1e-6) << contiguous_q;
+    EXPECT_LT(max_rel(ctx.detach(), cr.detach()), 1e-6) << contiguous_q;
+    EXPECT_LT(max_rel(q.grad(), qr.grad()), 1e-5) << contiguous_q;
+    EXPECT_LT(max_rel(k.grad(), kr.grad()), 1e-5) << contiguous_q;
+    EXPECT_LT(max_rel(v.grad(), vr.grad()), 1e-5) << contiguous_q;
   }
 }
 

@@ -12,6 +12,10 @@
 namespace shardplan::executor {
 namespace {
 
+double max_rel(const torch::Tensor& a, const torch::Tensor& b) {
+  return ((a.to(torch::kDouble) - b.to(torch::kDouble)).abs().max() / b.to(torch::kDouble).abs().max()).item<double>();
+}
+
 // A group of one rank: collectives are copies.
 class SelfCommunicator final : public Communicator {
  public:
@@ -139,6 +143,37 @@ TEST(VocabParallelCrossEntropy, PaddedColumnsNeverWin) {
   logits[0][3] = 100.0;  // a padding column (valid = 3) with a huge logit
   const torch::Tensor loss = vocab_parallel_cross_entropy(logits, torch::tensor({0}, torch::kLong), 0, 3, self);
   EXPECT_NEAR(loss.item<float>(), std::log(3.0), 1e-5);
+}
+
+// The fused fp32 path (cpu_kernels.hpp) over a padded vocabulary shard (V 37, 33 real) with
+// ignored targets and a weighted loss: loss and gradient against log_softmax in double.
+TEST(FusedCrossEntropy, MatchesLogSoftmaxAndItsGradientWithPaddingAndIgnoredRows) {
+  torch::manual_seed(11);
+  const int64_t N = 19, V = 37, valid = 33;
+  torch::Tensor targets = torch::randint(0, valid, {N}, torch::kLong);
+  targets[3] = -100;
+  targets[11] = -100;
+  const torch::Tensor z0 = torch::randn({N, V}) * 3;
+  const torch::Tensor dl = torch::rand({N});
+  SelfCommunicator self;
+  const torch::Tensor z = z0.clone().requires_grad_();
+  const torch::Tensor loss = vocab_parallel_cross_entropy(z, targets, 0, valid, self);
+  (loss * dl).sum().backward();
+  const torch::Tensor zr = z0.narrow(1, 0, valid).to(torch::kDouble).requires_grad_();
+  const torch::Tensor keep = targets.ne(-100);
+  const torch::Tensor lr =
+      -torch::log_softmax(zr, 1).gather(1, targets.clamp_min(0).unsqueeze(1)).squeeze(1) * keep.to(torch::kDouble);
+  (lr * dl.to(torch::kDouble)).sum().backward();
+  EXPECT_LT(max_rel(loss.detach(), lr.detach()), 1e-6);
+  EXPECT_LT(max_rel(z.grad().narrow(1, 0, valid), zr.grad()), 1e-6);
+  EXPECT_EQ(z.grad().narrow(1, valid, V - valid).abs().sum().item<float>(), 0.0F);  // padded columns
+  EXPECT_EQ(z.grad()[3].abs().sum().item<float>(), 0.0F);                            // ignored rows
+  // bf16 logits take the op-by-op form: the same loss and gradient to bf16 rounding.
+  const torch::Tensor zb = z0.to(torch::kBFloat16).requires_grad_();
+  const torch::Tensor lb = vocab_parallel_cross_entropy(zb, targets, 0, valid, self);
+  (lb * dl).sum().backward();
+  EXPECT_LT(max_rel(lb.detach(), lr.detach()), 2e-2);
+  EXPECT_LT(max_rel(zb.grad().narrow(1, 0, valid), zr.grad()), 2e-2);
 }
 
 TEST(LrSchedule, WarmsUpThenDecaysToTheFloor) {

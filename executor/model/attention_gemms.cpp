@@ -1,0 +1,152 @@
+#include "attention_gemms.hpp"
+
+#include "executor/errors.hpp"
+
+#ifdef SHARDPLAN_HAVE_CBLAS
+#include <cblas.h>
+#endif
+
+namespace shardplan::executor {
+
+namespace {
+
+using torch::autograd::AutogradContext;
+using torch::autograd::variable_list;
+
+// Matrix (b, h) of a (B, n, rows, cols) tensor with unit column stride: rows at stride `ld`.
+struct Heads {
+  float* data;
+  int64_t s0, s1, ld;
+  [[nodiscard]] float* at(int64_t b, int64_t h) const { return data + b * s0 + h * s1; }
+};
+Heads heads(const torch::Tensor& t) { return {t.data_ptr<float>(), t.stride(0), t.stride(1), t.stride(2)}; }
+
+bool cblas_path(std::initializer_list<const torch::Tensor*> ts) {
+  if (!attention_gemms_use_cblas()) return false;
+  for (const torch::Tensor* t : ts)
+    if (!t->device().is_cpu() || t->scalar_type() != torch::kFloat || t->dim() != 4 || t->stride(3) != 1)
+      return false;
+  return true;
+}
+
+#ifdef SHARDPLAN_HAVE_CBLAS
+// C (m x n, ldc) = alpha op(A) op(B) + beta C, row-major.
+void gemm(bool ta, bool tb, int64_t m, int64_t n, int64_t k, const float* a, int64_t lda, const float* b, int64_t ldb,
+          float beta, float* c, int64_t ldc) {
+  cblas_sgemm(CblasRowMajor, ta ? CblasTrans : CblasNoTrans, tb ? CblasTrans : CblasNoTrans, static_cast<int>(m),
+              static_cast<int>(n), static_cast<int>(k), 1.0F, a, static_cast<int>(lda), b, static_cast<int>(ldb), beta,
+              c, static_cast<int>(ldc));
+}
+#else
+void gemm(bool, bool, int64_t, int64_t, int64_t, const float*, int64_t, const float*, int64_t, float, float*, int64_t) {
+  EXECUTOR_CHECK(false, "attention GEMMs: built without CBLAS");
+}
+#endif
+
+// The g query heads of a KV head stack into one (g*S, hd) matrix when q's heads lie S rows apart.
+bool groups_stack(const torch::Tensor& q) { return q.stride(1) == q.size(2) * q.stride(2); }
+
+struct Scores : torch::autograd::Function<Scores> {
+  // q: (B, nh, S, hd), k: (B, nkv, Sk, hd) -> (B, nkv, g*S, Sk)
+  static torch::Tensor forward(AutogradContext* ctx, const torch::Tensor& q, const torch::Tensor& k) {
+    const int64_t B = q.size(0), nh = q.size(1), S = q.size(2), hd = q.size(3), nkv = k.size(1), Sk = k.size(2);
+    const int64_t g = nh / nkv;
+    torch::Tensor out = torch::empty({B, nkv, g * S, Sk}, q.options());
+    const Heads Q = heads(q), K = heads(k), O = heads(out);
+    const bool stacked = groups_stack(q);
+    for (int64_t b = 0; b < B; ++b)
+      for (int64_t kv = 0; kv < nkv; ++kv)
+        for (int64_t j = 0; j < (stacked ? 1 : g); ++j)  // S_j = Q_j K^T
+          gemm(false, true, stacked ? g * S : S, Sk, hd, Q.at(b, kv * g + j), Q.ld, K.at(b, kv), K.ld, 0.0F,
+               O.at(b, kv) + j * S * Sk, Sk);
+    ctx->save_for_backward({q, k});
+    return out;
+  }
+  static variable_list backward(AutogradContext* ctx, variable_list grads) {
+    const auto saved = ctx->get_saved_variables();
+    const torch::Tensor &q = saved[0], &k = saved[1];
+    const torch::Tensor ds = grads[0].contiguous();  // (B, nkv, g*S, Sk)
+    const int64_t B = q.size(0), nh = q.size(1), S = q.size(2), hd = q.size(3), nkv = k.size(1), Sk = k.size(2);
+    const int64_t g = nh / nkv;
+    torch::Tensor dq = torch::empty({B, nh, S, hd}, q.options()), dk = torch::empty({B, nkv, Sk, hd}, k.options());
+    const Heads Q = heads(q), K = heads(k), DS = heads(ds), DQ = heads(dq), DK = heads(dk);
+    const bool stacked = groups_stack(q);
+    for (int64_t b = 0; b < B; ++b)
+      for (int64_t kv = 0; kv < nkv; ++kv) {
+        // dQ (g*S, hd) = dS K: dq's heads are S rows apart, so the group is one GEMM.
+        gemm(false, false, g * S, hd, Sk, DS.at(b, kv), Sk, K.at(b, kv), K.ld, 0.0F, DQ.at(b, kv * g), hd);
+        // dK (Sk, hd) = sum_j dS_j^T Q_j
+        for (int64_t j = 0; j < (stacked ? 1 : g); ++j)
+          gemm(true, false, Sk, hd, stacked ? g * S : S, DS.at(b, kv) + j * S * Sk, Sk, Q.at(b, kv * g + j), Q.ld,
+               j == 0 ? 0.0F : 1.0F, DK.at(b, kv), hd);
+      }
+    return {dq, dk};
+  }
+};
+
+struct Values : torch::autograd::Function<Values> {
+  // p: (B, nkv, g*S, Sk), v: (B, nkv, Sk, hd) -> (B, S, nh*hd)
+  static torch::Tensor forward(AutogradContext* ctx, const torch::Tensor& p_in, const torch::Tensor& v, int64_t nh) {
+    const torch::Tensor p = p_in.contiguous();
+    const int64_t B = p.size(0), nkv = p.size(1), Sk = p.size(3), hd = v.size(3);
+    const int64_t g = nh / nkv, S = p.size(2) / g;
+    torch::Tensor out = torch::empty({B, S, nh * hd}, v.options());
+    const Heads P = heads(p), V = heads(v);
+    float* o = out.data_ptr<float>();
+    for (int64_t b = 0; b < B; ++b)
+      for (int64_t kv = 0; kv < nkv; ++kv)
+        for (int64_t j = 0; j < g; ++j)  // context of head kv*g + j = P_j V, into its columns
+          gemm(false, false, S, hd, Sk, P.at(b, kv) + j * S * Sk, Sk, V.at(b, kv), V.ld, 0.0F,
+               o + b * S * nh * hd + (kv * g + j) * hd, nh * hd);
+    ctx->save_for_backward({p, v});
+    return out;
+  }
+  static variable_list backward(AutogradContext* ctx, variable_list grads) {
+    const auto saved = ctx->get_saved_variables();
+    const torch::Tensor &p = saved[0], &v = saved[1];
+    const torch::Tensor dout = grads[0].contiguous();  // (B, S, nh*hd)
+    const int64_t B = p.size(0), nkv = p.size(1), Sk = p.size(3), hd = v.size(3), S = dout.size(1);
+    const int64_t g = p.size(2) / S, nh = g * nkv;
+    torch::Tensor dp = torch::empty_like(p), dv = torch::empty({B, nkv, Sk, hd}, v.options());
+    const Heads P = heads(p), V = heads(v), DP = heads(dp), DV = heads(dv);
+    const float* d = dout.data_ptr<float>();
+    for (int64_t b = 0; b < B; ++b)
+      for (int64_t kv = 0; kv < nkv; ++kv)
+        for (int64_t j = 0; j < g; ++j) {
+          const float* dj = d + b * S * nh * hd + (kv * g + j) * hd;  // dO_j: (S, hd), rows nh*hd apart
+          gemm(false, true, S, Sk, hd, dj, nh * hd, V.at(b, kv), V.ld, 0.0F, DP.at(b, kv) + j * S * Sk, Sk);
+          gemm(true, false, Sk, hd, S, P.at(b, kv) + j * S * Sk, Sk, dj, nh * hd, j == 0 ? 0.0F : 1.0F, DV.at(b, kv),
+               hd);
+        }
+    return {dp, dv, torch::Tensor()};
+  }
+};
+
+}  // namespace
+
+bool attention_gemms_use_cblas() {
+#ifdef SHARDPLAN_HAVE_CBLAS
+  return true;
+#else
+  return false;
+#endif
+}
+
+torch::Tensor attention_scores(const torch::Tensor& q, const torch::Tensor& k) {
+  const int64_t B = q.size(0), nh = q.size(1), S = q.size(2), hd = q.size(3), nkv = k.size(1);
+  EXECUTOR_CHECK(nkv > 0 && nh % nkv == 0 && k.size(0) == B && k.size(3) == hd, "attention_scores: bad shapes");
+  if (cblas_path({&q, &k})) return Scores::apply(q, k);
+  return torch::matmul(q.reshape({B, nkv, nh / nkv * S, hd}), k.transpose(-2, -1));
+}
+
+torch::Tensor attention_values(const torch::Tensor& p, const torch::Tensor& v, int64_t nh) {
+  const int64_t B = p.size(0), nkv = p.size(1), Sk = p.size(3), hd = v.size(3);
+  EXECUTOR_CHECK(v.size(0) == B && v.size(1) == nkv && v.size(2) == Sk && nh % nkv == 0 &&
+                     p.size(2) % (nh / nkv) == 0,
+                 "attention_values: bad shapes");
+  const int64_t S = p.size(2) / (nh / nkv);
+  if (cblas_path({&p, &v})) return Values::apply(p, v, nh);
+  return torch::matmul(p, v).view({B, nh, S, hd}).transpose(1, 2).reshape({B, S, nh * hd});
+}
+
+}  // namespace shardplan::executor

@@ -1,0 +1,26 @@
+#pragma once
+// The eager attention core's two GEMMs, scores = Q K^T and context = P V (Vaswani et al. 2017,
+// §3.2.1), each one autograd node. fp32 on the CPU: one CBLAS sgemm per (batch, head) matrix,
+// read through the tensors' own strides, so the transposed q/k/v views the model makes are never
+// copied, the g query heads of a KV head share one K and V (grouped-query attention, Ainslie et
+// al. 2023) without repeating them, and the context is written straight into its (B, S, nh*hd)
+// layout; backward is the four GEMMs autograd would run. Elsewhere (CUDA, 16-bit, no CBLAS):
+// torch::matmul on the stacked-group views, as before.
+// Legend: B batch, nh query heads, nkv KV heads, g = nh / nkv, S query positions, Sk key
+// positions, hd head dim. Every input needs unit stride on its last dim.
+#include <torch/torch.h>
+
+namespace shardplan::executor {
+
+// q: (B, nh, S, hd), k: (B, nkv, Sk, hd) -> scores (B, nkv, g*S, Sk); row j*S + i of group kv is
+// query head kv*g + j at position i.
+torch::Tensor attention_scores(const torch::Tensor& q, const torch::Tensor& k);
+
+// p: (B, nkv, g*S, Sk) (as attention_scores lays them out), v: (B, nkv, Sk, hd), nh query heads
+// -> context (B, S, nh*hd), head h = kv*g + j in columns [h*hd, (h+1)*hd).
+torch::Tensor attention_values(const torch::Tensor& p, const torch::Tensor& v, int64_t nh);
+
+// Whether the CBLAS path serves fp32 CPU tensors in this build.
+bool attention_gemms_use_cblas();
+
+}  // namespace shardplan::executor
