@@ -38,6 +38,19 @@ void softmax_grad_row_plain(const float* y, const float* dy, float d, float a, f
   for (int64_t j = 0; j < n; ++j) dx[j] = a * y[j] * (dy[j] - d);
 }
 
+float sigmoid_plain(float x) { return 1.0F / (1.0F + std::exp(-x)); }
+void swiglu_forward_row_plain(const float* g, const float* u, float* s, float* y, int64_t n) {
+  for (int64_t j = 0; j < n; ++j) y[j] = (s[j] = g[j] * sigmoid_plain(g[j])) * u[j];
+}
+void swiglu_backward_row_plain(const float* dy, const float* g, const float* u, const float* s, float* dg, float* du,
+                               int64_t n) {
+  for (int64_t j = 0; j < n; ++j) {
+    const float sig = sigmoid_plain(g[j]), d = dy[j];
+    dg[j] = d * u[j] * (sig + s[j] * (1.0F - sig));
+    du[j] = d * s[j];
+  }
+}
+
 #ifdef SHARDPLAN_ROW_AVX2
 #define SHARDPLAN_AVX2 __attribute__((target("avx2,fma")))
 
@@ -122,6 +135,35 @@ SHARDPLAN_AVX2 void softmax_grad_row_avx2(const float* y, const float* dy, float
   }
 }
 
+// sigmoid(x) = 1 / (1 + exp(-x)) on 8 lanes.
+SHARDPLAN_AVX2 __m256 sigmoid8(__m256 x) {
+  const __m256 one = _mm256_set1_ps(1.0F);
+  return _mm256_div_ps(one, _mm256_add_ps(one, Sleef_expf8_u10avx2(_mm256_sub_ps(_mm256_setzero_ps(), x))));
+}
+
+SHARDPLAN_AVX2 void swiglu_forward_row_avx2(const float* g, const float* u, float* s, float* y, int64_t n) {
+  int64_t j = 0;
+  for (; j + 8 <= n; j += 8) {
+    const __m256 gv = _mm256_loadu_ps(g + j), sv = _mm256_mul_ps(gv, sigmoid8(gv));
+    _mm256_storeu_ps(s + j, sv);
+    _mm256_storeu_ps(y + j, _mm256_mul_ps(sv, _mm256_loadu_ps(u + j)));
+  }
+  if (j < n) swiglu_forward_row_plain(g + j, u + j, s + j, y + j, n - j);
+}
+
+SHARDPLAN_AVX2 void swiglu_backward_row_avx2(const float* dy, const float* g, const float* u, const float* s,
+                                             float* dg, float* du, int64_t n) {
+  const __m256 one = _mm256_set1_ps(1.0F);
+  int64_t j = 0;
+  for (; j + 8 <= n; j += 8) {
+    const __m256 sig = sigmoid8(_mm256_loadu_ps(g + j)), sv = _mm256_loadu_ps(s + j), d = _mm256_loadu_ps(dy + j);
+    const __m256 dsilu = _mm256_fmadd_ps(sv, _mm256_sub_ps(one, sig), sig);
+    _mm256_storeu_ps(dg + j, _mm256_mul_ps(_mm256_mul_ps(d, _mm256_loadu_ps(u + j)), dsilu));
+    _mm256_storeu_ps(du + j, _mm256_mul_ps(d, sv));
+  }
+  if (j < n) swiglu_backward_row_plain(dy + j, g + j, u + j, s + j, dg + j, du + j, n - j);
+}
+
 bool cpu_has_avx2_fma() {
   static const bool has = __builtin_cpu_supports("avx2") && __builtin_cpu_supports("fma");
   return has;
@@ -153,6 +195,14 @@ void scale_row(float* y, float a, int64_t n) { SHARDPLAN_ROW_DISPATCH(scale_row,
 float row_dot(const float* a, const float* b, int64_t n) { SHARDPLAN_ROW_DISPATCH(row_dot, a, b, n); }
 void softmax_grad_row(const float* y, const float* dy, float d, float a, float* dx, int64_t n) {
   SHARDPLAN_ROW_DISPATCH(softmax_grad_row, y, dy, d, a, dx, n);
+}
+
+void swiglu_forward_row(const float* g, const float* u, float* s, float* y, int64_t n) {
+  SHARDPLAN_ROW_DISPATCH(swiglu_forward_row, g, u, s, y, n);
+}
+void swiglu_backward_row(const float* dy, const float* g, const float* u, const float* s, float* dg, float* du,
+                         int64_t n) {
+  SHARDPLAN_ROW_DISPATCH(swiglu_backward_row, dy, g, u, s, dg, du, n);
 }
 
 #undef SHARDPLAN_ROW_DISPATCH

@@ -28,4 +28,12 @@ float row_dot(const float* a, const float* b, int64_t n);
 // The softmax backward of one row: dx_j = a * y_j * (dy_j - d). dx may be dy's row.
 void softmax_grad_row(const float* y, const float* dy, float d, float a, float* dx, int64_t n);
 
+// SwiGLU (Shazeer 2020, "GLU Variants Improve Transformer", eq. 6) with SiLU = x sigmoid(x)
+// (Elfwing et al. 2018): s = g sigmoid(g), y = s u. s is kept for backward (du = dy s).
+void swiglu_forward_row(const float* g, const float* u, float* s, float* y, int64_t n);
+
+// Its backward: du = dy s, dg = dy u silu'(g), silu'(g) = sigma + s (1 - sigma), sigma = sigmoid(g).
+void swiglu_backward_row(const float* dy, const float* g, const float* u, const float* s, float* dg, float* du,
+                         int64_t n);
+
 }  // namespace shardplan::executor::cpu

@@ -202,6 +202,25 @@ TEST(RowMath, MatchesStdExpOnEveryTailLength) {
   }
 }
 
+TEST(FusedSwiglu, ForwardAndBackwardMatchSiluTimesUpInDouble) {
+  torch::manual_seed(13);
+  for (const int64_t F : {688, 13}) {  // 13: a tail after the 8-wide lanes
+    torch::Tensor g0 = torch::randn({3, 5, F}) * 3;
+    g0[0][0][0] = -120.0F;  // exp(-g) overflows: sigmoid 0, silu -0
+    const torch::Tensor u0 = torch::randn({3, 5, F}), dy = torch::randn({3, 5, F});
+    const torch::Tensor g = g0.clone().requires_grad_(), u = u0.clone().requires_grad_();
+    const torch::Tensor y = swiglu(g, u);
+    y.backward(dy);
+    const torch::Tensor gr = g0.to(torch::kDouble).requires_grad_(), ur = u0.to(torch::kDouble).requires_grad_();
+    const torch::Tensor yr = gr * torch::sigmoid(gr) * ur;
+    yr.backward(dy.to(torch::kDouble));
+    EXPECT_LT(max_rel(y.detach(), yr.detach()), 1e-6) << F;
+    EXPECT_LT(max_rel(g.grad(), gr.grad()), 1e-6) << F;
+    EXPECT_LT(max_rel(u.grad(), ur.grad()), 1e-6) << F;
+    EXPECT_TRUE(std::isfinite(g.grad().abs().max().item<float>())) << F;
+  }
+}
+
 // q, k, v as the model hands them over: views (B, n, S, hd) of (B, S, n*hd) projections, q once
 // as that view (per-head GEMMs) and once contiguous (a group's heads stacked into one GEMM).
 TEST(AttentionGemms, MatchMatmulOnStridedGroupedViewsForwardAndBackward) {
