@@ -494,6 +494,20 @@ PartCost block_cost(const CostEnv& env) {
       tp_comm += overlapped_comm_s(half, region_gemm_s[r], t);
       tp_comm_bwd += overlapped_comm_s(half, frozen ? region_gemm_s[r] : 2 * region_gemm_s[r], t);
     }
+  } else if (env.sp && t > 1 && !m.parallel_residual) {
+    // Sequence parallelism without userbuffers (Korthikanti et al. 2022, §4.2.2; Megatron-Core
+    // LinearWithGradAccumulationAndAsyncCommunication.backward, TE Linear/LayerNormLinear
+    // backward): a column region's input is all-gathered again in backward, asynchronously beside
+    // its dgrad GEMM, and its input gradient reduce-scattered beside the wgrad GEMM (a frozen
+    // weight has none: exposed); the row region's output-gradient all-gather blocks. The link's
+    // compute_overlap scales what hides (0 for CPU ranks: shardrun's sp_column_linears re-gather
+    // and reduce in line, all exposed).
+    const double half = tp_all_reduce(env, e * M * h) / 2, ov = env.hw->node.intra.compute_overlap;
+    tp_comm_bwd = 0;
+    for (int r = 0; r < 2 * static_cast<int>(reduces); r += 2) {  // column regions: attention in, MLP in
+      const double hidden = ov * std::min(half, region_gemm_s[r]);
+      tp_comm_bwd += half + (half - hidden) + (half - (frozen ? 0.0 : hidden));
+    }
   }
 
   PartCost c;
