@@ -45,12 +45,20 @@ void fused_span(float* __restrict p, const float* __restrict g, float* __restric
   }
 }
 
+// Adam's bias corrections after `step` updates (Kingma & Ba 2015, Algorithm 1): 1 - beta^t.
+struct BiasCorrections {
+  double first, second;
+};
+BiasCorrections bias_corrections(const AdamWScalars& s) {
+  const double t = static_cast<double>(s.step);
+  return {1.0 - std::pow(s.beta1, t), 1.0 - std::pow(s.beta2, t)};
+}
+
 void adamw_ops(torch::Tensor& p, const torch::Tensor& g, torch::Tensor& m, torch::Tensor& v, const AdamWScalars& s,
                const std::vector<DecaySpan>& spans) {
   // The same update as LibTorch ops over the whole shard (torch.optim.AdamW, foreach=False): a
   // few kernel launches per step on a GPU, whatever the number of parameters.
-  const double t = static_cast<double>(s.step);
-  const double bc1 = 1.0 - std::pow(s.beta1, t), bc2 = 1.0 - std::pow(s.beta2, t);
+  const auto [bc1, bc2] = bias_corrections(s);
   torch::Tensor gs = g.to(torch::kFloat);
   if (s.grad_scale != 1.0) gs = gs * s.grad_scale;
   if (s.weight_decay > 0)
@@ -89,8 +97,7 @@ void adamw_update(torch::Tensor& p, const torch::Tensor& g, torch::Tensor& m, to
   EXECUTOR_CHECK(s.step >= 1, "AdamW: the step count starts at 1");
   if (!(adamw_is_fused(p, g) && fused_ok(m) && fused_ok(v))) return adamw_ops(p, g, m, v, s, spans);
   const torch::Tensor gf = g.scalar_type() == torch::kFloat ? g.contiguous() : g.to(torch::kFloat);
-  const double t = static_cast<double>(s.step);
-  const double bc1 = 1.0 - std::pow(s.beta1, t), bc2 = 1.0 - std::pow(s.beta2, t);
+  const auto [bc1, bc2] = bias_corrections(s);
   const FusedCoefficients c{static_cast<float>(s.beta1),       static_cast<float>(1.0 - s.beta1),
                             static_cast<float>(s.beta2),       static_cast<float>(1.0 - s.beta2),
                             static_cast<float>(s.eps),         static_cast<float>(1.0 / std::sqrt(bc2)),

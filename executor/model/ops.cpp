@@ -4,6 +4,7 @@
 #include "row_math.hpp"
 
 #include <cmath>
+#include <tuple>
 #include <utility>
 #include <vector>
 
@@ -67,29 +68,33 @@ struct RmsNorm : torch::autograd::Function<RmsNorm> {
 
 }  // namespace
 
+namespace {
+
+// A few tables per thread, keyed by the shape they serve (a run uses one or two), built once by
+// `make`; past eight the oldest goes. Each call site (its `make` type) has its own cache.
+template <typename Key, typename Make>
+auto per_thread_cached(const Key& key, Make make) {
+  using Value = decltype(make());
+  thread_local std::vector<std::pair<Key, Value>> cache;
+  for (const auto& [k, v] : cache)
+    if (k == key) return v;
+  if (cache.size() >= 8) cache.erase(cache.begin());
+  cache.emplace_back(key, make());
+  return cache.back().second;
+}
+
 // The cos and sin tables of RoPE for S positions and `rot` dims, built once per (S, rot, dtype,
 // device) and thread, as Hugging Face's rotary embedding caches them: every layer's q and k (and
 // recomputed blocks) read the same tables instead of rebuilding them (eight small ops each).
-namespace {
-
 std::pair<torch::Tensor, torch::Tensor> rope_tables(int64_t S, int64_t rot, torch::ScalarType dt, torch::Device dev) {
-  struct Entry {
-    int64_t S, rot;
-    torch::ScalarType dt;
-    torch::Device dev;
-    torch::Tensor cos, sin;
-  };
-  thread_local std::vector<Entry> cache;
-  for (const Entry& e : cache)
-    if (e.S == S && e.rot == rot && e.dt == dt && e.dev == dev) return {e.cos, e.sin};
-  torch::NoGradGuard no_grad;
-  const auto opts = torch::TensorOptions().dtype(torch::kFloat).device(dev);
-  const torch::Tensor inv_freq = torch::pow(10000.0, -torch::arange(0, rot, 2, opts) / static_cast<double>(rot));
-  const torch::Tensor angles = torch::outer(torch::arange(S, opts), inv_freq);  // (S, rot/2)
-  const torch::Tensor emb = torch::cat({angles, angles}, -1);                   // (S, rot)
-  if (cache.size() >= 8) cache.erase(cache.begin());  // a run uses one or two shapes
-  cache.push_back({S, rot, dt, dev, emb.cos().to(dt), emb.sin().to(dt)});
-  return {cache.back().cos, cache.back().sin};
+  return per_thread_cached(std::make_tuple(S, rot, dt, dev), [&] {
+    torch::NoGradGuard no_grad;
+    const auto opts = torch::TensorOptions().dtype(torch::kFloat).device(dev);
+    const torch::Tensor inv_freq = torch::pow(10000.0, -torch::arange(0, rot, 2, opts) / static_cast<double>(rot));
+    const torch::Tensor angles = torch::outer(torch::arange(S, opts), inv_freq);  // (S, rot/2)
+    const torch::Tensor emb = torch::cat({angles, angles}, -1);                   // (S, rot)
+    return std::make_pair(emb.cos().to(dt), emb.sin().to(dt));
+  });
 }
 
 // RoPE on fp32 CPU tensors as one autograd node: one pass forward into a contiguous (B, n, S, hd)
@@ -158,19 +163,10 @@ namespace {
 // The causal mask of `group` stacked query groups of S positions, (g*S, S), true above the
 // diagonal (future keys); built once per (S, group, device) and thread, as the RoPE tables are.
 torch::Tensor future_mask(int64_t S, int64_t group, torch::Device dev) {
-  struct Entry {
-    int64_t S, group;
-    torch::Device dev;
-    torch::Tensor mask;
-  };
-  thread_local std::vector<Entry> cache;
-  for (const Entry& e : cache)
-    if (e.S == S && e.group == group && e.dev == dev) return e.mask;
-  torch::Tensor future = torch::ones({S, S}, torch::TensorOptions().dtype(torch::kBool).device(dev)).triu(1);
-  if (group > 1) future = future.repeat({group, 1});  // row j*S + i is query position i
-  if (cache.size() >= 8) cache.erase(cache.begin());
-  cache.push_back({S, group, dev, future});
-  return future;
+  return per_thread_cached(std::make_tuple(S, group, dev), [&] {
+    torch::Tensor future = torch::ones({S, S}, torch::TensorOptions().dtype(torch::kBool).device(dev)).triu(1);
+    return group > 1 ? future.repeat({group, 1}) : future;  // row j*S + i is query position i
+  });
 }
 
 // softmax(scale * x + causal mask) over the last dim as one autograd node, computed in fp32
