@@ -16,6 +16,7 @@ namespace {
 // Rows per task: fixed, so that dw's partial sums (and so the result) do not depend on the
 // thread count.
 constexpr int64_t kRowBlock = 64;
+constexpr int64_t kElementBlock = 1 << 14;  // elements per task of the elementwise loops
 
 float dot8(const float* __restrict a, const float* __restrict b, int64_t n) {
   float acc[8] = {0, 0, 0, 0, 0, 0, 0, 0};  // eight lanes the compiler keeps in a vector register
@@ -122,6 +123,17 @@ void causal_softmax_backward(const float* dy, const float* y, float* dx, int64_t
       softmax_grad_row(yr, dyr, row_dot(dyr, yr, keys), scale, dxr, keys);  // y = 0 above: no terms there
       std::memset(dxr + keys, 0, static_cast<size_t>(S - keys) * sizeof(float));
     }
+  });
+}
+
+void swiglu_forward(const float* g, const float* u, float* s, float* y, int64_t n) {
+  at::parallel_for(0, n, kElementBlock,
+                   [&](int64_t b, int64_t e) { swiglu_forward_row(g + b, u + b, s + b, y + b, e - b); });
+}
+
+void swiglu_backward(const float* dy, const float* g, const float* u, const float* s, float* dg, float* du, int64_t n) {
+  at::parallel_for(0, n, kElementBlock, [&](int64_t b, int64_t e) {
+    swiglu_backward_row(dy + b, g + b, u + b, s + b, dg + b, du + b, e - b);
   });
 }
 

@@ -40,6 +40,11 @@ void causal_softmax_forward(const float* x, float* y, int64_t rows, int64_t S, f
 // Its backward, dx = scale * y * (dy - sum_j dy_j y_j), 0 above the diagonal. dx may be dy.
 void causal_softmax_backward(const float* dy, const float* y, float* dx, int64_t rows, int64_t S, float scale);
 
+// SwiGLU over n elements: s = silu(g), y = s u (row_math.hpp swiglu_forward_row), split over
+// threads; and its backward, du = dy s, dg = dy u silu'(g). All (n) contiguous.
+void swiglu_forward(const float* g, const float* u, float* s, float* y, int64_t n);
+void swiglu_backward(const float* dy, const float* g, const float* u, const float* s, float* dg, float* du, int64_t n);
+
 // Cross-entropy forward over vocabulary rows: ez_rj = exp(z_rj - zmax_r) for the first `valid`
 // of V columns (0 in padded ones), sum_r = sum_j ez_rj. z, ez: (R, V) contiguous; zmax, sum: (R)
 void exp_shifted_rows(const float* z, const float* zmax, float* ez, float* sum, int64_t rows, int64_t V,

@@ -1,7 +1,6 @@
 #include "ops.hpp"
 
 #include "cpu_kernels.hpp"
-#include "row_math.hpp"
 
 #include <cmath>
 #include <tuple>
@@ -230,19 +229,14 @@ torch::Tensor gelu_tanh(const torch::Tensor& x) { return F::gelu(x, F::GELUFuncO
 namespace {
 
 // SwiGLU's silu-then-multiply as one autograd node over fp32 CPU tensors: one pass each way
-// (row_math.hpp) instead of three, keeping what the two ops keep (g, u and s = silu(g): the
+// (cpu_kernels.hpp) instead of three, keeping what the two ops keep (g, u and s = silu(g): the
 // simulator's eager SwiGLU count, layer_cost.cpp). g, u: (.., F)
 struct FusedSwiglu : torch::autograd::Function<FusedSwiglu> {
-  static constexpr int64_t kBlock = 1 << 14;  // elements per task
   static torch::Tensor forward(torch::autograd::AutogradContext* ctx, const torch::Tensor& g_in,
                                const torch::Tensor& u_in) {
     const torch::Tensor g = g_in.contiguous(), u = u_in.contiguous();
     torch::Tensor s = torch::empty_like(g), y = torch::empty_like(g);
-    const float *gp = g.data_ptr<float>(), *up = u.data_ptr<float>();
-    float *sp = s.data_ptr<float>(), *yp = y.data_ptr<float>();
-    at::parallel_for(0, g.numel(), kBlock, [&](int64_t b, int64_t e) {
-      cpu::swiglu_forward_row(gp + b, up + b, sp + b, yp + b, e - b);
-    });
+    cpu::swiglu_forward(g.data_ptr<float>(), u.data_ptr<float>(), s.data_ptr<float>(), y.data_ptr<float>(), g.numel());
     ctx->save_for_backward({g, u, s});
     return y;
   }
@@ -252,12 +246,8 @@ struct FusedSwiglu : torch::autograd::Function<FusedSwiglu> {
     const torch::Tensor &g = saved[0], &u = saved[1], &s = saved[2];
     const torch::Tensor dy = grads[0].contiguous();
     torch::Tensor dg = torch::empty_like(g), du = torch::empty_like(u);
-    const float *dyp = dy.data_ptr<float>(), *gp = g.data_ptr<float>(), *up = u.data_ptr<float>(),
-                *sp = s.data_ptr<float>();
-    float *dgp = dg.data_ptr<float>(), *dup = du.data_ptr<float>();
-    at::parallel_for(0, g.numel(), kBlock, [&](int64_t b, int64_t e) {
-      cpu::swiglu_backward_row(dyp + b, gp + b, up + b, sp + b, dgp + b, dup + b, e - b);
-    });
+    cpu::swiglu_backward(dy.data_ptr<float>(), g.data_ptr<float>(), u.data_ptr<float>(), s.data_ptr<float>(),
+                         dg.data_ptr<float>(), du.data_ptr<float>(), g.numel());
     return {dg, du};
   }
 };

@@ -140,7 +140,8 @@ struct VocabParallelCE : torch::autograd::Function<VocabParallelCE> {
   // logits: (N, V/t), targets: (N) -> loss (N)
   static torch::Tensor forward(AutogradContext* ctx, torch::Tensor logits, torch::Tensor targets, int64_t start,
                                int64_t valid, Communicator* tp) {
-    // One (N, V/t) fp32 buffer beside the logits: shifted, exponentiated and normalised in place.
+    // One (N, V/t) fp32 buffer beside the logits: exp(z - zmax), normalised in place (op-by-op form)
+    // or in backward's one pass (fused).
     const bool padded = valid < logits.size(1);  // padded vocabulary rows never win
     const bool fused = fused_ce(logits);
     torch::Tensor zmax = (padded ? logits.narrow(1, 0, valid) : logits).amax(1).to(torch::kFloat);  // (N)
