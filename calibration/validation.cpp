@@ -413,6 +413,7 @@ json run_json(const ValidationRun& r, const std::string& base_dir) {
             {"report_file", relative_to(r.report_file, base_dir)},
             {"layout", layout_json(r)}};
   if (!r.time_note.empty()) j["time_note"] = r.time_note;
+  if (r.steps > 0) j["steps"] = r.steps;
   if (!r.output_log.empty()) j["output_log"] = relative_to(r.output_log, base_dir);
   if (r.has_prediction)
     j["predicted"] = {{"step_seconds", r.predicted_step_s},
@@ -487,6 +488,7 @@ ValidationRun run_from_json(const json& j, const sim::JsonContext& ctx, const st
   r.ranks = static_cast<int>(sim::get_positive_int(j, "ranks", ctx));
   r.time_judged = sim::get_bool_or(j, "time_judged", true, ctx);
   r.time_note = sim::get_string_or(j, "time_note", "", ctx);
+  r.steps = static_cast<int>(sim::get_int_or(j, "steps", 0, ctx));
   r.plan_file = resolve_from(sim::get_string_or(j, "plan_file", "", ctx), base_dir);
   r.report_file = resolve_from(sim::get_string_or(j, "report_file", "", ctx), base_dir);
   r.output_log = resolve_from(sim::get_string_or(j, "output_log", "", ctx), base_dir);

@@ -83,6 +83,7 @@ struct ValidationRun {
   std::string time_note;    // "oversubscribed: 4 ranks x 1 thread on 2 cores"
   std::string plan_file, report_file, output_log;  // absolute; empty when not written
   int resolved_sharding_degree = 0;  // after validate_config (0 = unknown)
+  int steps = 0;                     // training steps of each repeat (steps_for; 0 = not run)
 
   bool has_prediction = false;
   double predicted_step_s = 0;
@@ -113,7 +114,11 @@ struct RunnerOptions {
   std::string shardrun;             // path of the shardrun binary
   std::string mpirun = "mpirun";
   std::string out_dir = "build/validate";  // one sub-directory per entry
-  int steps = 8;
+  int steps = 8;                    // at least this many per run
+  // and at least enough that the steps in the median (all but the first) are predicted to last
+  // this long: a 0.1-s step's median of 7 is one scheduler hiccup from the truth on a 2-core VM.
+  double min_measured_s = 2.0;
+  int max_steps = 64;               // the cap on what min_measured_s adds
   int threads = 1;                  // per rank
   int repeats = 1;                  // runs per entry; the step time is their median
   int cores = 1;                    // of this machine (timing honesty)
@@ -132,6 +137,9 @@ std::optional<ValidationRun> run_entry(const ValidationEntry& e, const simulator
 // whether it is planned, predicted to fit and has not failed or been refused.
 ValidationRun prepare_entry(const ValidationEntry& e, const simulator::HardwareProfile& hw, const RunnerOptions& o);
 bool run_repeat(ValidationRun& r, const RunnerOptions& o);
+// Steps one run of `r` trains: max(o.steps, 1 + ceil(o.min_measured_s / predicted step)), at most
+// max(o.steps, o.max_steps); o.steps without a prediction.
+[[nodiscard]] int steps_for(const ValidationRun& r, const RunnerOptions& o);
 [[nodiscard]] bool runnable(const ValidationRun& r);
 
 struct ValidationErrorStats {

@@ -9,6 +9,7 @@
 
 #include <algorithm>
 #include <cerrno>
+#include <cmath>
 #include <chrono>
 #include <cstring>
 #include <filesystem>
@@ -120,10 +121,11 @@ std::string tail_of(const std::string& log, std::size_t max_lines = 15) {
   return out.empty() ? "(no output)" : out;
 }
 
-std::vector<std::string> job_command(const RunnerOptions& o, const std::string& plan, const fs::path& dir, int ranks) {
+std::vector<std::string> job_command(const RunnerOptions& o, const std::string& plan, const fs::path& dir, int ranks,
+                                     int steps) {
   std::vector<std::string> a = {o.mpirun, "-np", std::to_string(ranks), "--oversubscribe", "--bind-to", "none"};
   if (::geteuid() == 0) a.push_back("--allow-run-as-root");
-  for (const std::string& s : {o.shardrun, std::string("--plan"), plan, std::string("--steps"), std::to_string(o.steps),
+  for (const std::string& s : {o.shardrun, std::string("--plan"), plan, std::string("--steps"), std::to_string(steps),
                                std::string("--data"), std::string("synthetic"), std::string("--out-dir"), dir.string(),
                                std::string("--threads"), std::to_string(o.threads), std::string("--quiet")})
     a.push_back(s);
@@ -213,9 +215,16 @@ bool runnable(const ValidationRun& r) {
   return !r.output_log.empty() && (r.status == RunStatus::ran || (r.status == RunStatus::skipped && r.reason.empty()));
 }
 
+int steps_for(const ValidationRun& r, const RunnerOptions& o) {
+  if (!r.has_prediction || r.predicted_step_s <= 0 || o.min_measured_s <= 0) return o.steps;
+  const double wanted = 1 + std::ceil(o.min_measured_s / r.predicted_step_s);
+  return static_cast<int>(std::max<double>(o.steps, std::min<double>(wanted, std::max(o.steps, o.max_steps))));
+}
+
 bool run_repeat(ValidationRun& r, const RunnerOptions& o) {
   const fs::path dir = fs::path(r.plan_file).parent_path();
-  const JobResult job = run_job(job_command(o, r.plan_file, dir, r.ranks), r.output_log, o);
+  r.steps = steps_for(r, o);
+  const JobResult job = run_job(job_command(o, r.plan_file, dir, r.ranks, r.steps), r.output_log, o);
   if (job.cancelled) return false;
   r = finish_run(std::move(r), job, dir, o);
   return true;

@@ -33,8 +33,8 @@ extern "C" void on_stop_signal(int) { g_stop.store(true); }
 struct ValidateOptions {
   std::string hardware = "local-cpu-2core", suite = "builtin", configs, only, out_dir = "build/validate";
   std::string json, plot, shardrun, mpirun = "mpirun", runs;
-  int steps = 8, threads = 1, repeats = 1;
-  double timeout_s = 900;
+  int steps = 8, threads = 1, repeats = 1, max_steps = 64;
+  double timeout_s = 900, min_measured_s = 2.0;
   bool list = false;
 };
 
@@ -52,6 +52,12 @@ void add_options(CLI::App* cmd, ValidateOptions& o) {
                   "Only these (comma-separated): configuration names; with --runs / --suite published also sources, "
                   "profiles or name prefixes ending in *");
   cmd->add_option("--steps", o.steps, "Training steps per run")->check(CLI::PositiveNumber);
+  cmd->add_option("--min-measured-seconds", o.min_measured_s,
+                  "More steps for fast configurations: enough that the steps in the median are predicted to last "
+                  "this long (0 = exactly --steps)")
+      ->check(CLI::NonNegativeNumber);
+  cmd->add_option("--max-steps", o.max_steps, "At most this many steps per run from --min-measured-seconds")
+      ->check(CLI::PositiveNumber);
   cmd->add_option("--threads", o.threads, "Threads per rank")->check(CLI::PositiveNumber);
   cmd->add_option("--repeats", o.repeats, "Runs per configuration, in rounds over the whole suite (each configuration's runs minutes apart); the step time compared is their median")
       ->check(CLI::PositiveNumber);
@@ -118,7 +124,7 @@ std::string outcome(const cal::ValidationRun& r) {
   if (r.status == cal::RunStatus::failed) return "FAILED: " + first_line(r.reason) + " (see " + r.output_log + ")";
   char b[96];
   const double last = r.measured_step_s_runs.empty() ? r.measured_step_s : r.measured_step_s_runs.back();  // this run's
-  std::snprintf(b, sizeof b, "%.3f s/step, %s", last, mib(r.measured_peak_bytes).c_str());
+  std::snprintf(b, sizeof b, "%.3f s/step over %d steps, %s", last, r.steps, mib(r.measured_peak_bytes).c_str());
   return b + (r.time_judged ? std::string() : " (" + r.time_note + ": time not judged)");
 }
 
@@ -201,6 +207,8 @@ int run_validate(const ValidateOptions& o) {
   ro.mpirun = o.mpirun;
   ro.out_dir = o.out_dir;
   ro.steps = o.steps;
+  ro.min_measured_s = o.min_measured_s;
+  ro.max_steps = o.max_steps;
   ro.threads = o.threads;
   ro.repeats = o.repeats;
   ro.cores = static_cast<int>(std::max(1u, std::thread::hardware_concurrency()));
@@ -210,8 +218,9 @@ int run_validate(const ValidateOptions& o) {
   if (!o.plot.empty()) prepare_parent(o.plot, "--plot");
   cal::ValidationReport report{hw.name, o.hardware, o.steps, o.threads, ro.cores, o.repeats, {}};
   if (fs::is_regular_file(o.hardware)) report.profile_reference_gemm_s = cal::profile_reference_gemm_seconds(sim::read_json_file(o.hardware));
-  std::printf("validating %zu configuration%s on %s (%d steps, %d thread%s per rank, %d cores%s)\n", suite.size(),
-              suite.size() == 1 ? "" : "s", hw.name.c_str(), o.steps, o.threads, o.threads == 1 ? "" : "s", ro.cores,
+  std::printf("validating %zu configuration%s on %s (%d steps, more up to %d where the steps measured would last "
+              "under %.1f s; %d thread%s per rank, %d cores%s)\n",
+              suite.size(), suite.size() == 1 ? "" : "s", hw.name.c_str(), o.steps, o.max_steps, o.min_measured_s, o.threads, o.threads == 1 ? "" : "s", ro.cores,
               o.repeats > 1 ? (", median of " + std::to_string(o.repeats) + " runs each").c_str() : "");
   std::signal(SIGINT, on_stop_signal);
   std::signal(SIGTERM, on_stop_signal);

@@ -165,6 +165,32 @@ TEST(ValidateReport, MachineSlowdownIsTheRunsReferenceGemmOverTheProfiles) {
   EXPECT_THROW(cal::apply_report(r, report(0.2, -1, 0.0025), "report.json"), sim::InputError);  // names the field
 }
 
+// Fast configurations run more steps, so that the steps in the median (all but the first) are
+// predicted to last min_measured_s; slow ones keep --steps; the addition is capped.
+TEST(ValidateRunner, StepsCoverTheMinimumMeasuredTime) {
+  cal::RunnerOptions o;
+  o.steps = 8;
+  o.min_measured_s = 2.0;
+  o.max_steps = 64;
+  cal::ValidationRun r;
+  EXPECT_EQ(cal::steps_for(r, o), 8);  // no prediction
+  r.has_prediction = true;
+  r.predicted_step_s = 0.1;
+  EXPECT_EQ(cal::steps_for(r, o), 21);  // 1 + 2 s / 0.1 s
+  EXPECT_GE((cal::steps_for(r, o) - 1) * r.predicted_step_s, o.min_measured_s - 1e-9);
+  r.predicted_step_s = 0.3;
+  EXPECT_EQ(cal::steps_for(r, o), 8);  // 1 + ceil(6.67) = 8
+  r.predicted_step_s = 1.5;
+  EXPECT_EQ(cal::steps_for(r, o), 8);  // over the minimum already
+  r.predicted_step_s = 0.001;
+  EXPECT_EQ(cal::steps_for(r, o), 64);  // capped
+  o.min_measured_s = 0;
+  EXPECT_EQ(cal::steps_for(r, o), 8);
+  o.min_measured_s = 2.0;
+  o.steps = 100;
+  EXPECT_EQ(cal::steps_for(r, o), 100);  // never fewer than --steps
+}
+
 TEST(ValidateSuite, AtLeastFourteenUniqueEntriesThatPassValidateConfigIncludingPipelinesAndRecompute) {
   const auto suite = cal::builtin_suite();
   ASSERT_GE(suite.size(), 14u);
@@ -248,7 +274,8 @@ TEST(ValidateEndToEnd, RunsThreeConfigurationsIncludingAPipelineAndPlots) {
   TempDir dir("validate_e2e");
   const std::string json_path = dir.file("results.json"), svg = dir.file("plot.svg");
   const CommandResult r =
-      run_command(validate_cmd("--only tiny-llama-1r,tiny-llama-dp2-z1,tiny-llama-pp2-1f1b --steps 3 --repeats 2 --out-dir " +
+      run_command(validate_cmd("--only tiny-llama-1r,tiny-llama-dp2-z1,tiny-llama-pp2-1f1b --steps 3 --min-measured-seconds 0 "
+                               "--repeats 2 --out-dir " +
                                dir.file("runs") + " --json " + json_path + " --plot " + svg));
   ASSERT_EQ(r.status, 0) << r.out;
   EXPECT_NE(r.out.find("step pred"), std::string::npos) << r.out;
@@ -277,6 +304,8 @@ TEST(ValidateEndToEnd, RunsThreeConfigurationsIncludingAPipelineAndPlots) {
     const double step = run["measured"]["step_seconds"], peak = run["measured"]["peak_memory_bytes"];
     EXPECT_GT(step, 0);
     EXPECT_GT(peak, 0);
+    EXPECT_EQ(run["steps"], 3) << name;  // --min-measured-seconds 0: exactly --steps
+    EXPECT_EQ(report["measured"]["steps"], 3) << name;
     // Two runs each: the median of two is their mean; report.json is the last run's.
     const std::vector<double> runs = run["measured"]["step_seconds_runs"];
     ASSERT_EQ(runs.size(), 2u) << name;
@@ -368,7 +397,7 @@ TEST(ValidateEndToEnd, CtrlCEndsTheRunningJobAndWritesWhatFinished) {
   const std::string json_path = dir.file("results.json");
   // gpt2 with ZeRO-3 takes seconds per step: it is still running when the signal comes.
   const auto [pid, fd] = spawn_piped({SHARDPLAN_BINARY, "validate", "--shardrun", SHARDRUN_BINARY, "--only",
-                                      "tiny-llama-1r,gpt2-dp2-z3", "--steps", "3", "--out-dir", dir.file("runs"),
+                                      "tiny-llama-1r,gpt2-dp2-z3", "--steps", "3", "--min-measured-seconds", "0", "--out-dir", dir.file("runs"),
                                       "--json", json_path});
   // The second configuration has started once its progress line is out: interrupt it then.
   std::string out;
