@@ -7,7 +7,7 @@
 //   adapter: (t(3 Llama blocks, LoRA r4 on all 7 linears) - t(3 blocks)) / 21
 //   MoE expert: (t(3 MoE blocks, 8 experts) - t(3 MoE blocks, 2 experts)) / 18
 //   MoE layer: (t(3 MoE blocks) - t(1 MoE block)) / 2 at 2 experts, less 2 experts
-// Every rank measures at once, as in the kernel benchmarks; times are averaged over ranks.
+// Every rank measures at once, as in the kernel benchmarks; times are the slowest rank's.
 #include "kernel_bench.hpp"
 #include "simulator/host_overhead.hpp"
 

@@ -31,7 +31,7 @@ class Bench {
  public:
   explicit Bench(const BenchContext& c) : c_(c) {}
 
-  // Median seconds per call of `fn` (after a warm-up call), averaged over ranks; `between`, if
+  // Median seconds per call of `fn` (after a warm-up call), the slowest rank's; `between`, if
   // given, runs untimed before each call.
   double time(const std::function<void()>& fn, const std::function<void()>& between = {}) {
     if (c_.stop_requested && c_.stop_requested()) throw ProfileInterrupted{};

@@ -3,7 +3,8 @@
 // over an (m, n, k) grid per dtype, the attention core (batched GEMMs + softmax), norms,
 // elementwise ops, embedding gather, LM head, the AdamW update, a minimal op (per-kernel
 // overhead) and, on CUDA, host<->device copies. Every rank runs the same sequence at the same
-// time (ranks share the machine as they do in training); timings are averaged over ranks.
+// time (ranks share the machine as they do in training); each timing is the slowest rank's median
+// (profile.cpp: ctx.combine), the one a synchronous step waits for.
 #include <torch/torch.h>
 
 #include <functional>
@@ -32,7 +33,7 @@ struct ProfileInterrupted {};
 
 std::vector<KernelSample> bench_kernels(const BenchContext& ctx, const std::vector<torch::ScalarType>& dtypes);
 
-// Median seconds of a 512 x 512 x 512 fp32 GEMM (x W^T, hot), averaged over ranks: timed at the
+// Median seconds of a 512 x 512 x 512 fp32 GEMM (x W^T, hot), the slowest rank's: timed at the
 // start and the end of a profile, it says how much the machine's speed drifted in between.
 double reference_gemm_seconds(const BenchContext& ctx);
 

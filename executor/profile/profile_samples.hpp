@@ -24,7 +24,7 @@ struct KernelSample {
   std::string shape;  // e.g. "1024x1024x1024" (m x n x k), "65536" (elements)
   double flops = 0;   // 0 for memory-bound kinds
   double bytes = 0;   // bytes moved (memory-bound kinds; operands + result for GEMMs)
-  double seconds = 0; // median per call, averaged over ranks
+  double seconds = 0; // median per call, the slowest rank's
   std::string pass;   // "" for kernels; forward | backward for the model's ops
   double elements = 0; // the model's ops: elements of the tensor the op is charged by
 };

@@ -174,15 +174,16 @@ bool end_of_step(TrainerState& s) {
   return !s.interrupted && !s.stopped_early;
 }
 
-// The machine's speed now: the profile's reference GEMM (a few tens of milliseconds), mean over
-// the ranks. validate sets it beside the profile's own, so a run on a slowed machine shows as one.
+// The machine's speed now: the profile's reference GEMM (a few tens of milliseconds), the slowest
+// rank's, as the profile takes it. validate sets it beside the profile's own, so a run on a slowed
+// machine shows as one.
 double reference_gemm(TrainerState& s) {
   BenchContext ctx;
   ctx.device = s.device;
   ctx.combine = [&s](double t) {
     torch::Tensor v = torch::tensor({t}, torch::kDouble).to(s.device);
-    s.groups->world().all_reduce(v, ReduceOp::sum);
-    return v.item<double>() / s.groups->world().size();
+    s.groups->world().all_reduce(v, ReduceOp::max);
+    return v.item<double>();
   };
   return reference_gemm_seconds(ctx);
 }
