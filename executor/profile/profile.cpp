@@ -232,8 +232,8 @@ int run_profile(MpiRuntime& rt, const ProfileOptions& o) {
   ctx.min_time_s = o.quick ? 0.005 : o.min_time_s;
   // Each kernel's time is the slowest rank's median: every rank measures at once, and in training
   // each collective waits for the last rank to arrive, so a rank on a slower core (a VM's vCPU
-  // that shares its physical core: 1.75x slower than its sibling here when both are busy) sets
-  // the pace of every multi-rank step; the mean over ranks predicted such runs 15-30 % too fast.
+  // slowed by its host: 1.75x slower than its sibling here while both were busy) sets the pace of
+  // every multi-rank step; the mean over ranks predicted such runs 10-35 % too fast.
   ctx.combine = [](double t) { return reduce(t, MPI_MAX); };
   ctx.stop_requested = [] { return any_rank(g_stop.load()); };
   ctx.progress = progress;

@@ -109,7 +109,8 @@ nlohmann::json measured_profile_json(const ProfileRun& run) {
   nlohmann::json j = sim::to_json(run.base);
   nlohmann::json sources = nlohmann::json::object();
   const std::string by = "shardrun profile on " + run.date + " (" + std::to_string(run.world_size) + " rank(s) x " +
-                         std::to_string(run.threads_per_rank) + " thread(s), all ranks measuring at once, the slowest rank's time" +
+                         std::to_string(run.threads_per_rank) +
+                         " thread(s), all ranks measuring at once, the slowest rank's time" +
                          (run.repeats > 1 ? ", median of " + std::to_string(run.repeats) + " passes" : "") + "): ";
   j["name"] = run.name;
   j["measured"] = true;

@@ -125,8 +125,11 @@ inline std::map<std::string, std::vector<float>> read_floats(const std::string& 
 }
 
 // Every tensor of `path` equals the one of `ref_path` (gathered full weights): 1e-5 relative, with
-// a floor of 1e-6 per element for tensors that start at zero (biases, LoRA B): Adam's m/sqrt(v)
-// of near-zero gradients amplifies last-bit rounding differences.
+// a floor of 2e-6 per element (tensors that start at zero: biases, LoRA B; the embedding rows of
+// rare tokens): Adam's m/sqrt(v) of near-zero gradients amplifies last-bit rounding differences.
+// The floor was 1e-6 until a Zen 5 machine (AMD EPYC family 26, OpenBLAS's AVX-512 kernels) put
+// the 4-rank ring's tiny-llama embedding at 1.42e-3 against that bound's 1.23e-3 (the losses
+// still within 1e-5); the floor stays 500x below the 1e-3 an Adam step moves an element by.
 inline void expect_same_weights(const std::string& path, const std::string& ref_path) {
   const auto a = read_floats(path);
   const auto b = read_floats(ref_path);
@@ -141,7 +144,7 @@ inline void expect_same_weights(const std::string& path, const std::string& ref_
       diff += (w[i] - ref_w[i]) * double(w[i] - ref_w[i]);
       norm += ref_w[i] * double(ref_w[i]);
     }
-    EXPECT_LE(std::sqrt(diff), 1e-5 * std::sqrt(norm) + 1e-6 * std::sqrt(double(w.size()))) << name;
+    EXPECT_LE(std::sqrt(diff), 1e-5 * std::sqrt(norm) + 2e-6 * std::sqrt(double(w.size()))) << name;
   }
 }
 
