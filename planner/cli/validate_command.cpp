@@ -33,8 +33,8 @@ extern "C" void on_stop_signal(int) { g_stop.store(true); }
 struct ValidateOptions {
   std::string hardware = "local-cpu-2core", suite = "builtin", configs, only, out_dir = "build/validate";
   std::string json, plot, shardrun, mpirun = "mpirun", runs;
-  int steps = 8, threads = 1, repeats = 1, max_steps = 64;
-  double timeout_s = 900, min_measured_s = 2.0;
+  int steps = 8, threads = 1, repeats = 1, max_steps = cal::RunnerOptions{}.max_steps;
+  double timeout_s = 900, min_measured_s = cal::RunnerOptions{}.min_measured_s;
   bool list = false;
 };
 
@@ -220,7 +220,8 @@ int run_validate(const ValidateOptions& o) {
   if (fs::is_regular_file(o.hardware)) report.profile_reference_gemm_s = cal::profile_reference_gemm_seconds(sim::read_json_file(o.hardware));
   std::printf("validating %zu configuration%s on %s (%d steps, more up to %d where the steps measured would last "
               "under %.1f s; %d thread%s per rank, %d cores%s)\n",
-              suite.size(), suite.size() == 1 ? "" : "s", hw.name.c_str(), o.steps, o.max_steps, o.min_measured_s, o.threads, o.threads == 1 ? "" : "s", ro.cores,
+              suite.size(), suite.size() == 1 ? "" : "s", hw.name.c_str(), o.steps, o.max_steps, o.min_measured_s,
+              o.threads, o.threads == 1 ? "" : "s", ro.cores,
               o.repeats > 1 ? (", median of " + std::to_string(o.repeats) + " runs each").c_str() : "");
   std::signal(SIGINT, on_stop_signal);
   std::signal(SIGTERM, on_stop_signal);
