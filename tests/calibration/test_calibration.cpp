@@ -15,7 +15,7 @@
 #include "support/temp_dir.hpp"
 
 namespace shardplan::calibration {
-namespace {
+namespace calibration_test {  // named, not anonymous: the files share a unity-build unit
 
 namespace sim = shardplan::simulator;
 using shardplan::testing::TempDir;
@@ -362,5 +362,5 @@ TEST(Calibration, WrittenProfileLoadsBackAndReproducesTheAfterPredictions) {
   EXPECT_EQ(src.at("device.memory_bytes"), sim::read_json_file(base.source_file)["sources"]["device.memory_MiB"]);
 }
 
-}  // namespace
+}  // namespace calibration_test
 }  // namespace shardplan::calibration

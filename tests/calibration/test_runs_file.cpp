@@ -14,7 +14,7 @@
 #include "support/temp_dir.hpp"
 
 namespace shardplan::calibration {
-namespace {
+namespace runs_file_test {  // named, not anonymous: the files share a unity-build unit
 
 namespace sim = shardplan::simulator;
 using nlohmann::json;
@@ -168,5 +168,5 @@ TEST(RunsFile, LeaveOneSourceOutGivesOneRowPerSource) {
   }
 }
 
-}  // namespace
+}  // namespace runs_file_test
 }  // namespace shardplan::calibration

@@ -14,7 +14,7 @@
 #include "support/run_command.hpp"
 #include "support/temp_dir.hpp"
 
-namespace {
+namespace calibrate_cli_test {  // named, not anonymous: the files share a unity-build unit
 
 namespace sim = shardplan::simulator;
 using shardplan::testing::run_command;
@@ -190,4 +190,4 @@ TEST_F(CalibrateCli, BadInputExitsTwoWithOneLine) {
   EXPECT_FALSE(std::filesystem::exists(dir_.file("cal.json")));  // nothing written on error
 }
 
-}  // namespace
+}  // namespace calibrate_cli_test

@@ -7,7 +7,7 @@
 
 #include "cli/cli_support.hpp"
 
-namespace {
+namespace cli_test {  // named, not anonymous: the files share a unity-build unit
 
 using namespace shardplan::testing::cli;  // NOLINT: the CLI test helpers
 
@@ -268,4 +268,4 @@ TEST(CliListings, HardwareJsonParses) {
   EXPECT_EQ(names, std::set<std::string>(kBuiltinHardware.begin(), kBuiltinHardware.end()));
 }
 
-}  // namespace
+}  // namespace cli_test

@@ -8,7 +8,7 @@
 
 #include "cli/cli_support.hpp"
 
-namespace {
+namespace cli_simulate_test {  // named, not anonymous: the files share a unity-build unit
 
 using namespace shardplan::testing::cli;  // NOLINT: the CLI test helpers
 
@@ -275,4 +275,4 @@ TEST(CliSimulateHuman, NonFittingConfiguration) {
   EXPECT_TRUE(contains(r.out, "step")) << r;
 }
 
-}  // namespace
+}  // namespace cli_simulate_test

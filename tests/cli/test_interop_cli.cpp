@@ -5,7 +5,7 @@
 
 #include "cli/cli_support.hpp"
 
-namespace {
+namespace interop_cli_test {  // named, not anonymous: the files share a unity-build unit
 
 using namespace shardplan::testing::cli;  // NOLINT: the CLI test helpers
 
@@ -38,7 +38,9 @@ TEST(CliInterop, ExportedFilesImportBackToThePlansLayout) {
       EXPECT_EQ(got[key], cfg[key]) << key;
     // FSDP-based formats run ZeRO-3 as FSDP full/hybrid sharding: the stage comes back.
     EXPECT_EQ(got["zero_stage"], std::string(file) == "megatron_args.sh" ? json(1) : cfg["zero_stage"]);
-    if (std::string(file) != "smp_v2.json") EXPECT_EQ(got["global_batch_size"], cfg["global_batch_size"]);
+    if (std::string(file) != "smp_v2.json") {
+      EXPECT_EQ(got["global_batch_size"], cfg["global_batch_size"]);
+    }
   }
 }
 
@@ -68,4 +70,4 @@ TEST(CliInterop, AFileOfNoKnownFormatIsNamed) {
   EXPECT_TRUE(contains(r.err, file + ": not a format shardplan imports")) << r;
 }
 
-}  // namespace
+}  // namespace interop_cli_test

@@ -6,7 +6,7 @@
 
 #include "cli/cli_support.hpp"
 
-namespace {
+namespace moe_cp_cli_test {  // named, not anonymous: the files share a unity-build unit
 
 using namespace shardplan::testing::cli;  // NOLINT: the CLI test helpers
 
@@ -55,4 +55,4 @@ TEST(MoeCli, PlanSearchesExpertParallelism) {
   for (const auto& x : p["ranked"]) EXPECT_GT(x["config"]["expert_parallel"].get<int>(), 1);
 }
 
-}  // namespace
+}  // namespace moe_cp_cli_test

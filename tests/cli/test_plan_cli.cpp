@@ -10,7 +10,7 @@
 #include <unistd.h>
 #include <algorithm>
 
-namespace {
+namespace plan_cli_test {  // named, not anonymous: the files share a unity-build unit
 
 namespace fs = std::filesystem;
 
@@ -102,4 +102,4 @@ TEST(PlanCli, BadPlanFileIsOneLineExitTwo) {
   fs::remove_all(dir);
 }
 
-}  // namespace
+}  // namespace plan_cli_test

@@ -7,7 +7,7 @@
 
 #include "cli/cli_support.hpp"
 
-namespace {
+namespace precision_cli_test {  // named, not anonymous: the files share a unity-build unit
 
 using namespace shardplan::testing::cli;  // NOLINT: the CLI test helpers
 
@@ -118,4 +118,4 @@ TEST(PackedCli, SimulateAndPlanCarryTheDocumentLengthAndRefuseWhatCannotPack) {
                         {"--packed-document-tokens", "flash or flash1"});
 }
 
-}  // namespace
+}  // namespace precision_cli_test

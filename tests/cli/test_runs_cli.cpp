@@ -6,7 +6,7 @@
 
 #include "cli/cli_support.hpp"
 
-namespace {
+namespace runs_cli_test {  // named, not anonymous: the files share a unity-build unit
 
 using namespace shardplan::testing::cli;  // NOLINT: the CLI test helpers
 
@@ -131,4 +131,4 @@ TEST(CliRuns, LeaveOneSourceOutPrintsEverySource) {
                         {"--only", "no-such-source"});
 }
 
-}  // namespace
+}  // namespace runs_cli_test

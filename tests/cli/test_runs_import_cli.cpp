@@ -7,7 +7,7 @@
 
 #include "cli/cli_support.hpp"
 
-namespace {
+namespace runs_import_cli_test {  // named, not anonymous: the files share a unity-build unit
 
 using namespace shardplan::testing::cli;  // NOLINT: the CLI test helpers
 
@@ -128,4 +128,4 @@ TEST(CliRunsImport, ALayoutThatDoesNotFitTheClusterIsRefusedBeforeWriting) {
   EXPECT_FALSE(std::filesystem::exists(out));
 }
 
-}  // namespace
+}  // namespace runs_import_cli_test

@@ -23,7 +23,7 @@
 #include "harness.hpp"
 
 namespace shardplan::testing {
-namespace {
+namespace all_to_all_test {  // named, not anonymous: the files share a unity-build unit
 
 using executor::Communicator;
 using executor::MpiCommunicator;
@@ -145,5 +145,5 @@ TEST(AllToAll, ARankThatDiesBeforeTheAllToAllEndsEveryRankWithinTheTimeout) {
   EXPECT_LT(r.seconds, 60.0) << r.output;
 }
 
-}  // namespace
+}  // namespace all_to_all_test
 }  // namespace shardplan::testing

@@ -8,7 +8,7 @@
 #include "harness.hpp"
 
 namespace shardplan::testing {
-namespace {
+namespace checkpoint_layouts_test {  // named, not anonymous: the files share a unity-build unit
 
 struct CkLayout {
   std::string name;
@@ -49,5 +49,5 @@ INSTANTIATE_TEST_SUITE_P(
                  {{"context_parallel", 2}, {"context_parallel_kind", "ring"}, {"data_parallel", 2}, {"zero_stage", 3}}}),
     [](const ::testing::TestParamInfo<CkLayout>& info) { return info.param.name; });
 
-}  // namespace
+}  // namespace checkpoint_layouts_test
 }  // namespace shardplan::testing

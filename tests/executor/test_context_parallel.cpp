@@ -11,7 +11,7 @@
 #include "harness.hpp"
 
 namespace shardplan::testing {
-namespace {
+namespace context_parallel_test {  // named, not anonymous: the files share a unity-build unit
 
 namespace ex = shardplan::executor;
 
@@ -171,5 +171,5 @@ TEST(CpRuns, LayoutsThatCannotSplitAreRefusedInOneLine) {
   EXPECT_NE(r.output.find("attention_dropout"), std::string::npos) << r.output;
 }
 
-}  // namespace
+}  // namespace context_parallel_test
 }  // namespace shardplan::testing

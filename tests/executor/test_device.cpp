@@ -7,7 +7,7 @@
 #include "executor/run/device.hpp"
 #include "harness.hpp"
 
-namespace {
+namespace device_test {  // named, not anonymous: the files share a unity-build unit
 
 using namespace shardplan::testing;
 namespace ex = shardplan::executor;
@@ -130,4 +130,4 @@ TEST_F(Cuda, FullRecomputeWithOffloadMatchesThePlainRun) {
   for (size_t i = 0; i < a.losses.size(); ++i) EXPECT_NEAR(b.losses[i], a.losses[i], 1e-5 * a.losses[i]);
 }
 
-}  // namespace
+}  // namespace device_test

@@ -9,7 +9,7 @@
 #include "harness.hpp"
 
 namespace shardplan::testing {
-namespace {
+namespace equivalence_test {  // named, not anonymous: the files share a unity-build unit
 
 constexpr int kSteps = 20;
 
@@ -126,5 +126,5 @@ INSTANTIATE_TEST_SUITE_P(
                true}),
     [](const ::testing::TestParamInfo<Layout>& info) { return info.param.name; });
 
-}  // namespace
+}  // namespace equivalence_test
 }  // namespace shardplan::testing

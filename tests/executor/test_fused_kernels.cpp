@@ -17,7 +17,7 @@
 #include "executor/model/row_math.hpp"
 
 namespace shardplan::executor {
-namespace {
+namespace fused_kernels_test {  // named, not anonymous: the files share a unity-build unit
 
 double max_rel(const torch::Tensor& a, const torch::Tensor& b) {
   return ((a.to(torch::kDouble) - b.to(torch::kDouble)).abs().max() / b.to(torch::kDouble).abs().max()).item<double>();
@@ -251,5 +251,5 @@ TEST(AttentionGemms, MatchMatmulOnStridedGroupedViewsForwardAndBackward) {
   }
 }
 
-}  // namespace
+}  // namespace fused_kernels_test
 }  // namespace shardplan::executor

@@ -22,7 +22,7 @@
 #include "planner/plan.hpp"
 
 namespace shardplan::testing {
-namespace {
+namespace moe_test {  // named, not anonymous: the files share a unity-build unit
 
 using executor::ExpertWeights;
 using executor::MoeMlp;
@@ -355,7 +355,9 @@ TEST_P(MoeEquivalence, SameLossesAndFinalWeightsAsOneRank) {
     EXPECT_GT(predicted.at("a2a_seconds").get<double>(), 0.0);  // the simulator's exposed all-to-alls
   } else {  // (the prediction may hold expert-tensor gathers, which shardrun counts under tp)
     EXPECT_EQ(measured.at("a2a_seconds").get<double>(), 0.0);
-    if (l.config.value("tensor_parallel", 1) == 1) EXPECT_EQ(predicted.at("a2a_seconds").get<double>(), 0.0);
+    if (l.config.value("tensor_parallel", 1) == 1) {
+      EXPECT_EQ(predicted.at("a2a_seconds").get<double>(), 0.0);
+    }
   }
   EXPECT_GE(measured.at("router_load_imbalance").get<double>(), 1.0);
 }
@@ -516,5 +518,5 @@ TEST_F(MoeRuns, CapacityDropsTokensAndEp2DropsTheSameAsOneRank) {
   EXPECT_NE(small.losses[0], large.losses[0]);  // the same initial weights: dropping changed the output
 }
 
-}  // namespace
+}  // namespace moe_test
 }  // namespace shardplan::testing

@@ -10,7 +10,7 @@
 #include "harness.hpp"
 
 namespace shardplan::testing {
-namespace {
+namespace moe_aux_loss_test {  // named, not anonymous: the files share a unity-build unit
 
 namespace ex = shardplan::executor;
 
@@ -130,5 +130,5 @@ INSTANTIATE_TEST_SUITE_P(
         AuxLayout{"cp2_ring_ep2", 2, {{"context_parallel", 2}, {"context_parallel_kind", "ring"}, {"expert_parallel", 2}}}),
     [](const ::testing::TestParamInfo<AuxLayout>& info) { return info.param.name; });
 
-}  // namespace
+}  // namespace moe_aux_loss_test
 }  // namespace shardplan::testing

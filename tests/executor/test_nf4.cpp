@@ -14,7 +14,7 @@
 #include "simulator/parallel_config.hpp"
 
 namespace shardplan::executor {
-namespace {
+namespace nf4_test {  // named, not anonymous: the files share a unity-build unit
 
 // Inverse of the standard normal CDF, Phi(x) = erfc(-x / sqrt 2) / 2, by bisection (double).
 double norm_ppf(double p) {
@@ -211,5 +211,5 @@ TEST(Nf4Linear, MatchesTheDequantisedWeightAndKeepsNoWeightForBackward) {
   EXPECT_TRUE(torch::allclose(x.grad(), torch::matmul(gy, wd), 1e-5, 1e-5));
 }
 
-}  // namespace
+}  // namespace nf4_test
 }  // namespace shardplan::executor

@@ -9,7 +9,7 @@
 #include "harness.hpp"
 
 namespace shardplan::testing {
-namespace {
+namespace pipeline_test {  // named, not anonymous: the files share a unity-build unit
 
 double peak_of(const RunResult& r) { return r.report["measured"]["peak_memory_bytes"].get<double>(); }
 
@@ -144,5 +144,5 @@ TEST(Schedules, AStageFailingMidScheduleEndsEveryRank) {
   }
 }
 
-}  // namespace
+}  // namespace pipeline_test
 }  // namespace shardplan::testing

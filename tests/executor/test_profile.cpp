@@ -18,7 +18,7 @@
 #include "simulator/hardware_profile.hpp"
 
 namespace shardplan::testing {
-namespace {
+namespace profile_test {  // named, not anonymous: the files share a unity-build unit
 
 namespace fs = std::filesystem;
 namespace sim = shardplan::simulator;
@@ -234,5 +234,5 @@ TEST(ProfileWriter, FitsAKnownDevice) {
   EXPECT_THROW(executor::measured_profile_json(empty), sim::InputError);
 }
 
-}  // namespace
+}  // namespace profile_test
 }  // namespace shardplan::testing

@@ -20,7 +20,7 @@
 #include "simulator/parallel_config.hpp"
 
 namespace shardplan::testing {
-namespace {
+namespace qlora_test {  // named, not anonymous: the files share a unity-build unit
 
 using executor::io::SafetensorsReader;
 
@@ -280,5 +280,5 @@ TEST_F(Qlora, RefusesWhatItDoesNotRunWithOneLine) {
   EXPECT_NE(c.output.find("--save-nf4-base"), std::string::npos) << c.output;
 }
 
-}  // namespace
+}  // namespace qlora_test
 }  // namespace shardplan::testing

@@ -11,7 +11,7 @@
 #include "support/temp_dir.hpp"
 
 namespace shardplan::executor {
-namespace {
+namespace run_history_test {  // named, not anonymous: the files share a unity-build unit
 
 StepRecord step(int64_t n, double loss) {
   StepRecord r;
@@ -97,5 +97,5 @@ TEST(RunHistory, LinesWithoutAnAttemptCountAsTheFirst) {
   EXPECT_EQ(summarize_attempts(read_metrics(dir.file("missing.jsonl")))["count"], 0);
 }
 
-}  // namespace
+}  // namespace run_history_test
 }  // namespace shardplan::executor

@@ -11,7 +11,7 @@
 #include "harness.hpp"
 
 namespace shardplan::testing {
-namespace {
+namespace runs_test {  // named, not anonymous: the files share a unity-build unit
 
 namespace fs = std::filesystem;
 
@@ -308,5 +308,5 @@ TEST_F(BadInput, AHungRankEndsTheJobThroughTheCollectiveTimeout) {
   EXPECT_LT(seconds, 120.0);  // bounded by the 5 s timeout plus start-up, not by the harness's 600 s
 }
 
-}  // namespace
+}  // namespace runs_test
 }  // namespace shardplan::testing

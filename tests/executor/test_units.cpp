@@ -10,7 +10,7 @@
 #include "executor/parallel/zero_linear.hpp"
 
 namespace shardplan::executor {
-namespace {
+namespace units_test {  // named, not anonymous: the files share a unity-build unit
 
 double max_rel(const torch::Tensor& a, const torch::Tensor& b) {
   return ((a.to(torch::kDouble) - b.to(torch::kDouble)).abs().max() / b.to(torch::kDouble).abs().max()).item<double>();
@@ -214,5 +214,5 @@ TEST(MemoryAccounting, CountsTensorBytesExactly) {
   EXPECT_EQ(current_tensor_bytes(), before);
 }
 
-}  // namespace
+}  // namespace units_test
 }  // namespace shardplan::executor

@@ -6,7 +6,7 @@
 #include "executor/run/watchdog.hpp"
 
 namespace shardplan::executor {
-namespace {
+namespace watchdog_test {  // named, not anonymous: the files share a unity-build unit
 
 TEST(Watchdog, LimitIsTheLargerOfTheScaledPredictionAndTheFloor) {
   EXPECT_DOUBLE_EQ(stall_limit_s(20, 2.0, 600), 600.0);   // fast steps: the floor
@@ -32,5 +32,5 @@ TEST(Watchdog, AWatchdogThatIsNeverReachedEndsWithItsOwner) {
   SUCCEED();
 }
 
-}  // namespace
+}  // namespace watchdog_test
 }  // namespace shardplan::executor

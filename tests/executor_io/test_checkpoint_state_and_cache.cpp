@@ -15,7 +15,7 @@
 #include "support/temp_dir.hpp"
 
 namespace shardplan::executor {
-namespace {
+namespace checkpoint_state_and_cache_test {  // named, not anonymous: the files share a unity-build unit
 
 using nlohmann::json;
 using shardplan::simulator::InputError;
@@ -110,5 +110,5 @@ TEST(TokenCache, RefusesIdsOutsideTheModelsVocabulary) {
   EXPECT_EQ(message({0, 5, 9, 3}, {5, 9, 3, 1}, 10), "");
 }
 
-}  // namespace
+}  // namespace checkpoint_state_and_cache_test
 }  // namespace shardplan::executor

@@ -17,7 +17,7 @@
 #include "support/temp_dir.hpp"
 
 namespace shardplan::executor::io {
-namespace {
+namespace checkpoint_store_test {  // named, not anonymous: the files share a unity-build unit
 
 namespace fs = std::filesystem;
 using nlohmann::json;
@@ -391,5 +391,5 @@ TEST(FsUtil, MakeDirsAndReplaceDir) {
   EXPECT_THROW(replace_dir(tmp.file("absent"), tmp.file("z")), InputError);
 }
 
-}  // namespace
+}  // namespace checkpoint_store_test
 }  // namespace shardplan::executor::io

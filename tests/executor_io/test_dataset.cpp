@@ -16,7 +16,7 @@
 #include "support/temp_dir.hpp"
 
 namespace shardplan::executor::data {
-namespace {
+namespace dataset_test {  // named, not anonymous: the files share a unity-build unit
 
 using simulator::InputError;
 using shardplan::testing::TempDir;
@@ -310,5 +310,5 @@ TEST(ListTextFiles, SortedTxtOnly) {
   EXPECT_THROW((void)list_text_files(dir.file("a.txt")), InputError);
 }
 
-}  // namespace
+}  // namespace dataset_test
 }  // namespace shardplan::executor::data

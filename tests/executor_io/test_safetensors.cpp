@@ -17,7 +17,7 @@
 #include "support/temp_dir.hpp"
 
 namespace shardplan::executor::io {
-namespace {
+namespace safetensors_test {  // named, not anonymous: the files share a unity-build unit
 
 namespace fs = std::filesystem;
 using shardplan::simulator::InputError;
@@ -409,5 +409,5 @@ TEST(Safetensors, AtomicWriteIntoAReadOnlyDirectoryFailsCleanly) {
   EXPECT_TRUE(fs::is_empty(tmp.file("ro")));
 }
 
-}  // namespace
+}  // namespace safetensors_test
 }  // namespace shardplan::executor::io

@@ -10,7 +10,7 @@
 #include "simulator/errors.hpp"
 
 namespace shardplan::executor::data {
-namespace {
+namespace sampler_test {  // named, not anonymous: the files share a unity-build unit
 
 using simulator::InputError;
 
@@ -144,5 +144,5 @@ TEST(Sampler, InvalidSizesAreInputErrors) {
   EXPECT_THROW(Sampler(10, 0, 0), InputError);
 }
 
-}  // namespace
+}  // namespace sampler_test
 }  // namespace shardplan::executor::data

@@ -12,7 +12,7 @@
 #include "support/temp_dir.hpp"
 
 namespace shardplan::executor::data {
-namespace {
+namespace tokenizer_test {  // named, not anonymous: the files share a unity-build unit
 
 using simulator::InputError;
 using shardplan::testing::TempDir;
@@ -159,5 +159,5 @@ TEST_F(TokenizerTest, DecodeRejectsIdsOutsideTheVocab) {
   EXPECT_THROW((void)tok_->decode({-1}), InputError);
 }
 
-}  // namespace
+}  // namespace tokenizer_test
 }  // namespace shardplan::executor::data

@@ -26,7 +26,7 @@
 #include "support/temp_dir.hpp"
 
 namespace shardplan::interop {
-namespace {
+namespace accelerate_test {  // named, not anonymous: the files share a unity-build unit
 
 using namespace shardplan::testing::scripts;  // NOLINT: write_text, read_text, fake_recorder, hostile_strings, ...
 
@@ -43,9 +43,9 @@ using shardplan::testing::golden::expect_golden;
 using shardplan::testing::golden::golden_plan;
 using shardplan::testing::golden::golden_plans;
 
-}  // namespace
+}  // namespace accelerate_test
 
-namespace {
+namespace accelerate_test {  // named, not anonymous: the files share a unity-build unit
 
 // --- export: golden files and refusals -------------------------------------------------------
 
@@ -244,9 +244,9 @@ TEST(AccelerateExport, RefusesWhatAccelerateCannotRun) {
       (void)accelerate_yaml(p5_plan(1, [](sim::ParallelConfig& c) { c.tp = 8, c.dp = 1, c.zero_stage = 0; })));
 }
 
-}  // namespace
+}  // namespace accelerate_test
 
-namespace {
+namespace accelerate_test {  // named, not anonymous: the files share a unity-build unit
 
 // --- the launch line -------------------------------------------------------------------------
 
@@ -343,5 +343,5 @@ TEST(AccelerateRoundTrip, GoldenAndEditedPlans) {
   expect_round_trip(plan_of("mixtral-8x7b", "p5.48xlarge", 4, c));
 }
 
-}  // namespace
+}  // namespace accelerate_test
 }  // namespace shardplan::interop

@@ -8,7 +8,7 @@
 #include "interop/accelerate.hpp"
 
 namespace shardplan::interop {
-namespace {
+namespace accelerate_import_test {  // named, not anonymous: the files share a unity-build unit
 
 using namespace accelerate_test;  // NOLINT: devices, import_error, any_mentions, ...
 
@@ -293,5 +293,5 @@ TEST(AccelerateImport, MalformedFilesNameTheFieldAndLine) {
   EXPECT_NE(import_error("distributed_type: FSDP\n", devices(0)).find("device count"), std::string::npos);
 }
 
-}  // namespace
+}  // namespace accelerate_import_test
 }  // namespace shardplan::interop

@@ -11,7 +11,7 @@
 #include "simulator/json_fields.hpp"
 
 namespace shardplan::interop {
-namespace {
+namespace config_import_test {  // named, not anonymous: the files share a unity-build unit
 
 namespace sim = shardplan::simulator;
 using nlohmann::json;
@@ -291,5 +291,5 @@ TEST(ImportFile, NeitherFormatIsAnError) {
             std::string::npos);
 }
 
-}  // namespace
+}  // namespace config_import_test
 }  // namespace shardplan::interop

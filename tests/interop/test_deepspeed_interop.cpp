@@ -8,7 +8,7 @@
 #include "simulator/errors.hpp"
 
 namespace shardplan::interop {
-namespace {
+namespace deepspeed_interop_test {  // named, not anonymous: the files share a unity-build unit
 
 namespace sim = shardplan::simulator;
 using nlohmann::json;
@@ -77,5 +77,5 @@ TEST(DeepSpeedInterop, AnUnknownAccumulationDtypeIsNamed) {
   }
 }
 
-}  // namespace
+}  // namespace deepspeed_interop_test
 }  // namespace shardplan::interop

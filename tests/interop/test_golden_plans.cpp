@@ -4,7 +4,7 @@
 
 #include "interop/golden.hpp"
 
-namespace {
+namespace golden_plans_test {  // named, not anonymous: the files share a unity-build unit
 
 using namespace shardplan::testing::golden;  // NOLINT
 
@@ -20,4 +20,4 @@ TEST(GoldenPlans, AllFourBuildAndCoverTheLayoutsTheFormatsMustExpress) {
   EXPECT_EQ(golden_plan("neuron-3d").cluster.devices(), 1024);
 }
 
-}  // namespace
+}  // namespace golden_plans_test

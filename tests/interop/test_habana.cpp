@@ -22,7 +22,7 @@
 #include "support/temp_dir.hpp"
 
 namespace shardplan::interop {
-namespace {
+namespace habana_test {  // named, not anonymous: the files share a unity-build unit
 
 using namespace shardplan::testing::scripts;  // NOLINT: write_text, read_text, fake_recorder, hostile_strings, ...
 
@@ -408,5 +408,5 @@ TEST(HabanaExport, MultiNodeRefusesWhatPdshWouldReparse) {
   EXPECT_NE(why.find("multi-node run cannot pass"), std::string::npos) << why;
 }
 
-}  // namespace
+}  // namespace habana_test
 }  // namespace shardplan::interop

@@ -29,7 +29,7 @@
 #include "simulator/evaluator.hpp"
 
 namespace shardplan::interop {
-namespace {
+namespace launch_export_test {  // named, not anonymous: the files share a unity-build unit
 
 using namespace shardplan::testing::scripts;  // NOLINT: write_text, read_text, fake_recorder, hostile_strings, ...
 
@@ -673,5 +673,5 @@ TEST(ExportAll, WritesEveryFrameworkThatCanRunThePlanAndSaysWhyNotTheOthers) {
   EXPECT_FALSE(fs::exists(dir.file("other")));
 }
 
-}  // namespace
+}  // namespace launch_export_test
 }  // namespace shardplan::interop

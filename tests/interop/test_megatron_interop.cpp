@@ -8,7 +8,7 @@
 #include "simulator/errors.hpp"
 
 namespace shardplan::interop {
-namespace {
+namespace megatron_interop_test {  // named, not anonymous: the files share a unity-build unit
 
 namespace sim = shardplan::simulator;
 using shardplan::testing::golden::expect_golden;
@@ -164,5 +164,5 @@ TEST(MegatronInterop, MalformedArgumentsAreNamed) {
   EXPECT_NE(error_of("echo hello").find("no Megatron-LM arguments"), std::string::npos);
 }
 
-}  // namespace
+}  // namespace megatron_interop_test
 }  // namespace shardplan::interop

@@ -21,7 +21,7 @@
 #include "support/temp_dir.hpp"
 
 namespace shardplan::interop {
-namespace {
+namespace neuron_test {  // named, not anonymous: the files share a unity-build unit
 
 using namespace shardplan::testing::scripts;  // NOLINT: write_text, read_text, fake_recorder, hostile_strings, ...
 
@@ -496,5 +496,5 @@ TEST(NeuronExport, ScriptStopsWithoutTheVariablesItNeeds) {
   EXPECT_FALSE(fs::exists(dir.file("args")));
 }
 
-}  // namespace
+}  // namespace neuron_test
 }  // namespace shardplan::interop

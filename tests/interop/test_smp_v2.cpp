@@ -8,7 +8,7 @@
 #include "simulator/errors.hpp"
 
 namespace shardplan::interop {
-namespace {
+namespace smp_v2_test {  // named, not anonymous: the files share a unity-build unit
 
 namespace sim = shardplan::simulator;
 using nlohmann::json;
@@ -171,5 +171,5 @@ TEST(SmpV2, MalformedSettingsAreNamed) {
             std::string::npos);
 }
 
-}  // namespace
+}  // namespace smp_v2_test
 }  // namespace shardplan::interop

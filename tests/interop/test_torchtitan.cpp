@@ -23,7 +23,7 @@
 #include "support/temp_dir.hpp"
 
 namespace shardplan::interop {
-namespace {
+namespace torchtitan_test {  // named, not anonymous: the files share a unity-build unit
 
 using namespace shardplan::testing::scripts;  // NOLINT: write_text, read_text, fake_recorder, hostile_strings, ...
 
@@ -557,5 +557,5 @@ TEST(TorchtitanImport, MalformedConfigsNameTheFileTheFieldAndTheLine) {
   EXPECT_TRUE(contains(why(""), "job.toml: importing needs the cluster's device count"));
 }
 
-}  // namespace
+}  // namespace torchtitan_test
 }  // namespace shardplan::interop

@@ -9,7 +9,7 @@
 #include "simulator/errors.hpp"
 
 namespace shardplan::interop {
-namespace {
+namespace training_log_test {  // named, not anonymous: the files share a unity-build unit
 
 namespace sim = shardplan::simulator;
 
@@ -158,5 +158,5 @@ TEST(TrainingLog, SkippingEveryStepLeavesNoFigure) {
   EXPECT_EQ(measured_figure(log, 3).steps_used, 1);
 }
 
-}  // namespace
+}  // namespace training_log_test
 }  // namespace shardplan::interop

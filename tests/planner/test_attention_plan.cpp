@@ -21,7 +21,7 @@
 #include "support/temp_dir.hpp"
 
 namespace shardplan::planner {
-namespace {
+namespace attention_plan_test {  // named, not anonymous: the files share a unity-build unit
 
 namespace sim = shardplan::simulator;
 using namespace shardplan::interop;
@@ -122,5 +122,5 @@ TEST(AttentionPlan, ExportsExpressOrNoteTheKind) {
   EXPECT_NE(mpirun.str().find("# attention: eager"), std::string::npos) << mpirun.str();
 }
 
-}  // namespace
+}  // namespace attention_plan_test
 }  // namespace shardplan::planner

@@ -16,7 +16,7 @@
 #include "support/temp_dir.hpp"
 
 namespace shardplan::planner {
-namespace {
+namespace fp8_plan_test {  // named, not anonymous: the files share a unity-build unit
 
 namespace sim = shardplan::simulator;
 using namespace shardplan::interop;
@@ -97,5 +97,5 @@ TEST(Fp8Plan, ExportsExpressOrNoteIt) {
   EXPECT_TRUE(mentions(smp_notes(fp8_plan(false)), "FP8 is not available in SMP v1"));
 }
 
-}  // namespace
+}  // namespace fp8_plan_test
 }  // namespace shardplan::planner

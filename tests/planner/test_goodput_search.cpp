@@ -12,7 +12,7 @@
 #include "support/temp_dir.hpp"
 
 namespace shardplan::planner {
-namespace {
+namespace goodput_search_test {  // named, not anonymous: the files share a unity-build unit
 
 namespace sim = shardplan::simulator;
 using testing::TempDir;
@@ -118,5 +118,5 @@ TEST(GoodputSearch, ProfileResilienceFieldsAreValidated) {
                sim::InputError);
 }
 
-}  // namespace
+}  // namespace goodput_search_test
 }  // namespace shardplan::planner

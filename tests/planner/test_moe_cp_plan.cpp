@@ -16,7 +16,7 @@
 #include "support/temp_dir.hpp"
 
 namespace shardplan::planner {
-namespace {
+namespace moe_cp_plan_test {  // named, not anonymous: the files share a unity-build unit
 
 namespace sim = shardplan::simulator;
 using namespace shardplan::interop;
@@ -149,5 +149,5 @@ TEST(MoeCpPlan, PlanFileKeepsTheDegreesAndExportsExpressThem) {
   EXPECT_TRUE(mentions(smp_notes(p), "expert_parallel_degree 32"));
 }
 
-}  // namespace
+}  // namespace moe_cp_plan_test
 }  // namespace shardplan::planner

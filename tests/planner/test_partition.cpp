@@ -19,7 +19,7 @@
 #include "simulator/errors.hpp"
 
 namespace shardplan::planner {
-namespace {
+namespace partition_test {  // named, not anonymous: the files share a unity-build unit
 
 using simulator::InputError;
 
@@ -395,5 +395,5 @@ TEST(AutoPartition, RejectsMalformedInput) {
   EXPECT_NO_THROW(evaluate_partition(good, {1, 2, 3}));
 }
 
-}  // namespace
+}  // namespace partition_test
 }  // namespace shardplan::planner

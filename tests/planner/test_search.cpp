@@ -12,7 +12,7 @@
 #include "simulator/errors.hpp"
 
 namespace shardplan::planner {
-namespace {
+namespace search_test {  // named, not anonymous: the files share a unity-build unit
 
 namespace sim = shardplan::simulator;
 
@@ -291,5 +291,5 @@ TEST(Search, CancelReturnsBestSoFar) {
   }
 }
 
-}  // namespace
+}  // namespace search_test
 }  // namespace shardplan::planner

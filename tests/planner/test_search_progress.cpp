@@ -8,7 +8,7 @@
 #include "simulator/evaluator.hpp"
 
 namespace shardplan::planner {
-namespace {
+namespace search_progress_test {  // named, not anonymous: the files share a unity-build unit
 
 namespace sim = shardplan::simulator;
 
@@ -88,5 +88,5 @@ TEST(SearchProgress, CancelFromTheCallbackStopsEarly) {
   EXPECT_GT(total, 3u);
 }
 
-}  // namespace
+}  // namespace search_progress_test
 }  // namespace shardplan::planner

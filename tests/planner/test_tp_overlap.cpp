@@ -16,7 +16,7 @@
 #include "support/sim_config.hpp"
 
 namespace shardplan::simulator {
-namespace {
+namespace tp_overlap_test {  // named, not anonymous: the files share a unity-build unit
 
 using testing::cluster;
 using testing::config;
@@ -111,5 +111,5 @@ TEST(TpOverlap, PlanJsonAndMegatronExport) {
   EXPECT_NE(std::find(args.begin(), args.end(), "--tp-comm-overlap"), args.end());
 }
 
-}  // namespace
+}  // namespace tp_overlap_test
 }  // namespace shardplan::simulator

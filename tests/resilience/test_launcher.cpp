@@ -16,7 +16,7 @@
 #include "support/temp_dir.hpp"
 
 namespace shardplan::executor::launch {
-namespace {
+namespace launcher_test {  // named, not anonymous: the files share a unity-build unit
 
 namespace fs = std::filesystem;
 using testing::TempDir;
@@ -231,5 +231,5 @@ TEST_F(FakeMpirun, BadOptionsAreRejectedBeforeAnythingRuns) {
   EXPECT_FALSE(fs::exists(dir_.file("state/count")));
 }
 
-}  // namespace
+}  // namespace launcher_test
 }  // namespace shardplan::executor::launch

@@ -25,7 +25,7 @@
 #include "processes.hpp"
 
 namespace shardplan::testing {
-namespace {
+namespace run_faults_test {  // named, not anonymous: the files share a unity-build unit
 
 namespace fs = std::filesystem;
 using Clock = std::chrono::steady_clock;
@@ -334,5 +334,5 @@ TEST_F(Faults, ShardrunCheckpointsAtThePlansIntervalByDefault) {
   EXPECT_EQ(executor::io::CheckpointStore(ck).complete_steps(), expected) << "interval " << every;
 }
 
-}  // namespace
+}  // namespace run_faults_test
 }  // namespace shardplan::testing

@@ -7,7 +7,7 @@
 #include "executor/harness.hpp"
 
 namespace shardplan::testing {
-namespace {
+namespace run_health_test {  // named, not anonymous: the files share a unity-build unit
 
 CommandResult health(const std::string& args) {
   return run_command(std::string("timeout 300 mpirun --allow-run-as-root --oversubscribe --bind-to none -np 2 ") +
@@ -56,5 +56,5 @@ TEST(Health, BadOptionsExitTwo) {
   EXPECT_NE(r.out.find("--inject-fault: expected hang:RANK or fail:RANK"), std::string::npos) << r.out;
 }
 
-}  // namespace
+}  // namespace run_health_test
 }  // namespace shardplan::testing

@@ -16,7 +16,7 @@
 #include "processes.hpp"
 
 namespace shardplan::testing {
-namespace {
+namespace run_slurm_test {  // named, not anonymous: the files share a unity-build unit
 
 const std::string kScript = std::string(SHARDPLAN_SOURCE_DIR) + "/scripts/slurm-local.sh";
 
@@ -115,5 +115,5 @@ TEST_F(LocalSlurm, ARankKilledInsideTheJobIsHealthCheckedAndResumed) {
             static_cast<int>(steps.size()));
 }
 
-}  // namespace
+}  // namespace run_slurm_test
 }  // namespace shardplan::testing

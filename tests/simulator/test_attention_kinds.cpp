@@ -16,7 +16,7 @@
 #include "support/sim_config.hpp"
 
 namespace shardplan::simulator {
-namespace {
+namespace attention_kinds_test {  // named, not anonymous: the files share a unity-build unit
 
 using testing::cluster;
 using testing::config;
@@ -375,5 +375,5 @@ TEST(FlashProfile, BadCurvesNameTheFieldAndWhatWasExpected) {
   }
 }
 
-}  // namespace
+}  // namespace attention_kinds_test
 }  // namespace shardplan::simulator

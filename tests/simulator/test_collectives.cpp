@@ -6,7 +6,7 @@
 #include "simulator/errors.hpp"
 
 namespace shardplan::simulator {
-namespace {
+namespace collectives_test {  // named, not anonymous: the files share a unity-build unit
 
 TEST(RankLayout, OrderStringPlacesGroups) {
   // tp fastest: tp=8 fills a node, dp spans 2 nodes with one rank on each.
@@ -96,5 +96,5 @@ TEST(Collectives, MeasuredBusBandwidthCurvesReplaceTheLinkModelPerKind) {
   }
 }
 
-}  // namespace
+}  // namespace collectives_test
 }  // namespace shardplan::simulator

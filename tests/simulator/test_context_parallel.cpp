@@ -13,7 +13,7 @@
 #include "support/sim_config.hpp"
 
 namespace shardplan::simulator {
-namespace {
+namespace context_parallel_test {  // named, not anonymous: the files share a unity-build unit
 
 using testing::refusal;
 
@@ -182,5 +182,5 @@ TEST(ContextParallel, RankLayoutPlacesCpAfterTpUnlessTheOrderSaysOtherwise) {
   EXPECT_THROW(RankLayout("tp-cp-dp", 1, 1, 1, 1, 8), InputError);
 }
 
-}  // namespace
+}  // namespace context_parallel_test
 }  // namespace shardplan::simulator

@@ -11,7 +11,7 @@
 #include "simulator/errors.hpp"
 
 namespace shardplan::simulator {
-namespace {
+namespace efficiency_fit_test {  // named, not anonymous: the files share a unity-build unit
 
 // A smooth saturating curve, 0.2 at 1e5 rising to ~0.9 at 1e10.
 double truth(double size) {
@@ -114,5 +114,5 @@ TEST(LinkFit, KeepsTermsPhysical) {
   EXPECT_DOUBLE_EQ(g.bandwidth_Bps, 5e5 / 1e-4);
 }
 
-}  // namespace
+}  // namespace efficiency_fit_test
 }  // namespace shardplan::simulator

@@ -15,7 +15,7 @@
 #include "support/temp_dir.hpp"
 
 namespace shardplan::simulator {
-namespace {
+namespace fitted_profile_test {  // named, not anonymous: the files share a unity-build unit
 
 using nlohmann::json;
 using shardplan::testing::TempDir;
@@ -55,9 +55,10 @@ TEST(FittedProfile, AppliedOnceToTheCurvesNotThePeaks) {
   EXPECT_DOUBLE_EQ(fitted.device.peak(Precision::bf16), plain.device.peak(Precision::bf16));
   for (double x : {1e8, 1e10, 1e12})
     EXPECT_NEAR(fitted.device.gemm_efficiency.at(x), k * plain.device.gemm_efficiency.at(x), 1e-12) << x;
-  if (!plain.device.flash_attention.empty())
+  if (!plain.device.flash_attention.empty()) {
     EXPECT_NEAR(fitted.device.flash_attention.at(true, 128, 4096, false),
                 k * plain.device.flash_attention.at(true, 128, 4096, false), 1e-12);
+  }
   EXPECT_DOUBLE_EQ(fitted.device.memory_efficiency.at(1e8), plain.device.memory_efficiency.at(1e8));
   // The FP8 GEMM curve moves with its own term only (the 16-bit fit says nothing about TE's FP8 GEMMs).
   const double k8 = fitted.fitted.fp8_compute_efficiency_scale;
@@ -107,5 +108,5 @@ TEST(FittedProfile, BadFittedSectionsNameTheField) {
   EXPECT_THROW(load_hardware_file(dir.write_json("nosource.json", j)), InputError);
 }
 
-}  // namespace
+}  // namespace fitted_profile_test
 }  // namespace shardplan::simulator

@@ -12,7 +12,7 @@
 #include "support/sim_config.hpp"
 
 namespace shardplan::simulator {
-namespace {
+namespace flash1_test {  // named, not anonymous: the files share a unity-build unit
 
 using testing::BlockEnv;
 using testing::cluster;
@@ -112,5 +112,5 @@ TEST(Flash1, ContextParallelStillAsksForFlash) {
   EXPECT_THROW(validate_config(m, c, cfg), InputError);
 }
 
-}  // namespace
+}  // namespace flash1_test
 }  // namespace shardplan::simulator

@@ -13,7 +13,7 @@
 #include "support/sim_config.hpp"
 
 namespace shardplan::simulator {
-namespace {
+namespace fp8_test {  // named, not anonymous: the files share a unity-build unit
 
 using testing::refusal;
 
@@ -151,5 +151,5 @@ TEST(Fp8, ProfilesAndConfigsRoundTrip) {
   EXPECT_THROW(config_from_json(old, "bad plan"), InputError);
 }
 
-}  // namespace
+}  // namespace fp8_test
 }  // namespace shardplan::simulator

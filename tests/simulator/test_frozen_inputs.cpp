@@ -11,7 +11,7 @@
 #include "support/block_env.hpp"
 
 namespace shardplan::simulator {
-namespace {
+namespace frozen_inputs_test {  // named, not anonymous: the files share a unity-build unit
 
 // One block with adapters of rank 16 on `targets` (none: full training) and its stored bytes.
 struct LoraBlock : testing::BlockEnv {
@@ -95,5 +95,5 @@ TEST(FrozenInputs, ParallelResidualSharesOneNormOutput) {
   EXPECT_DOUBLE_EQ(b.bytes({"out_proj"}, 0, AttentionKind::flash, 1, false), full - e * M * h - e * M * f + e * M * r);
 }
 
-}  // namespace
+}  // namespace frozen_inputs_test
 }  // namespace shardplan::simulator

@@ -11,7 +11,7 @@
 #include "support/config_round_trip.hpp"
 
 namespace shardplan::simulator {
-namespace {
+namespace fusion_test {  // named, not anonymous: the files share a unity-build unit
 
 using testing::cluster;
 using testing::config;
@@ -98,5 +98,5 @@ TEST(Fusion, RoundTripsThroughPlanJsonAndDefaultsToEager) {
   EXPECT_FALSE(fusion_from_string("fused").has_value());
 }
 
-}  // namespace
+}  // namespace fusion_test
 }  // namespace shardplan::simulator

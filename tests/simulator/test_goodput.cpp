@@ -10,7 +10,7 @@
 #include "support/sim_config.hpp"
 
 namespace shardplan::simulator {
-namespace {
+namespace goodput_test {  // named, not anonymous: the files share a unity-build unit
 
 using testing::cluster;
 using testing::config;
@@ -147,5 +147,5 @@ TEST(Goodput, TimeToTrainIncludesFailures) {
   EXPECT_GT(*p.train_cost_with_failures_usd, *p.train_cost_usd);
 }
 
-}  // namespace
+}  // namespace goodput_test
 }  // namespace shardplan::simulator

@@ -13,7 +13,7 @@
 #include "support/input_error.hpp"
 
 namespace shardplan::simulator {
-namespace {
+namespace grad_accum_test {  // named, not anonymous: the files share a unity-build unit
 
 using testing::cluster;
 using testing::config;
@@ -89,5 +89,5 @@ TEST(GradAccum, RoundTripsThroughPlanJsonAndDefaultsToParam) {
   EXPECT_FALSE(grad_accum_dtype_from_string("fp16").has_value());
 }
 
-}  // namespace
+}  // namespace grad_accum_test
 }  // namespace shardplan::simulator

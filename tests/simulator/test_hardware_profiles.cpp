@@ -25,7 +25,7 @@
 #include "simulator/paths.hpp"
 
 namespace shardplan::simulator {
-namespace {
+namespace hardware_profiles_test {  // named, not anonymous: the files share a unity-build unit
 
 using testing::input_error_of;
 
@@ -549,11 +549,11 @@ TEST(WriteFileAtomically, MissingDirectoryIsInputError) {
   EXPECT_EQ(dir_entries(tmp.path()), std::vector<std::string>{});
 }
 
-}  // namespace
+}  // namespace hardware_profiles_test
 }  // namespace shardplan::simulator
 
 namespace shardplan::simulator {
-namespace {
+namespace hardware_profiles_test {  // named, not anonymous: the files share a unity-build unit
 
 // Measured profiles may carry a GEMM curve per precision; the cost model uses it for that
 // precision and falls back to gemm_efficiency_by_flop for the others.
@@ -578,5 +578,5 @@ TEST(HardwareProfiles, PerPrecisionGemmCurve) {
   EXPECT_TRUE(contains(msg, "fp32, fp16 or bf16")) << msg;
 }
 
-}  // namespace
+}  // namespace hardware_profiles_test
 }  // namespace shardplan::simulator

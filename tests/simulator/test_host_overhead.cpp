@@ -11,7 +11,7 @@
 #include "support/sim_config.hpp"
 
 namespace shardplan::simulator {
-namespace {
+namespace host_overhead_test {  // named, not anonymous: the files share a unity-build unit
 
 using testing::config;
 
@@ -133,5 +133,5 @@ TEST(HostOverhead, LoadsRoundTripsAndNamesBadFields) {
   EXPECT_NE(error_of(3.0).find("host_overhead_seconds"), std::string::npos);
 }
 
-}  // namespace
+}  // namespace host_overhead_test
 }  // namespace shardplan::simulator

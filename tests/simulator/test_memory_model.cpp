@@ -5,7 +5,7 @@
 #include "support/sim_config.hpp"
 
 namespace shardplan::simulator {
-namespace {
+namespace memory_model_test {  // named, not anonymous: the files share a unity-build unit
 
 using testing::cluster;
 using testing::config;
@@ -195,5 +195,5 @@ TEST(Lora, FrozenMlpInputsDroppedAndAdapterFlopsAdded) {
   EXPECT_LT(pl.model_flops_per_step, pf.model_flops_per_step);
 }
 
-}  // namespace
+}  // namespace memory_model_test
 }  // namespace shardplan::simulator

@@ -8,7 +8,7 @@
 #include "support/sim_config.hpp"
 
 namespace shardplan::simulator {
-namespace {
+namespace mla_test {  // named, not anonymous: the files share a unity-build unit
 
 using testing::cluster;
 using testing::config;
@@ -71,5 +71,5 @@ TEST(Mla, DeepSeekV3SimulatesOn256H100s) {
   EXPECT_LT(per_token, 6.0 * 37e9 * 1.6);
 }
 
-}  // namespace
+}  // namespace mla_test
 }  // namespace shardplan::simulator

@@ -27,7 +27,7 @@
 #include "simulator/paths.hpp"
 
 namespace shardplan::simulator {
-namespace {
+namespace model_cards_test {  // named, not anonymous: the files share a unity-build unit
 
 using testing::input_error_of;
 using testing::card_path;
@@ -398,11 +398,11 @@ TEST(ModelCards, TinyModelsAreTiny) {
   }
 }
 
-}  // namespace
+}  // namespace model_cards_test
 }  // namespace shardplan::simulator
 
 namespace shardplan::simulator {
-namespace {
+namespace model_cards_test {  // named, not anonymous: the files share a unity-build unit
 
 TEST(ModelCards, BertHeadsFollowTheArchitecture) {
   // BertModel: + pooler; BertForMaskedLM: + MLM head; BertForPreTraining: both + NSP (h x 2).
@@ -431,5 +431,5 @@ TEST(ModelCards, ANumberBeyondDoubleIsInvalidJsonNamingTheFile) {
   EXPECT_EQ(parse_json_text("// a comment\n{\"a\": 1}", "x.json")["a"], 1);
 }
 
-}  // namespace
+}  // namespace model_cards_test
 }  // namespace shardplan::simulator

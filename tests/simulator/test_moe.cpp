@@ -16,7 +16,7 @@
 #include "support/sim_config.hpp"
 
 namespace shardplan::simulator {
-namespace {
+namespace moe_test {  // named, not anonymous: the files share a unity-build unit
 
 using testing::refusal;
 
@@ -254,5 +254,5 @@ TEST(Moe, ConfigRoundTripsThroughPlanJson) {
   EXPECT_EQ(to_json(back).dump(), to_json(cfg).dump());
 }
 
-}  // namespace
+}  // namespace moe_test
 }  // namespace shardplan::simulator

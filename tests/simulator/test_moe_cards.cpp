@@ -21,7 +21,7 @@
 #include "support/temp_dir.hpp"
 
 namespace shardplan::simulator {
-namespace {
+namespace moe_cards_test {  // named, not anonymous: the files share a unity-build unit
 
 using testing::input_error_of;
 using testing::card_path;
@@ -377,5 +377,5 @@ TEST(MoeCards, HfConfigRefusalsNameTheField) {
             671'026'404'352 + 61 * (7168LL * 24576 - 7168LL * 1536 - 1536LL * 24576 - 1536));
 }
 
-}  // namespace
+}  // namespace moe_cards_test
 }  // namespace shardplan::simulator

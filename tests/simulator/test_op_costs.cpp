@@ -10,7 +10,7 @@
 #include "simulator/hardware_profile.hpp"
 
 namespace shardplan::simulator {
-namespace {
+namespace op_costs_test {  // named, not anonymous: the files share a unity-build unit
 
 nlohmann::json with_op_costs(const nlohmann::json& costs) {
   nlohmann::json j = to_json(load_hardware("local-cpu-2core"));
@@ -68,5 +68,5 @@ TEST(OpCosts, BadEntriesNameTheField) {
   EXPECT_EQ(error_of(with_op_costs({{"dropout", {{"bf16", {{"forward_seconds_per_element_by_elements", curve}}}}}})), "");
 }
 
-}  // namespace
+}  // namespace op_costs_test
 }  // namespace shardplan::simulator

@@ -13,7 +13,7 @@
 #include "support/sim_config.hpp"
 
 namespace shardplan::simulator {
-namespace {
+namespace packed_documents_test {  // named, not anonymous: the files share a unity-build unit
 
 using testing::BlockEnv;
 using testing::cluster;
@@ -131,5 +131,5 @@ TEST(PackedDocuments, RoundTripsThroughPlanJsonAndDefaultsToOneDocument) {
   }
 }
 
-}  // namespace
+}  // namespace packed_documents_test
 }  // namespace shardplan::simulator

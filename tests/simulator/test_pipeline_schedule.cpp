@@ -16,7 +16,7 @@
 #include "simulator/errors.hpp"
 
 namespace shardplan::simulator {
-namespace {
+namespace pipeline_schedule_test {  // named, not anonymous: the files share a unity-build unit
 
 using Key = std::tuple<int, int, bool>;  // (virtual stage, micro-batch, backward)
 
@@ -447,5 +447,5 @@ TEST(PipelineSchedule, LinksCarryMessagesInTheSameOrderAtBothEnds) {
   EXPECT_GT(links_checked, 20);
 }
 
-}  // namespace
+}  // namespace pipeline_schedule_test
 }  // namespace shardplan::simulator

@@ -9,7 +9,7 @@
 #include "support/sim_config.hpp"
 
 namespace shardplan::simulator {
-namespace {
+namespace properties_test {  // named, not anonymous: the files share a unity-build unit
 
 using testing::cluster;
 using testing::config;
@@ -324,5 +324,5 @@ TEST(Properties, WeightCastsAreChargedByTheMixedPrecisionRecipe) {
   EXPECT_GT(m2.optimizer_s, m1.optimizer_s);
 }
 
-}  // namespace
+}  // namespace properties_test
 }  // namespace shardplan::simulator

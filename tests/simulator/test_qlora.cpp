@@ -11,7 +11,7 @@
 #include "support/sim_config.hpp"
 
 namespace shardplan::simulator {
-namespace {
+namespace qlora_test {  // named, not anonymous: the files share a unity-build unit
 
 using testing::cluster;
 using testing::config;
@@ -76,5 +76,5 @@ TEST(QLora, RefusedWithoutAdaptersOrWithFp8AndKeptInPlanJson) {
   EXPECT_EQ(config_from_json(old, "old plan").lora.base, LoraBase::bf16);
 }
 
-}  // namespace
+}  // namespace qlora_test
 }  // namespace shardplan::simulator

@@ -12,7 +12,7 @@
 #include "simulator/rank_layout.hpp"
 
 namespace shardplan::simulator {
-namespace {
+namespace rank_layout_test {  // named, not anonymous: the files share a unity-build unit
 
 GroupPlacement by_definition(const RankLayout& l, ExpertDim d, int etp, int ep, int per_node) {
   const int world = l.size(Dim::tp) * l.size(Dim::dp) * l.size(Dim::pp) * l.size(Dim::cp);
@@ -61,5 +61,5 @@ TEST(RankLayout, ExpertGroupsMatchTheirDefinitionOverOrdersAndShapes) {
   EXPECT_GT(checked, 1000);
 }
 
-}  // namespace
+}  // namespace rank_layout_test
 }  // namespace shardplan::simulator

@@ -9,7 +9,7 @@
 #include "support/sim_config.hpp"
 
 namespace shardplan::simulator {
-namespace {
+namespace recompute_layers_test {  // named, not anonymous: the files share a unity-build unit
 
 using testing::cluster;
 using testing::config;
@@ -101,5 +101,5 @@ TEST(RecomputeLayers, RoundTripsThroughPlanJson) {
   EXPECT_EQ(config_from_json(old, "plan.json").recompute_num_layers, 0);
 }
 
-}  // namespace
+}  // namespace recompute_layers_test
 }  // namespace shardplan::simulator

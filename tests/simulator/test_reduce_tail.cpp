@@ -9,7 +9,7 @@
 #include "support/sim_config.hpp"
 
 namespace shardplan::simulator {
-namespace {
+namespace reduce_tail_test {  // named, not anonymous: the files share a unity-build unit
 
 using testing::cluster;
 using testing::config;
@@ -60,5 +60,5 @@ TEST(ReduceTail, TiedEmbeddingGradientIsAllReducedAcrossThePipelineEnds) {
   }
 }
 
-}  // namespace
+}  // namespace reduce_tail_test
 }  // namespace shardplan::simulator

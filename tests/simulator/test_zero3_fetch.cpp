@@ -16,7 +16,7 @@
 #include "support/sim_config.hpp"
 
 namespace shardplan::simulator {
-namespace {
+namespace zero3_fetch_test {  // named, not anonymous: the files share a unity-build unit
 
 using testing::cluster;
 using testing::config;
@@ -167,5 +167,5 @@ TEST(Zero3Fetch, ConfigJsonRoundTripAndDefault) {
   }
 }
 
-}  // namespace
+}  // namespace zero3_fetch_test
 }  // namespace shardplan::simulator

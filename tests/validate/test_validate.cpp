@@ -17,7 +17,7 @@
 #include "support/run_command.hpp"
 #include "support/temp_dir.hpp"
 
-namespace {
+namespace validate_test {  // named, not anonymous: the files share a unity-build unit
 
 namespace fs = std::filesystem;
 namespace cal = shardplan::calibration;
@@ -422,4 +422,4 @@ TEST(ValidateEndToEnd, CtrlCEndsTheRunningJobAndWritesWhatFinished) {
   EXPECT_EQ(j["runs"][0]["status"], "ran");
 }
 
-}  // namespace
+}  // namespace validate_test
