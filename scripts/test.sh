@@ -71,7 +71,8 @@ fi
 # on CPU-only machines.
 if [[ -f /usr/local/cuda/include/nccl.h && -f /usr/local/cuda/include/cuda_runtime_api.h ]]; then
   begin "nccl backend: compile check"
-  cmake -S . -B build/nccl-check -G Ninja -DCMAKE_BUILD_TYPE=Release -DSHARDPLAN_WITH_NCCL=ON \
+  # Per-file objects (no unity units): only these four files are compiled.
+  cmake -S . -B build/nccl-check -G Ninja -DCMAKE_BUILD_TYPE=Release -DSHARDPLAN_WITH_NCCL=ON -DSHARDPLAN_UNITY_BUILD=OFF \
     -DSHARDPLAN_BUILD_TESTS=OFF -DSHARDPLAN_BUILD_BENCH=OFF > /dev/null
   ninja -C build/nccl-check executor/CMakeFiles/shardplan_executor.dir/comm/nccl_communicator.cpp.o \
     executor/CMakeFiles/shardplan_executor.dir/comm/process_groups.cpp.o \
