@@ -78,10 +78,15 @@ TEST(Supervisor, ForwardsAnInterruptToTheWholeProcessGroup) {
   install_signal_handlers();
   reset_interrupt();
   const std::string ready = dir.file("ready"), child_got = dir.file("child_got");
-  // The child starts a grandchild (as mpirun starts ranks); both must get the SIGTERM.
-  const std::string script = "trap 'echo term > " + child_got + "; wait; exit 42' TERM; "
-                             "sh -c 'trap \"echo gterm > " + child_got + ".g; exit 0\" TERM; while :; do sleep 0.05; done' & "
-                             "touch " + ready + "; while :; do sleep 0.05; done";
+  // The child starts a grandchild (as mpirun starts ranks); both must get the SIGTERM. The
+  // grandchild says it is ready only once its own trap is set (the child's is set before it
+  // starts). The child's trap exits 42 once the grandchild's file is there (written, then
+  // renamed); were the grandchild never signalled, the child would be killed after the grace.
+  const std::string g = child_got + ".g";
+  const std::string script = "trap 'echo term > " + child_got + "; while [ ! -e " + g + " ]; do sleep 0.01; done; exit 42' TERM; "
+                             "sh -c 'trap \"echo gterm > " + g + ".tmp; mv " + g + ".tmp " + g + "; exit 0\" TERM; touch " + ready +
+                             "; while :; do sleep 0.05; done' & "
+                             "while :; do sleep 0.05; done";
   std::thread interrupter([&] {
     while (!fs::exists(ready)) std::this_thread::sleep_for(std::chrono::milliseconds(10));
     ::kill(::getpid(), SIGTERM);  // as Ctrl-C / scancel would
@@ -92,8 +97,7 @@ TEST(Supervisor, ForwardsAnInterruptToTheWholeProcessGroup) {
   EXPECT_EQ(st.code, 42);
   EXPECT_EQ(classify(st), Verdict::interrupted);
   EXPECT_EQ(read_text(child_got), "term\n");
-  for (int i = 0; i < 200 && !fs::exists(child_got + ".g"); ++i) std::this_thread::sleep_for(std::chrono::milliseconds(10));
-  EXPECT_EQ(read_text(child_got + ".g"), "gterm\n");
+  EXPECT_EQ(read_text(g), "gterm\n");
   reset_interrupt();
 }
 
