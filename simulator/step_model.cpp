@@ -130,12 +130,12 @@ void ConfigContext::set_zero_units() {
   const auto& hw = mc->cluster.hardware;
   const bool lora = mc->lora.enabled();
   if (c.zero_stage < 2 || (shard <= 1 && expert_shard <= 1)) return;
-  // Each micro-batch's gradients of a unit are packed into one flat bucket (zero-filled, then
-  // copied) for the reduce-scatter, whose shard is added into the kept one: 3w per gradient
-  // element plus 3w per shard element, unit by unit (shardrun's FlatGroup::take_grads;
-  // DeepSpeed's stage-2 bucket copies).
+  // Each micro-batch's gradients of a unit are copied into one flat bucket (read and written
+  // once; only the padding zeroed) for the reduce-scatter, whose shard is added into the kept
+  // one: 2w per gradient element plus 3w per shard element, unit by unit (shardrun's
+  // FlatGroup::take_grads; DeepSpeed's stage-2 bucket copies).
   auto pack_s = [&](double elements, double n) {
-    return elements > 0 ? memory_time_s(env, 3 * param_bytes * elements * (1 + 1 / n)) : 0.0;
+    return elements > 0 ? memory_time_s(env, param_bytes * elements * (2 + 3 / n)) : 0.0;
   };
   ZeroUnits& z = zero_units;
   z.pack_block = pack_s(block_trainable, shard) + pack_s(expert_trainable, expert_shard);

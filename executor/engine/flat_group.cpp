@@ -61,12 +61,20 @@ void FlatGroup::zero_grad(std::vector<Parameter>& params, int zero_stage) {
 }
 
 torch::Tensor FlatGroup::take_grads(std::vector<Parameter>& params) {
-  torch::Tensor flat = torch::zeros({padded}, options());
+  // Every element is written once: a gradient copied in, zeros only where there is none (a
+  // parameter autograd left without one, the padding). Slots are laid out in order, from 0.
+  torch::Tensor flat = torch::empty({padded}, options());
   for (const ParamSlot& s : slots) {
     torch::Tensor& g = params[static_cast<size_t>(s.index)].tensor.mutable_grad();
-    if (g.defined()) flat.narrow(0, s.offset, s.numel).copy_(g.reshape({-1}));
+    torch::Tensor part = flat.narrow(0, s.offset, s.numel);
+    if (g.defined()) {
+      part.copy_(g.reshape({-1}));
+    } else {
+      part.zero_();
+    }
     g = torch::Tensor();
   }
+  if (padded > numel) flat.narrow(0, numel, padded - numel).zero_();
   return flat;
 }
 

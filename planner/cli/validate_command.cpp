@@ -30,11 +30,15 @@ namespace {
 std::atomic<bool> g_stop{false};
 extern "C" void on_stop_signal(int) { g_stop.store(true); }
 
+// The runner's defaults (cal::RunnerOptions) are the command's: one place says how a run is run.
+const cal::RunnerOptions kRunnerDefaults{};
+
 struct ValidateOptions {
-  std::string hardware = "local-cpu-2core", suite = "builtin", configs, only, out_dir = "build/validate";
-  std::string json, plot, shardrun, mpirun = "mpirun", runs;
-  int steps = 8, threads = 1, repeats = 1, max_steps = cal::RunnerOptions{}.max_steps;
-  double timeout_s = 900, min_measured_s = cal::RunnerOptions{}.min_measured_s;
+  std::string hardware = "local-cpu-2core", suite = "builtin", configs, only, out_dir = kRunnerDefaults.out_dir;
+  std::string json, plot, shardrun, mpirun = kRunnerDefaults.mpirun, runs;
+  int steps = kRunnerDefaults.steps, threads = kRunnerDefaults.threads, repeats = kRunnerDefaults.repeats,
+      max_steps = kRunnerDefaults.max_steps;
+  double timeout_s = kRunnerDefaults.timeout_s, min_measured_s = kRunnerDefaults.min_measured_s;
   bool list = false;
 };
 
