@@ -5,6 +5,7 @@
 
 #include "simulator/evaluator.hpp"
 #include "simulator/json_fields.hpp"
+#include "simulator/prediction_json.hpp"
 #include "svg_panel.hpp"
 
 namespace shardplan::calibration {
@@ -31,6 +32,7 @@ RunComparison compare_run(const RecordedRun& run, const sim::HardwareProfile& hw
   c.predicted_peak_bytes = p.worst.total();
   c.capacity_bytes = p.device_capacity_bytes;
   c.measured_peak_bytes = run.measured_peak_bytes.value_or(0.0);
+  c.predicted_time = p.time;
   return c;
 }
 
@@ -94,7 +96,8 @@ json to_json(const std::vector<RunComparison>& rows, const ComparisonSummary& s,
                       {"fits_at_headroom_0", r.fits},
                       {"infeasible_reason", r.infeasible_reason},
                       {"peak_memory_bytes", r.predicted_peak_bytes},
-                      {"capacity_bytes", r.capacity_bytes}}},
+                      {"capacity_bytes", r.capacity_bytes},
+                      {"time", sim::to_json(r.predicted_time)}}},
                     {"throughput_error", r.throughput_error()}});
   json per = json::array();
   for (const auto& ps : s.per_source) {

@@ -7,6 +7,7 @@
 #include <vector>
 
 #include "runs_file.hpp"
+#include "simulator/prediction.hpp"
 #include "validation.hpp"
 
 namespace shardplan::calibration {
@@ -22,6 +23,7 @@ struct RunComparison {
   double predicted_peak_bytes = 0;    // worst stage, per device
   double capacity_bytes = 0;          // per device
   double measured_peak_bytes = 0;     // 0 = not published
+  simulator::TimeBreakdown predicted_time;  // where the predicted step goes (the JSON's "time")
   // Throughput: (predicted - measured) / measured tokens/s (= measured / predicted step time - 1).
   [[nodiscard]] double throughput_error() const { return predicted_tokens_per_s / measured_tokens_per_s - 1; }
 };

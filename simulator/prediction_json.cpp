@@ -180,7 +180,9 @@ nlohmann::json stages_json(const Prediction& p) {
   return arr;
 }
 
-nlohmann::json time_json(const TimeBreakdown& t) {
+}  // namespace
+
+nlohmann::json to_json(const TimeBreakdown& t) {
   return {{"step_seconds", t.step_s},
           {"forward_compute_seconds", t.forward_compute_s},
           {"backward_compute_seconds", t.backward_compute_s},
@@ -197,8 +199,6 @@ nlohmann::json time_json(const TimeBreakdown& t) {
           {"dp_comm_overlapped_seconds", t.dp_overlapped_comm_s},
           {"dp_comm_total_seconds", t.dp_total_comm_s}};
 }
-
-}  // namespace
 
 nlohmann::json to_json(const Prediction& p, bool with_events) {
   nlohmann::json j;
@@ -220,7 +220,7 @@ nlohmann::json to_json(const Prediction& p, bool with_events) {
                  {"host_bytes_per_node", p.host_bytes_per_node},
                  {"host_capacity_bytes", p.host_capacity_bytes},
                  {"stages", stages_json(p)}};
-  j["time"] = time_json(p.time);
+  j["time"] = to_json(p.time);
   j["throughput"] = {{"tokens_per_second", p.tokens_per_s},
                      {"samples_per_second", p.samples_per_s},
                      {"tokens_per_step", p.tokens_per_step},

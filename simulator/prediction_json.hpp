@@ -12,6 +12,8 @@ nlohmann::json to_json(const ParallelConfig& cfg);
 // against a model/cluster here (validate_config does that).
 ParallelConfig config_from_json(const nlohmann::json& j, const std::string& source);
 nlohmann::json to_json(const MemoryBreakdown& m);
+// The step-time breakdown, "..._seconds" keys (a Prediction's "time").
+nlohmann::json to_json(const TimeBreakdown& t);
 // `with_events`: include the pipeline event trace (stage, chunk, micro-batch, F/B, start, end).
 nlohmann::json to_json(const Prediction& p, bool with_events = false);
 

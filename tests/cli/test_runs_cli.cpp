@@ -27,6 +27,13 @@ TEST(CliRuns, PublishedSuiteValidatesWithOneRowPerRunAndStatisticsPerSource) {
     // The error is what the two throughputs say it is.
     const double e = row["predicted"]["tokens_per_second"].get<double>() / row["measured"]["tokens_per_second"].get<double>() - 1;
     EXPECT_NEAR(row["throughput_error"].get<double>(), e, 1e-9);
+    // The predicted step's breakdown comes with it: the same step, communication split into
+    // what is hidden and what is not.
+    const json& t = row["predicted"]["time"];
+    EXPECT_NEAR(t["step_seconds"].get<double>(), row["predicted"]["step_seconds"].get<double>(), 1e-12) << row.dump();
+    EXPECT_GT(t["forward_compute_seconds"].get<double>(), 0) << row.dump();
+    EXPECT_GE(t["dp_comm_overlapped_seconds"].get<double>(), 0) << row.dump();
+    EXPECT_LE(t["dp_comm_overlapped_seconds"].get<double>(), t["dp_comm_total_seconds"].get<double>()) << row.dump();
   }
   EXPECT_TRUE(contains(r.out, "mosaicml-mpt")) << r;
   EXPECT_TRUE(std::filesystem::file_size(svg) > 1000);
