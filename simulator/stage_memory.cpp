@@ -23,6 +23,7 @@ struct UnitBuffers {
   double gathered = 0;  // forward: the largest gathered unit (stage 3)
   double first = 0;     // backward of the stage's first unit (head or last block)
   double next = 0;      // backward of the unit after it, with the first one's buckets in flight
+  double last = 0;      // end of the backward (the embedding's), once every stored activation is freed
 };
 
 UnitBuffers unit_buffers(const ConfigContext& c, const StageShape& s) {
@@ -90,6 +91,15 @@ UnitBuffers unit_buffers(const ConfigContext& c, const StageShape& s) {
     out.first = grads(first, s.head ? c.head.stored_activation_bytes : c.block_kept.stored_activation_bytes);
   }
   out.next = grads(next, c.block_kept.stored_activation_bytes) + in_flight(first);
+  if (tied_here && cfg.zero_stage < 2 && !lora) {
+    // A tied weight's two gradients meet in autograd's input buffer of its AccumulateGrad node,
+    // which runs once both have arrived (torch/csrc/autograd/input_buffer.cpp): the head's is
+    // held from the head's backward to the embedding's, then summed out of place with the
+    // embedding's dense one. Measured on GPT-2 (fp32, ZeRO 0 and 1, one and two ranks): the peak
+    // is at the end of the backward, three vocab x hidden gradients beside the model states.
+    out.next += w * vocab_param;
+    out.last = grads(first, 0.0) + 2 * w * vocab_param;
+  }
   return out;
 }
 
@@ -219,7 +229,8 @@ StageMemory stage_memory(const ConfigContext& c, const StageShape& s) {
   const double recomputed =
       cfg.recompute != Recompute::none ? c.block.full_activation_bytes - c.block.stored_activation_bytes : 0.0;
   const double bwd_next = 2 * e * M * h + u.next - (s.head ? c.head.stored_activation_bytes : 0.0) + recomputed;
-  const double transient = std::max({fwd, bwd_first, bwd_next});
+  const double bwd_last = u.last - m.activations;  // the stored activations are gone by then
+  const double transient = std::max({fwd, bwd_first, bwd_next, bwd_last});
   m.workspace = dev.runtime_reserved_bytes + transient;
   return out;
 }
