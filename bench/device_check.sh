@@ -5,7 +5,9 @@
 #      the CPU build's libraries from DEPS_DEBS .deb files when the machine lacks them);
 #   3. the plan -> real run -> predicted vs measured loop on one GPU with the shipped profile, and
 #      the layouts of the last visit (bench/results/gpu-2026-11-26/plan_*.json) run again;
-#   4. `shardrun profile --device cuda` (a measured profile of this GPU) and the same plan
+#   4. a per-op trace of two layouts (`shardrun --trace` on CUDA: each op's host time and its
+#      device time between CUDA events), where the step's time goes;
+#   5. `shardrun profile --device cuda` (a measured profile of this GPU) and the same plan
 #      simulated on it, then run again: predicted vs measured with the measured profile.
 # Every step writes its log and JSON under out-device/ as it goes and packs the folder into
 # $OUT/device-check.tgz after each step (when OUT is set), so a step that fails or runs out of
@@ -34,7 +36,7 @@ export BUILD=build/gpu
  echo "rc=$?" >> "$O/build.log") &
 build_pid=$!
 stamp "kernel figures (log: $O/gpu_kernels.log)"
-PYTHONUNBUFFERED=1 timeout 300 python3 bench/gpu_kernels.py --out "$O/gpu_kernels.json" > "$O/gpu_kernels.log" 2>&1
+PYTHONUNBUFFERED=1 timeout "${KERNELS_S:-300}" python3 bench/gpu_kernels.py --out "$O/gpu_kernels.json" > "$O/gpu_kernels.log" 2>&1
 stamp "kernels: rc=$?"
 wait "$build_pid"
 stamp "build: $(tail -n 1 "$O/build.log")"
@@ -66,7 +68,16 @@ for plan in bench/results/gpu-2026-11-26/plan_*.json; do
   grep -E "step time error|peak memory" "$O/runs-$name.log" | tail -2
 done
 
-# 4: a measured profile of this GPU, the same layout re-simulated on it and run again.
+# 4: per-op traces (host and CUDA-event device time per op) of the default layout and of the
+# one predicted furthest off on the last visit (tl-mb2), the steps after the first.
+for name in tl-mb8 tl-mb2; do
+  stamp "trace $name"
+  timeout 90 build/gpu/executor/shardrun --plan "bench/results/gpu-2026-11-26/plan_$name.json" --device cuda \
+    --steps 6 --data synthetic --trace "$O/trace-$name.json" --out-dir "$O/trace-runs/$name" > "$O/trace-$name.log" 2>&1
+  echo "trace $name: rc=$?"
+done
+
+# 5: a measured profile of this GPU, the same layout re-simulated on it and run again.
 stamp "shardrun profile --device cuda"
 timeout 200 build/gpu/executor/shardrun profile --device cuda --base "$HARDWARE" --name "$(hostname)-gpu-measured" \
   --out "$O/gpu-measured.json" > "$O/profile.log" 2>&1

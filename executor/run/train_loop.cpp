@@ -203,7 +203,7 @@ void Trainer::train() {
     watchdog.phase("between steps");
     maybe_inject_fault(fault, c.world, step + 1, s.attempt);
     if (!s.opt.trace.empty() && c.world == 0 && step == s.start_step + 1)
-      trace = std::make_unique<OpTrace>(s.opt.trace);
+      trace = std::make_unique<OpTrace>(s.opt.trace, s.device.is_cuda());
     timer.start();
     const double tp0 = s.groups->tp().stats().seconds, dp0 = dp_seconds(*s.groups);
     const double cp0 = s.groups->cp().stats().seconds;
