@@ -5,6 +5,7 @@
 #include <thread>
 
 #include "executor/errors.hpp"
+#include "mpi_pairwise.hpp"
 
 namespace shardplan::executor {
 
@@ -128,6 +129,8 @@ MpiCommunicator::~MpiCommunicator() {
   if (!finalized && comm_ != MPI_COMM_WORLD && comm_ != MPI_COMM_NULL) MPI_Comm_free(&comm_);
 }
 
+void MpiCommunicator::check_rc(int rc, const char* what) const { check(rc, what, name_); }
+
 void MpiCommunicator::wait(MPI_Request& req, const char* what) {
   const auto start = Clock::now();
   int done = 0;
@@ -148,6 +151,15 @@ void MpiCommunicator::wait(MPI_Request& req, const char* what) {
 
 std::unique_ptr<Work> MpiCommunicator::start_all_reduce(torch::Tensor t, ReduceOp op) {
   check_dense(t, "all_reduce");
+  // Sums of 4 KiB and more as a balanced reduce-scatter + all-gather (mpi_pairwise.hpp: MPI's
+  // non-blocking in-place all-reduce funnels everything through rank 0); below, a message is
+  // latency-bound and MPI's binomial tree takes as many steps.
+  constexpr int64_t kPairwiseMinBytes = 4096;
+  if (op == ReduceOp::sum && size_ > 1 && static_cast<int64_t>(t.nbytes()) >= kPairwiseMinBytes &&
+      t.numel() >= size_) {
+    count_call(static_cast<double>(t.nbytes()));
+    return pairwise_all_reduce(*this, std::move(t));
+  }
   torch::Tensor staged = needs_upcast(t, op) ? t.to(torch::kFloat) : t;
   auto work = std::make_unique<MpiWork>(*this, "all_reduce", t, staged, torch::Tensor());
   count_call(static_cast<double>(t.nbytes()));
@@ -185,17 +197,14 @@ void MpiCommunicator::all_gather(torch::Tensor& out, const torch::Tensor& in) {
   all_gather_async(out, in)->wait();
 }
 
+// A balanced pairwise exchange, not MPI_Ireduce_scatter_block (mpi_pairwise.hpp says why).
 std::unique_ptr<Work> MpiCommunicator::reduce_scatter_async(torch::Tensor out, torch::Tensor in) {
   check_dense(out, "reduce_scatter");
   check_dense(in, "reduce_scatter");
   EXECUTOR_CHECK(in.numel() == out.numel() * size_ && out.scalar_type() == in.scalar_type(),
                  "reduce_scatter: in must hold size() * out.numel() elements of out's dtype");
-  auto work = std::make_unique<MpiWork>(*this, "reduce_scatter", out, out, in);
   count_call(static_cast<double>(in.nbytes()));
-  check(MPI_Ireduce_scatter_block(in.data_ptr(), out.data_ptr(), checked_count(out.numel(), "reduce_scatter"),
-                                  wire_type(out), wire_op(out, ReduceOp::sum), comm_, work->request()),
-        "reduce_scatter", name_);
-  return work;
+  return pairwise_reduce_scatter(*this, std::move(out), std::move(in));
 }
 
 void MpiCommunicator::reduce_scatter(torch::Tensor& out, const torch::Tensor& in) {

@@ -1,7 +1,8 @@
 #pragma once
 // MpiCommunicator: the Communicator interface over an MPI communicator, for CPU tensors.
 // Collectives are issued non-blocking (MPI_I*) and completed by polling MPI_Test against a
-// deadline, so a dead or stuck peer turns into a CommError instead of a hang.
+// deadline, so a dead or stuck peer turns into a CommError instead of a hang. Reduce-scatters
+// and all-reduces of 4 KiB and more run as balanced pairwise exchanges (mpi_pairwise.hpp).
 // 16-bit floats have no MPI reduction type: they are reduced in fp32 and cast back.
 #include <mpi.h>
 
@@ -42,6 +43,8 @@ class MpiCommunicator final : public Communicator {
 
   // Blocks until `req` completes or the timeout passes (then throws CommError naming `what`).
   void wait(MPI_Request& req, const char* what);
+  // Throws CommError naming `what` and this group unless `rc` is MPI_SUCCESS.
+  void check_rc(int rc, const char* what) const;
 
  private:
   std::unique_ptr<Work> start_all_reduce(torch::Tensor t, ReduceOp op);

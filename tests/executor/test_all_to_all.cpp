@@ -2,7 +2,11 @@
 // included, a rank sending nothing at all) on 2 and 3 ranks against a reference every rank
 // computes locally, for float rows of shape (2, 3), int64 and bf16 rows; the call is counted
 // in CommStats. A rank that hangs or dies before joining an all-to-all ends every rank within
-// the collective timeout (CommError -> MPI_Abort, as shardrun does).
+// the collective timeout (CommError -> MPI_Abort, as shardrun does). Communicator::
+// reduce_scatter and all_reduce (pairwise exchanges built on the same all-to-all,
+// comm/mpi_pairwise.hpp) on 2 and 3 ranks, fp32 and bf16, empty, small, uneven and
+// rendezvous-sized buffers, blocking and asynchronous, against the sums every rank computes
+// locally; the all-reduce's max (MPI's own) beside them.
 //
 // The ranks are this test binary itself, started by mpirun with SHARDPLAN_A2A_WORKER set and
 // a filter selecting AllToAllWorker.Run (skipped in an ordinary test run).
@@ -10,6 +14,7 @@
 #include <mpi.h>
 #include <unistd.h>
 
+#include <algorithm>
 #include <chrono>
 #include <csignal>
 #include <cstdlib>
@@ -73,6 +78,61 @@ void check_round(Communicator& comm, int round, torch::ScalarType dtype, std::ve
                                        << want;
 }
 
+// Element e of block j of rank `src`'s reduce-scatter input: small integers, exact in bf16 and
+// in any order of summation.
+double rs_value(int src, int j, int64_t e) { return (src + 1) * (j + 2) + e % 7; }
+
+void check_reduce_scatter(Communicator& comm, torch::ScalarType dtype, int64_t n, bool async) {
+  const int me = comm.rank(), P = comm.size();
+  std::vector<double> in_values, expected(static_cast<size_t>(n), 0.0);
+  for (int j = 0; j < P; ++j)
+    for (int64_t e = 0; e < n; ++e) in_values.push_back(rs_value(me, j, e));
+  for (int src = 0; src < P; ++src)
+    for (int64_t e = 0; e < n; ++e) expected[static_cast<size_t>(e)] += rs_value(src, me, e);
+  // Large buffers go as (rows, 4096) matrices, as sequence parallelism hands them over: the
+  // blocks are the flat ranges all the same.
+  const bool rows = n % 4096 == 0 && n > 0;
+  const std::vector<int64_t> in_shape = rows ? std::vector<int64_t>{P * n / 4096, 4096} : std::vector<int64_t>{P * n};
+  const std::vector<int64_t> out_shape = rows ? std::vector<int64_t>{n / 4096, 4096} : std::vector<int64_t>{n};
+  const torch::Tensor in = torch::tensor(in_values, torch::kDouble).to(dtype).reshape(in_shape);
+  const torch::Tensor in_before = in.clone();
+  torch::Tensor out = torch::full(out_shape, -1.0, torch::TensorOptions().dtype(dtype));
+  const auto calls = comm.stats().calls;
+  if (async) {
+    comm.reduce_scatter_async(out, in)->wait();
+  } else {
+    comm.reduce_scatter(out, in);
+  }
+  EXPECT_EQ(comm.stats().calls, calls + 1);
+  const torch::Tensor want = torch::tensor(expected, torch::kDouble).to(dtype).reshape(out_shape);
+  EXPECT_TRUE(torch::equal(out, want)) << "rank " << me << " of " << P << ", n " << n << ", dtype " << dtype;
+  EXPECT_TRUE(torch::equal(in, in_before)) << "rank " << me << ": reduce_scatter changed its input";
+}
+
+void check_all_reduce(Communicator& comm, torch::ScalarType dtype, int64_t n, bool async) {
+  const int me = comm.rank(), P = comm.size();
+  std::vector<double> values, expected(static_cast<size_t>(n), 0.0), largest(static_cast<size_t>(n), -1e9);
+  for (int64_t e = 0; e < n; ++e) values.push_back(rs_value(me, static_cast<int>(e % 5), e));
+  for (int src = 0; src < P; ++src)
+    for (int64_t e = 0; e < n; ++e) {
+      const double v = rs_value(src, static_cast<int>(e % 5), e);
+      expected[static_cast<size_t>(e)] += v;
+      largest[static_cast<size_t>(e)] = std::max(largest[static_cast<size_t>(e)], v);
+    }
+  torch::Tensor t = torch::tensor(values, torch::kDouble).to(dtype);
+  torch::Tensor m = t.clone();
+  if (async) {
+    comm.all_reduce_async(t)->wait();
+  } else {
+    comm.all_reduce(t);
+  }
+  comm.all_reduce(m, executor::ReduceOp::max);
+  EXPECT_TRUE(torch::equal(t, torch::tensor(expected, torch::kDouble).to(dtype)))
+      << "all_reduce sum: rank " << me << " of " << P << ", n " << n << ", dtype " << dtype;
+  EXPECT_TRUE(torch::equal(m, torch::tensor(largest, torch::kDouble).to(dtype)))
+      << "all_reduce max: rank " << me << " of " << P << ", n " << n << ", dtype " << dtype;
+}
+
 // The body of each mpirun rank.
 TEST(AllToAllWorker, Run) {
   const char* mode = std::getenv("SHARDPLAN_A2A_WORKER");
@@ -81,6 +141,16 @@ TEST(AllToAllWorker, Run) {
   const double timeout = 3.0;
   MpiCommunicator world(MPI_COMM_WORLD, "world", timeout);
   const std::string m = mode;
+  if (m == "pairwise") {
+    for (torch::ScalarType dtype : {torch::kFloat, torch::kBFloat16})
+      for (bool async : {false, true}) {
+        for (int64_t n : {int64_t{0}, int64_t{5}, int64_t{1} << 18}) check_reduce_scatter(world, dtype, n, async);
+        // One element (MPI's path), 2049 and 3001 (uneven blocks), 2^18 + 1 (rendezvous-sized).
+        for (int64_t n : {int64_t{1}, int64_t{2049}, int64_t{3001}, (int64_t{1} << 18) + 1})
+          check_all_reduce(world, dtype, n, async);
+      }
+    return;
+  }
   if (m == "uneven") {
     for (int round = 0; round < 3; ++round) {
       check_round(world, round, torch::kFloat, {2, 3});
@@ -125,6 +195,14 @@ WorkerRun run_workers(int ranks, const std::string& mode) {
 TEST(AllToAll, UnevenCountsMatchTheLocalReferenceOnTwoAndThreeRanks) {
   for (int ranks : {2, 3}) {
     const WorkerRun r = run_workers(ranks, "uneven");
+    EXPECT_EQ(r.exit_code, 0) << ranks << " ranks:\n" << r.output;
+    EXPECT_EQ(count_of(r.output, "[  PASSED  ] 1 test"), static_cast<size_t>(ranks)) << r.output;
+  }
+}
+
+TEST(PairwiseCollectives, ReduceScatterAndAllReduceSumOnTwoAndThreeRanks) {
+  for (int ranks : {2, 3}) {
+    const WorkerRun r = run_workers(ranks, "pairwise");
     EXPECT_EQ(r.exit_code, 0) << ranks << " ranks:\n" << r.output;
     EXPECT_EQ(count_of(r.output, "[  PASSED  ] 1 test"), static_cast<size_t>(ranks)) << r.output;
   }
