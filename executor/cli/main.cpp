@@ -128,7 +128,6 @@ void add_options(CLI::App& app, ex::RunOptions& o) {
 }  // namespace
 
 int main(int argc, char** argv) {
-  (void)ex::huge_page_heap(argv);  // may re-execute this program: first of all
   ex::install_memory_accounting();  // before any tensor exists
   (void)ex::keep_freed_host_memory();
   ex::MpiRuntime runtime(&argc, &argv);

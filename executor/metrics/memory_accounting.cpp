@@ -1,10 +1,6 @@
 #include "memory_accounting.hpp"
 
 #include <malloc.h>
-#include <unistd.h>
-
-#include <cstdlib>
-#include <string>
 
 #include <limits>
 
@@ -97,23 +93,6 @@ bool keep_freed_host_memory() {
   const bool no_trim = mallopt(M_TRIM_THRESHOLD, std::numeric_limits<int>::max()) == 1;
   return no_mmap && no_trim;
 #else
-  return false;
-#endif
-}
-
-bool huge_page_heap(char** argv) {
-#if defined(__GLIBC__)
-  constexpr const char* kTunable = "glibc.malloc.hugetlb";
-  const char* set = std::getenv("GLIBC_TUNABLES");
-  const std::string tunables = set != nullptr ? set : "";
-  if (tunables.find(kTunable) != std::string::npos)
-    return tunables.find(std::string(kTunable) + "=0") == std::string::npos;
-  const std::string value = (tunables.empty() ? "" : tunables + ":") + kTunable + "=1";
-  if (setenv("GLIBC_TUNABLES", value.c_str(), 1) != 0) return false;
-  execv("/proc/self/exe", argv);  // returns only on failure: carry on with 4 KiB pages
-  return false;
-#else
-  (void)argv;
   return false;
 #endif
 }

@@ -22,15 +22,4 @@ void reset_peak_tensor_bytes();
 // its high-water mark. Returns false when the C library refused a setting.
 bool keep_freed_host_memory();
 
-// Backs glibc malloc's heap with transparent huge pages (the tunable glibc.malloc.hugetlb=1,
-// glibc 2.35+: madvise(MADV_HUGEPAGE) on the memory malloc takes from the kernel, as PyTorch's
-// THP_MEM_ALLOC_ENABLE does for its CPU allocations). Tunables are read when a process starts,
-// so when GLIBC_TUNABLES does not name this one already, this adds it and re-executes the
-// program with the same arguments (before MPI or any thread starts: call it first in main).
-// A step's first touch of the heap then faults 2 MiB at a time instead of 4 KiB: on this
-// project's 2-core VM, GPT-2 ZeRO-3 on 2 ranks took 646,000 page faults (11 s of kernel time,
-// over its first 3 steps) without, 15,700 with. GLIBC_TUNABLES=glibc.malloc.hugetlb=0 opts out.
-// Returns only when it did not re-execute: true when the tunable is on.
-bool huge_page_heap(char** argv);
-
 }  // namespace shardplan::executor

@@ -133,9 +133,13 @@ std::vector<simulator::LinkSample> bench_links(Communicator& comm, torch::Device
 // Ranks reach each collective at different times, and the first waits for the last. Every rank
 // runs the same compute phase, shaped like a slice of training (GEMMs, then dropout and GELU on
 // freshly allocated 4 MB tensors: allocation and memory-bound work are what jitter; GEMMs alone
-// barely do), about 2-3 ms on a CPU core, many times alone, then each followed by a one-element
-// all-reduce, then the all-reduce alone in lockstep. Skew = (phase + all-reduce) - phase - all-reduce, relative to the phase; the mean
-// over ranks (with two ranks, E[max of two phases] - E[phase]).
+// barely do), about 2-3 ms on a CPU core; each iteration times it alone, then followed by a
+// one-element all-reduce, then the all-reduce alone, each from a barrier (untimed) so that the
+// ranks start together. Skew = (phase + all-reduce) - phase - all-reduce, relative to the phase;
+// the mean over ranks (with two ranks, E[max of two phases] - E[phase]). The three are
+// interleaved, not timed in three blocks one after the other: on a shared VM the machine's state
+// drifts within seconds, and blocks read that drift as skew (one profile's three passes read
+// 9, 31 and 22 % while the validate runs after it waited 2-3 % of their steps).
 double bench_sync_skew(Communicator& comm, torch::Device dev, bool quick) {
   torch::NoGradGuard no_grad;
   const auto f32 = torch::TensorOptions().dtype(torch::kFloat).device(dev);
@@ -156,15 +160,17 @@ double bench_sync_skew(Communicator& comm, torch::Device dev, bool quick) {
   const int iters = quick ? 10 : 200;
   std::vector<double> alone, together, latency;
   seconds_of(phase);
-  comm.barrier();
-  for (int i = 0; i < iters; ++i) alone.push_back(seconds_of(phase));
-  comm.barrier();
-  for (int i = 0; i < iters; ++i) together.push_back(seconds_of([&] {
-    phase();
-    comm.all_reduce(one);
-  }));
-  comm.barrier();
-  for (int i = 0; i < iters; ++i) latency.push_back(seconds_of([&] { comm.all_reduce(one); }));
+  for (int i = 0; i < iters; ++i) {
+    comm.barrier();
+    alone.push_back(seconds_of(phase));
+    comm.barrier();
+    together.push_back(seconds_of([&] {
+      phase();
+      comm.all_reduce(one);
+    }));
+    comm.barrier();
+    latency.push_back(seconds_of([&] { comm.all_reduce(one); }));
+  }
   const double t = upper_median(alone);
   const double skew = std::max(0.0, (upper_median(together) - t - upper_median(latency)) / t);
   return reduce(skew, MPI_SUM) / comm.size();

@@ -4,6 +4,7 @@
 #include "executor/engine/loss_scaler.hpp"
 #include "executor/engine/lr_schedule.hpp"
 #include "executor/metrics/memory_accounting.hpp"
+#include "executor/metrics/run_report.hpp"
 #include "executor/model/parameter.hpp"
 #include "executor/parallel/layers.hpp"
 #include "executor/parallel/sp_column_linear.hpp"
@@ -212,6 +213,31 @@ TEST(MemoryAccounting, CountsTensorBytesExactly) {
     EXPECT_EQ(peak_tensor_bytes() - before, (1 << 20) + (1 << 19));
   }
   EXPECT_EQ(current_tensor_bytes(), before);
+}
+
+// A run's first quarter of steps (at least the first) is warm-up and stays out of the medians:
+// eight steps whose first two are slow report the steady time, three steps skip one, two none.
+TEST(RunReport, TheFirstQuarterOfTheStepsIsWarmUp) {
+  auto report = [](const std::vector<double>& times) {
+    ReportInputs in;
+    for (size_t i = 0; i < times.size(); ++i) {
+      StepRecord r;
+      r.step = static_cast<int64_t>(i) + 1;
+      r.step_s = r.compute_s = times[i];
+      r.tokens = 100;
+      in.steps.push_back(r);
+    }
+    in.peak_bytes_per_rank = {1};
+    return build_report(in).at("measured");
+  };
+  const nlohmann::json eight = report({9.0, 3.0, 2.5, 1.0, 1.1, 0.9, 1.0, 1.2});
+  EXPECT_EQ(eight.at("steps_in_medians").get<int>(), 6);
+  EXPECT_DOUBLE_EQ(eight.at("step_seconds").get<double>(), 1.05);  // median of steps 3-8: 2.5 left in
+  const nlohmann::json twelve = report({9.0, 3.0, 2.5, 1.0, 1.1, 0.9, 1.0, 1.2, 1.0, 0.9, 1.1, 1.0});
+  EXPECT_EQ(twelve.at("steps_in_medians").get<int>(), 9);
+  EXPECT_DOUBLE_EQ(twelve.at("step_seconds").get<double>(), 1.0);
+  EXPECT_EQ(report({5.0, 1.0, 2.0}).at("steps_in_medians").get<int>(), 2);
+  EXPECT_DOUBLE_EQ(report({5.0, 1.0}).at("step_seconds").get<double>(), 3.0);  // too few to skip
 }
 
 }  // namespace units_test
