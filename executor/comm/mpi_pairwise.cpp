@@ -74,10 +74,31 @@ void post_exchange(MpiCommunicator& comm, const void* send, const std::vector<in
              "reduce_scatter");
 }
 
-class ReduceScatterWork final : public Work {
+// What both exchanges hold: the group, the request in flight, whether it is done. A work
+// destroyed before its wait() completes it quietly (the error, if any, is the failing peer's).
+class PairwiseWork : public Work {
+ public:
+  explicit PairwiseWork(MpiCommunicator& comm) : comm_(comm) {}
+  PairwiseWork(const PairwiseWork&) = delete;
+  PairwiseWork& operator=(const PairwiseWork&) = delete;
+
+ protected:
+  void finish_quietly() {
+    if (done_ || req_ == MPI_REQUEST_NULL) return;
+    try {
+      wait();
+    } catch (...) {  // destructor: the error was (or will be) reported by the failing peer
+    }
+  }
+  MpiCommunicator& comm_;
+  MPI_Request req_ = MPI_REQUEST_NULL;
+  bool done_ = false;
+};
+
+class ReduceScatterWork final : public PairwiseWork {
  public:
   ReduceScatterWork(MpiCommunicator& comm, torch::Tensor out, torch::Tensor in)
-      : comm_(comm), out_(out.view({-1})), in_(in.view({-1})),  // flat views: blocks of whatever shape
+      : PairwiseWork(comm), out_(out.view({-1})), in_(in.view({-1})),  // flat views: blocks of whatever shape
         recv_(static_cast<int64_t>(out_.nbytes()) * (comm.size() - 1)) {
     const int p = comm.size();
     const int64_t n = out_.numel();
@@ -99,24 +120,14 @@ class ReduceScatterWork final : public Work {
   torch::Tensor peers() const {  // (p-1, n), a view of the receive buffer
     return torch::from_blob(recv_.data, {comm_.size() - 1, out_.numel()}, out_.options());
   }
-  void finish_quietly() {
-    if (done_ || req_ == MPI_REQUEST_NULL) return;
-    try {
-      wait();
-    } catch (...) {  // destructor: the error was (or will be) reported by the failing peer
-    }
-  }
-  MpiCommunicator& comm_;
   torch::Tensor out_, in_;  // in_: kept alive for MPI until the exchange completes
   HostBuffer recv_;
-  MPI_Request req_ = MPI_REQUEST_NULL;
-  bool done_ = false;
 };
 
-class AllReduceWork final : public Work {
+class AllReduceWork final : public PairwiseWork {
  public:
   AllReduceWork(MpiCommunicator& comm, torch::Tensor t)
-      : comm_(comm), t_(std::move(t)), N_(t_.numel()),
+      : PairwiseWork(comm), t_(std::move(t)), N_(t_.numel()),
         recv_(block_len(N_, comm.size(), comm.rank()) * static_cast<int64_t>(t_.element_size()) * (comm.size() - 1)) {
     const int p = comm.size();
     std::vector<int64_t> at(static_cast<size_t>(p)), len(static_cast<size_t>(p));
@@ -148,21 +159,12 @@ class AllReduceWork final : public Work {
     comm_.wait(req_, "all_reduce");
     done_ = true;
   }
-  ~AllReduceWork() override {
-    if (done_ || req_ == MPI_REQUEST_NULL) return;
-    try {
-      wait();
-    } catch (...) {  // destructor: the error was (or will be) reported by the failing peer
-    }
-  }
+  ~AllReduceWork() override { finish_quietly(); }
 
  private:
-  MpiCommunicator& comm_;
   torch::Tensor t_;
   int64_t N_;
   HostBuffer recv_;
-  MPI_Request req_ = MPI_REQUEST_NULL;
-  bool done_ = false;
 };
 
 }  // namespace pairwise

@@ -9,8 +9,8 @@
 // reduce an in-place all-reduce on p < 4 ranks, or any below 64 KiB, with a binomial tree to
 // rank 0 and broadcast it back (ompi/mca/coll/libnbc/nbc_iallreduce.c, allred_sched_diss), and a
 // reduce-scatter as a reduce to rank 0 and a linear scatter (nbc_ireduce_scatter_block.c):
-// rank 0 receives and adds every buffer while its peers wait. On 2 CPU ranks, ZeRO-3 showed
-// it as one rank waiting 10 % of the step at every bucket.
+// rank 0 receives and adds every buffer while its peers wait. On 2 CPU ranks, `perf` of ZeRO-3
+// showed it as one rank spending ~15 % of its time waiting for the other.
 //
 //   reduce-scatter  in: (p*n) per rank          -> out: (n) = sum over ranks of block rank()
 //   all-reduce      t: (N), blocks of N/p or N/p+1 elements -> t: (N) = sum over ranks
