@@ -138,8 +138,9 @@ std::vector<simulator::LinkSample> bench_links(Communicator& comm, torch::Device
 // ranks start together. Skew = (phase + all-reduce) - phase - all-reduce, relative to the phase;
 // the mean over ranks (with two ranks, E[max of two phases] - E[phase]). The three are
 // interleaved, not timed in three blocks one after the other: on a shared VM the machine's state
-// drifts within seconds, and blocks read that drift as skew (one profile's three passes read
-// 9, 31 and 22 % while the validate runs after it waited 2-3 % of their steps).
+// drifts within seconds, and blocks read that drift as skew. In blocks, two profiles' three
+// passes read 18.7 / 2.3 / 4.0 % and 4.5 / 19.4 / 14.0 %; interleaved, three profiles' read
+// 4.6 / 1.3 / 0.5, 17.0 / 1.9 / 1.8 and 1.1 / 1.5 / 0.8 % (validate runs wait 2-3 % of a step).
 double bench_sync_skew(Communicator& comm, torch::Device dev, bool quick) {
   torch::NoGradGuard no_grad;
   const auto f32 = torch::TensorOptions().dtype(torch::kFloat).device(dev);
