@@ -1,7 +1,7 @@
 #pragma once
 // Threads per rank, set explicitly for both LibTorch's pools and OpenBLAS (Debian's torch
 // does not forward set_num_threads to OpenBLAS; two pools fighting for the cores cost ~3x,
-// shared/README.md §1). ranks x threads <= cores.
+// shared/README.md §1). ranks x threads <= cores. Subnormals are flushed to zero (threads.cpp).
 #include <string>
 
 namespace shardplan::executor {

@@ -1,10 +1,12 @@
-// The run device: --device choice (cpu works, cuda without a GPU is one clear error), and on a
-// machine with a CUDA GPU and a CUDA build, runs on it (skipped, with the reason, elsewhere).
+// The run device: --device choice (cpu works, cuda without a GPU is one clear error), subnormals
+// flushed by the thread setup, and on a machine with a CUDA GPU and a CUDA build, runs on it
+// (skipped, with the reason, elsewhere).
 #include <gtest/gtest.h>
 #include <torch/cuda.h>
 
 #include "executor/errors.hpp"
 #include "executor/run/device.hpp"
+#include "executor/run/threads.hpp"
 #include "harness.hpp"
 
 namespace device_test {  // named, not anonymous: the files share a unity-build unit
@@ -29,6 +31,17 @@ TEST(Device, CpuIsAlwaysAvailableAndAutoFallsBackToIt) {
   EXPECT_EQ(autod.is_cuda(), gpu_here());
   EXPECT_EQ(ex::memory_source(torch::Device(torch::kCPU)), "cpu-accounting-allocator");
   EXPECT_EQ(ex::describe_device(torch::Device(torch::kCPU)), "cpu");
+}
+
+// Threads are set up for training and profiling alike with subnormals flushed to zero: a
+// subnormal input reads as 0 (DAZ) and a product that would be subnormal comes out 0 (FTZ).
+TEST(Device, ThreadSetupFlushesSubnormalsToZero) {
+  (void)ex::configure_threads(1, 1);
+  const float tiny = 1e-39F;  // subnormal in fp32 (smallest normal ~1.18e-38)
+  const torch::Tensor x = torch::full({64}, tiny);
+  EXPECT_EQ((x * 2.0F).abs().max().item<float>(), 0.0F);
+  EXPECT_EQ((torch::full({64}, 1e-30F) * 1e-10F).abs().max().item<float>(), 0.0F);
+  EXPECT_GT((torch::full({64}, 1e-30F) * 1e-5F).abs().max().item<float>(), 0.0F);  // normal results stay
 }
 
 TEST(Device, UnknownChoiceNamesTheOption) {
