@@ -6,7 +6,7 @@
 // reduce_scatter and all_reduce (pairwise exchanges built on the same all-to-all,
 // comm/mpi_pairwise.hpp) on 2 and 3 ranks, fp32 and bf16, empty, small, uneven and
 // rendezvous-sized buffers, blocking and asynchronous, against the sums every rank computes
-// locally; the all-reduce's max (MPI's own) beside them.
+// locally; the all-reduce's max (MPI's own) beside them; a bf16 sum over 3 ranks rounded once.
 //
 // The ranks are this test binary itself, started by mpirun with SHARDPLAN_A2A_WORKER set and
 // a filter selecting AllToAllWorker.Run (skipped in an ordinary test run).
@@ -16,6 +16,7 @@
 
 #include <algorithm>
 #include <chrono>
+#include <cmath>
 #include <csignal>
 #include <cstdlib>
 #include <filesystem>
@@ -133,6 +134,27 @@ void check_all_reduce(Communicator& comm, torch::ScalarType dtype, int64_t n, bo
       << "all_reduce max: rank " << me << " of " << P << ", n " << n << ", dtype " << dtype;
 }
 
+// A 16-bit sum over three or more ranks is taken in fp32 and rounded once: rank 0 adds 1, each
+// other rank 2^-8. bf16 keeps 8 significant bits, so 1 + 2^-8 rounds back to 1 (a tie, to even)
+// and a sum rounded after every add stays 1; rounded once it is 1 + (P-1) 2^-8 (P = 3: 1 + 2^-7).
+void check_16bit_sum_rounds_once(Communicator& comm, bool all_reduce) {
+  const int me = comm.rank(), P = comm.size();
+  if (P < 3) return;
+  const int64_t n = 4096;  // over the pairwise threshold (4 KiB)
+  const double mine = me == 0 ? 1.0 : std::ldexp(1.0, -8);
+  const double want_value = 1.0 + (P - 1) * std::ldexp(1.0, -8);
+  const auto bf16 = torch::TensorOptions().dtype(torch::kBFloat16);
+  torch::Tensor out = all_reduce ? torch::full({n}, mine, bf16) : torch::empty({n}, bf16);
+  if (all_reduce) {
+    comm.all_reduce(out);
+  } else {
+    comm.reduce_scatter(out, torch::full({P * n}, mine, bf16));
+  }
+  EXPECT_TRUE(torch::equal(out, torch::full({n}, want_value, bf16)))
+      << (all_reduce ? "all_reduce" : "reduce_scatter") << " rank " << me << " of " << P << ": "
+      << out.slice(0, 0, 4).to(torch::kFloat) << " want " << want_value;
+}
+
 // The body of each mpirun rank.
 TEST(AllToAllWorker, Run) {
   const char* mode = std::getenv("SHARDPLAN_A2A_WORKER");
@@ -149,6 +171,8 @@ TEST(AllToAllWorker, Run) {
         for (int64_t n : {int64_t{1}, int64_t{2049}, int64_t{3001}, (int64_t{1} << 18) + 1})
           check_all_reduce(world, dtype, n, async);
       }
+    check_16bit_sum_rounds_once(world, false);
+    check_16bit_sum_rounds_once(world, true);
     return;
   }
   if (m == "uneven") {
