@@ -167,23 +167,21 @@ int dense_layers_in_chunk(const ModelSpec& m, const ParallelConfig& cfg, int chu
 void ConfigContext::set_sync_skew(double two_rank_fraction) {
   if (two_rank_fraction <= 0) return;
   const auto& c = *cfg;
-  // The largest group that synchronises inside every micro-batch's pass: TP per layer, ZeRO-3's
-  // gathers, pipeline p2p; in backward also ZeRO-2's reduce-scatters. The stage 0/1 gradient
-  // all-reduce (last micro-batch only) counts when nothing else synchronises.
-  int fwd = 1, bwd = 1;
-  if (c.tp > 1) fwd = bwd = c.tp;
-  if (c.pp > 1) fwd = std::max(fwd, 2), bwd = std::max(bwd, 2);
-  if (c.cp > 1) fwd = std::max(fwd, c.cp), bwd = std::max(bwd, c.cp);   // ring steps / all-to-alls per layer
-  if (c.ep > 1) fwd = std::max(fwd, c.ep), bwd = std::max(bwd, c.ep);   // dispatch / combine per MoE layer
-  if (c.zero_stage == 3 && shard > 1) fwd = std::max(fwd, shard);
-  if (c.zero_stage >= 2 && shard > 1) bwd = std::max(bwd, shard);
-  double bwd_share = 1.0;
-  if (bwd == 1 && c.dense_replicas() > 1) {
-    bwd = c.dense_replicas();
-    bwd_share = 1.0 / std::max(1, c.micro_batches());
-  }
-  sync_skew_fwd = sync_skew_factor(two_rank_fraction, fwd);
-  sync_skew_bwd = bwd_share * sync_skew_factor(two_rank_fraction, bwd);
+  // The largest group the step synchronises: TP per layer, ZeRO-3's gathers, pipeline p2p, CP and
+  // EP per layer, ZeRO-2's reduce-scatters, the data-parallel gradient reduction. Every second of
+  // compute is charged, forward and backward, whether or not its own pass synchronises: a rank
+  // that fell behind in a forward without collectives (ZeRO 0-2) is still behind at the backward's
+  // reduce-scatter or the step's all-reduce, and a slower core stays slower all step (tiny-gpt
+  // ZeRO-2 bf16 on this project's 2-vCPU VM: under perf one rank spent 10-15 % of its time polling
+  // MPI for the other, the other under 3 %).
+  int group = 1;
+  if (c.tp > 1) group = c.tp;
+  if (c.pp > 1) group = std::max(group, 2);
+  if (c.cp > 1) group = std::max(group, c.cp);  // ring steps / all-to-alls per layer
+  if (c.ep > 1) group = std::max(group, c.ep);  // dispatch / combine per MoE layer
+  if (c.zero_stage >= 2 && shard > 1) group = std::max(group, shard);
+  if (c.dense_replicas() > 1) group = std::max(group, c.dense_replicas());
+  sync_skew = sync_skew_factor(two_rank_fraction, group);
 }
 
 ChunkTime& ChunkTime::operator+=(const ChunkTime& o) {
@@ -301,10 +299,10 @@ ChunkTime chunk_time(const ConfigContext& c, const ChunkShape& sh) {
     t.backward_s += accumulate;
     t.bwd_compute_s += accumulate;
   }
-  if (c.sync_skew_fwd > 0 || c.sync_skew_bwd > 0) {
-    // Every collective waits for the slowest rank: the compute between collectives, times the
+  if (c.sync_skew > 0) {
+    // Every collective waits for the slowest rank: the compute since the last one, times the
     // profile's skew fraction (two ranks), scaled to the group (ConfigContext::set_sync_skew).
-    const double fwd = c.sync_skew_fwd * t.fwd_compute_s, bwd = c.sync_skew_bwd * (t.bwd_compute_s + t.recompute_s);
+    const double fwd = c.sync_skew * t.fwd_compute_s, bwd = c.sync_skew * (t.bwd_compute_s + t.recompute_s);
     t.forward_s += fwd;
     t.backward_s += bwd;
     t.sync_wait_s += fwd + bwd;

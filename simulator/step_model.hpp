@@ -83,9 +83,9 @@ struct ConfigContext {
   double block_linear_weights = 0;  // per tp rank: the block linears' weight elements (FP8 GEMM operands)
   double block_gather_bytes = 0;    // one block's parameters as ZeRO gathers them (FP8 linears with fp8_param_gather)
   double p2p_s = 0;             // one micro-batch's activations to the next stage
-  // Waits at collectives for the slowest rank, per second of a micro-batch's forward / backward
-  // compute (the profile's skew scaled to the largest group that synchronises inside that pass).
-  double sync_skew_fwd = 0, sync_skew_bwd = 0;
+  // Waits at collectives for the slowest rank, per second of compute (the profile's skew scaled
+  // to the largest group the step synchronises; ConfigContext::set_sync_skew).
+  double sync_skew = 0;
 
   // Per-unit ZeRO work of one micro-batch, the same for every chunk (precomputed: the search
   // evaluates many chunk shapes per context). "block": the repeated (MoE or dense) block,

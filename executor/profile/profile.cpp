@@ -133,14 +133,14 @@ std::vector<simulator::LinkSample> bench_links(Communicator& comm, torch::Device
 // Ranks reach each collective at different times, and the first waits for the last. Every rank
 // runs the same compute phase, shaped like a slice of training (GEMMs, then dropout and GELU on
 // freshly allocated 4 MB tensors: allocation and memory-bound work are what jitter; GEMMs alone
-// barely do), about 2-3 ms on a CPU core; each iteration times it alone, then followed by a
+// barely do), about 10 ms on a CPU core; each iteration times it alone, then followed by a
 // one-element all-reduce, then the all-reduce alone, each from a barrier (untimed) so that the
 // ranks start together. Skew = (phase + all-reduce) - phase - all-reduce, relative to the phase;
 // the mean over ranks (with two ranks, E[max of two phases] - E[phase]). The three are
 // interleaved, not timed in three blocks one after the other: on a shared VM the machine's state
 // drifts within seconds, and blocks read that drift as skew. In blocks, two profiles' three
-// passes read 18.7 / 2.3 / 4.0 % and 4.5 / 19.4 / 14.0 %; interleaved, three profiles' read
-// 4.6 / 1.3 / 0.5, 17.0 / 1.9 / 1.8 and 1.1 / 1.5 / 0.8 % (validate runs wait 2-3 % of a step).
+// passes read 18.7 / 2.3 / 4.0 % and 4.5 / 19.4 / 14.0 %; interleaved (medians then), three
+// profiles' read 4.6 / 1.3 / 0.5, 17.0 / 1.9 / 1.8 and 1.1 / 1.5 / 0.8 %.
 double bench_sync_skew(Communicator& comm, torch::Device dev, bool quick) {
   torch::NoGradGuard no_grad;
   const auto f32 = torch::TensorOptions().dtype(torch::kFloat).device(dev);
@@ -172,8 +172,15 @@ double bench_sync_skew(Communicator& comm, torch::Device dev, bool quick) {
     comm.barrier();
     latency.push_back(seconds_of([&] { comm.all_reduce(one); }));
   }
-  const double t = upper_median(alone);
-  const double skew = std::max(0.0, (upper_median(together) - t - upper_median(latency)) / t);
+  // Means, not medians: a step pays every wait, the rare long stall included (medians of the same
+  // iterations read 1.8-2.8 % where the means read 5.2-5.9 %, three passes of one profile).
+  auto mean = [](const std::vector<double>& v) {
+    double sum = 0;
+    for (double x : v) sum += x;
+    return sum / static_cast<double>(std::max<std::size_t>(1, v.size()));
+  };
+  const double t = mean(alone);
+  const double skew = std::max(0.0, (mean(together) - t - mean(latency)) / t);
   return reduce(skew, MPI_SUM) / comm.size();
 }
 
