@@ -97,8 +97,9 @@ std::string dims(std::initializer_list<int64_t> d) {
   return s;
 }
 
-// Bytes of the last-level cache, from the OS (0 when it does not say).
-double last_level_cache_bytes() {
+}  // namespace
+
+double reported_last_level_cache_bytes() {
   for (const char* path : {"/sys/devices/system/cpu/cpu0/cache/index3/size", "/sys/devices/system/cpu/cpu0/cache/index2/size"}) {
     std::ifstream f(path);
     std::string v;
@@ -111,10 +112,23 @@ double last_level_cache_bytes() {
   return 0;
 }
 
+// A VM may hide the cache: this project's firecracker VM has no /sys/.../cpu0/cache and its CPUID
+// L3 field reads 508 MiB (getconf LEVEL3_CACHE_SIZE), so without a sysfs figure 32 MiB is taken,
+// the L3 of one AMD Zen 4/5 core complex (AMD EPYC 9004/9005 product briefs: 32 MB per CCD), the
+// largest slice one core reads from. Capped at 64 MiB: pools of 128 MiB overflow every L3 slice
+// a core of today's servers reads from, and the sweep stays a few ms.
+double cold_cache_bytes() {
+  constexpr double kMiB = 1024.0 * 1024.0;
+  const double reported = reported_last_level_cache_bytes();
+  return std::min(reported > 0 ? reported : 32 * kMiB, 64 * kMiB);
+}
+
+namespace {
+
 // GEMMs as a linear layer runs them in training, x: (m, k), W: (n, k), dY: (m, n):
 //   forward y = x W^T, input gradient dX = dY W, weight gradient dW = dY^T x (2mnk FLOP each).
 // Training touches far more memory between two uses of a weight than the last-level cache
-// holds, so on a CPU each call takes its operands from a pool of copies twice the cache's size,
+// holds, so on a CPU each call takes its operands from a pool of copies twice cold_cache_bytes(),
 // in turn: the rate of cold operands, ~5-10 % below a hot loop's on this project's 2-core VM
 // (and what --trace shows training's aten::mm calls run at). The grid spans cache-resident to
 // bandwidth- and compute-bound shapes.
@@ -128,7 +142,7 @@ void gemms(Bench& b, torch::ScalarType t) {
       for (int64_t k : grid) shapes.push_back({m, n, k});
   if (!b.quick()) shapes.push_back(b.cuda() ? std::array<int64_t, 3>{16384, 8192, 8192} : std::array<int64_t, 3>{2048, 2048, 2048});
   const double e = element_bytes(t);
-  const double cache = b.cuda() ? 0.0 : last_level_cache_bytes();
+  const double cache = b.cuda() ? 0.0 : cold_cache_bytes();
   for (const auto& [m, n, k] : shapes) {
     const double set_bytes = e * static_cast<double>(m * k + n * k + m * n);
     const int sets = static_cast<int>(std::clamp(std::ceil(2 * cache / set_bytes), 1.0, 256.0));
@@ -212,14 +226,14 @@ void optimizer(Bench& b) {
   // (engine/adamw_kernel.hpp): the gradient's squared norm (in double), then clipping, decoupled
   // weight decay and AdamW in one update. Charged per parameter of the shard (simulator op
   // "adamw"). Training runs it once per step, after the backward pass has swept the caches: on a
-  // CPU each call takes its shard from a pool twice the last-level cache, in turn (as the GEMMs
+  // CPU each call takes its shard from a pool twice cold_cache_bytes(), in turn (as the GEMMs
   // do), so a shard that fits the cache is not timed hot. On a GPU the grid goes on to 2^28
   // elements (4.3 GB of state): below ~2^26 the step's dozen kernels are launch-bound (an H200,
   // 2026-11-26: 0.037 ns/element at 2^24 against 0.016 measured on a 1.1 B-parameter step).
   const std::vector<int64_t> sizes = b.quick() ? std::vector<int64_t>{1 << 18}
                                      : b.cuda() ? std::vector<int64_t>{1 << 20, 1 << 22, 1 << 24, 1 << 26, 1 << 28}
                                                 : std::vector<int64_t>{1 << 18, 1 << 20, 1 << 22, 1 << 24};
-  const double cache = b.cuda() ? 0.0 : last_level_cache_bytes();
+  const double cache = b.cuda() ? 0.0 : cold_cache_bytes();
   for (int64_t n : sizes) {
     const auto o = b.opts(torch::kFloat);
     const int sets = static_cast<int>(std::clamp(std::ceil(2 * cache / (16.0 * n)), 1.0, 64.0));
@@ -265,8 +279,8 @@ class OpBench {
     ctx_.rng = &rng_;
     // Backward reaches each op's saved tensors out of the cache (the step touches far more
     // memory than the cache holds in between): on a CPU those timings follow a sweep over twice
-    // the last-level cache (pair()).
-    if (const double cache = b.cuda() ? 0.0 : last_level_cache_bytes(); cache > 0) {
+    // cold_cache_bytes() (pair()).
+    if (const double cache = b.cuda() ? 0.0 : cold_cache_bytes(); cache > 0) {
       sweep_ = torch::zeros({static_cast<int64_t>(2 * cache / 4)}, f32_);
       evict_ = [this] { sweep_.add_(1.0f); };
     }
@@ -410,6 +424,13 @@ double reference_gemm_seconds(const BenchContext& ctx) {
 std::vector<KernelSample> bench_kernels(const BenchContext& ctx, const std::vector<torch::ScalarType>& dtypes) {
   torch::NoGradGuard no_grad;
   Bench b(ctx);
+  if (!ctx.device.is_cuda() && ctx.progress) {
+    const double reported = reported_last_level_cache_bytes();
+    char line[200];
+    std::snprintf(line, sizeof line, "cold operands: pools and cache sweeps of 2 x %.0f MiB (last-level cache %s)",
+                  cold_cache_bytes() / (1024.0 * 1024.0), reported > 0 ? "from sysfs" : "not reported by the OS: assumed");
+    ctx.progress(line);
+  }
   launch_and_copies(b);
   for (auto t : dtypes) {
     gemms(b, t);

@@ -43,4 +43,14 @@ std::vector<KernelSample> median_of_passes(const std::vector<std::vector<KernelS
 
 const char* dtype_name(torch::ScalarType t);
 
+// The last-level cache as the OS reports it (sysfs), 0 when it does not say.
+double reported_last_level_cache_bytes();
+
+// Bytes of cache the CPU benchmarks' cold operands must overflow: training touches far more
+// memory between two uses of a weight or a saved activation than the cache holds, so GEMM
+// operands and the optimizer's shards come from pools twice this size, and a sweep over twice
+// this runs before each backward timing. The reported last-level cache, else an assumed one,
+// never 0 on a CPU.
+double cold_cache_bytes();
+
 }  // namespace shardplan::executor
