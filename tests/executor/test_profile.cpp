@@ -13,6 +13,7 @@
 #include "executor/profile/host_overhead_bench.hpp"
 #include "executor/profile/kernel_bench.hpp"
 #include "executor/profile/profile_samples.hpp"
+#include "executor/profile/sync_skew.hpp"
 #include "harness.hpp"
 #include "simulator/errors.hpp"
 #include "simulator/hardware_profile.hpp"
@@ -174,6 +175,36 @@ TEST(ProfileWriter, RepeatedPassesGiveEachSampleItsMedian) {
   EXPECT_DOUBLE_EQ(h.llama_block.backward, 6e-4);
   EXPECT_DOUBLE_EQ(h.moe_expert.forward, 2e-5);
   EXPECT_TRUE(h.measured);
+}
+
+// The CPU benchmarks time cold operands (GEMM pools, the sweep before each backward timing) only
+// when they know a cache size to overflow: a VM that hides its cache (no sysfs entry, as on this
+// project's firecracker VM) must still get one, or every figure is timed hot.
+TEST(Profile, ColdOperandsHaveACacheToOverflowEvenWhenTheOsHidesIt) {
+  constexpr double kMiB = 1024.0 * 1024.0;
+  const double reported = executor::reported_last_level_cache_bytes();
+  const double cold = executor::cold_cache_bytes();
+  EXPECT_GE(cold, 1 * kMiB) << "reported " << reported;
+  EXPECT_LE(cold, 64 * kMiB);
+  if (reported > 0) EXPECT_DOUBLE_EQ(cold, std::min(reported, 64 * kMiB));
+  else EXPECT_DOUBLE_EQ(cold, 32 * kMiB);
+}
+
+// The skew a step pays beyond its slowest rank: kernels are timed as the slowest rank's, so a rank
+// slower throughout is not a wait on top of them; stalls that land on either rank are.
+TEST(Profile, SyncSkewIsTheWaitBeyondTheSlowestRank) {
+  // Rank 1 20 % slower in every phase; the pair finishes with it: nothing beyond it.
+  executor::SyncSkew k = executor::sync_skew_of({10e-3, 12e-3}, {12.1e-3, 12.1e-3}, {0.1e-3, 0.1e-3});
+  EXPECT_NEAR(k.fraction, 0.0, 1e-12);
+  EXPECT_NEAR(k.rank_gap, 0.2, 1e-12);
+  // Equal means, but each phase's stall makes the other rank wait: 0.5 ms per 10 ms phase.
+  k = executor::sync_skew_of({10e-3, 10e-3}, {10.6e-3, 10.6e-3}, {0.1e-3, 0.1e-3});
+  EXPECT_NEAR(k.fraction, 0.05, 1e-12);
+  EXPECT_NEAR(k.rank_gap, 0.0, 1e-12);
+  // Both at once: only the part beyond the slower rank counts; never negative.
+  k = executor::sync_skew_of({10e-3, 11e-3}, {11.55e-3, 11.55e-3}, {0.0, 0.0});
+  EXPECT_NEAR(k.fraction, 0.05, 1e-12);
+  EXPECT_EQ(executor::sync_skew_of({10e-3, 11e-3}, {10.5e-3, 10.5e-3}, {0.0, 0.0}).fraction, 0.0);
 }
 
 TEST(ProfileWriter, FitsAKnownDevice) {
