@@ -22,6 +22,7 @@
 #include "executor/run/trainer.hpp"
 #include "host_overhead_bench.hpp"
 #include "kernel_bench.hpp"
+#include "sync_skew.hpp"
 #include "simulator/hardware_profile.hpp"
 #include "upper_median.hpp"
 
@@ -135,13 +136,17 @@ std::vector<simulator::LinkSample> bench_links(Communicator& comm, torch::Device
 // freshly allocated 4 MB tensors: allocation and memory-bound work are what jitter; GEMMs alone
 // barely do), about 10 ms on a CPU core; each iteration times it alone, then followed by a
 // one-element all-reduce, then the all-reduce alone, each from a barrier (untimed) so that the
-// ranks start together. Skew = (phase + all-reduce) - phase - all-reduce, relative to the phase;
-// the mean over ranks (with two ranks, E[max of two phases] - E[phase]). The three are
+// ranks start together. Skew = (phase + all-reduce) - phase - all-reduce, relative to the phase,
+// where the phase is the slowest rank's: every kernel is timed as the slowest rank's too
+// (ctx.combine), so a rank that is slower throughout (a VM's vCPU slowed by its host) is already in
+// them, and the skew is what a step waits beyond it (with two ranks, E[max of two phases] -
+// max of E[phase]). Measured against each rank's own phase, averaged over ranks, a lasting gap
+// between the ranks counted twice: in the kernels and again as half the gap. The three are
 // interleaved, not timed in three blocks one after the other: on a shared VM the machine's state
 // drifts within seconds, and blocks read that drift as skew. In blocks, two profiles' three
 // passes read 18.7 / 2.3 / 4.0 % and 4.5 / 19.4 / 14.0 %; interleaved (medians then), three
 // profiles' read 4.6 / 1.3 / 0.5, 17.0 / 1.9 / 1.8 and 1.1 / 1.5 / 0.8 %.
-double bench_sync_skew(Communicator& comm, torch::Device dev, bool quick) {
+SyncSkew bench_sync_skew(Communicator& comm, torch::Device dev, bool quick) {
   torch::NoGradGuard no_grad;
   const auto f32 = torch::TensorOptions().dtype(torch::kFloat).device(dev);
   const int64_t n = dev.is_cuda() ? 2048 : 256;
@@ -179,9 +184,12 @@ double bench_sync_skew(Communicator& comm, torch::Device dev, bool quick) {
     for (double x : v) sum += x;
     return sum / static_cast<double>(std::max<std::size_t>(1, v.size()));
   };
-  const double t = mean(alone);
-  const double skew = std::max(0.0, (mean(together) - t - mean(latency)) / t);
-  return reduce(skew, MPI_SUM) / comm.size();
+  auto every_rank = [&](double mine) {
+    std::vector<double> all(static_cast<std::size_t>(comm.size()));
+    MPI_Allgather(&mine, 1, MPI_DOUBLE, all.data(), 1, MPI_DOUBLE, MPI_COMM_WORLD);
+    return all;
+  };
+  return sync_skew_of(every_rank(mean(alone)), every_rank(mean(together)), every_rank(mean(latency)));
 }
 
 std::string percent(double fraction) {
@@ -272,7 +280,7 @@ int run_profile(MpiRuntime& rt, const ProfileOptions& o) {
     run.reference_start_s = reference_gemm_median_s(ctx);
     std::vector<std::vector<KernelSample>> passes;
     std::vector<simulator::HostOverhead> host;
-    std::vector<double> skews;
+    std::vector<double> skews, gaps;
     std::optional<MpiCommunicator> world;
     if (rt.world_size() > 1) world.emplace(MPI_COMM_WORLD, "world", o.comm_timeout_s);
     for (int pass = 1; pass <= o.repeats; ++pass) {
@@ -282,7 +290,11 @@ int run_profile(MpiRuntime& rt, const ProfileOptions& o) {
       if (!run.cuda) host.push_back(bench_host_overhead(ctx));
       // The wait for the slower rank, once per pass like every other figure: on a shared VM it
       // came out 1.3 %, 15.9 % and 19.6 % in three single-pass profiles minutes apart.
-      if (world) skews.push_back(bench_sync_skew(*world, dev, o.quick));
+      if (world) {
+        const SyncSkew k = bench_sync_skew(*world, dev, o.quick);
+        skews.push_back(k.fraction);
+        gaps.push_back(k.rank_gap);
+      }
     }
     run.kernels = median_of_passes(passes);
     run.repeats = o.repeats;
@@ -302,6 +314,7 @@ int run_profile(MpiRuntime& rt, const ProfileOptions& o) {
         for (double k : skews) line += " " + percent(k);
         line += ")";
       }
+      if (!gaps.empty()) line += "; the slowest rank's phase " + percent(upper_median(gaps)) + " longer than the fastest's";
       progress(line);
     }
   } catch (const ProfileInterrupted&) {

@@ -209,8 +209,9 @@ nlohmann::json measured_profile_json(const ProfileRun& run) {
     if (run.sync_skew_fraction >= 0) {
       intra["sync_skew_fraction"] = std::min(run.sync_skew_fraction, 0.99);
       sources["node.intra_node.sync_skew_fraction"] =
-          by + "(compute phase + one-element all-reduce) - phase - all-reduce, each a mean over 200 interleaved "
-               "iterations (a step pays every stall), relative to the phase, mean over ranks; the median of the passes";
+          by + "(compute phase + one-element all-reduce) - the slowest rank's phase - all-reduce, each a mean over "
+               "200 interleaved iterations (a step pays every stall), relative to that phase (kernels are the slowest "
+               "rank's too); the median of the passes";
     }
     // On CPU ranks MPI progresses a non-blocking collective only inside MPI calls, and the
     // rank's core is computing meanwhile: nothing overlaps. NCCL runs on its own stream.
