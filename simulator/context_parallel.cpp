@@ -17,9 +17,13 @@ CpComm cp_attention_comm(const CostEnv& env, const AttentionTime& attention) {
     const int concurrent = std::max(1, env.devices_per_node / std::max(1, env.cp_group.ranks_per_node));
     const double fwd_step = p2p_s(kv_block, cross, concurrent, hw, env.devices_per_node);
     const double bwd_step = p2p_s(2 * kv_block, cross, concurrent, hw, env.devices_per_node);
-    // Each step's transfer runs behind one block's attention (1/cp of the kernel's time).
-    c.forward_s = steps * std::max(0.0, fwd_step - attention.forward_s / env.cp);
-    c.backward_s = steps * std::max(0.0, bwd_step - attention.backward_s / env.cp);
+    // Each step's transfer runs behind one block's attention (1/cp of the kernel's time), as far
+    // as the device hides communication behind compute (node.intra_node.compute_overlap: 0 for
+    // CPU ranks under MPI, where a non-blocking send progresses only inside MPI calls).
+    const double ov = hw.node.intra.compute_overlap;
+    auto exposed = [&](double transfer, double block) { return transfer - ov * std::min(transfer, block); };
+    c.forward_s = steps * exposed(fwd_step, attention.forward_s / env.cp);
+    c.backward_s = steps * exposed(bwd_step, attention.backward_s / env.cp);
     c.forward_bytes = steps * kv_block;
     c.backward_bytes = steps * 2 * kv_block;
     return c;

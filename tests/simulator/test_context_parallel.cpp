@@ -73,6 +73,28 @@ TEST(ContextParallel, RingAndAllToAllVolumesFollowTheirFormulas) {
   EXPECT_GT(ac.forward_s, 0.0);
 }
 
+// A ring step's K, V transfer runs behind one block's attention only as far as the device hides
+// communication behind compute: all of it on a CPU rank under MPI (compute_overlap 0).
+TEST(ContextParallel, RingTransfersHideOnlyAsFarAsTheDeviceOverlaps) {
+  const ModelSpec m = load_model("llama3.1-8b");
+  auto ring_comm = [&](double overlap) {
+    ClusterSpec c = cluster("p5.48xlarge", 1);
+    c.hardware.node.intra.compute_overlap = overlap;
+    const Evaluator ev(m, c);
+    ParallelConfig ring = cp_config(c, 4, CpKind::ring);
+    const ConfigContext r = context(ev, ring);
+    return cp_attention_comm(r.env, flash_attention_time(r.env));
+  };
+  const CpComm hidden = ring_comm(1.0), half = ring_comm(0.5), exposed = ring_comm(0.0);
+  // At 32K tokens each step's transfer is shorter than its block's attention: it hides entirely.
+  EXPECT_DOUBLE_EQ(hidden.forward_s, 0.0);
+  EXPECT_DOUBLE_EQ(hidden.backward_s, 0.0);
+  EXPECT_GT(exposed.forward_s, 0.0);
+  EXPECT_GT(exposed.backward_s, exposed.forward_s);  // K, V and their gradients
+  EXPECT_NEAR(half.forward_s, 0.5 * exposed.forward_s, 1e-12 * exposed.forward_s);
+  EXPECT_DOUBLE_EQ(exposed.forward_bytes, hidden.forward_bytes);
+}
+
 TEST(ContextParallel, ModelFlopsAndTokensDoNotDependOnCp) {
   const ModelSpec m = load_model("llama3.1-8b");
   const ClusterSpec c = cluster("p5.48xlarge", 1);
