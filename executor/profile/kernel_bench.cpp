@@ -424,13 +424,6 @@ double reference_gemm_seconds(const BenchContext& ctx) {
 std::vector<KernelSample> bench_kernels(const BenchContext& ctx, const std::vector<torch::ScalarType>& dtypes) {
   torch::NoGradGuard no_grad;
   Bench b(ctx);
-  if (!ctx.device.is_cuda() && ctx.progress) {
-    const double reported = reported_last_level_cache_bytes();
-    char line[200];
-    std::snprintf(line, sizeof line, "cold operands: pools and cache sweeps of 2 x %.0f MiB (last-level cache %s)",
-                  cold_cache_bytes() / (1024.0 * 1024.0), reported > 0 ? "from sysfs" : "not reported by the OS: assumed");
-    ctx.progress(line);
-  }
   launch_and_copies(b);
   for (auto t : dtypes) {
     gemms(b, t);

@@ -179,17 +179,12 @@ SyncSkew bench_sync_skew(Communicator& comm, torch::Device dev, bool quick) {
   }
   // Means, not medians: a step pays every wait, the rare long stall included (medians of the same
   // iterations read 1.8-2.8 % where the means read 5.2-5.9 %, three passes of one profile).
-  auto mean = [](const std::vector<double>& v) {
-    double sum = 0;
-    for (double x : v) sum += x;
-    return sum / static_cast<double>(std::max<std::size_t>(1, v.size()));
-  };
   auto every_rank = [&](double mine) {
     std::vector<double> all(static_cast<std::size_t>(comm.size()));
     MPI_Allgather(&mine, 1, MPI_DOUBLE, all.data(), 1, MPI_DOUBLE, MPI_COMM_WORLD);
     return all;
   };
-  return sync_skew_of(every_rank(mean(alone)), every_rank(mean(together)), every_rank(mean(latency)));
+  return sync_skew_of(every_rank(mean_of(alone)), every_rank(mean_of(together)), every_rank(mean_of(latency)));
 }
 
 std::string percent(double fraction) {
@@ -277,6 +272,13 @@ int run_profile(MpiRuntime& rt, const ProfileOptions& o) {
   ctx.progress = progress;
   const auto start = Clock::now();
   try {
+    if (!run.cuda) {
+      const double reported = reported_last_level_cache_bytes();
+      char line[200];
+      std::snprintf(line, sizeof line, "cold operands: pools and cache sweeps of 2 x %.0f MiB (last-level cache %s)",
+                    cold_cache_bytes() / (1024.0 * 1024.0), reported > 0 ? "from sysfs" : "not reported by the OS: assumed");
+      progress(line);
+    }
     run.reference_start_s = reference_gemm_median_s(ctx);
     std::vector<std::vector<KernelSample>> passes;
     std::vector<simulator::HostOverhead> host;

@@ -12,19 +12,21 @@ struct SyncSkew {
   double rank_gap = 0;  // the slowest rank's mean phase over the fastest's, minus 1
 };
 
+// The mean of `v` (0 for none).
+inline double mean_of(const std::vector<double>& v) {
+  double sum = 0;
+  for (double x : v) sum += x;
+  return sum / static_cast<double>(std::max<std::size_t>(1, v.size()));
+}
+
 // Every kernel of the profile is the slowest rank's (ctx.combine: MPI_MAX), so a rank that is slower
 // throughout is already in them; what a step waits beyond that is the random part, E[max of the
 // phases] - max of E[phase]. Per-rank vectors, one entry per rank, all the same size (>= 1).
 inline SyncSkew sync_skew_of(const std::vector<double>& alone, const std::vector<double>& together,
                              const std::vector<double>& reduce_alone) {
-  auto mean = [](const std::vector<double>& v) {
-    double sum = 0;
-    for (double x : v) sum += x;
-    return sum / static_cast<double>(std::max<std::size_t>(1, v.size()));
-  };
   const double slowest = *std::max_element(alone.begin(), alone.end());
   const double fastest = *std::min_element(alone.begin(), alone.end());
-  const double wait = mean(together) - slowest - mean(reduce_alone);
+  const double wait = mean_of(together) - slowest - mean_of(reduce_alone);
   return {std::max(0.0, wait / slowest), slowest / fastest - 1};
 }
 
