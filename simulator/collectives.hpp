@@ -32,4 +32,11 @@ double all_to_all_s(double bytes, const GroupPlacement& g, const HardwareProfile
 // (they share the NICs when the hop crosses nodes).
 double p2p_s(double bytes, bool cross_node, int concurrent, const HardwareProfile& hw, int devices_per_node);
 
+// What stays exposed of a `transfer_s` that runs beside `compute_s` of independent work on a
+// device that hides `overlap` (node.intra_node.compute_overlap) of communication behind compute:
+// transfer - overlap * min(transfer, compute). CPU ranks under MPI: overlap 0, all exposed.
+inline double exposed_beside(double transfer_s, double compute_s, double overlap) {
+  return transfer_s - overlap * (transfer_s < compute_s ? transfer_s : compute_s);
+}
+
 }  // namespace shardplan::simulator

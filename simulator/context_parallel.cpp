@@ -21,9 +21,8 @@ CpComm cp_attention_comm(const CostEnv& env, const AttentionTime& attention) {
     // as the device hides communication behind compute (node.intra_node.compute_overlap: 0 for
     // CPU ranks under MPI, where a non-blocking send progresses only inside MPI calls).
     const double ov = hw.node.intra.compute_overlap;
-    auto exposed = [&](double transfer, double block) { return transfer - ov * std::min(transfer, block); };
-    c.forward_s = steps * exposed(fwd_step, attention.forward_s / env.cp);
-    c.backward_s = steps * exposed(bwd_step, attention.backward_s / env.cp);
+    c.forward_s = steps * exposed_beside(fwd_step, attention.forward_s / env.cp, ov);
+    c.backward_s = steps * exposed_beside(bwd_step, attention.backward_s / env.cp, ov);
     c.forward_bytes = steps * kv_block;
     c.backward_bytes = steps * 2 * kv_block;
     return c;

@@ -505,8 +505,8 @@ PartCost block_cost(const CostEnv& env) {
     const double half = tp_all_reduce(env, e * M * h) / 2, ov = env.hw->node.intra.compute_overlap;
     tp_comm_bwd = 0;
     for (int r = 0; r < 2 * static_cast<int>(reduces); r += 2) {  // column regions: attention in, MLP in
-      const double hidden = ov * std::min(half, region_gemm_s[r]);
-      tp_comm_bwd += half + (half - hidden) + (half - (frozen ? 0.0 : hidden));
+      const double beside_dgrad = exposed_beside(half, region_gemm_s[r], ov);
+      tp_comm_bwd += half + beside_dgrad + (frozen ? half : beside_dgrad);
     }
   }
 

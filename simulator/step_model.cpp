@@ -260,13 +260,13 @@ ChunkTime chunk_time(const ConfigContext& c, const ChunkShape& sh) {
     const double rs = per_block(z.scatter_block, z.scatter_dense);
     const double edge = (sh.embedding ? z.gather_embedding : 0) + (sh.head ? z.gather_head : 0);
     const double ov = hw.node.intra.compute_overlap;  // CPU ranks under MPI: nothing hides
-    const double fwd_hidden = ov * std::min(g, c.block.forward_total_s());
+    const double fwd_exposed = exposed_beside(g, c.block.forward_total_s(), ov);
     const double block_bwd = L > 0 ? (recomputed * c.block.backward_total_s() +
                                       (L - recomputed) * c.block_kept.backward_total_s()) / L
                                    : c.block.backward_total_s();
-    const double bwd_hidden = ov * std::min(g + rs, block_bwd);
-    const double exposed_f = L > 0 ? g + (L - 1) * (g - fwd_hidden) + edge : edge;
-    const double exposed_b = L > 0 ? g + (L - 1) * (g + rs - bwd_hidden) + rs + edge : edge;
+    const double bwd_exposed = exposed_beside(g + rs, block_bwd, ov);
+    const double exposed_f = L > 0 ? g + (L - 1) * fwd_exposed + edge : edge;
+    const double exposed_b = L > 0 ? g + (L - 1) * bwd_exposed + rs + edge : edge;
     t.forward_s += exposed_f;
     t.backward_s += exposed_b;
     t.dp_exposed_s += exposed_f + exposed_b;

@@ -96,5 +96,21 @@ TEST(Collectives, MeasuredBusBandwidthCurvesReplaceTheLinkModelPerKind) {
   }
 }
 
+// One rule for every transfer that runs beside independent compute (ring CP, SP re-gathers,
+// ZeRO-3 prefetch): the overlapped share of whichever is shorter hides, nothing more.
+TEST(Collectives, ExposedBesideHidesOnlyTheOverlappedShareOfTheShorter) {
+  EXPECT_DOUBLE_EQ(exposed_beside(3.0, 10.0, 0.0), 3.0);  // CPU ranks: nothing hides
+  EXPECT_DOUBLE_EQ(exposed_beside(3.0, 10.0, 1.0), 0.0);  // all of it behind longer compute
+  EXPECT_DOUBLE_EQ(exposed_beside(3.0, 1.0, 1.0), 2.0);   // only as long as the compute runs
+  EXPECT_DOUBLE_EQ(exposed_beside(3.0, 10.0, 0.5), 1.5);
+  for (double ov : {0.0, 0.3, 0.83, 1.0})
+    for (double compute : {0.0, 0.5, 2.0, 9.0}) {
+      const double e = exposed_beside(2.0, compute, ov);
+      EXPECT_GE(e, 0.0);
+      EXPECT_LE(e, 2.0);
+      EXPECT_GE(e, 2.0 - compute);  // never more hidden than the compute beside it
+    }
+}
+
 }  // namespace collectives_test
 }  // namespace shardplan::simulator
