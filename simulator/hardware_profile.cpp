@@ -216,6 +216,13 @@ HardwareProfile parse_profile(const nlohmann::json& j, const JsonContext& ctx) {
   hw.node.intra.sync_skew_fraction = get_number_or(intra, "sync_skew_fraction", 0.0, ictx);
   if (!(hw.node.intra.sync_skew_fraction >= 0 && hw.node.intra.sync_skew_fraction < 1))
     ictx.fail("sync_skew_fraction", "a fraction in [0, 1)");
+  hw.node.intra.rank_speed_gap_fraction = get_number_or(intra, "rank_speed_gap_fraction", 0.0, ictx);
+  if (!(hw.node.intra.rank_speed_gap_fraction >= 0 && hw.node.intra.rank_speed_gap_fraction <= 10))
+    ictx.fail("rank_speed_gap_fraction", "a fraction from 0 to 10");
+  const long long gap_ranks = get_int_or(intra, "rank_speed_gap_ranks", 0, ictx);
+  if (hw.node.intra.rank_speed_gap_fraction > 0 && (gap_ranks < 2 || gap_ranks > 4096))
+    ictx.fail("rank_speed_gap_ranks", "the number of ranks profiled at once (2 to 4096) beside rank_speed_gap_fraction");
+  hw.node.intra.rank_speed_gap_ranks = static_cast<int>(std::clamp<long long>(gap_ranks, 0, 4096));
   if (auto it = intra.find("collective_busbw_bytes_per_s_by_bytes"); it != intra.end())
     parse_busbw(*it, hw.node.intra, ictx.child("collective_busbw_bytes_per_s_by_bytes"));
   hw.network = parse_link(require(j, "network", ctx), ctx.child("network"));
@@ -370,7 +377,9 @@ nlohmann::json to_json(const HardwareProfile& hw) {
               {"latency_s", hw.node.intra.latency_s},
               {"efficiency", hw.node.intra.efficiency},
               {"compute_overlap", hw.node.intra.compute_overlap},
-              {"sync_skew_fraction", hw.node.intra.sync_skew_fraction}}}}},
+              {"sync_skew_fraction", hw.node.intra.sync_skew_fraction},
+              {"rank_speed_gap_fraction", hw.node.intra.rank_speed_gap_fraction},
+              {"rank_speed_gap_ranks", hw.node.intra.rank_speed_gap_ranks}}}}},
           {"network",
            {{"bandwidth_bytes_per_s", hw.network.bandwidth_Bps},
             {"latency_s", hw.network.latency_s},

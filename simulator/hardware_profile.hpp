@@ -74,6 +74,12 @@ struct LinkProfile {
   // fraction of the compute between two collectives (`shardrun profile`: compute then a
   // one-element all-reduce, against the compute alone). 0 = not measured.
   double sync_skew_fraction = 0.0;
+  // How much slower the slowest of the ranks profiled at once ran the same work than the
+  // fastest (`shardrun profile`: the median over its kernel timings), over rank_speed_gap_ranks; the
+  // kernels are the slowest rank's, so a job on fewer of the node's cores runs faster
+  // (rank_pace.hpp). 0 = not measured.
+  double rank_speed_gap_fraction = 0.0;
+  int rank_speed_gap_ranks = 0;
   [[nodiscard]] const EfficiencyCurve* busbw(CollectiveKind k) const {
     const auto& c = busbw_by_bytes[static_cast<std::size_t>(k)];
     return c.log10_x.empty() ? nullptr : &c;

@@ -12,6 +12,7 @@
 
 #include "errors.hpp"
 #include "order_statistics.hpp"
+#include "rank_pace.hpp"
 #include "zero3_fetch.hpp"
 
 namespace shardplan::simulator {
@@ -78,6 +79,9 @@ ConfigContext::ConfigContext(const ModelContext& m, const ParallelConfig& config
   shard = shard_dp * (config.zero_stage > 0 ? config.cp : 1);
   expert_shard = moe && config.zero_stage > 0 ? config.expert_dp() : 1;
   set_sync_skew(m.cluster.hardware.node.intra.sync_skew_fraction);
+  const auto& intra = m.cluster.hardware.node.intra;
+  rank_pace = simulator::rank_pace(intra.rank_speed_gap_fraction, intra.rank_speed_gap_ranks,
+                                   std::min(per_node, m.cluster.devices()));
   dp_group = layout.dp_cp_group();
   shard_group = layout.dp_cp_group(shard_dp);
   replica_group = layout.group(Dim::dp, config.dp / shard_dp, shard_dp);
@@ -299,6 +303,17 @@ ChunkTime chunk_time(const ConfigContext& c, const ChunkShape& sh) {
     t.backward_s += accumulate;
     t.bwd_compute_s += accumulate;
   }
+  if (c.rank_pace < 1) {
+    // Fewer of the node's cores than the profile timed at once: the slowest of the job's ranks,
+    // not of the profiled ones, sets the pace (rank_pace.hpp).
+    const double f = (c.rank_pace - 1) * t.fwd_compute_s, b = (c.rank_pace - 1) * t.bwd_compute_s;
+    const double r = (c.rank_pace - 1) * t.recompute_s;
+    t.fwd_compute_s += f;
+    t.forward_s += f;
+    t.bwd_compute_s += b;
+    t.recompute_s += r;
+    t.backward_s += b + r;
+  }
   if (c.sync_skew > 0) {
     // Every collective waits for the slowest rank: the compute since the last one, times the
     // profile's skew fraction (two ranks), scaled to the group (ConfigContext::set_sync_skew).
@@ -406,6 +421,7 @@ StepTail step_tail(const ConfigContext& c, const StageMemory& stage, double last
   } else {
     t.optimizer_s = memory_time_s(c.env, bytes);
   }
+  if (!cfg.offload_optimizer) t.optimizer_s *= c.rank_pace;  // a device's step, at the job's pace
   return t;
 }
 

@@ -86,6 +86,9 @@ struct ConfigContext {
   // Waits at collectives for the slowest rank, per second of compute (the profile's skew scaled
   // to the largest group the step synchronises; ConfigContext::set_sync_skew).
   double sync_skew = 0;
+  // The job's rank-local time against the kernels' (the slowest profiled rank's): < 1 when the
+  // job runs on fewer of the node's cores than were profiled (rank_pace.hpp).
+  double rank_pace = 1;
 
   // Per-unit ZeRO work of one micro-batch, the same for every chunk (precomputed: the search
   // evaluates many chunk shapes per context). "block": the repeated (MoE or dense) block,

@@ -267,7 +267,14 @@ int run_profile(MpiRuntime& rt, const ProfileOptions& o) {
   // each collective waits for the last rank to arrive, so a rank on a slower core (a VM's vCPU
   // slowed by its host: 1.75x slower than its sibling here while both were busy) sets the pace of
   // every multi-rank step; the mean over ranks predicted such runs 10-35 % too fast.
-  ctx.combine = [](double t) { return reduce(t, MPI_MAX); };
+  // Each timing's slowest / fastest rank, kept: how far a job on fewer of the node's cores runs
+  // ahead of these kernels (simulator/rank_pace.hpp).
+  std::vector<double> kernel_gaps;
+  ctx.combine = [&kernel_gaps](double t) {
+    const double slowest = reduce(t, MPI_MAX), fastest = reduce(t, MPI_MIN);
+    if (fastest > 0) kernel_gaps.push_back(slowest / fastest - 1);
+    return slowest;
+  };
   ctx.stop_requested = [] { return any_rank(g_stop.load()); };
   ctx.progress = progress;
   const auto start = Clock::now();
@@ -302,6 +309,7 @@ int run_profile(MpiRuntime& rt, const ProfileOptions& o) {
     run.repeats = o.repeats;
     if (!host.empty()) run.host_overhead = median_of_passes(host);
     if (!skews.empty()) run.sync_skew_fraction = upper_median(skews);
+    if (rt.world_size() > 1 && !kernel_gaps.empty()) run.rank_speed_gap_fraction = upper_median(kernel_gaps);
     run.reference_end_s = reference_gemm_median_s(ctx);
     char drift[160];
     std::snprintf(drift, sizeof drift, "machine noise: a reference GEMM took %.3f ms before the kernels and %.3f ms after (%+.1f %%; medians of 5)",
@@ -318,6 +326,10 @@ int run_profile(MpiRuntime& rt, const ProfileOptions& o) {
       }
       if (!gaps.empty()) line += "; the slowest rank's phase " + percent(upper_median(gaps)) + " longer than the fastest's";
       progress(line);
+      if (run.rank_speed_gap_fraction >= 0)
+        progress("rank speeds   the slowest rank's kernel timing " + percent(run.rank_speed_gap_fraction) +
+                 " above the fastest's (median of " + std::to_string(kernel_gaps.size()) +
+                 " timings; the kernels are the slowest's)");
     }
   } catch (const ProfileInterrupted&) {
     if (lead) std::fprintf(stderr, "shardrun profile: interrupted; nothing written\n");

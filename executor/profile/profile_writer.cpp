@@ -213,6 +213,14 @@ nlohmann::json measured_profile_json(const ProfileRun& run) {
                "200 interleaved iterations (a step pays every stall), relative to that phase (kernels are the slowest "
                "rank's too); the median of the passes";
     }
+    if (run.rank_speed_gap_fraction >= 0) {
+      intra["rank_speed_gap_fraction"] = run.rank_speed_gap_fraction;
+      intra["rank_speed_gap_ranks"] = run.ranks_on_node;
+      sources["node.intra_node.rank_speed_gap_fraction"] =
+          by + "each kernel timing's slowest rank / fastest rank - 1 (every rank times each kernel at once; the "
+               "kernels keep the slowest's), the median over all timings of all passes, over the " +
+          std::to_string(run.ranks_on_node) + " ranks profiled at once";
+    }
     // On CPU ranks MPI progresses a non-blocking collective only inside MPI calls, and the
     // rank's core is computing meanwhile: nothing overlaps. NCCL runs on its own stream.
     intra["compute_overlap"] = run.cuda ? 1.0 : 0.0;

@@ -81,6 +81,10 @@ TEST(Profile, QuickTwoRankProfileLoadsEverywhere) {
   EXPECT_EQ(hw.node.intra.sync_skew_fraction, j["node"]["intra_node"]["sync_skew_fraction"].get<double>());
   EXPECT_TRUE(j["sources"].contains("node.intra_node.sync_skew_fraction"));
   EXPECT_NE(r.out.find("[profile] sync skew"), std::string::npos) << r.out;
+  // ... and how much slower the slowest rank timed the kernels than the fastest, over both ranks.
+  EXPECT_GE(hw.node.intra.rank_speed_gap_fraction, 0.0);
+  EXPECT_EQ(hw.node.intra.rank_speed_gap_ranks, 2);
+  EXPECT_TRUE(j["sources"].contains("node.intra_node.rank_speed_gap_fraction"));
 
   // The model's ops: a curve per op (weight casts: mixed precision only) whose points are the
   // samples' seconds per element (one size each in a quick profile).

@@ -420,6 +420,11 @@ TEST(HardwareProfiles, EfficiencyAboveOne) {
   const std::string msg4 = load_error(tmp, "skew.json", s);
   EXPECT_TRUE(contains(msg4, "node.intra_node.sync_skew_fraction")) << msg4;
   EXPECT_TRUE(contains(msg4, "[0, 1)")) << msg4;
+
+  auto g = p4d_json();
+  g["node"]["intra_node"]["rank_speed_gap_fraction"] = 0.1;  // a gap needs the ranks it spans
+  const std::string msg5 = load_error(tmp, "gap.json", g);
+  EXPECT_TRUE(contains(msg5, "node.intra_node.rank_speed_gap_ranks")) << msg5;
 }
 
 TEST(HardwareProfiles, TwoUnitVariantsOfOneQuantity) {

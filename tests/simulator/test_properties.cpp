@@ -7,6 +7,7 @@
 #include <cmath>
 
 #include "support/sim_config.hpp"
+#include "simulator/rank_pace.hpp"
 
 namespace shardplan::simulator {
 namespace properties_test {  // named, not anonymous: the files share a unity-build unit
@@ -270,6 +271,42 @@ TEST(Properties, SyncSkewChargesTheComputeBetweenCollectives) {
   c.hardware.node.intra.sync_skew_fraction = 0;
   EXPECT_EQ(run(m, c, dp).time.sync_wait_s, 0.0);
   EXPECT_LT(run(m, c, dp).time.step_s, z1.time.step_s);
+}
+
+// The kernels are the slowest profiled rank's: a one-rank job runs at the mean rank's pace, so its
+// compute and optimizer step shrink by (1 + g/2) / (1 + g) on a two-rank profile with gap g; a
+// job on both ranks keeps the kernels as they are, and so does any job without a measured gap.
+TEST(Properties, AJobOnFewerCoresThanProfiledRunsAtItsOwnSlowestRanksPace) {
+  const ModelSpec m = load_model("tiny-llama");
+  ClusterSpec c = cluster("local-cpu-2core", 1);
+  ClusterSpec one = c;
+  one.devices_per_node = 1;
+  const ParallelConfig single = config(one, 1, 1, 0, 4, 4, 128), pair = config(c, 1, 1, 0, 4, 8, 128);
+  const Prediction single0 = run(m, one, single), pair0 = run(m, c, pair);
+  auto compute = [](const TimeBreakdown& t) { return t.forward_compute_s + t.backward_compute_s + t.recompute_s; };
+  const double g = 0.2;
+  for (ClusterSpec* cs : {&c, &one}) {
+    cs->hardware.node.intra.rank_speed_gap_fraction = g;
+    cs->hardware.node.intra.rank_speed_gap_ranks = 2;
+  }
+  const Prediction single_g = run(m, one, single), pair_g = run(m, c, pair);
+  const double pace = (1 + g / 2) / (1 + g);
+  EXPECT_NEAR(compute(single_g.time), pace * compute(single0.time), 1e-9 * single0.time.step_s);
+  EXPECT_NEAR(single_g.time.optimizer_s, pace * single0.time.optimizer_s, 1e-12);
+  EXPECT_LT(single_g.time.step_s, single0.time.step_s);
+  EXPECT_DOUBLE_EQ(pair_g.time.step_s, pair0.time.step_s);
+  EXPECT_DOUBLE_EQ(rank_pace(g, 2, 1), pace);
+  EXPECT_DOUBLE_EQ(rank_pace(g, 2, 2), 1.0);
+  EXPECT_DOUBLE_EQ(rank_pace(0.0, 8, 1), 1.0);
+  // More of the node's ranks: the expected slowest of k rises to the slowest profiled at k = n.
+  double last = 0;
+  for (int k = 1; k <= 8; ++k) {
+    const double p = rank_pace(g, 8, k);
+    EXPECT_GT(p, last) << k;
+    EXPECT_LE(p, 1.0) << k;
+    last = p;
+  }
+  EXPECT_DOUBLE_EQ(last, 1.0);
 }
 
 // A measured op cost is what the op costs: raising dropout's seconds per element by `extra`
