@@ -80,8 +80,7 @@ ConfigContext::ConfigContext(const ModelContext& m, const ParallelConfig& config
   expert_shard = moe && config.zero_stage > 0 ? config.expert_dp() : 1;
   set_sync_skew(m.cluster.hardware.node.intra.sync_skew_fraction);
   const auto& intra = m.cluster.hardware.node.intra;
-  rank_pace = simulator::rank_pace(intra.rank_speed_gap_fraction, intra.rank_speed_gap_ranks,
-                                   std::min(per_node, m.cluster.devices()));
+  rank_pace = simulator::rank_pace(intra.rank_speed_gap_fraction, intra.rank_speed_gap_ranks, per_node);
   dp_group = layout.dp_cp_group();
   shard_group = layout.dp_cp_group(shard_dp);
   replica_group = layout.group(Dim::dp, config.dp / shard_dp, shard_dp);

@@ -20,7 +20,8 @@ struct BenchContext {
   double min_time_s = 0.05;  // per measurement (after one warm-up call)
   int min_reps = 3;
   bool quick = false;        // smaller grids (tests)
-  // Averages a per-rank time over all ranks (collective; identity on one rank).
+  // Combines a per-rank time over all ranks (collective; profile.cpp: the slowest rank's, and it
+  // keeps each timing's slowest / fastest; identity on one rank).
   std::function<double(double)> combine;
   // Collective: true when any rank was asked to stop (SIGINT/SIGTERM).
   std::function<bool()> stop_requested;
