@@ -44,7 +44,7 @@ struct ProfileRun {
   std::vector<KernelSample> kernels;
   std::vector<simulator::LinkSample> links;  // empty with one rank
   double sync_skew_fraction = -1;            // < 0: not measured (one rank)
-  double rank_speed_gap_fraction = -1;       // slowest rank's phase / fastest's - 1; < 0: one rank
+  double rank_speed_gap_fraction = -1;       // median over kernel timings of slowest / fastest rank - 1; < 0: one rank
   simulator::HostOverhead host_overhead;     // the model's host time per block (CPU runs only)
   // A reference GEMM timed before and after the kernel benchmarks: how much the machine drifted.
   double reference_start_s = 0, reference_end_s = 0;
