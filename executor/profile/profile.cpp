@@ -1,7 +1,3 @@
-// Legend: n ranks, S buffer bytes of a collective (nccl-tests' convention: the full buffer;
-// all-gather's output, reduce-scatter's input), t seconds per call (slowest rank).
-// Bus bandwidth (nccl-tests, doc/PERFORMANCE.md): all-reduce S/t * 2(n-1)/n, all-gather and
-// reduce-scatter S/t * (n-1)/n, send/recv S/t.
 #include "profile.hpp"
 
 #include <mpi.h>
@@ -22,6 +18,7 @@
 #include "executor/run/trainer.hpp"
 #include "host_overhead_bench.hpp"
 #include "kernel_bench.hpp"
+#include "link_bench.hpp"
 #include "sync_skew.hpp"
 #include "simulator/hardware_profile.hpp"
 #include "upper_median.hpp"
@@ -72,64 +69,6 @@ double reference_gemm_median_s(const BenchContext& ctx) {
 
 std::atomic<bool> g_stop{false};
 
-
-// Median seconds per call of `fn` on the slowest rank.
-double time_collective(Communicator& comm, const std::function<void()>& fn, double min_time_s) {
-  fn();
-  comm.barrier();
-  std::vector<double> t;
-  const auto begin = Clock::now();
-  for (;;) {
-    const auto s = Clock::now();
-    fn();
-    t.push_back(std::chrono::duration<double>(Clock::now() - s).count());
-    // Every rank must make the same number of calls: decide together.
-    const bool more = t.size() < 5 || std::chrono::duration<double>(Clock::now() - begin).count() < min_time_s;
-    if (!any_rank(more && t.size() < 1000)) break;
-  }
-  return reduce(upper_median(std::move(t)), MPI_MAX);
-}
-
-std::vector<simulator::LinkSample> bench_links(Communicator& comm, torch::Device dev, const ProfileOptions& o,
-                                               const std::function<void(const std::string&)>& progress) {
-  const int n = comm.size(), r = comm.rank();
-  std::vector<simulator::LinkSample> out;
-  const int64_t top = o.quick ? (int64_t{1} << 20) : (int64_t{1} << 26);  // bytes: 1 MB / 64 MB
-  for (int64_t bytes = 64; bytes <= top; bytes *= 4) {
-    const int64_t elems = std::max<int64_t>(n, bytes / 4 / n * n);
-    const double S = 4.0 * static_cast<double>(elems);
-    const auto f32 = torch::TensorOptions().dtype(torch::kFloat).device(dev);
-    torch::Tensor full = torch::ones({elems}, f32), part = torch::ones({elems / n}, f32);
-    struct Op {
-      const char* name;
-      double hops, wire, bus;
-      std::function<void()> fn;
-    };
-    const double k = n - 1.0;
-    std::vector<Op> ops{
-        {"all_reduce", 2 * k, 2 * k / n * S, 2 * k / n, [&] { comm.all_reduce(full); }},
-        {"all_gather", k, k / n * S, k / n, [&] { comm.all_gather(full, part); }},
-        {"reduce_scatter", k, k / n * S, k / n, [&] { comm.reduce_scatter(part, full); }},
-        // Pairs (0,1), (2,3), ...: one message each way per call, so a call is two transfers.
-        {"send_recv", 2, 2 * S, 1, [&] {
-           const int peer = r ^ 1;
-           if (peer >= n) return;
-           if (r % 2 == 0) { comm.send(full, peer); comm.recv(full, peer); }
-           else { comm.recv(full, peer); comm.send(full, peer); }
-         }}};
-    for (auto& op : ops) {
-      if (any_rank(g_stop.load())) throw ProfileInterrupted{};
-      const double t = time_collective(comm, op.fn, o.quick ? 0.01 : o.min_time_s);
-      out.push_back({op.name, S, op.hops, op.wire, t});
-      char line[160];
-      const double per = std::string(op.name) == "send_recv" ? t / 2 : t;
-      std::snprintf(line, sizeof line, "%-14s %10.0f B  %9.3f us  bus %8.3f GB/s", op.name, S, per * 1e6,
-                    op.bus * S / per / 1e9);
-      progress(line);
-    }
-  }
-  return out;
-}
 
 // Ranks reach each collective at different times, and the first waits for the last. Every rank
 // runs the same compute phase, shaped like a slice of training (GEMMs, then dropout and GELU on
@@ -282,7 +221,7 @@ int run_profile(MpiRuntime& rt, const ProfileOptions& o) {
     if (!run.cuda) {
       const double reported = reported_last_level_cache_bytes();
       char line[200];
-      std::snprintf(line, sizeof line, "cold operands: pools and cache sweeps of 2 x %.0f MiB (last-level cache %s)",
+      std::snprintf(line, sizeof line, "cold operands and collectives: pools and cache sweeps of 2 x %.0f MiB (last-level cache %s)",
                     cold_cache_bytes() / (1024.0 * 1024.0), reported > 0 ? "from sysfs" : "not reported by the OS: assumed");
       progress(line);
     }
@@ -317,7 +256,13 @@ int run_profile(MpiRuntime& rt, const ProfileOptions& o) {
                   100 * (run.reference_end_s / run.reference_start_s - 1));
     progress(drift);
     if (world) {
-      run.links = bench_links(*world, dev, o, progress);
+      LinkBenchOptions lo;
+      lo.quick = o.quick;
+      lo.min_time_s = o.min_time_s;
+      lo.cold_sweep_bytes = run.cuda ? 0.0 : 2 * cold_cache_bytes();
+      lo.stop_requested = [] { return any_rank(g_stop.load()); };
+      lo.progress = progress;
+      run.links = bench_links(*world, dev, lo);
       std::string line = "sync skew      " + percent(run.sync_skew_fraction) + " of the compute between two collectives";
       if (skews.size() > 1) {
         line += " (median of " + std::to_string(skews.size()) + " passes:";

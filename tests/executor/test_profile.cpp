@@ -12,6 +12,7 @@
 
 #include "executor/profile/host_overhead_bench.hpp"
 #include "executor/profile/kernel_bench.hpp"
+#include "executor/profile/link_bench.hpp"
 #include "executor/profile/profile_samples.hpp"
 #include "executor/profile/sync_skew.hpp"
 #include "harness.hpp"
@@ -192,6 +193,31 @@ TEST(Profile, ColdOperandsHaveACacheToOverflowEvenWhenTheOsHidesIt) {
   EXPECT_LE(cold, 64 * kMiB);
   if (reported > 0) EXPECT_DOUBLE_EQ(cold, std::min(reported, 64 * kMiB));
   else EXPECT_DOUBLE_EQ(cold, 32 * kMiB);
+}
+
+// A CPU profile times each collective after its own untimed cache sweep (in training the buffers
+// come cold, after compute): never two timed calls in a row, the sweep never inside the timing,
+// and every rank makes as many calls as the rank that wants the most.
+TEST(Profile, EachTimedCollectiveFollowsItsUntimedSweep) {
+  std::string events;
+  int rounds = 0;
+  const auto call = [&] { events += 'c'; };
+  const auto sweep = [&] { events += 's'; };
+  const auto alone = [&](bool mine) { ++rounds; return mine; };
+  const double t = executor::median_call_seconds(call, sweep, 0.0, alone);
+  EXPECT_EQ(events, "scscscscsc");  // at least five timed calls, each after its sweep
+  EXPECT_EQ(rounds, 5);
+  EXPECT_GE(t, 0.0);
+  // Another rank wants three more rounds: this one keeps calling with it.
+  events.clear();
+  rounds = 0;
+  executor::median_call_seconds(call, sweep, 0.0, [&](bool mine) { ++rounds; return mine || rounds < 8; });
+  EXPECT_EQ(events.size(), 16u);
+  EXPECT_EQ(events.find("cc"), std::string::npos);
+  // No sweep (a GPU): the calls alone.
+  events.clear();
+  executor::median_call_seconds(call, nullptr, 0.0, alone);
+  EXPECT_EQ(events, "ccccc");
 }
 
 // The skew a step pays beyond its slowest rank: kernels are timed as the slowest rank's, so a rank
