@@ -3,7 +3,7 @@
 // over an (m, n, k) grid per dtype, the attention core (batched GEMMs + softmax), norms,
 // elementwise ops, embedding gather, LM head, the AdamW update, a minimal op (per-kernel
 // overhead) and, on CUDA, host<->device copies. Every rank runs the same sequence at the same
-// time (ranks share the machine as they do in training); each timing is the slowest rank's median
+// time (ranks share the machine as they do in training); each timing is the slowest rank's mean
 // (profile.cpp: ctx.combine), the one a synchronous step waits for.
 #include <torch/torch.h>
 
@@ -34,7 +34,7 @@ struct ProfileInterrupted {};
 
 std::vector<KernelSample> bench_kernels(const BenchContext& ctx, const std::vector<torch::ScalarType>& dtypes);
 
-// Median seconds of a 512 x 512 x 512 fp32 GEMM (x W^T, hot), the slowest rank's: timed at the
+// Mean seconds of a 512 x 512 x 512 fp32 GEMM (x W^T, hot), the slowest rank's: timed at the
 // start and the end of a profile, it says how much the machine's speed drifted in between.
 double reference_gemm_seconds(const BenchContext& ctx);
 
