@@ -39,7 +39,8 @@ double median_call_seconds(const std::function<void()>& call, const std::functio
     call();
     t.push_back(std::chrono::duration<double>(std::chrono::steady_clock::now() - s).count());
     // Every rank must make the same number of calls: decide together.
-    const bool mine = t.size() < 5 || std::chrono::duration<double>(std::chrono::steady_clock::now() - begin).count() < min_time_s;
+    const double elapsed = std::chrono::duration<double>(std::chrono::steady_clock::now() - begin).count();
+    const bool mine = t.size() < 5 || elapsed < min_time_s;
     if (!more(mine && t.size() < 1000)) break;
   }
   return upper_median(std::move(t));
@@ -55,7 +56,9 @@ double median_call_seconds(const std::function<void()>& call, const std::functio
 // 856-1387 us; at 64 MB, past the cache either way, the same within noise. In training, the hot
 // timings predicted tiny-llama ZeRO-0's gradient all-reduce (six 3-4 MB buckets) at 3.3 ms a step
 // where it took 7-8 ms, and GPT-2 ZeRO-3's gathers and reduce-scatters at 128-141 against 213 ms.
-// A GPU's collectives (NCCL, device memory) are timed as they are.
+// A GPU's collectives (NCCL, device memory) are timed as they are. Each figure is the median of
+// the calls, where the kernels take the mean (kernel_bench.cpp); the two have not been compared
+// for collectives on this VM yet.
 std::vector<simulator::LinkSample> bench_links(Communicator& comm, torch::Device dev, const LinkBenchOptions& o) {
   const int n = comm.size(), r = comm.rank();
   torch::Tensor sweep;
