@@ -4,30 +4,14 @@
 // reduce-scatter S/t * (n-1)/n, send/recv S/t.
 #include "link_bench.hpp"
 
-#include <mpi.h>
-
 #include <chrono>
 #include <cstdio>
 
 #include "kernel_bench.hpp"
 #include "upper_median.hpp"
+#include "world_reduce.hpp"
 
 namespace shardplan::executor {
-namespace links {  // named, not anonymous: profile.cpp has its own any_rank in the same unity unit
-
-bool any_rank(bool mine) {
-  int v = mine ? 1 : 0, all = 0;
-  MPI_Allreduce(&v, &all, 1, MPI_INT, MPI_MAX, MPI_COMM_WORLD);
-  return all != 0;
-}
-
-double slowest_rank(double v) {
-  double out = v;
-  MPI_Allreduce(&v, &out, 1, MPI_DOUBLE, MPI_MAX, MPI_COMM_WORLD);
-  return out;
-}
-
-}  // namespace links
 
 double median_call_seconds(const std::function<void()>& call, const std::function<void()>& before,
                            double min_time_s, const std::function<bool(bool)>& more) {
@@ -70,7 +54,7 @@ std::vector<simulator::LinkSample> bench_links(Communicator& comm, torch::Device
       comm.barrier();
     };
   }
-  const auto more = [](bool mine) { return links::any_rank(mine); };
+  const auto more = [](bool mine) { return any_rank(mine); };
   std::vector<simulator::LinkSample> out;
   const int64_t top = o.quick ? (int64_t{1} << 20) : (int64_t{1} << 26);  // bytes: 1 MB / 64 MB
   for (int64_t bytes = 64; bytes <= top; bytes *= 4) {
@@ -99,7 +83,7 @@ std::vector<simulator::LinkSample> bench_links(Communicator& comm, torch::Device
       if (o.stop_requested && o.stop_requested()) throw ProfileInterrupted{};
       op.fn();  // warm-up: first-touch of the buffers and MPI's own
       comm.barrier();
-      const double t = links::slowest_rank(median_call_seconds(op.fn, before, o.quick ? 0.01 : o.min_time_s, more));
+      const double t = reduce_over_ranks(median_call_seconds(op.fn, before, o.quick ? 0.01 : o.min_time_s, more), MPI_MAX);
       out.push_back({op.name, S, op.hops, op.wire, t});
       char line[160];
       const double per = std::string(op.name) == "send_recv" ? t / 2 : t;

@@ -22,6 +22,7 @@
 #include "sync_skew.hpp"
 #include "simulator/hardware_profile.hpp"
 #include "upper_median.hpp"
+#include "world_reduce.hpp"
 
 namespace shardplan::executor {
 namespace {
@@ -46,18 +47,6 @@ std::vector<torch::ScalarType> parse_dtypes(const std::string& list, bool cuda) 
   return out;
 }
 
-bool any_rank(bool mine) {
-  int v = mine ? 1 : 0, all = 0;
-  MPI_Allreduce(&v, &all, 1, MPI_INT, MPI_MAX, MPI_COMM_WORLD);
-  return all != 0;
-}
-
-double reduce(double v, MPI_Op op) {
-  double out = 0;
-  MPI_Allreduce(&v, &out, 1, MPI_DOUBLE, op, MPI_COMM_WORLD);
-  return out;
-}
-
 // The machine's speed, before and after the kernels: the median of five reference GEMM timings.
 // One timing at the start read about 2x the end one in every profile (6.0 vs 2.8 ms), and of
 // eight in a row the 2nd and 3rd were slow, the others not: a passing slow window, not drift.
@@ -68,7 +57,6 @@ double reference_gemm_median_s(const BenchContext& ctx) {
 }
 
 std::atomic<bool> g_stop{false};
-
 
 // Ranks reach each collective at different times, and the first waits for the last. Every rank
 // runs the same compute phase, shaped like a slice of training (GEMMs, then dropout and GELU on
@@ -210,7 +198,7 @@ int run_profile(MpiRuntime& rt, const ProfileOptions& o) {
   // ahead of these kernels (simulator/rank_pace.hpp).
   std::vector<double> kernel_gaps;
   ctx.combine = [&kernel_gaps](double t) {
-    const double slowest = reduce(t, MPI_MAX), fastest = reduce(t, MPI_MIN);
+    const double slowest = reduce_over_ranks(t, MPI_MAX), fastest = reduce_over_ranks(t, MPI_MIN);
     if (fastest > 0) kernel_gaps.push_back(slowest / fastest - 1);
     return slowest;
   };
