@@ -7,7 +7,7 @@
 #include "executor/comm/mpi_communicator.hpp"
 #include "executor/model/transformer.hpp"
 #include "simulator/model_spec.hpp"
-#include "upper_median.hpp"
+#include "timing_statistics.hpp"
 
 namespace shardplan::executor {
 namespace {

@@ -9,7 +9,7 @@
 #include "executor/model/ops.hpp"
 #include "executor/parallel/layers.hpp"
 #include "simulator/hardware_profile.hpp"
-#include "upper_median.hpp"
+#include "timing_statistics.hpp"
 
 #include <torch/cuda.h>
 
@@ -52,9 +52,7 @@ class Bench {
       sync();
       t.push_back(std::chrono::duration<double>(Clock::now() - s).count());
     }
-    double sum = 0;
-    for (double x : t) sum += x;
-    const double mean = sum / static_cast<double>(t.size());
+    const double mean = mean_of(t);
     return c_.combine ? c_.combine(mean) : mean;
   }
 

@@ -8,7 +8,7 @@
 #include <cstdio>
 
 #include "kernel_bench.hpp"
-#include "upper_median.hpp"
+#include "timing_statistics.hpp"
 #include "world_reduce.hpp"
 
 namespace shardplan::executor {

@@ -21,7 +21,7 @@
 #include "link_bench.hpp"
 #include "sync_skew.hpp"
 #include "simulator/hardware_profile.hpp"
-#include "upper_median.hpp"
+#include "timing_statistics.hpp"
 #include "world_reduce.hpp"
 
 namespace shardplan::executor {

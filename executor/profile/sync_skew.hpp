@@ -5,19 +5,14 @@
 #include <algorithm>
 #include <vector>
 
+#include "timing_statistics.hpp"
+
 namespace shardplan::executor {
 
 struct SyncSkew {
   double fraction = 0;  // (phase + all-reduce) - slowest rank's phase - all-reduce, over that phase
   double rank_gap = 0;  // the slowest rank's mean phase over the fastest's, minus 1
 };
-
-// The mean of `v` (0 for none).
-inline double mean_of(const std::vector<double>& v) {
-  double sum = 0;
-  for (double x : v) sum += x;
-  return sum / static_cast<double>(std::max<std::size_t>(1, v.size()));
-}
 
 // Every kernel of the profile is the slowest rank's (ctx.combine: MPI_MAX), so a rank that is slower
 // throughout is already in them; what a step waits beyond that is the random part, E[max of the
