@@ -112,6 +112,10 @@ DeviceProfile parse_device(const nlohmann::json& d, const JsonContext& ctx) {
       get_quantity(d, "runtime_reserved", Quantity::bytes, ctx, false, true).value_or(0.0);
   dev.op_costs = parse_op_costs(d, ctx);
   dev.flash_attention = parse_flash_attention_curves(d, ctx);
+  if (auto it = d.find("fused_attention"); it != d.end() && !it->is_null()) {
+    if (!it->is_boolean()) ctx.fail("fused_attention", "true or false (whether flash attention runs as one fused kernel)");
+    dev.fused_attention = it->get<bool>();
+  }
   dev.flash_attention_v1_slowdown = parse_flash_v1_slowdown(d, ctx);
   dev.host_overhead = parse_host_overhead(d, ctx);
   return dev;
@@ -404,6 +408,7 @@ nlohmann::json to_json(const HardwareProfile& hw) {
   if (nlohmann::json fa = to_json(d.flash_attention); !fa.is_null())
     j["device"]["flash_attention_efficiency_by_seq_len"] = fa;
   if (nlohmann::json host = to_json(d.host_overhead); !host.is_null()) j["device"]["host_overhead_seconds"] = host;
+  if (!d.fused_attention) j["device"]["fused_attention"] = false;
   if (nlohmann::json v1 = to_json(d.flash_attention_v1_slowdown); !v1.is_null())
     j["device"]["flash_attention_v1_slowdown"] = v1;
   nlohmann::json busbw = nlohmann::json::object();

@@ -37,6 +37,10 @@ struct DeviceProfile {
   double runtime_reserved_bytes = 0;   // context, library workspaces, allocator slack
   OpCostTable op_costs{};              // measured non-GEMM ops (op_costs.hpp); none = roofline
   FlashAttentionCurves flash_attention;  // fused attention kernel by seq len; none = GEMM curve
+  // Whether flash attention runs as one fused kernel (FlashAttention-2, SDPA: every GPU profile);
+  // false where the framework runs the same algorithm as separate ops (shardrun on a CPU: the
+  // explicit path, ring steps blockwise), which layer_cost.cpp charges op by op.
+  bool fused_attention = true;
   FlashV1Slowdown flash_attention_v1_slowdown;  // attention kind flash1 against the curve above
   HostOverhead host_overhead;          // measured framework host time per block (host_overhead.hpp); none = 0
   [[nodiscard]] double peak(Precision p) const { return peak_flops[static_cast<int>(p)]; }

@@ -7,6 +7,7 @@
 
 #include <algorithm>
 #include <array>
+#include <optional>
 
 #include "context_parallel.hpp"
 #include "errors.hpp"
@@ -192,6 +193,28 @@ void eager_attention_core(const CostEnv& env, Acc& a) {
   if (m.attention_dropout > 0) model_op(env, a, OpKind::dropout, batch * s * sk, (2 * e + 1) * batch * s * sk);
 }
 
+// Flash attention where no fused kernel runs it (DeviceProfile::fused_attention false: shardrun on
+// a CPU): the same algorithm as separate ops, priced by the measured ops. Forward: the scores and
+// values GEMMs and a softmax pass (log-sum-exp, exp) over the executed scores; backward: the four
+// GEMMs and softmax's backward, plus the scores GEMM and exp again from the kept log-sum-exp
+// (Dao 2023, Algorithm 2). The executed fraction: a load-balanced causal ring (each rank holds
+// chunks i and 2cp-1-i) runs its diagonal block whole and masks it, and half of every other
+// block: (1 + (cp - 1) / 2) / cp of the s x s_full scores; without a ring, all of them.
+// nullopt when the profile lacks those ops.
+std::optional<AttentionTime> unfused_flash_attention_time(const CostEnv& env) {
+  const OpCost* gemms = env.hw->device.op_cost(env.precision, OpKind::attention_gemms);
+  const OpCost* softmax = env.hw->device.op_cost(env.precision, OpKind::causal_softmax);
+  if (!gemms || !softmax) return std::nullopt;
+  const ModelSpec& m = *env.model;
+  const double ring = env.cp > 1 && env.cp_kind == CpKind::ring ? env.cp : 1.0;
+  const double executed = env.causal ? (1.0 + (ring - 1.0) / 2.0) / ring : 1.0;
+  const double elements = env.b * (m.num_heads / env.tp) * env.s * env.s_full * executed;
+  const double flops = 2.0 * elements * (m.head_dim + (m.mla.enabled() ? m.mla.v_head_dim : m.head_dim));
+  const double forward = gemms->forward_s(flops) + softmax->forward_s(elements);
+  const double recompute = gemms->forward_s(flops) / 2 + softmax->forward_s(elements);
+  return AttentionTime{forward, gemms->backward_s(flops) + softmax->backward_s(elements) + recompute};
+}
+
 // The attention core as one fused kernel per pass (flash): mask, softmax and dropout inside it.
 void flash_attention_core(const CostEnv& env, Acc& a) {
   const AttentionFlops f = attention_flops(env);
@@ -231,6 +254,8 @@ AttentionFlops attention_flops(const CostEnv& env) {
 }
 
 AttentionTime flash_attention_time(const CostEnv& env) {
+  if (!env.hw->device.fused_attention)
+    if (const std::optional<AttentionTime> t = unfused_flash_attention_time(env)) return *t;
   const ModelSpec& m = *env.model;
   const DeviceProfile& dev = env.hw->device;
   const double heads = m.num_heads / env.tp;

@@ -120,7 +120,9 @@ AttentionFlops attention_flops(const CostEnv& env);
 // Forward and backward time of the fused attention kernel (flash): executed FLOPs at the
 // profile's fused-kernel efficiency for the sequence length and head dim (16-bit precisions),
 // else through the GEMM curve at the size of one of its batched GEMMs; max with the bytes it
-// moves over the memory bandwidth; plus one kernel launch per pass.
+// moves over the memory bandwidth; plus one kernel launch per pass. On a device without a fused
+// kernel (DeviceProfile::fused_attention false) whose profile measured the attention ops: the
+// algorithm as separate ops, priced by them (layer_cost.cpp, unfused_flash_attention_time).
 struct AttentionTime {
   double forward_s = 0, backward_s = 0;
 };

@@ -32,25 +32,38 @@ class Bench {
   explicit Bench(const BenchContext& c) : c_(c) {}
 
   // Mean seconds per call of `fn` (after a warm-up call), the slowest rank's; `between`, if
-  // given, runs untimed before each call. The mean, not the median: a step is a sum of its
-  // kernels and pays every call's time, the ones a stall lands on included. On this project's
-  // Zen 5 VM (python3-torch, one thread, 3,000 calls each, 2026-11-27) the mean came out 1.02-1.12x
-  // the median: 256^3 GEMM 1.10x, 512x688x256 GEMM 1.02x, an RMSNorm 1.08x, a 4 MB add 1.12x.
-  // (Across passes the profile keeps the median: a pass is a window of the machine's state, as a
-  // step is, and a run's step time is a median over steps.)
+  // given, runs untimed before each call, the warm-up's included. The mean, not the median: a
+  // step is a sum of its kernels and pays every call's time, the ones a stall lands on included.
+  // On this project's Zen 5 VM (python3-torch, one thread, 3,000 calls each, 2026-11-27) the mean
+  // came out 1.02-1.12x the median: 256^3 GEMM 1.10x, 512x688x256 GEMM 1.02x, an RMSNorm 1.08x, a
+  // 4 MB add 1.12x. (Across passes the profile keeps the median: a pass is a window of the
+  // machine's state, as a step is, and a run's step time is a median over steps.)
+  // Calls go on until the timed calls add up to min_time_s (at least min_reps of them, at most
+  // 2,000), or until 4 x min_time_s of wall time have passed: a call behind a cache sweep (a few
+  // ms) would otherwise be timed only a handful of times. Under mpirun the ranks start each
+  // call together and make the same number of calls (BenchContext::start_together, agree).
   double time(const std::function<void()>& fn, const std::function<void()>& between = {}) {
     if (c_.stop_requested && c_.stop_requested()) throw ProfileInterrupted{};
+    if (between) between();
     fn();
     sync();
     std::vector<double> t;
+    double timed = 0;
     const auto begin = Clock::now();
-    while (static_cast<int>(t.size()) < c_.min_reps ||
-           (std::chrono::duration<double>(Clock::now() - begin).count() < c_.min_time_s && t.size() < 2000)) {
+    const auto more = [&] {
+      const double wall = std::chrono::duration<double>(Clock::now() - begin).count();
+      const bool mine = static_cast<int>(t.size()) < c_.min_reps ||
+                        (timed < c_.min_time_s && wall < 4 * c_.min_time_s && t.size() < 2000);
+      return c_.agree ? c_.agree(mine) : mine;
+    };
+    while (more()) {
       if (between) between();
+      if (c_.start_together) c_.start_together();
       const auto s = Clock::now();
       fn();
       sync();
       t.push_back(std::chrono::duration<double>(Clock::now() - s).count());
+      timed += t.back();
     }
     const double mean = mean_of(t);
     return c_.combine ? c_.combine(mean) : mean;
@@ -273,8 +286,7 @@ void launch_and_copies(Bench& b) {
 }
 
 // The model's non-GEMM ops (model/ops.hpp, parallel/layers.hpp: the functions training calls)
-// forward and backward with autograd on, as in training; backward = time(forward + backward)
-// - time(forward). Over a range of sizes: small calls pay fixed costs, large ones leave the cache. Elements: of the tensor the simulator charges the op by (layer_cost.cpp).
+// forward and backward with autograd on, as in training; backward timed alone (pair()). Over a range of sizes: small calls pay fixed costs, large ones leave the cache. Elements: of the tensor the simulator charges the op by (layer_cost.cpp).
 class OpBench {
  public:
   OpBench(Bench& b, torch::ScalarType t) : b_(b), t_(t), o_(b.opts(t)), f32_(b.opts(torch::kFloat)) {
@@ -323,17 +335,27 @@ class OpBench {
             const std::function<torch::Tensor()>& fwd) {
     torch::AutoGradMode grad_on(true);
     const torch::Tensor gy = torch::randn_like(fwd().detach());
-    // Forward reads what the op before it just wrote (warm); backward reads what forward saved
-    // long before (cold): forward timed as it is, backward = (forward + backward) - forward, both
-    // after the cache sweep.
+    // Forward reads what the op before it just wrote (warm): timed as it is. Backward reads what
+    // forward saved long before (cold) and the gradient the op after it just wrote (warm): each
+    // call is timed alone, after an untimed forward, the cache sweep and a read of gy. (Timing
+    // forward + backward and subtracting forward left the difference of two noisy figures: on
+    // the VM, 2026-11-27, backward's spread over three passes was a median 46-143 % per op, and
+    // some sizes came out <= 0.)
+    torch::Tensor y;
     const double f = b_.time([&] { (void)fwd(); });
-    const double f_cold = evict_ ? b_.time([&] { (void)fwd(); }, evict_) : f;
-    const double fb = b_.time([&] {
-      fwd().backward(gy);
+    const double bwd = b_.time([&] {
+      y.backward(gy);
+      y = torch::Tensor();
+    }, [&] {
       for (auto& in : inputs) in.mutable_grad().reset();
-    }, evict_);
+      y = fwd();
+      if (evict_) {
+        evict_();
+        (void)gy.sum();
+      }
+    });
     emit(k, shape, elements, "forward", f);
-    emit(k, shape, elements, "backward", std::max(fb - f_cold, 0.0));
+    emit(k, shape, elements, "backward", bwd);
   }
 
   // The attention core's GEMMs as the model runs them (model/attention_gemms.hpp, B heads of
@@ -352,15 +374,24 @@ class OpBench {
         const auto fwd = [&] { return std::make_pair(attention_scores(q, k), attention_values(p, v, B)); };
         const auto [s0, o0] = fwd();
         const torch::Tensor gs = torch::randn_like(s0.detach()), go = torch::randn_like(o0.detach());
+        // Backward as pair() times it: alone, after an untimed forward and the cache sweep.
+        std::pair<torch::Tensor, torch::Tensor> y;
         const double f = b_.time([&] { (void)fwd(); });
-        const double fb = b_.time([&] {
-          auto [sc, out] = fwd();
-          torch::autograd::backward({sc, out}, {gs, go});
+        const double bwd = b_.time([&] {
+          torch::autograd::backward({y.first, y.second}, {gs, go});
+          y = {};
+        }, [&] {
           for (auto* x : {&q, &k, &v, &p}) x->mutable_grad().reset();
+          y = fwd();
+          if (evict_) {
+            evict_();
+            (void)gs.sum();
+            (void)go.sum();
+          }
         });
         const double flops = 4.0 * B * s * s * d;
         emit(simulator::OpKind::attention_gemms, dims({B, s, d}), flops, "forward", f);
-        emit(simulator::OpKind::attention_gemms, dims({B, s, d}), flops, "backward", std::max(fb - f, 0.0));
+        emit(simulator::OpKind::attention_gemms, dims({B, s, d}), flops, "backward", bwd);
       }
   }
 

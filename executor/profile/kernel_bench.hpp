@@ -23,6 +23,11 @@ struct BenchContext {
   // Combines a per-rank time over all ranks (collective; profile.cpp: the slowest rank's, and it
   // keeps each timing's slowest / fastest; identity on one rank).
   std::function<double(double)> combine;
+  // Collective, both optional (one rank: absent). start_together: a barrier before each timed
+  // call, so that every rank runs the same kernel at the same moment, as training's ranks do;
+  // agree: true when any rank wants another call (every rank makes the same number).
+  std::function<void()> start_together;
+  std::function<bool(bool)> agree;
   // Collective: true when any rank was asked to stop (SIGINT/SIGTERM).
   std::function<bool()> stop_requested;
   // Progress line (rank 0 prints it).

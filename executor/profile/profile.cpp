@@ -203,6 +203,10 @@ int run_profile(MpiRuntime& rt, const ProfileOptions& o) {
     return slowest;
   };
   ctx.stop_requested = [] { return any_rank(g_stop.load()); };
+  if (rt.world_size() > 1) {
+    ctx.start_together = [] { MPI_Barrier(MPI_COMM_WORLD); };
+    ctx.agree = [](bool mine) { return any_rank(mine); };
+  }
   ctx.progress = progress;
   const auto start = Clock::now();
   try {
