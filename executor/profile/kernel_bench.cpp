@@ -286,7 +286,9 @@ void launch_and_copies(Bench& b) {
 }
 
 // The model's non-GEMM ops (model/ops.hpp, parallel/layers.hpp: the functions training calls)
-// forward and backward with autograd on, as in training; backward timed alone (pair()). Over a range of sizes: small calls pay fixed costs, large ones leave the cache. Elements: of the tensor the simulator charges the op by (layer_cost.cpp).
+// forward and backward with autograd on, as in training; backward timed alone (pair()). Over a
+// range of sizes: small calls pay fixed costs, large ones leave the cache. Elements: of the
+// tensor the simulator charges the op by (layer_cost.cpp).
 class OpBench {
  public:
   OpBench(Bench& b, torch::ScalarType t) : b_(b), t_(t), o_(b.opts(t)), f32_(b.opts(torch::kFloat)) {
