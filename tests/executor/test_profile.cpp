@@ -223,7 +223,7 @@ TEST(Profile, EachTimedCollectiveFollowsItsUntimedSweep) {
 // Under mpirun the ranks run each timed kernel call together, as training's ranks run the same op
 // at once: a barrier before every timed call, and as many calls as the rank that wants the most.
 // (Timed out of step, one rank's cache sweep lands on the other's timed call: the per-sample
-// spread over three passes was a median 46 % for the model ops on this VM, 16 % in step.)
+// spread over three passes was a median 46-47 % for the model ops on this VM, 16-26 % in step.)
 TEST(Profile, KernelCallsStartTogetherAndEveryRankMakesAsMany) {
   executor::BenchContext ctx;
   ctx.min_time_s = 0.0;
