@@ -210,9 +210,9 @@ std::optional<AttentionTime> unfused_flash_attention_time(const CostEnv& env) {
   const double executed = env.causal ? (1.0 + (ring - 1.0) / 2.0) / ring : 1.0;
   const double elements = env.b * (m.num_heads / env.tp) * env.s * env.s_full * executed;
   const double flops = 2.0 * elements * (m.head_dim + (m.mla.enabled() ? m.mla.v_head_dim : m.head_dim));
-  const double forward = gemms->forward_s(flops) + softmax->forward_s(elements);
-  const double recompute = gemms->forward_s(flops) / 2 + softmax->forward_s(elements);
-  return AttentionTime{forward, gemms->backward_s(flops) + softmax->backward_s(elements) + recompute};
+  const double gemms_fwd = gemms->forward_s(flops), softmax_fwd = softmax->forward_s(elements);
+  const double recompute = gemms_fwd / 2 + softmax_fwd;  // the scores GEMM and the exps again
+  return AttentionTime{gemms_fwd + softmax_fwd, gemms->backward_s(flops) + softmax->backward_s(elements) + recompute};
 }
 
 // The attention core as one fused kernel per pass (flash): mask, softmax and dropout inside it.
