@@ -205,11 +205,10 @@ std::optional<AttentionTime> unfused_flash_attention_time(const CostEnv& env) {
   const OpCost* gemms = env.hw->device.op_cost(env.precision, OpKind::attention_gemms);
   const OpCost* softmax = env.hw->device.op_cost(env.precision, OpKind::causal_softmax);
   if (!gemms || !softmax) return std::nullopt;
-  const ModelSpec& m = *env.model;
   const double ring = env.cp > 1 && env.cp_kind == CpKind::ring ? env.cp : 1.0;
   const double executed = env.causal ? (1.0 + (ring - 1.0) / 2.0) / ring : 1.0;
-  const double elements = env.b * (m.num_heads / env.tp) * env.s * env.s_full * executed;
-  const double flops = 2.0 * elements * (m.head_dim + (m.mla.enabled() ? m.mla.v_head_dim : m.head_dim));
+  const double elements = score_elements(env) * executed;
+  const double flops = attention_flops(env).model_forward * executed;
   const double gemms_fwd = gemms->forward_s(flops), softmax_fwd = softmax->forward_s(elements);
   const double recompute = gemms_fwd / 2 + softmax_fwd;  // the scores GEMM and the exps again
   return AttentionTime{gemms_fwd + softmax_fwd, gemms->backward_s(flops) + softmax->backward_s(elements) + recompute};
@@ -233,15 +232,20 @@ void attention_core(const CostEnv& env, Acc& a) {
 
 }  // namespace
 
+double score_elements(const CostEnv& env) {
+  // b·(a/t)·s·s_full: this rank's s/cp queries against all s_full keys.
+  double elements = env.b * (env.model->num_heads / env.tp) * env.s * env.s_full;
+  // Packed documents of l tokens (THD / varlen kernels): s/l blocks of l x l instead of s x s.
+  if (env.doc_tokens > 0 && env.doc_tokens < env.s_full) elements *= env.doc_tokens / env.s_full;
+  return elements;
+}
+
 AttentionFlops attention_flops(const CostEnv& env) {
   const ModelSpec& m = *env.model;
-  const double heads = m.num_heads / env.tp;
   const double d_v = m.mla.enabled() ? m.mla.v_head_dim : m.head_dim;
   AttentionFlops f;
-  // Q K^T and P V: 2·s·s_kv·(d + d_v) per head; this rank's s/cp queries against all s_full keys.
-  f.model_forward = 2.0 * env.b * heads * env.s * env.s_full * (m.head_dim + d_v);
-  // Packed documents of l tokens (THD / varlen kernels): s/l blocks of l x l instead of s x s.
-  if (env.doc_tokens > 0 && env.doc_tokens < env.s_full) f.model_forward *= env.doc_tokens / env.s_full;
+  // Q K^T and P V: 2·s·s_kv·(d + d_v) per head and score.
+  f.model_forward = 2.0 * score_elements(env) * (m.head_dim + d_v);
   f.model_backward = 2 * f.model_forward;
   if (env.attention == AttentionKind::eager) {
     f.executed_forward = f.model_forward;

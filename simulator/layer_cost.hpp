@@ -106,6 +106,10 @@ PartCost head_cost(const CostEnv& env);
 // dropout-free models and LoRA adapters).
 double block_activation_bytes(const CostEnv& env, Recompute recompute);
 
+// Attention scores of one micro-batch on one tp rank: b·(a/t)·s·s_full, over packed documents of
+// l tokens s/l blocks of l x l (doc_tokens). Every score costs 2·(d + d_v) FLOPs forward.
+double score_elements(const CostEnv& env);
+
 // FLOPs of the attention core's matmuls (Q K^T and P V) for one micro-batch on one tp rank.
 // `model_*`: the conventional count whatever the kernel and mask (forward 4·b·(a/t)·s²·d,
 // backward twice that; Megatron-LM's formula, what MFU divides by). `executed_*`: what the

@@ -9,6 +9,7 @@
 #include "executor/model/ops.hpp"
 #include "executor/parallel/layers.hpp"
 #include "simulator/hardware_profile.hpp"
+#include "timed_calls.hpp"
 #include "timing_statistics.hpp"
 
 #include <torch/cuda.h>
@@ -47,24 +48,15 @@ class Bench {
     if (between) between();
     fn();
     sync();
-    std::vector<double> t;
-    double timed = 0;
     const auto begin = Clock::now();
-    const auto more = [&] {
+    TimedCallHooks hooks{between, c_.start_together, [this] { sync(); }, c_.agree};
+    const std::vector<double> t = timed_calls(fn, hooks, [&](const std::vector<double>& so_far) {
+      double timed = 0;
+      for (double x : so_far) timed += x;
       const double wall = std::chrono::duration<double>(Clock::now() - begin).count();
-      const bool mine = static_cast<int>(t.size()) < c_.min_reps ||
-                        (timed < c_.min_time_s && wall < 4 * c_.min_time_s && t.size() < 2000);
-      return c_.agree ? c_.agree(mine) : mine;
-    };
-    while (more()) {
-      if (between) between();
-      if (c_.start_together) c_.start_together();
-      const auto s = Clock::now();
-      fn();
-      sync();
-      t.push_back(std::chrono::duration<double>(Clock::now() - s).count());
-      timed += t.back();
-    }
+      return static_cast<int>(so_far.size()) < c_.min_reps ||
+             (timed < c_.min_time_s && wall < 4 * c_.min_time_s && so_far.size() < 2000);
+    });
     const double mean = mean_of(t);
     return c_.combine ? c_.combine(mean) : mean;
   }

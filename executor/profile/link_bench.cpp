@@ -8,6 +8,7 @@
 #include <cstdio>
 
 #include "kernel_bench.hpp"
+#include "timed_calls.hpp"
 #include "timing_statistics.hpp"
 #include "world_reduce.hpp"
 
@@ -15,18 +16,11 @@ namespace shardplan::executor {
 
 double median_call_seconds(const std::function<void()>& call, const std::function<void()>& before,
                            double min_time_s, const std::function<bool(bool)>& more) {
-  std::vector<double> t;
   const auto begin = std::chrono::steady_clock::now();
-  for (;;) {
-    if (before) before();
-    const auto s = std::chrono::steady_clock::now();
-    call();
-    t.push_back(std::chrono::duration<double>(std::chrono::steady_clock::now() - s).count());
-    // Every rank must make the same number of calls: decide together.
+  std::vector<double> t = timed_calls(call, TimedCallHooks{before, {}, {}, more}, [&](const std::vector<double>& so_far) {
     const double elapsed = std::chrono::duration<double>(std::chrono::steady_clock::now() - begin).count();
-    const bool mine = t.size() < 5 || elapsed < min_time_s;
-    if (!more(mine && t.size() < 1000)) break;
-  }
+    return so_far.size() < 5 || (elapsed < min_time_s && so_far.size() < 1000);
+  });
   return upper_median(std::move(t));
 }
 
@@ -56,7 +50,9 @@ std::vector<simulator::LinkSample> bench_links(Communicator& comm, torch::Device
   }
   const auto more = [](bool mine) { return any_rank(mine); };
   std::vector<simulator::LinkSample> out;
-  const int64_t top = o.quick ? (int64_t{1} << 20) : (int64_t{1} << 26);  // bytes: 1 MB / 64 MB
+  // Up to 256 MB: ZeRO-3 gathers and reduce-scatters a unit whole, and GPT-2's tied embedding
+  // alone is 154 MB in fp32 (50257 x 768 x 4 B); a curve that stopped at 64 MB extrapolated it.
+  const int64_t top = o.quick ? (int64_t{1} << 20) : (int64_t{1} << 28);  // bytes: 1 MB / 256 MB
   for (int64_t bytes = 64; bytes <= top; bytes *= 4) {
     const int64_t elems = std::max<int64_t>(n, bytes / 4 / n * n);
     const double S = 4.0 * static_cast<double>(elems);

@@ -1,6 +1,6 @@
 #pragma once
 // Collective timings for `shardrun profile`: all-reduce, all-gather, reduce-scatter and
-// send/recv over buffers of 64 B .. 64 MB on the world communicator, each the slowest rank's
+// send/recv over buffers of 64 B .. 256 MB on the world communicator, each the slowest rank's
 // median seconds per call (profile.cpp writes them as the profile's link samples).
 #include <torch/torch.h>
 

@@ -13,6 +13,7 @@
 #include "executor/comm/mpi_communicator.hpp"
 #include "executor/errors.hpp"
 #include "executor/io/fs_util.hpp"
+#include "executor/model/transformer.hpp"
 #include "executor/run/device.hpp"
 #include "executor/run/threads.hpp"
 #include "executor/run/trainer.hpp"
@@ -174,6 +175,15 @@ int run_profile(MpiRuntime& rt, const ProfileOptions& o) {
   if (const std::string all = rt.agree(err); !all.empty()) throw InputError(all);
   const ThreadSetup threads = configure_threads(o.threads, rt.local_size());
   run.cuda = dev.is_cuda();
+  {
+    ModelOptions mo;  // a flash plan of a model without attention dropout
+    mo.device = dev;
+    mo.fused_attention = true;
+    mo.attention_dropout = 0.0;
+    const AttentionRun a = attention_run(mo);
+    run.fused_attention = a.kind == "flash";
+    run.fused_attention_reason = a.reason;
+  }
   run.world_size = rt.world_size();
   run.ranks_on_node = rt.local_size();
   run.threads_per_rank = threads.threads;

@@ -35,6 +35,10 @@ struct ProfileRun {
   std::string name;                 // of the measured profile
   std::string device_name;          // e.g. "1 CPU core (AMD EPYC 7B13), LibTorch 1.13 + OpenBLAS"
   bool cuda = false;
+  // Whether shardrun's flash plans run a fused attention kernel here (model::attention_run on this
+  // device and LibTorch, a model without attention dropout); the reason when not.
+  bool fused_attention = false;
+  std::string fused_attention_reason;
   int world_size = 1;
   int ranks_on_node = 1;
   int threads_per_rank = 1;

@@ -156,11 +156,12 @@ nlohmann::json measured_profile_json(const ProfileRun& run) {
         "forward and forward + backward of a micro-batch: per block (1 vs 3 blocks), adapter (LoRA r4 on 0 vs 7 "
         "linears), MoE expert (2 vs 8) and MoE layer; the host time beyond the kernels (profile/host_overhead_bench.hpp)";
   }
-  d["fused_attention"] = run.cuda;
-  sources["device.fused_attention"] = run.cuda
-      ? "shardrun runs flash attention as PyTorch's fused scaled_dot_product_attention on CUDA (model/transformer_forward.cpp)"
-      : "shardrun on a CPU runs attention as separate LibTorch ops, ring steps blockwise (model/transformer_forward.cpp, "
-        "parallel/context_parallel.cpp): no fused kernel";
+  d["fused_attention"] = run.fused_attention;
+  sources["device.fused_attention"] = run.fused_attention
+      ? "shardrun runs flash attention as PyTorch's fused scaled_dot_product_attention here, for models without "
+        "attention dropout (model/transformer_forward.cpp, attention_run)"
+      : "shardrun runs attention here as separate LibTorch ops, ring steps blockwise (model/transformer_forward.cpp, "
+        "parallel/context_parallel.cpp): no fused kernel (" + run.fused_attention_reason + ")";
   d["kernel_launch_s"] = f.launch_s;
   sources["device.kernel_launch_s"] = by + "median time of a one-element add";
   j["node"]["devices_per_node"] = run.ranks_on_node;
