@@ -567,15 +567,26 @@ PartCost block_cost(const CostEnv& env) {
   return c;
 }
 
-PartCost embedding_cost(const CostEnv& env) {
+PartCost embedding_cost(const CostEnv& env, bool tied_in_stage) {
   const ModelSpec& m = *env.model;
-  const double M = env.s * env.b, h = m.hidden, t = env.tp, e = env.act_bytes;
+  const double M = env.s * env.b, h = m.hidden, t = env.tp, e = env.act_bytes, V = m.vocab_size;
   const double rep = env.sp ? 1.0 / t : 1.0;
   Acc a;
   a.fwd_s += memory_time_s(env, 2 * e * M * h);  // gather rows of the (V/t, h) table
   if (m.positional == PositionalKind::learned || m.type_vocab_size > 0) a.fwd_s += memory_time_s(env, 3 * e * M * h);
   if (m.embedding_norm) a.fwd_s += memory_time_s(env, 2 * e * M * h * rep);
-  if (!env.lora) a.bwd_s += memory_time_s(env, 3 * e * M * h);  // scatter-add into the table's gradient
+  if (!env.lora) {
+    // The table's gradient is dense: a zero-filled (V/t, h) tensor, then the rows scatter-added
+    // (PyTorch aten/src/ATen/native/Embedding.cpp, embedding_dense_backward_cpu: at::zeros of
+    // num_weights x h, then index_add_; the CUDA kernel likewise zero-fills its output).
+    a.bwd_s += memory_time_s(env, e * V / t * h) + memory_time_s(env, 3 * e * M * h);
+    // A tied table gets two gradients, the LM head's weight gradient and this one, summed by
+    // autograd before they reach the parameter (torch/csrc/autograd/input_buffer.cpp, InputBuffer::add:
+    // read both, write the sum). Measured with python3-torch 1.13 on this project's VM, one thread,
+    // GPT-2's 50257 x 768 table and 128 tokens (2026-11-27): embedding + LM head forward and
+    // backward 234 ms tied against 190 ms untied (medians of 6).
+    if (tied_in_stage) a.bwd_s += memory_time_s(env, 3 * e * V / t * h);
+  }
   if (m.hidden_dropout > 0 && measured(env, OpKind::dropout)) model_op(env, a, OpKind::dropout, M * h * rep, 0);
   PartCost c;
   c.forward_s = a.fwd_s;

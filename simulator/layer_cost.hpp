@@ -98,7 +98,9 @@ struct PartCost {
 };
 
 PartCost block_cost(const CostEnv& env);
-PartCost embedding_cost(const CostEnv& env);
+// `tied_in_stage`: the word embedding is tied to the LM head and both live on this stage (pp = 1),
+// so autograd sums the two gradients of one table.
+PartCost embedding_cost(const CostEnv& env, bool tied_in_stage);
 PartCost head_cost(const CostEnv& env);
 
 // Stored activation bytes of one block for one micro-batch on one tp rank (the op-by-op

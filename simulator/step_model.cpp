@@ -93,7 +93,7 @@ ConfigContext::ConfigContext(const ModelContext& m, const ParallelConfig& config
   env = make_cost_env(m.model, m.cluster, config, m.linears, m.lora_mask, groups, moe ? &m.expert_linears : nullptr);
   if (moe) env.expert_lora_mask = &m.expert_lora_mask;
   block_costs(env, config, block, block_kept);
-  embedding = embedding_cost(env);
+  embedding = embedding_cost(env, m.model.tied_embeddings && config.pp == 1);
   head = head_cost(env);
   block_params = static_cast<double>(per_rank(counts.per_layer - counts.per_layer_experts, counts.per_layer_tp_sharded, tp));
   block_lora = m.lora.enabled() ? lora_per_rank(m.linears, m.lora_mask, m.lora.rank, tp) : 0.0;
