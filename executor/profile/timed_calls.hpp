@@ -17,6 +17,7 @@ struct TimedCallHooks {
 };
 
 // Seconds of each timed call of `call`, for as long as `want_more(times so far)` holds on some rank.
+// `want_more` is asked exactly once before each call and once more, the time it ends the loop.
 inline std::vector<double> timed_calls(const std::function<void()>& call, const TimedCallHooks& h,
                                        const std::function<bool(const std::vector<double>&)>& want_more) {
   using Clock = std::chrono::steady_clock;
