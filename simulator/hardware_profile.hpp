@@ -41,6 +41,9 @@ struct DeviceProfile {
   // false where the framework runs the same algorithm as separate ops (shardrun on a CPU: the
   // explicit path, ring steps blockwise), which layer_cost.cpp charges op by op.
   bool fused_attention = true;
+  // The last-level cache the node's ranks share, bytes (measured CPU profiles); 0 = unknown or
+  // negligible against a step's data (GPUs): every backward reads what forward saved cold.
+  double last_level_cache_bytes = 0;
   FlashV1Slowdown flash_attention_v1_slowdown;  // attention kind flash1 against the curve above
   HostOverhead host_overhead;          // measured framework host time per block (host_overhead.hpp); none = 0
   [[nodiscard]] double peak(Precision p) const { return peak_flops[static_cast<int>(p)]; }

@@ -92,7 +92,7 @@ void elementwise(const CostEnv& env, Acc& a, double bytes) {
 void model_op(const CostEnv& env, Acc& a, OpKind k, double elements, double roofline_bytes) {
   if (const OpCost* c = env.hw->device.op_cost(env.precision, k)) {
     a.fwd_s += c->forward_s(elements);
-    a.bwd_s += c->backward_s(elements);
+    a.bwd_s += c->backward_s(elements, env.warm_backward_fraction);
   } else {
     elementwise(env, a, roofline_bytes);
   }
@@ -182,7 +182,7 @@ void eager_attention_core(const CostEnv& env, Acc& a) {
   if (const OpCost* c = env.hw->device.op_cost(env.precision, OpKind::attention_gemms)) {
     const double flops = 4.0 * batch * s * sk * d;  // both forward GEMMs; backward does twice that
     a.fwd_s += c->forward_s(flops);
-    a.bwd_s += c->backward_s(flops);
+    a.bwd_s += c->backward_s(flops, env.warm_backward_fraction);
     a.fwd_flops += flops;
     a.bwd_flops += 2 * flops;
   } else {
@@ -211,7 +211,9 @@ std::optional<AttentionTime> unfused_flash_attention_time(const CostEnv& env) {
   const double flops = attention_flops(env).model_forward * executed;
   const double gemms_fwd = gemms->forward_s(flops), softmax_fwd = softmax->forward_s(elements);
   const double recompute = gemms_fwd / 2 + softmax_fwd;  // the scores GEMM and the exps again
-  return AttentionTime{gemms_fwd + softmax_fwd, gemms->backward_s(flops) + softmax->backward_s(elements) + recompute};
+  const double warm = env.warm_backward_fraction;
+  return AttentionTime{gemms_fwd + softmax_fwd,
+                       gemms->backward_s(flops, warm) + softmax->backward_s(elements, warm) + recompute};
 }
 
 // The attention core as one fused kernel per pass (flash): mask, softmax and dropout inside it.

@@ -15,6 +15,9 @@ struct CostEnv {
   const ModelSpec* model = nullptr;
   const HardwareProfile* hw = nullptr;
   int devices_per_node = 1;
+  // The share of the blocks' backward calls whose saved tensors are still cached (cache_reuse.hpp);
+  // priced with the ops' warm backward where the profile measured one.
+  double warm_backward_fraction = 0;
   GroupPlacement tp_group;
   double s = 0, b = 0, tp = 1;  // this rank's sequence length (s/cp), micro-batch size, tensor parallel
   // Context parallelism: attention runs over the whole sequence s_full = s * cp.

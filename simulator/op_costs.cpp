@@ -47,6 +47,8 @@ OpCostTable parse_op_costs(const nlohmann::json& device, const JsonContext& ctx)
       oc.forward_s_per_element = parse_positive_curve(cost, "forward_seconds_per_element_by_elements", "[elements, seconds per element]", "elements", c);
       if (cost.contains("backward_seconds_per_element_by_elements"))
         oc.backward_s_per_element = parse_positive_curve(cost, "backward_seconds_per_element_by_elements", "[elements, seconds per element]", "elements", c);
+      if (cost.contains("backward_warm_seconds_per_element_by_elements"))
+        oc.backward_warm_s_per_element = parse_positive_curve(cost, "backward_warm_seconds_per_element_by_elements", "[elements, seconds per element]", "elements", c);
     }
   }
   return t;
@@ -62,6 +64,8 @@ nlohmann::json to_json(const OpCostTable& t) {
       o["forward_seconds_per_element_by_elements"] = to_json(c.forward_s_per_element);
       if (!c.backward_s_per_element.log10_x.empty())
         o["backward_seconds_per_element_by_elements"] = to_json(c.backward_s_per_element);
+      if (!c.backward_warm_s_per_element.log10_x.empty())
+        o["backward_warm_seconds_per_element_by_elements"] = to_json(c.backward_warm_s_per_element);
     }
   return j.empty() ? nlohmann::json() : j;
 }

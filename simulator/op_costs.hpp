@@ -29,10 +29,18 @@ const char* op_kind_name(OpKind k);  // as in the profile's keys: "dropout", ...
 struct OpCost {
   EfficiencyCurve forward_s_per_element;   // values: seconds per element, by elements
   EfficiencyCurve backward_s_per_element;
+  // Backward with what forward saved still in the cache (a CPU profile times it after forward,
+  // with no sweep between); empty: not measured, backward is always the cold figure above.
+  EfficiencyCurve backward_warm_s_per_element;
   [[nodiscard]] bool measured() const { return !forward_s_per_element.log10_x.empty(); }
   [[nodiscard]] double forward_s(double n) const { return n * forward_s_per_element.at(n); }
   [[nodiscard]] double backward_s(double n) const {
     return backward_s_per_element.log10_x.empty() ? 0.0 : n * backward_s_per_element.at(n);
+  }
+  // Backward when a fraction `warm` (0..1) of the calls find their saved tensors in the cache.
+  [[nodiscard]] double backward_s(double n, double warm) const {
+    if (!(warm > 0) || backward_warm_s_per_element.log10_x.empty()) return backward_s(n);
+    return (1 - warm) * backward_s(n) + warm * n * backward_warm_s_per_element.at(n);
   }
 };
 
@@ -40,7 +48,8 @@ struct OpCost {
 using OpCostTable = std::array<std::array<OpCost, kOpKinds>, 3>;
 
 // device.op_costs: {"dropout": {"bf16": {"forward_seconds_per_element_by_elements": [[elements, s], ...],
-// "backward_seconds_per_element_by_elements": [...] (optional)}, ...}, ...}; absent = none measured.
+// "backward_seconds_per_element_by_elements": [...] (optional), "backward_warm_seconds_per_element_by_elements":
+// [...] (optional)}, ...}, ...}; absent = none measured.
 OpCostTable parse_op_costs(const nlohmann::json& device, const JsonContext& ctx);
 nlohmann::json to_json(const OpCostTable& t);  // null when nothing is measured
 

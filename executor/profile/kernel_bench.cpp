@@ -337,19 +337,26 @@ class OpBench {
     // some sizes came out <= 0.)
     torch::Tensor y;
     const double f = b_.time([&] { (void)fwd(); });
-    const double bwd = b_.time([&] {
+    const auto backward = [&] {
       y.backward(gy);
       y = torch::Tensor();
-    }, [&] {
-      for (auto& in : inputs) in.mutable_grad().reset();
-      y = fwd();
-      if (evict_) {
-        evict_();
-        (void)gy.sum();
-      }
-    });
+    };
+    const auto forward_then = [&](bool cold) {
+      return [&, cold] {
+        for (auto& in : inputs) in.mutable_grad().reset();
+        y = fwd();
+        if (cold) {
+          evict_();
+          (void)gy.sum();
+        }
+      };
+    };
+    const double bwd = b_.time(backward, forward_then(static_cast<bool>(evict_)));
     emit(k, shape, elements, "forward", f);
     emit(k, shape, elements, "backward", bwd);
+    // And warm, right after its forward: a small model's saved tensors are still in the cache when
+    // its backward comes (simulator/cache_reuse.hpp says when).
+    if (evict_) emit(k, shape, elements, "backward_warm", b_.time(backward, forward_then(false)));
   }
 
   // The attention core's GEMMs as the model runs them (model/attention_gemms.hpp, B heads of
@@ -371,21 +378,28 @@ class OpBench {
         // Backward as pair() times it: alone, after an untimed forward and the cache sweep.
         std::pair<torch::Tensor, torch::Tensor> y;
         const double f = b_.time([&] { (void)fwd(); });
-        const double bwd = b_.time([&] {
+        const auto backward = [&] {
           torch::autograd::backward({y.first, y.second}, {gs, go});
           y = {};
-        }, [&] {
-          for (auto* x : {&q, &k, &v, &p}) x->mutable_grad().reset();
-          y = fwd();
-          if (evict_) {
-            evict_();
-            (void)gs.sum();
-            (void)go.sum();
-          }
-        });
+        };
+        const auto forward_then = [&](bool cold) {
+          return [&, cold] {
+            for (auto* x : {&q, &k, &v, &p}) x->mutable_grad().reset();
+            y = fwd();
+            if (cold) {
+              evict_();
+              (void)gs.sum();
+              (void)go.sum();
+            }
+          };
+        };
+        const double bwd = b_.time(backward, forward_then(static_cast<bool>(evict_)));
         const double flops = 4.0 * B * s * s * d;
         emit(simulator::OpKind::attention_gemms, dims({B, s, d}), flops, "forward", f);
         emit(simulator::OpKind::attention_gemms, dims({B, s, d}), flops, "backward", bwd);
+        if (evict_)
+          emit(simulator::OpKind::attention_gemms, dims({B, s, d}), flops, "backward_warm",
+               b_.time(backward, forward_then(false)));
       }
   }
 

@@ -222,6 +222,10 @@ int run_profile(MpiRuntime& rt, const ProfileOptions& o) {
   try {
     if (!run.cuda) {
       const double reported = reported_last_level_cache_bytes();
+      run.last_level_cache_bytes = reported > 0 ? reported : cold_cache_bytes();
+      run.last_level_cache_source = reported > 0
+          ? "the OS (/sys/devices/system/cpu/cpu0/cache, the highest level)"
+          : "not reported by the OS: one Zen 4/5 core complex's L3, assumed (profile/kernel_bench.cpp, cold_cache_bytes)";
       char line[200];
       std::snprintf(line, sizeof line, "cold operands and collectives: pools and cache sweeps of 2 x %.0f MiB (last-level cache %s)",
                     cold_cache_bytes() / (1024.0 * 1024.0), reported > 0 ? "from sysfs" : "not reported by the OS: assumed");

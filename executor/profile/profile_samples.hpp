@@ -39,6 +39,9 @@ struct ProfileRun {
   // device and LibTorch, a model without attention dropout); the reason when not.
   bool fused_attention = false;
   std::string fused_attention_reason;
+  // The cache the node's ranks share (CPU), bytes, and where the figure comes from.
+  double last_level_cache_bytes = 0;
+  std::string last_level_cache_source;
   int world_size = 1;
   int ranks_on_node = 1;
   int threads_per_rank = 1;

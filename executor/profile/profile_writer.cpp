@@ -44,10 +44,12 @@ sim::OpCostTable fit_op_costs(const ProfileRun& run) {
       const std::string kind = sim::op_kind_name(static_cast<sim::OpKind>(k));
       const std::string dtype = sim::to_string(static_cast<sim::Precision>(p));
       const auto f = pts.find({kind, dtype, "forward"}), b = pts.find({kind, dtype, "backward"});
+      const auto w = pts.find({kind, dtype, "backward_warm"});
       if (f == pts.end()) continue;
       sim::OpCost& c = t[static_cast<std::size_t>(p)][static_cast<std::size_t>(k)];
       c.forward_s_per_element = per_element_curve(f->second);
       if (b != pts.end()) c.backward_s_per_element = per_element_curve(b->second);
+      if (b != pts.end() && w != pts.end()) c.backward_warm_s_per_element = per_element_curve(w->second);
     }
   return t;
 }
@@ -148,7 +150,12 @@ nlohmann::json measured_profile_json(const ProfileRun& run) {
   if (nlohmann::json ops = sim::to_json(fit_op_costs(run)); !ops.is_null()) {
     d["op_costs"] = ops;
     sources["device.op_costs"] = by + "each of the model's non-GEMM ops (executor/model/ops.hpp) timed forward and "
-        "backward with autograd on, as training runs it, over a range of sizes: seconds per element by elements";
+        "backward with autograd on, as training runs it, over a range of sizes: seconds per element by elements; "
+        "backward cold (after a sweep of the cache) and, on a CPU, warm (right after its forward)";
+  }
+  if (!run.cuda && run.last_level_cache_bytes > 0) {
+    d["last_level_cache_bytes"] = run.last_level_cache_bytes;
+    sources["device.last_level_cache_bytes"] = run.last_level_cache_source;
   }
   if (nlohmann::json host = sim::to_json(run.host_overhead); !host.is_null()) {
     d["host_overhead_seconds"] = host;

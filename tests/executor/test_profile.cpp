@@ -95,7 +95,7 @@ TEST(Profile, QuickTwoRankProfileLoadsEverywhere) {
     EXPECT_NE(hw.device.op_cost(p, kind), nullptr) << sim::op_kind_name(kind);
   }
   EXPECT_EQ(hw.device.op_cost(sim::Precision::fp32, sim::OpKind::weight_cast), nullptr);
-  int op_samples = 0;
+  int op_samples = 0, warm_samples = 0;
   for (const auto& s : j["samples"]["kernels"]) {
     if (!s.contains("pass")) continue;
     ++op_samples;
@@ -107,9 +107,17 @@ TEST(Profile, QuickTwoRankProfileLoadsEverywhere) {
     const sim::OpCost* c = hw.device.op_cost(prec, static_cast<sim::OpKind>(k));
     ASSERT_NE(c, nullptr) << name;
     const double n = s["elements"], t = std::max(s["seconds"].get<double>(), 1e-9);
-    EXPECT_NEAR(s["pass"] == "forward" ? c->forward_s(n) : c->backward_s(n), t, 1e-6 * t) << name << " " << s["pass"];
+    const double curve = s["pass"] == "forward"    ? c->forward_s(n)
+                         : s["pass"] == "backward" ? c->backward_s(n)
+                                                   : c->backward_s(n, 1.0);  // backward_warm
+    EXPECT_NEAR(curve, t, 1e-6 * t) << name << " " << s["pass"];
+    if (s["pass"] == "backward_warm") ++warm_samples;
   }
   EXPECT_GE(op_samples, 2 * 8 * 2);  // forward and backward, 8 ops, 2 dtypes (+ the optimizer)
+  // A CPU times each op's backward warm too (right after its forward), and says how big its cache is.
+  EXPECT_GE(warm_samples, 2 * 7);    // the 7 ops with a backward (+ the attention GEMMs), 2 dtypes
+  EXPECT_GT(hw.device.last_level_cache_bytes, 0.0);
+  EXPECT_TRUE(j["sources"].contains("device.last_level_cache_bytes"));
 
   // The model's host time per block, measured on shardrun's own Transformer (CPU): every part,
   // each pass; a block costs more than one adapter or one expert.
