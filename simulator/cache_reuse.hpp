@@ -8,10 +8,10 @@
 // bytes touched since, about (L - 1 - i)(A + W), plus its own fit in C: the last C / (A + W)
 // blocks of the stage run their backward warm, a fraction min(1, C / (L (A + W))) of them.
 // (One micro-batch in flight; 1F1B's earlier stages hold up to p of them, which this ignores.)
-// On the project's Zen 5 VM (2026-11-28) a model op's backward ran 30-50 % faster warm than after
-// a sweep of the cache, and tiny-llama on one rank (4 blocks, hidden 256, seq 128) was predicted
-// +15 / +19 / +29 / +19 / +7 / +7 / -1 / +5 % at micro-batches 1, 1, 2, 2, 4, 4, 8, 8 with every
-// backward timed cold (`/tmp/mbs.sh` in the session note: one profile, two runs each).
+// Measured on the project's Zen 5 VM (2026-11-28, executor/README.md): a model op's cold backward
+// at 65k elements took 2.0-5.9x its warm one, at 4M elements 0.9-1.2x. tiny-llama on one rank
+// (shardrun, global batch 8, two runs per micro-batch), predicted with every backward cold: +19,
+// +22, +8, +3 % at micro-batches 1, 2, 4, 8; with this: +13, +18, +6, +3 %.
 #include <algorithm>
 
 namespace shardplan::simulator {
