@@ -337,26 +337,36 @@ class OpBench {
     // some sizes came out <= 0.)
     torch::Tensor y;
     const double f = b_.time([&] { (void)fwd(); });
-    const auto backward = [&] {
-      y.backward(gy);
-      y = torch::Tensor();
-    };
-    const auto forward_then = [&](bool cold) {
-      return [&, cold] {
-        for (auto& in : inputs) in.mutable_grad().reset();
-        y = fwd();
-        if (cold) {
-          evict_();
-          (void)gy.sum();
-        }
-      };
-    };
-    const double bwd = b_.time(backward, forward_then(static_cast<bool>(evict_)));
+    const auto [bwd, warm] = time_backward(
+        [&] {
+          y.backward(gy);
+          y = torch::Tensor();
+        },
+        [&] {
+          for (auto& in : inputs) in.mutable_grad().reset();
+          y = fwd();
+        },
+        [&] { (void)gy.sum(); });
     emit(k, shape, elements, "forward", f);
     emit(k, shape, elements, "backward", bwd);
-    // And warm, right after its forward: a small model's saved tensors are still in the cache when
-    // its backward comes (simulator/cache_reuse.hpp says when).
-    if (evict_) emit(k, shape, elements, "backward_warm", b_.time(backward, forward_then(false)));
+    if (warm >= 0) emit(k, shape, elements, "backward_warm", warm);
+  }
+
+  // A backward timed alone: each call after an untimed `prepare` (the inputs' gradients reset and
+  // a fresh forward), then, on a CPU, the cache sweep and `read_incoming` (the gradient the op
+  // after it just wrote, warm in training). Returns that cold time and, on a CPU, the same backward
+  // warm, right after its forward (a small model's saved tensors are still cached when its
+  // backward comes: simulator/cache_reuse.hpp says when); -1 where there is no sweep (GPUs).
+  std::pair<double, double> time_backward(const std::function<void()>& backward, const std::function<void()>& prepare,
+                                          const std::function<void()>& read_incoming) {
+    const double cold = b_.time(backward, [&] {
+      prepare();
+      if (evict_) {
+        evict_();
+        read_incoming();
+      }
+    });
+    return {cold, evict_ ? b_.time(backward, prepare) : -1.0};
   }
 
   // The attention core's GEMMs as the model runs them (model/attention_gemms.hpp, B heads of
@@ -378,28 +388,23 @@ class OpBench {
         // Backward as pair() times it: alone, after an untimed forward and the cache sweep.
         std::pair<torch::Tensor, torch::Tensor> y;
         const double f = b_.time([&] { (void)fwd(); });
-        const auto backward = [&] {
-          torch::autograd::backward({y.first, y.second}, {gs, go});
-          y = {};
-        };
-        const auto forward_then = [&](bool cold) {
-          return [&, cold] {
-            for (auto* x : {&q, &k, &v, &p}) x->mutable_grad().reset();
-            y = fwd();
-            if (cold) {
-              evict_();
+        const auto [bwd, warm] = time_backward(
+            [&] {
+              torch::autograd::backward({y.first, y.second}, {gs, go});
+              y = {};
+            },
+            [&] {
+              for (auto* x : {&q, &k, &v, &p}) x->mutable_grad().reset();
+              y = fwd();
+            },
+            [&] {
               (void)gs.sum();
               (void)go.sum();
-            }
-          };
-        };
-        const double bwd = b_.time(backward, forward_then(static_cast<bool>(evict_)));
+            });
         const double flops = 4.0 * B * s * s * d;
         emit(simulator::OpKind::attention_gemms, dims({B, s, d}), flops, "forward", f);
         emit(simulator::OpKind::attention_gemms, dims({B, s, d}), flops, "backward", bwd);
-        if (evict_)
-          emit(simulator::OpKind::attention_gemms, dims({B, s, d}), flops, "backward_warm",
-               b_.time(backward, forward_then(false)));
+        if (warm >= 0) emit(simulator::OpKind::attention_gemms, dims({B, s, d}), flops, "backward_warm", warm);
       }
   }
 
