@@ -94,15 +94,14 @@ ConfigContext::ConfigContext(const ModelContext& m, const ParallelConfig& config
   }
   env = make_cost_env(m.model, m.cluster, config, m.linears, m.lora_mask, groups, moe ? &m.expert_linears : nullptr);
   if (moe) env.expert_lora_mask = &m.expert_lora_mask;
+  block_params = static_cast<double>(per_rank(counts.per_layer - counts.per_layer_experts, counts.per_layer_tp_sharded, tp));
   env.warm_backward_fraction = warm_backward_fraction(
       m.cluster.hardware.device.last_level_cache_bytes / std::max(1, per_node),
       static_cast<double>(m.model.num_layers) / std::max(1, config.pp), block_activation_bytes(env, config.recompute),
-      (param_bytes + grad_bytes) *
-          static_cast<double>(per_rank(counts.per_layer - counts.per_layer_experts, counts.per_layer_tp_sharded, tp)));
+      (param_bytes + grad_bytes) * block_params);
   block_costs(env, config, block, block_kept);
   embedding = embedding_cost(env, m.model.tied_embeddings && config.pp == 1);
   head = head_cost(env);
-  block_params = static_cast<double>(per_rank(counts.per_layer - counts.per_layer_experts, counts.per_layer_tp_sharded, tp));
   block_lora = m.lora.enabled() ? lora_per_rank(m.linears, m.lora_mask, m.lora.rank, tp) : 0.0;
   block_trainable = m.lora.enabled() ? block_lora : block_params;
   embedding_params = static_cast<double>(per_rank(counts.embedding, counts.embedding_tp_sharded, tp));
