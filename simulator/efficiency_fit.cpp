@@ -4,6 +4,7 @@
 
 #include <Eigen/Dense>
 #include <algorithm>
+#include <array>
 #include <cmath>
 #include <set>
 
@@ -58,34 +59,70 @@ CurveFit fit_efficiency_curve(const std::vector<EfficiencySample>& samples, bool
   return fit;
 }
 
-LinkFit fit_link(const std::vector<LinkSample>& samples) {
-  if (samples.size() < 2) throw InputError("link fit: needs at least two timed collectives");
-  // Rows scaled by 1/t: minimise sum ((h*alpha + w*beta) / t - 1)^2, beta = 1/B.
-  const auto n = static_cast<Eigen::Index>(samples.size());
+namespace {
+
+struct TwoTermFit {
+  double a = 0, b = 0;  // t = u a + v b
+  double rms_relative_error = 0;
+};
+
+// Least squares of t = u a + v b on relative errors (rows scaled by 1/t: minimise
+// sum ((u a + v b) / t - 1)^2), both coefficients kept >= 0: a negative one is dropped and the
+// other refitted alone. Rows: {u, v, t}.
+TwoTermFit fit_two_terms(const std::vector<std::array<double, 3>>& rows) {
+  const auto n = static_cast<Eigen::Index>(rows.size());
   Eigen::MatrixXd A(n, 2);
   Eigen::VectorXd b = Eigen::VectorXd::Ones(n);
   for (Eigen::Index i = 0; i < n; ++i) {
-    const auto& s = samples[static_cast<std::size_t>(i)];
-    A(i, 0) = s.hops / s.seconds;
-    A(i, 1) = s.wire_bytes / s.seconds;
+    const auto& [u, v, t] = rows[static_cast<std::size_t>(i)];
+    A(i, 0) = u / t;
+    A(i, 1) = v / t;
   }
   Eigen::Vector2d x = A.colPivHouseholderQr().solve(b);
-  // Keep both terms physical: a negative one is dropped and the other refitted alone.
   for (int k = 0; k < 2; ++k) {
     if (x[k] >= 0) continue;
     const int other = 1 - k;
     x[k] = 0;
     x[other] = std::max(0.0, A.col(other).dot(b) / A.col(other).squaredNorm());
   }
+  return {x[0], x[1], std::sqrt((A * x - b).squaredNorm() / static_cast<double>(n))};
+}
+
+}  // namespace
+
+LinkFit fit_link(const std::vector<LinkSample>& samples) {
+  if (samples.size() < 2) throw InputError("link fit: needs at least two timed collectives");
+  std::vector<std::array<double, 3>> rows;
+  for (const auto& s : samples) rows.push_back({s.hops, s.wire_bytes, s.seconds});
+  const TwoTermFit x = fit_two_terms(rows);
   LinkFit fit;
-  fit.latency_s = x[0];
-  fit.bandwidth_Bps = x[1] > 0 ? 1.0 / x[1] : 0.0;
+  fit.latency_s = x.a;
+  fit.bandwidth_Bps = x.b > 0 ? 1.0 / x.b : 0.0;
   if (!(fit.bandwidth_Bps > 0)) {
     // Noisy timings (a loaded machine) can leave no size dependence to fit: fall back on the
     // best rate any collective achieved, a lower bound of the link's bandwidth.
     for (const auto& s : samples) fit.bandwidth_Bps = std::max(fit.bandwidth_Bps, s.wire_bytes / s.seconds);
   }
-  fit.rms_relative_error = std::sqrt((A * x - b).squaredNorm() / static_cast<double>(n));
+  fit.rms_relative_error = x.rms_relative_error;
+  return fit;
+}
+
+double streamed_operand_bytes(const std::array<double, 3>& operand_bytes, double cache_share_bytes) {
+  double streamed = 0;
+  for (double b : operand_bytes)
+    if (b > cache_share_bytes) streamed += b;
+  return streamed;
+}
+
+GemmStreamFit fit_gemm_stream(const std::vector<GemmSample>& samples) {
+  if (samples.size() < 2) throw InputError("GEMM stream fit: needs at least two timed GEMMs");
+  std::vector<std::array<double, 3>> rows;
+  for (const auto& s : samples) rows.push_back({s.flops, s.streamed_bytes, s.seconds});
+  const TwoTermFit x = fit_two_terms(rows);
+  GemmStreamFit fit;
+  fit.flop_rate = x.a > 0 ? 1.0 / x.a : 0.0;
+  fit.stream_Bps = x.b > 0 ? 1.0 / x.b : 0.0;
+  fit.rms_relative_error = x.rms_relative_error;
   return fit;
 }
 

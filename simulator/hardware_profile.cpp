@@ -117,6 +117,8 @@ DeviceProfile parse_device(const nlohmann::json& d, const JsonContext& ctx) {
     dev.fused_attention = it->get<bool>();
   }
   dev.last_level_cache_bytes = get_quantity(d, "last_level_cache", Quantity::bytes, ctx, false, true).value_or(0.0);
+  dev.gemm_operand_stream_Bps =
+      get_quantity(d, "gemm_operand_stream", Quantity::bytes_per_second, ctx, false, true).value_or(0.0);
   dev.flash_attention_v1_slowdown = parse_flash_v1_slowdown(d, ctx);
   dev.host_overhead = parse_host_overhead(d, ctx);
   return dev;
@@ -411,6 +413,7 @@ nlohmann::json to_json(const HardwareProfile& hw) {
   if (nlohmann::json host = to_json(d.host_overhead); !host.is_null()) j["device"]["host_overhead_seconds"] = host;
   if (!d.fused_attention) j["device"]["fused_attention"] = false;
   if (d.last_level_cache_bytes > 0) j["device"]["last_level_cache_bytes"] = d.last_level_cache_bytes;
+  if (d.gemm_operand_stream_Bps > 0) j["device"]["gemm_operand_stream_bytes_per_s"] = d.gemm_operand_stream_Bps;
   if (nlohmann::json v1 = to_json(d.flash_attention_v1_slowdown); !v1.is_null())
     j["device"]["flash_attention_v1_slowdown"] = v1;
   nlohmann::json busbw = nlohmann::json::object();

@@ -44,6 +44,10 @@ struct DeviceProfile {
   // The last-level cache the node's ranks share, bytes (measured CPU profiles); 0 = unknown or
   // negligible against a step's data (GPUs): every backward reads what forward saved cold.
   double last_level_cache_bytes = 0;
+  // The rate at which a GEMM streams its operands, bytes/s (measured CPU profiles: a CPU BLAS
+  // packs them between its FMA loops, efficiency_fit.hpp fit_gemm_stream); 0 = they overlap the
+  // FMAs (GPUs): a GEMM takes the longer of its compute and its memory time (the roofline).
+  double gemm_operand_stream_Bps = 0;
   FlashV1Slowdown flash_attention_v1_slowdown;  // attention kind flash1 against the curve above
   HostOverhead host_overhead;          // measured framework host time per block (host_overhead.hpp); none = 0
   [[nodiscard]] double peak(Precision p) const { return peak_flops[static_cast<int>(p)]; }

@@ -10,6 +10,7 @@
 #include <optional>
 
 #include "context_parallel.hpp"
+#include "efficiency_fit.hpp"
 #include "errors.hpp"
 #include "moe_cost.hpp"
 
@@ -304,6 +305,13 @@ double gemm_time_s(const CostEnv& env, double m, double k, double n, double batc
   const double flops = 2.0 * batch * m * k * n;
   const double bytes = env.act_bytes * batch * (m * k + k * n + m * n);
   const double compute = flops / (env.peak_flops * env.gemm_curve->at(flops));
+  // A CPU BLAS packs its operands between the FMA loops (Goto & van de Geijn 2008, Sec. 4): those
+  // streamed from DRAM add (efficiency_fit.hpp, streamed_operand_bytes); a GPU overlaps them.
+  if (dev.gemm_operand_stream_Bps > 0) {
+    const double e = env.act_bytes * batch;
+    const double streamed = streamed_operand_bytes({e * m * k, e * k * n, e * m * n}, env.cache_share_bytes);
+    return compute + streamed / dev.gemm_operand_stream_Bps + dev.kernel_launch_s;
+  }
   const double memory = bytes / (dev.memory_bandwidth_Bps * dev.memory_efficiency.at(bytes));
   return std::max(compute, memory) + dev.kernel_launch_s;
 }
@@ -333,6 +341,7 @@ CostEnv make_cost_env(const ModelSpec& m, const ClusterSpec& c, const ParallelCo
   env.model = &m;
   env.hw = &c.hardware;
   env.devices_per_node = c.per_node();
+  env.cache_share_bytes = c.hardware.device.last_level_cache_bytes / std::max(1, env.devices_per_node);
   env.tp_group = groups.tp;
   env.cp_group = groups.cp;
   env.ep_group = groups.ep;

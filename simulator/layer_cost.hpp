@@ -15,6 +15,8 @@ struct CostEnv {
   const ModelSpec* model = nullptr;
   const HardwareProfile* hw = nullptr;
   int devices_per_node = 1;
+  // The rank's share of the node's last-level cache (measured CPU profiles; 0 elsewhere).
+  double cache_share_bytes = 0;
   // The share of the blocks' backward calls whose saved tensors are still cached (cache_reuse.hpp);
   // priced with the ops' warm backward where the profile measured one.
   double warm_backward_fraction = 0;

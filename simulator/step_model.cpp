@@ -96,7 +96,7 @@ ConfigContext::ConfigContext(const ModelContext& m, const ParallelConfig& config
   if (moe) env.expert_lora_mask = &m.expert_lora_mask;
   block_params = static_cast<double>(per_rank(counts.per_layer - counts.per_layer_experts, counts.per_layer_tp_sharded, tp));
   env.warm_backward_fraction = warm_backward_fraction(
-      m.cluster.hardware.device.last_level_cache_bytes / std::max(1, per_node),
+      env.cache_share_bytes,
       static_cast<double>(m.model.num_layers) / std::max(1, config.pp), block_activation_bytes(env, config.recompute),
       (param_bytes + grad_bytes) * block_params);
   block_costs(env, config, block, block_kept);

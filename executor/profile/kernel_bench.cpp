@@ -162,15 +162,34 @@ void gemms(Bench& b, torch::ScalarType t) {
       w.push_back(torch::randn({n, k}, b.opts(t)));
       dy.push_back(torch::randn({m, n}, b.opts(t)));
     }
-    const double flops = 2.0 * m * n * k, bytes = e * (m * k + k * n + m * n);
     int i = 0;
     auto next = [&] { return i = (i + 1) % sets; };
-    b.add({"gemm", dtype_name(t), dims({m, n, k}) + "/fwd", flops, bytes, 0},
-          [&] { const int j = next(); (void)torch::matmul(x[j], w[j].t()); });
-    b.add({"gemm", dtype_name(t), dims({m, n, k}) + "/dgrad", flops, bytes, 0},
-          [&] { const int j = next(); (void)torch::matmul(dy[j], w[j]); });
-    b.add({"gemm", dtype_name(t), dims({m, n, k}) + "/wgrad", flops, bytes, 0},
-          [&] { const int j = next(); (void)torch::matmul(dy[j].t(), x[j]); });
+    auto sample = [&](const char* layout) { return gemm_sample("gemm", dtype_name(t), dims({m, n, k}) + layout, m, k, n, e); };
+    b.add(sample("/fwd"), [&] { const int j = next(); (void)torch::matmul(x[j], w[j].t()); });
+    b.add(sample("/dgrad"), [&] { const int j = next(); (void)torch::matmul(dy[j], w[j]); });
+    b.add(sample("/wgrad"), [&] { const int j = next(); (void)torch::matmul(dy[j].t(), x[j]); });
+  }
+}
+
+// GEMMs whose weight streams from memory, to part the operands' packing from the FMAs (the
+// profile fits t = F / R + streamed bytes / B_stream over them: simulator/efficiency_fit.hpp,
+// fit_gemm_stream). An LM head's layouts: k = 1024, a weight (n, k) three times
+// cold_cache_bytes() (each call reads it from DRAM), m = 32, 128 and 512 tokens (the output
+// streams too at 512); fp32, CPU only (a GPU overlaps its loads with the FMAs). On this project's
+// 2-vCPU VM (python3-torch, one thread, 2026-11-28) GPT-2's 768 x 50257 head ran at 67, 105 and
+// 118 GFLOP/s at 32, 128 and 512 tokens, against 125 for a 2048^3 cube.
+void gemm_operand_stream(Bench& b) {
+  if (b.cuda()) return;
+  const int64_t k = 1024;
+  const double e = element_bytes(torch::kFloat);
+  const int64_t n = static_cast<int64_t>(std::ceil((b.quick() ? 2.0 : 3.0) * cold_cache_bytes() / (e * k)));
+  const torch::Tensor w = torch::randn({n, k}, b.opts(torch::kFloat));
+  for (int64_t m : b.quick() ? std::vector<int64_t>{32, 128} : std::vector<int64_t>{32, 128, 512}) {
+    const torch::Tensor x = torch::randn({m, k}, b.opts(torch::kFloat)), dy = torch::randn({m, n}, b.opts(torch::kFloat));
+    auto sample = [&](const char* layout) { return gemm_sample("gemm_stream", "fp32", dims({m, n, k}) + layout, m, k, n, e); };
+    b.add(sample("/fwd"), [&] { (void)torch::matmul(x, w.t()); });
+    b.add(sample("/dgrad"), [&] { (void)torch::matmul(dy, w); });
+    b.add(sample("/wgrad"), [&] { (void)torch::matmul(dy.t(), x); });
   }
 }
 
@@ -184,10 +203,8 @@ void attention(Bench& b, torch::ScalarType t) {
       torch::Tensor q = torch::randn({B, s, d}, b.opts(t)), k = torch::randn({B, d, s}, b.opts(t));
       torch::Tensor p = torch::randn({B, s, s}, b.opts(t)), v = torch::randn({B, s, d}, b.opts(t));
       // q @ k^T: (B, s, s); p @ v: (B, s, d)
-      b.add({"attention_gemm", dtype_name(t), dims({B, s, s, d}), 2.0 * B * s * s * d, e * B * (2.0 * s * d + s * s), 0},
-            [&] { (void)torch::bmm(q, k); });
-      b.add({"attention_gemm", dtype_name(t), dims({B, s, d, s}), 2.0 * B * s * s * d, e * B * (2.0 * s * d + s * s), 0},
-            [&] { (void)torch::bmm(p, v); });
+      b.add(gemm_sample("attention_gemm", dtype_name(t), dims({B, s, s, d}), s, d, s, e, B), [&] { (void)torch::bmm(q, k); });
+      b.add(gemm_sample("attention_gemm", dtype_name(t), dims({B, s, d, s}), s, s, d, e, B), [&] { (void)torch::bmm(p, v); });
       if (d == 64)  // softmax over the scores: read + write (B, s, s)
         b.add({"softmax", dtype_name(t), dims({B, s, s}), 0, 2 * e * B * s * s, 0},
               [&] { (void)torch::softmax(p, -1); });
@@ -226,8 +243,7 @@ void embedding_and_head(Bench& b, torch::ScalarType t) {
       // Gather M rows of (V, h): read + write (M, h); logits (M, h) @ (h, V).
       b.add({"embedding", dtype_name(t), dims({M, V, h}), 0, 2 * e * M * h, 0},
             [&] { (void)torch::embedding(table, ids); });
-      b.add({"lm_head", dtype_name(t), dims({M, V, h}), 2.0 * M * V * h, e * (M * h + V * h + M * V), 0},
-            [&] { (void)torch::matmul(x, table.t()); });
+      b.add(gemm_sample("lm_head", dtype_name(t), dims({M, V, h}), M, h, V, e), [&] { (void)torch::matmul(x, table.t()); });
     }
 }
 
@@ -474,6 +490,7 @@ std::vector<KernelSample> bench_kernels(const BenchContext& ctx, const std::vect
   torch::NoGradGuard no_grad;
   Bench b(ctx);
   launch_and_copies(b);
+  gemm_operand_stream(b);
   for (auto t : dtypes) {
     gemms(b, t);
     attention(b, t);

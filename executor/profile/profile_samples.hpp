@@ -1,6 +1,7 @@
 #pragma once
 // What `shardrun profile` measures, as plain data (no LibTorch): kernel samples and timed
 // collectives, and everything the measured profile records about the run that took them.
+#include <array>
 #include <string>
 #include <utility>
 #include <vector>
@@ -17,7 +18,7 @@ struct KernelSample {
                double seconds_, std::string pass_ = "", double elements_ = 0)
       : kind(std::move(kind_)), dtype(std::move(dtype_)), shape(std::move(shape_)), flops(flops_), bytes(bytes_),
         seconds(seconds_), pass(std::move(pass_)), elements(elements_) {}
-  std::string kind;   // gemm | attention_gemm | lm_head | softmax | layer_norm | rms_norm |
+  std::string kind;   // gemm | gemm_stream | attention_gemm | lm_head | softmax | layer_norm | rms_norm |
                       // elementwise | embedding | optimizer | launch | h2d | d2h, or with a
                       // pass: one of the model's ops (simulator::op_kind_name: dropout, ...)
   std::string dtype;  // fp32 | bf16 | fp16
@@ -27,7 +28,19 @@ struct KernelSample {
   double seconds = 0; // median per call, the slowest rank's
   std::string pass;   // "" for kernels; forward | backward for the model's ops
   double elements = 0; // the model's ops: elements of the tensor the op is charged by
+  // GEMMs (m x k) @ (k x n): bytes of A (m x k), B (k x n) and C (m x n), whole batch.
+  std::array<double, 3> operand_bytes{};
 };
+
+// A GEMM's sample (batch x (m x k) @ (k x n), elements of e bytes): 2 batch m k n FLOP, the
+// three operands' bytes, and their sum as `bytes`, as layer_cost.cpp's gemm_time_s counts them.
+inline KernelSample gemm_sample(std::string kind, std::string dtype, std::string shape, double m, double k, double n,
+                                double e, double batch = 1) {
+  KernelSample s(std::move(kind), std::move(dtype), std::move(shape), 2 * batch * m * k * n,
+                 e * batch * (m * k + k * n + m * n), 0);
+  s.operand_bytes = {e * batch * m * k, e * batch * k * n, e * batch * m * n};
+  return s;
+}
 
 struct ProfileRun {
   simulator::HardwareProfile base;  // node/host/price figures not measured come from here

@@ -1,6 +1,8 @@
 // Legend: peak_d best GEMM rate of dtype d (FLOP/s), bw best memory-bound rate (bytes/s),
 // t_launch the minimal op's time; efficiency sample = rate / best rate with the launch cost
-// taken out, as the simulator adds it back (layer_cost.cpp: gemm_time_s, memory_time_s).
+// taken out, as the simulator adds it back (layer_cost.cpp: gemm_time_s, memory_time_s);
+// B_stream (CPU) the GEMMs' operand-stream rate, whose bytes / B_stream is taken out of each
+// GEMM sample too and added back the same way.
 #include <algorithm>
 #include <cmath>
 #include <map>
@@ -8,6 +10,7 @@
 #include <tuple>
 
 #include "profile_samples.hpp"
+#include "simulator/efficiency_fit.hpp"
 #include "simulator/errors.hpp"
 
 namespace shardplan::executor {
@@ -61,6 +64,7 @@ nlohmann::json samples_json(const ProfileRun& run) {
   for (const auto& s : run.kernels) {
     kernels.push_back({{"kind", s.kind}, {"dtype", s.dtype}, {"shape", s.shape}, {"flops", s.flops},
                        {"bytes", s.bytes}, {"seconds", s.seconds}});
+    if (s.flops > 0) kernels.back()["operand_bytes"] = s.operand_bytes;
     if (!s.pass.empty()) {
       kernels.back()["pass"] = s.pass;
       kernels.back()["elements"] = s.elements;
@@ -77,15 +81,33 @@ struct Fits {
   double launch_s = 0, bandwidth = 0;
   std::map<std::string, sim::CurveFit> gemm;  // by dtype
   sim::CurveFit memory;
+  sim::GemmStreamFit stream;  // CPU: the GEMMs' operand stream (stream_Bps 0: none)
 };
+
+// The rank's share of the last-level cache: operands above it stream (simulator/efficiency_fit.hpp,
+// streamed_operand_bytes), as layer_cost.cpp's CostEnv::cache_share_bytes has it.
+double cache_share_bytes(const ProfileRun& run) { return run.last_level_cache_bytes / std::max(1, run.ranks_on_node); }
+
+// A GEMM's time without its streamed operands (the simulator adds them back at B_stream:
+// layer_cost.cpp, gemm_time_s), floored at half the measured time.
+double gemm_compute_seconds(const KernelSample& s, double busy, const sim::GemmStreamFit& stream, double cache_share) {
+  if (stream.stream_Bps <= 0) return busy;
+  return std::max(busy - sim::streamed_operand_bytes(s.operand_bytes, cache_share) / stream.stream_Bps, 0.5 * busy);
+}
 
 Fits fit_device(const ProfileRun& run) {
   Fits f;
   for (const auto& s : run.kernels)
     if (s.kind == "launch") f.launch_s = s.seconds;
+  const double share = cache_share_bytes(run);
+  std::vector<sim::GemmSample> stream;
+  for (const auto& s : run.kernels)
+    if (s.kind == "gemm_stream")
+      stream.push_back({s.flops, sim::streamed_operand_bytes(s.operand_bytes, share), busy_seconds(s, f.launch_s)});
+  if (stream.size() >= 2) f.stream = sim::fit_gemm_stream(stream);
   for (const auto& s : run.kernels) {
     const double busy = busy_seconds(s, f.launch_s);
-    if (is_gemm(s)) f.peak[s.dtype] = std::max(f.peak[s.dtype], s.flops / busy);
+    if (is_gemm(s)) f.peak[s.dtype] = std::max(f.peak[s.dtype], s.flops / gemm_compute_seconds(s, busy, f.stream, share));
     if (is_memory(s)) f.bandwidth = std::max(f.bandwidth, s.bytes / busy);
   }
   if (f.peak.count("fp32") == 0) throw sim::InputError("shardrun profile: no fp32 GEMM was measured");
@@ -94,7 +116,8 @@ Fits fit_device(const ProfileRun& run) {
   std::vector<sim::EfficiencySample> memory;
   for (const auto& s : run.kernels) {
     const double busy = busy_seconds(s, f.launch_s);
-    if (is_gemm(s)) gemm[s.dtype].push_back({s.flops, s.flops / busy / f.peak.at(s.dtype)});
+    if (is_gemm(s))
+      gemm[s.dtype].push_back({s.flops, s.flops / gemm_compute_seconds(s, busy, f.stream, share) / f.peak.at(s.dtype)});
     if (is_memory(s)) memory.push_back({s.bytes, s.bytes / busy / f.bandwidth});
   }
   for (const auto& [dtype, samples] : gemm) f.gemm[dtype] = sim::fit_efficiency_curve(samples, /*monotone=*/true);
@@ -142,6 +165,15 @@ nlohmann::json measured_profile_json(const ProfileRun& run) {
     if (dtype != "fp32") continue;
     d["gemm_efficiency_by_flop"] = sim::to_json(g.curve);
     sources["device.gemm_efficiency_by_flop"] = "the fp32 curve (precisions without their own curve use it)";
+  }
+  if (f.stream.stream_Bps > 0) {
+    d["gemm_operand_stream_bytes_per_s"] = f.stream.stream_Bps;
+    sources["device.gemm_operand_stream_bytes_per_s"] =
+        by + "t = FLOP / R + streamed bytes / B_stream fitted to the fp32 GEMMs with a weight 3x the cache "
+        "(samples.kernels, kind gemm_stream; an operand streams when larger than the rank's share of the cache, " +
+        std::to_string(cache_share_bytes(run) / 1048576.0).substr(0, 5) + " MiB): R " + std::to_string(f.stream.flop_rate / 1e9).substr(0, 6) +
+        " GFLOP/s, " + gbps(f.stream.stream_Bps) + ", rms " + std::to_string(100 * f.stream.rms_relative_error).substr(0, 4) +
+        " %; the GEMM curves are fitted to each sample's time less its streamed bytes / B_stream";
   }
   d["memory_efficiency_by_bytes"] = sim::to_json(f.memory.curve);
   sources["device.memory_efficiency_by_bytes"] = by + "degree-" + std::to_string(f.memory.degree) +
