@@ -1,8 +1,8 @@
 // Legend: peak_d best GEMM rate of dtype d (FLOP/s), bw best memory-bound rate (bytes/s),
 // t_launch the minimal op's time; efficiency sample = rate / best rate with the launch cost
 // taken out, as the simulator adds it back (layer_cost.cpp: gemm_time_s, memory_time_s);
-// B_stream (CPU) the GEMMs' operand-stream rate, whose bytes / B_stream is taken out of each
-// GEMM sample too and added back the same way.
+// B_stream (CPU) the GEMMs' operand-stream rate: each GEMM sample's streamed bytes (its operands
+// over the rank's cache share) / B_stream are taken out of it too and added back the same way.
 #include <algorithm>
 #include <cmath>
 #include <map>
