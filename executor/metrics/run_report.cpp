@@ -192,21 +192,23 @@ nlohmann::json build_report(const ReportInputs& in) {
   auto rel = [](double measured_v, double predicted_v) {
     return measured_v > 0 ? (predicted_v - measured_v) / measured_v : 0.0;
   };
-  return {{"schema", "shardplan.report/1"},
-          {"plan", in.plan_path},
-          {"model", in.model},
-          {"world_size", in.world_size},
-          {"device", in.device},
-          {"threads_per_rank", in.threads_per_rank},
-          {"layout", in.layout},
-          {"precision", in.precision},
-          {"attention", in.attention},
-          {"attempts", in.attempts},
-          {"measured", measured},
-          {"predicted", predicted},
-          {"error",
-           {{"step_seconds_relative", rel(step_s, p.time.step_s)},
-            {"peak_memory_relative", rel(static_cast<double>(peak), p.worst.total())}}}};
+  nlohmann::json report = {{"schema", "shardplan.report/1"},
+                            {"plan", in.plan_path},
+                            {"model", in.model},
+                            {"world_size", in.world_size},
+                            {"device", in.device},
+                            {"threads_per_rank", in.threads_per_rank},
+                            {"layout", in.layout},
+                            {"precision", in.precision},
+                            {"attention", in.attention},
+                            {"attempts", in.attempts},
+                            {"measured", measured},
+                            {"predicted", predicted},
+                            {"error",
+                             {{"step_seconds_relative", rel(step_s, p.time.step_s)},
+                              {"peak_memory_relative", rel(static_cast<double>(peak), p.worst.total())}}}};
+  if (!in.blas_kernels.empty()) report["blas_kernels"] = in.blas_kernels;
+  return report;
 }
 
 }  // namespace shardplan::executor

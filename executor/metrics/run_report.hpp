@@ -77,6 +77,7 @@ struct ReportInputs {
   std::string memory_source;               // "cpu-accounting-allocator" | "cuda-caching-allocator"
   std::string device;
   int threads_per_rank = 1;
+  std::string blas_kernels;                // OpenBLAS's kernel set (run/threads.hpp); "": left out
   std::string schedule;                    // pipeline schedule run
   simulator::Prediction prediction;
   nlohmann::json attempts;                 // summarize_attempts() of metrics.jsonl; null: left out

@@ -212,6 +212,7 @@ void Transformer::build() {
   const int64_t rows = vocab_padded_ / opt_.tp;
   wte_.start = opt_.tp_rank * rows;
   wte_.valid = std::clamp<int64_t>(spec_.vocab_size - wte_.start, 0, rows);
+  wte_.rows_into_grad = !spec_.tied_embeddings;
 }
 
 void Transformer::init_weights(uint64_t seed) {

@@ -72,10 +72,10 @@ torch::Tensor Transformer::attention_core(const torch::Tensor& q, const torch::T
   // and V at their own size.
   const int64_t group = nh / nkv;
   // softmax(Q K^T / sqrt(hd) + causal mask) V (Vaswani et al. 2017, §3.2.1)
-  const torch::Tensor scores = attention_scores(q, k);  // (B, nkv, g*S, S)
+  const torch::Tensor scores = attention_scores(q, k, /*causal=*/true);  // (B, nkv, g*S, S)
   torch::Tensor probs = causal_softmax(scores, group, 1.0 / std::sqrt(static_cast<double>(hd)), q.scalar_type());
   probs = dropout(probs, opt_.attention_dropout, ctx, /*sharded=*/true);
-  return attention_values(probs, v, nh);  // (B, S, nh*hd)
+  return attention_values(probs, v, nh, /*causal=*/true);  // (B, S, nh*hd)
 }
 
 torch::Tensor Transformer::context_attention(const torch::Tensor& q, const torch::Tensor& k, const torch::Tensor& v,

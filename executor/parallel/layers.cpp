@@ -112,16 +112,50 @@ torch::Tensor ParallelLinear::forward(const torch::Tensor& x, const TpContext& c
   return y;
 }
 
+namespace {
+
+// weight[ids] as one autograd node whose backward adds each row's gradient into weight.grad()
+// itself (index_add_, as embedding_dense_backward adds into its zeroed table) and returns none;
+// without a .grad to add into, the dense gradient as torch::embedding's backward gives it.
+struct EmbeddingRowsIntoGrad : torch::autograd::Function<EmbeddingRowsIntoGrad> {
+  // weight: (V, H), ids: (B, S) -> (B, S, H)
+  static torch::Tensor forward(torch::autograd::AutogradContext* ctx, const torch::Tensor& weight,
+                               const torch::Tensor& ids) {
+    ctx->save_for_backward({weight, ids});  // weight: the parameter itself, for its .grad
+    return torch::embedding(weight, ids);
+  }
+  static torch::autograd::variable_list backward(torch::autograd::AutogradContext* ctx,
+                                                 torch::autograd::variable_list g) {
+    const auto saved = ctx->get_saved_variables();
+    const torch::Tensor& weight = saved[0];
+    const torch::Tensor idx = saved[1].reshape({-1});
+    const torch::Tensor rows = g[0].reshape({-1, weight.size(1)});  // (B*S, H)
+    torch::Tensor grad = weight.grad();
+    if (grad.defined() && grad.scalar_type() == rows.scalar_type() && grad.device() == rows.device()) {
+      torch::NoGradGuard no_grad;
+      grad.index_add_(0, idx, rows);
+      return {torch::Tensor(), torch::Tensor()};
+    }
+    return {torch::zeros_like(weight).index_add_(0, idx, rows.to(weight.scalar_type())), torch::Tensor()};
+  }
+};
+
+}  // namespace
+
 torch::Tensor VocabEmbedding::forward(const torch::Tensor& ids, const TpContext& ctx) const {
   Communicator& tp = *ctx.tp;
   const int64_t rows = weight.size(0);
+  const auto lookup = [&](const torch::Tensor& local) {  // (B, S, H)
+    return rows_into_grad && weight.requires_grad() ? EmbeddingRowsIntoGrad::apply(weight, local)
+                                                    : torch::embedding(weight, local);
+  };
   if (tp.size() == 1 && valid == rows) {
-    torch::Tensor e = torch::embedding(weight, ids);  // (B, S, H)
+    torch::Tensor e = lookup(ids);  // (B, S, H)
     return ctx.sequence_parallel ? scatter_to_seq(e, tp) : e;
   }
   const torch::Tensor outside = (ids < start) | (ids >= start + valid);
   const torch::Tensor local = (ids - start).masked_fill(outside, 0);
-  torch::Tensor e = torch::embedding(weight, local).masked_fill(outside.unsqueeze(-1), 0.0);  // (B, S, H) partial
+  torch::Tensor e = lookup(local).masked_fill(outside.unsqueeze(-1), 0.0);  // (B, S, H) partial
   return ctx.sequence_parallel ? reduce_scatter_seq(e, tp) : reduce_from_tp(e, tp);
 }
 

@@ -81,6 +81,12 @@ struct VocabEmbedding {
   torch::Tensor weight;  // (V_pad/t, H)
   int64_t start = 0;     // first vocabulary id of this rank
   int64_t valid = 0;     // rows of this rank that are real tokens (the rest is padding)
+  // Backward adds the looked-up rows' gradients straight into weight.grad() when it is defined
+  // (ZeRO 0/1: a view of the unit's flat gradient buffer) instead of building the dense (V/t, H)
+  // gradient — a zero fill of the whole table and a full add, per micro-batch, for B*S rows
+  // touched. Only for a weight nothing else uses (not tied to the head, whose gradient meets the
+  // embedding's in autograd: simulator/stage_memory.cpp counts that peak).
+  bool rows_into_grad = false;
   // ids: (B, S) -> (B, Sx, H)
   [[nodiscard]] torch::Tensor forward(const torch::Tensor& ids, const TpContext& ctx) const;
 };

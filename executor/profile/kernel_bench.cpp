@@ -386,8 +386,10 @@ class OpBench {
   }
 
   // The attention core's GEMMs as the model runs them (model/attention_gemms.hpp, B heads of
-  // one sequence): scores = q k^T, out = p v; backward the four GEMMs autograd runs.
-  // Charged per FLOP of the two forward GEMMs, over head dims 32..128 and a few lengths.
+  // one sequence, causal: p is 0 above the diagonal): scores = q k^T, out = p v; backward the
+  // four GEMMs autograd runs. Charged per model FLOP of the two forward GEMMs (the whole s x s
+  // scores, as the simulator counts them), so on a CPU the masked blocks the causal pass skips
+  // are in the rate; over head dims 32..128 and a few lengths.
   void attention_gemms() {
     torch::AutoGradMode grad_on(true);
     const std::vector<int64_t> seqs = b_.quick() ? std::vector<int64_t>{128}
@@ -397,8 +399,11 @@ class OpBench {
     for (int64_t s : seqs)
       for (int64_t d : {int64_t{32}, int64_t{64}, int64_t{128}}) {
         if (b_.quick() && d != 64) continue;
-        auto q = leaf({1, B, s, d}), k = leaf({1, B, s, d}), v = leaf({1, B, s, d}), p = leaf({1, B, s, s});
-        const auto fwd = [&] { return std::make_pair(attention_scores(q, k), attention_values(p, v, B)); };
+        auto q = leaf({1, B, s, d}), k = leaf({1, B, s, d}), v = leaf({1, B, s, d});
+        auto p = torch::tril(torch::rand({1, B, s, s}, o_)).requires_grad_(true);
+        const auto fwd = [&] {
+          return std::make_pair(attention_scores(q, k, /*causal=*/true), attention_values(p, v, B, /*causal=*/true));
+        };
         const auto [s0, o0] = fwd();
         const torch::Tensor gs = torch::randn_like(s0.detach()), go = torch::randn_like(o0.detach());
         // Backward as pair() times it: alone, after an untimed forward and the cache sweep.

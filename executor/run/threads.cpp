@@ -9,7 +9,8 @@
 namespace shardplan::executor {
 
 std::string ThreadSetup::describe() const {
-  return std::to_string(threads) + " thread(s) per rank (LibTorch" + (openblas ? " + OpenBLAS)" : "; OpenBLAS not found)");
+  return std::to_string(threads) + " thread(s) per rank (LibTorch" +
+         (openblas ? " + OpenBLAS, " + blas_kernels + " kernels)" : "; OpenBLAS not found)");
 }
 
 ThreadSetup configure_threads(int requested, int ranks_on_node) {
@@ -31,6 +32,12 @@ ThreadSetup configure_threads(int requested, int ranks_on_node) {
   if (auto fn = reinterpret_cast<SetThreads>(dlsym(RTLD_DEFAULT, "openblas_set_num_threads"))) {
     fn(s.threads);
     s.openblas = true;
+    // The kernel set OpenBLAS picked when it loaded (or OPENBLAS_CORETYPE forced): a profile is
+    // only good for runs on the same one.
+    using CoreName = char* (*)();
+    const auto core = reinterpret_cast<CoreName>(dlsym(RTLD_DEFAULT, "openblas_get_corename"));
+    const char* name = core ? core() : nullptr;
+    s.blas_kernels = name ? name : "unknown";
   }
   return s;
 }

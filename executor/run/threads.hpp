@@ -9,6 +9,7 @@ namespace shardplan::executor {
 struct ThreadSetup {
   int threads = 1;
   bool openblas = false;  // OpenBLAS found and set
+  std::string blas_kernels;  // OpenBLAS's kernel set ("Haswell", "SkylakeX", ...), "" without OpenBLAS
   [[nodiscard]] std::string describe() const;
 };
 

@@ -298,6 +298,7 @@ void Trainer::finish() {
   in.memory_source = memory_source(s.device);
   in.device = describe_device(s.device);
   in.threads_per_rank = s.threads.threads;
+  in.blas_kernels = s.device.is_cpu() ? s.threads.blas_kernels : "";
   in.schedule = simulator::to_string(s.plan.config.schedule);
   in.prediction = s.plan.prediction;
   in.reference_gemm_start_s = s.reference_gemm_start_s;

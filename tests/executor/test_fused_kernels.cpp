@@ -251,5 +251,42 @@ TEST(AttentionGemms, MatchMatmulOnStridedGroupedViewsForwardAndBackward) {
   }
 }
 
+// Causal (model/attention_gemms.hpp): the row blocks of uneven size (S = 100: 3 blocks of 33, 33
+// and 34 rows) against keys up to each block's end only; the masked softmax between them, as the
+// model runs it. Scores on and below the diagonal, the context and every gradient match the full
+// double-precision computation; the scores above the row blocks are 0.
+TEST(AttentionGemms, CausalRowBlocksMatchTheFullMaskedComputation) {
+  if (!attention_gemms_use_cblas()) GTEST_SKIP() << "built without CBLAS";
+  torch::manual_seed(13);
+  const int64_t B = 2, nh = 4, nkv = 2, S = 100, hd = 8, g = nh / nkv;
+  ASSERT_EQ(causal_row_blocks(S), 3);
+  const torch::Tensor future = torch::ones({S, S}, torch::kBool).triu(1).repeat({g, 1});  // (g*S, S)
+  for (const bool contiguous_q : {false, true}) {
+    const torch::Tensor q0 = torch::randn({B, S, nh * hd}), k0 = torch::randn({B, S, nkv * hd});
+    const torch::Tensor v0 = torch::randn({B, S, nkv * hd}), dctx = torch::randn({B, S, nh * hd});
+    const auto heads = [&](const torch::Tensor& t, int64_t n) { return t.view({B, S, n, hd}).transpose(1, 2); };
+    const torch::Tensor q = q0.clone().requires_grad_(), k = k0.clone().requires_grad_(), v = v0.clone().requires_grad_();
+    const torch::Tensor qh = contiguous_q ? heads(q, nh).contiguous() : heads(q, nh);
+    const torch::Tensor scores = attention_scores(qh, heads(k, nkv), /*causal=*/true);
+    const torch::Tensor p = torch::softmax(scores.masked_fill(future, -INFINITY), -1);
+    const torch::Tensor ctx = attention_values(p, heads(v, nkv), nh, /*causal=*/true);
+    ctx.backward(dctx);
+    const torch::Tensor qr = q0.to(torch::kDouble).requires_grad_(), kr = k0.to(torch::kDouble).requires_grad_();
+    const torch::Tensor vr = v0.to(torch::kDouble).requires_grad_();
+    const torch::Tensor sr = torch::matmul(heads(qr, nh).reshape({B, nkv, g * S, hd}), heads(kr, nkv).transpose(-2, -1));
+    const torch::Tensor cr = torch::matmul(torch::softmax(sr.masked_fill(future, -INFINITY), -1), heads(vr, nkv))
+                                 .view({B, nh, S, hd})
+                                 .transpose(1, 2)
+                                 .reshape({B, S, nh * hd});
+    cr.backward(dctx.to(torch::kDouble));
+    EXPECT_LT(max_rel(scores.detach().masked_fill(future, 0.0), sr.detach().masked_fill(future, 0.0)), 1e-6);
+    EXPECT_EQ(scores.detach().narrow(2, 0, 33).narrow(3, 33, S - 33).abs().max().item<float>(), 0.0F);
+    EXPECT_LT(max_rel(ctx.detach(), cr.detach()), 1e-6) << contiguous_q;
+    EXPECT_LT(max_rel(q.grad(), qr.grad()), 1e-5) << contiguous_q;
+    EXPECT_LT(max_rel(k.grad(), kr.grad()), 1e-5) << contiguous_q;
+    EXPECT_LT(max_rel(v.grad(), vr.grad()), 1e-5) << contiguous_q;
+  }
+}
+
 }  // namespace fused_kernels_test
 }  // namespace shardplan::executor

@@ -66,7 +66,9 @@ TEST(Profile, QuickTwoRankProfileLoadsEverywhere) {
   // The LM-head GEMMs that part the stream from the FMAs: two token counts, three layouts each.
   EXPECT_EQ(stream_samples, 2 * 3);
   EXPECT_EQ(hw.device.gemm_operand_stream_Bps, stream);
-  if (stream > 0) EXPECT_TRUE(j["sources"].contains("device.gemm_operand_stream_bytes_per_s"));
+  if (stream > 0) {
+    EXPECT_TRUE(j["sources"].contains("device.gemm_operand_stream_bytes_per_s"));
+  }
   // GEMMs as a linear layer runs them: each (m, n, k) in its forward, input-gradient and
   // weight-gradient layouts, the same FLOP each.
   std::map<std::string, std::map<std::string, double>> layouts;  // dtype/shape -> layout -> FLOP

@@ -2,11 +2,13 @@
 // stage, the report, and bad input (one clear error, every rank exits non-zero, no hang).
 #include <gtest/gtest.h>
 
-#include <fstream>
+#include <strings.h>
 
 #include <chrono>
 #include <cmath>
+#include <cstdlib>
 #include <cstring>
+#include <fstream>
 
 #include "harness.hpp"
 
@@ -148,6 +150,12 @@ TEST(Report, PeakMemoryFallsWithEachZeroStageAndTheReportCarriesPredictions) {
     EXPECT_EQ(r.report["attention"]["planned"], attention);
     EXPECT_EQ(r.report["attention"]["ran"], "eager");
     EXPECT_EQ(r.report["attention"]["reason"].get<std::string>().empty(), attention == "eager");
+    // The kernel set OpenBLAS runs (a profile holds for runs on the same one): the one
+    // OPENBLAS_CORETYPE forces where it is set, as on this project's machines.
+    ASSERT_TRUE(r.report.contains("blas_kernels")) << r.report.dump();
+    if (const char* forced = std::getenv("OPENBLAS_CORETYPE"); forced != nullptr && *forced != '\0') {
+      EXPECT_EQ(strcasecmp(r.report["blas_kernels"].get<std::string>().c_str(), forced), 0) << r.report["blas_kernels"];
+    }
     const auto& m = r.report["measured"];
     ASSERT_EQ(m["peak_memory_bytes_per_rank"].size(), 2u);
     EXPECT_GT(m["step_seconds"].get<double>(), 0.0);

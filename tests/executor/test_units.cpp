@@ -122,6 +122,41 @@ TEST(SpColumnLinears, FrozenWeightsKeepNoInput) {
   EXPECT_TRUE(torch::allclose(dx_frozen, dx_trained));
 }
 
+TEST(VocabEmbedding, RowsIntoGradAddToTheFlatGradientAsTheDenseBackwardWould) {
+  SelfCommunicator self;
+  TpContext ctx;
+  ctx.tp = &self;
+  torch::manual_seed(3);
+  const int64_t V = 12, H = 5;
+  const torch::Tensor w0 = torch::randn({V, H});
+  // Repeated ids (their rows' gradients sum), and two micro-batches accumulating.
+  const torch::Tensor ids = torch::tensor({{3, 7, 3}, {0, 11, 3}}, torch::kLong);
+  const torch::Tensor dy = torch::randn({2, 3, H});
+  for (const int64_t valid : {V, V - 2}) {  // whole table; padded rows (the masked path)
+    VocabEmbedding ref{w0.clone().requires_grad_(), 0, valid};
+    VocabEmbedding ours{w0.clone().requires_grad_(), 0, valid};
+    ours.rows_into_grad = true;
+    // ZeRO 0/1: .grad is a view of the unit's flat buffer, holding what earlier micro-batches added.
+    const torch::Tensor flat = torch::randn({V * H + 3});
+    const torch::Tensor before = flat.narrow(0, 0, V * H).view({V, H}).clone();
+    ours.weight.mutable_grad() = flat.narrow(0, 0, V * H).view({V, H});
+    for (int mb = 0; mb < 2; ++mb) {
+      ref.forward(ids, ctx).backward(dy);
+      ours.forward(ids, ctx).backward(dy);
+    }
+    EXPECT_EQ(ours.weight.grad().data_ptr(), flat.data_ptr()) << "still the flat buffer's view";
+    EXPECT_LT(max_rel(ours.weight.grad() - before, ref.weight.grad()), 1e-6) << valid;
+    EXPECT_EQ(ref.weight.grad()[1].abs().sum().item<float>(), 0.0F) << "untouched rows";
+    // Without a .grad to add into (ZeRO 2/3 hand gradients over as autograd makes them): the dense one.
+    VocabEmbedding fresh{w0.clone().requires_grad_(), 0, valid};
+    fresh.rows_into_grad = true;
+    fresh.forward(ids, ctx).backward(dy);
+    ref.weight.mutable_grad().reset();
+    ref.forward(ids, ctx).backward(dy);
+    EXPECT_LT(max_rel(fresh.weight.grad(), ref.weight.grad()), 1e-6) << valid;
+  }
+}
+
 TEST(VocabParallelCrossEntropy, OneRankMatchesTorchCrossEntropyAndItsGradient) {
   SelfCommunicator self;
   torch::manual_seed(1);
