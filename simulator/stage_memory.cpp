@@ -15,7 +15,11 @@ namespace {
 // Gradient-phase buffers of shardrun's ZeRO engine (executor/engine/zero_engine.hpp), which keeps
 // one flat buffer per unit (the embedding, each block, the head), as FSDP does:
 //   stage 0/1  gradients accumulate in place in the flat buffer and are all-reduced in place;
-//              autograd's fresh gradient of the largest parameter exists before it is added in;
+//              autograd's fresh gradient of the largest parameter exists before it is added in,
+//              except where shardrun adds it in directly: fp32 linears inside the weight-gradient
+//              GEMM (executor/parallel/zero_linear.hpp; not the column linears under sequence
+//              parallelism, LoRA adapters, experts or a tied head) and an untied embedding's rows
+//              (parallel/layers.hpp);
 //   stage 2    a unit's gradients as autograd made them + their flat copy + the reduced shard,
 //              with the previous unit's flat copy and shard possibly still in flight;
 //   stage 3    the same, plus the unit's gathered parameters (one unit resident at a time).
@@ -31,11 +35,18 @@ UnitBuffers unit_buffers(const ConfigContext& c, const StageShape& s) {
   const auto& mc = *c.mc;
   const bool lora = mc.lora.enabled();
   const double w = c.param_bytes, N = c.shard, t = cfg.tp;
+  // Fresh gradients shardrun adds into the flat buffer directly (ZeRO 0/1, see above).
+  const bool into_flat = cfg.zero_stage < 2;
+  const bool fp32_into_flat = into_flat && cfg.precision == Precision::fp32;
+  const bool untied_into_flat = into_flat && !mc.model.tied_embeddings;
   const double vocab_param = static_cast<double>(mc.model.vocab_size * mc.model.hidden) / t;
-  double block_largest = 0;  // largest trainable parameter of a block
+  const double head_fresh = untied_into_flat && fp32_into_flat ? 0.0 : vocab_param;
+  const double embedding_fresh = untied_into_flat ? 0.0 : vocab_param;
+  double block_largest = 0;  // largest trainable parameter of a block with a fresh gradient
   for (std::size_t i = 0; i < mc.linears.size(); ++i) {
     const auto& lin = mc.linears[i];
-    const double full = lin.weight_local(t);
+    const bool sp_column = cfg.sequence_parallel && cfg.tp > 1 && lin.split == TpSplit::column;
+    const double full = fp32_into_flat && !sp_column ? 0.0 : lin.weight_local(t);
     const double lr = lora && mc.lora_mask[i] ? static_cast<double>(std::max(lin.d_in, lin.d_out)) * mc.lora.rank : 0.0;
     block_largest = std::max(block_largest, lora ? lr : full);
   }
@@ -51,11 +62,11 @@ UnitBuffers unit_buffers(const ConfigContext& c, const StageShape& s) {
   Unit first = block, next = block;
   if (s.head) {
     double params = c.head_params + (tied_here ? c.embedding_params : 0.0);
-    first = {params, lora ? 0.0 : params, lora ? 0.0 : vocab_param, params};
+    first = {params, lora ? 0.0 : params, lora ? 0.0 : head_fresh, params};
     if (s.layers == 0 && s.embedding && !tied_here)
-      next = {c.embedding_params, lora ? 0.0 : c.embedding_params, lora ? 0.0 : vocab_param, c.embedding_params};
+      next = {c.embedding_params, lora ? 0.0 : c.embedding_params, lora ? 0.0 : embedding_fresh, c.embedding_params};
   } else if (s.layers == 0 && s.embedding) {
-    first = {c.embedding_params, lora ? 0.0 : c.embedding_params, lora ? 0.0 : vocab_param, c.embedding_params};
+    first = {c.embedding_params, lora ? 0.0 : c.embedding_params, lora ? 0.0 : embedding_fresh, c.embedding_params};
   }
   // While this unit's gradients are handled. `freed`: its saved activations, released once its
   // backward has produced the gradients.

@@ -202,7 +202,9 @@ ChunkOutput Transformer::head(const ModelChunk& c, torch::Tensor x, const torch:
   x = norm(x, final_w_, final_b_);
   const torch::Tensor xin = sp ? gather_from_seq(x, tp) : copy_to_tp(x, tp);  // (B, S, H)
   const torch::Tensor& head = lm_head_.defined() ? lm_head_ : wte_.weight;   // (V_pad/t, H)
-  torch::Tensor logits = zero_linear(xin, head);                               // (B, S, V_pad/t)
+  // An untied head's gradient goes straight into its flat buffer (zero_linear.hpp); a tied one
+  // meets the embedding's in autograd, as stage_memory.cpp counts it.
+  torch::Tensor logits = zero_linear(xin, head, {}, /*into_grad=*/lm_head_.defined());  // (B, S, V_pad/t)
   torch::Tensor losses = vocab_parallel_cross_entropy(logits.view({-1, logits.size(-1)}), labels.reshape({-1}),
                                                       wte_.start, wte_.valid, tp);  // (B S)
   ChunkOutput out;

@@ -59,7 +59,7 @@ torch::Tensor add_column_lora(const LoraAdapter& lora, const torch::Tensor& x, t
 
 // The base GEMM x @ W^T (no bias): the weight parameter, or the NF4 base dequantised per use.
 torch::Tensor base_linear(const ParallelLinear& l, const torch::Tensor& x) {
-  return l.nf4 ? nf4_linear(x, l.nf4->q) : zero_linear(x, l.weight);
+  return l.nf4 ? nf4_linear(x, l.nf4->q) : zero_linear(x, l.weight, {}, /*into_grad=*/true);
 }
 
 }  // namespace

@@ -9,8 +9,14 @@ namespace {
 using torch::autograd::AutogradContext;
 using torch::autograd::variable_list;
 
+// Whether the weight gradient can be added into `grad` inside the GEMM: fp32 throughout, same device.
+bool fp32_into(const torch::Tensor& grad, const torch::Tensor& gy) {
+  return grad.defined() && grad.scalar_type() == torch::kFloat && gy.scalar_type() == torch::kFloat &&
+         grad.device() == gy.device() && grad.is_contiguous();
+}
+
 struct ZeroLinear : torch::autograd::Function<ZeroLinear> {
-  static torch::Tensor forward(AutogradContext* ctx, torch::Tensor x, torch::Tensor w) {
+  static torch::Tensor forward(AutogradContext* ctx, torch::Tensor x, torch::Tensor w, bool into_grad) {
     const auto dt = compute_dtype(x);
     const torch::Tensor xc = x.to(dt);
     // The input serves only the weight's gradient: a frozen (LoRA base) weight keeps none, as
@@ -19,6 +25,7 @@ struct ZeroLinear : torch::autograd::Function<ZeroLinear> {
     ctx->save_for_backward({wgrad ? xc : torch::Tensor(), w});  // w: the parameter itself (see header)
     ctx->saved_data["x_dtype"] = static_cast<int64_t>(x.scalar_type());
     ctx->saved_data["compute_dtype"] = static_cast<int64_t>(dt);
+    ctx->saved_data["into_grad"] = into_grad;
     return torch::matmul(xc, w.to(dt).t());
   }
   static variable_list backward(AutogradContext* ctx, variable_list g) {
@@ -32,17 +39,23 @@ struct ZeroLinear : torch::autograd::Function<ZeroLinear> {
       dx = torch::matmul(gy, w.to(dt)).to(static_cast<torch::ScalarType>(ctx->saved_data["x_dtype"].toInt()));
     if (ctx->needs_input_grad(1)) {  // frozen (LoRA base) weights skip their gradient GEMM
       const torch::Tensor g2 = gy.reshape({-1, gy.size(-1)});  // (N, out)
+      torch::Tensor acc = w.grad();
+      if (ctx->saved_data["into_grad"].toBool() && fp32_into(acc, g2)) {
+        torch::NoGradGuard no_grad;
+        acc.addmm_(g2.t(), xc.reshape({-1, xc.size(-1)}));  // (out, in) += gy^T x, beta = 1
+        return {dx, torch::Tensor(), torch::Tensor()};
+      }
       dw = torch::matmul(g2.t(), xc.reshape({-1, xc.size(-1)})).to(w.scalar_type());  // (out, in)
     }
-    return {dx, dw};
+    return {dx, dw, torch::Tensor()};
   }
 };
 
 }  // namespace
 
-torch::Tensor zero_linear(const torch::Tensor& x, const torch::Tensor& w, const torch::Tensor& b) {
+torch::Tensor zero_linear(const torch::Tensor& x, const torch::Tensor& w, const torch::Tensor& b, bool into_grad) {
   // (A bias is added outside: LibTorch 1.13 custom functions reject undefined inputs.)
-  torch::Tensor y = ZeroLinear::apply(x, w);
+  torch::Tensor y = ZeroLinear::apply(x, w, into_grad);
   return b.defined() ? y + b.to(y.scalar_type()) : y;
 }
 

@@ -74,6 +74,45 @@ TEST(ZeroLinear, GradientsMatchAtenLinear) {
   EXPECT_TRUE(torch::allclose(b1.grad(), b2.grad()));
 }
 
+// into_grad (gradient accumulation fusion): the weight gradient is added into the flat buffer's
+// view inside the GEMM, across micro-batches, and no fresh gradient tensor is made for it; the
+// parameter's AccumulateGrad hook still fires once per backward. Without a .grad, or in a 16-bit
+// compute dtype, the gradient comes back as before.
+TEST(ZeroLinear, IntoGradAddsTheWeightGradientIntoTheFlatBufferInsideTheGemm) {
+  torch::manual_seed(4);
+  const torch::Tensor x0 = torch::randn({2, 5, 6}), w0 = torch::randn({4, 6}), g = torch::randn({2, 5, 4});
+  const torch::Tensor flat = torch::randn({4 * 6 + 2});
+  const torch::Tensor before = flat.narrow(0, 0, 24).view({4, 6}).clone();
+  auto w = w0.clone().requires_grad_();
+  w.mutable_grad() = flat.narrow(0, 0, 24).view({4, 6});
+  int hooks = 0;
+  w.register_hook([&](const torch::Tensor&) { ++hooks; });
+  struct Count final : torch::autograd::FunctionPostHook {
+    int* n;
+    explicit Count(int* c) : n(c) {}
+    torch::autograd::variable_list operator()(const torch::autograd::variable_list& out,
+                                              const torch::autograd::variable_list&) override {
+      ++*n;
+      return out;
+    }
+  };
+  int post = 0;  // ZeroEngine's GradReadyHook is an AccumulateGrad post-hook
+  const auto acc = torch::autograd::impl::grad_accumulator(w);
+  acc->add_post_hook(std::make_unique<Count>(&post));
+  auto x = x0.clone().requires_grad_();
+  for (int mb = 0; mb < 2; ++mb) (zero_linear(x, w, {}, /*into_grad=*/true) * g).sum().backward();
+  const torch::Tensor dw = torch::matmul(g.reshape({-1, 4}).t(), x0.reshape({-1, 6}));  // one micro-batch's
+  EXPECT_EQ(w.grad().data_ptr(), flat.data_ptr());
+  EXPECT_LT(((w.grad() - before) - 2 * dw).abs().max().item<float>(), 1e-4F);
+  EXPECT_TRUE(torch::allclose(x.grad(), 2 * torch::matmul(g, w0), 1e-5, 1e-5));
+  EXPECT_EQ(hooks, 0) << "no gradient tensor for the weight: its tensor hooks see none";
+  EXPECT_EQ(post, 2) << "AccumulateGrad still runs once per backward";
+  // No .grad to add into (ZeRO 2/3): the gradient, as without the flag.
+  auto fresh = w0.clone().requires_grad_();
+  (zero_linear(x0, fresh, {}, /*into_grad=*/true) * g).sum().backward();
+  EXPECT_TRUE(torch::allclose(fresh.grad(), dw, 1e-5, 1e-5));
+}
+
 // Bytes a linear keeps alive for backward beyond its output, and the input's gradient: `linear`
 // applied to a non-leaf input that lives on only if the linear saves it.
 template <typename Linear>
