@@ -135,9 +135,9 @@ TEST(LossScaling, OverflowingStepsAreSkippedAndTheScaleBacksOff) {
   for (const auto& s : steps) EXPECT_TRUE(std::isfinite(s["loss"].get<double>()));
 }
 
-TEST(Report, PeakMemoryFallsWithEachZeroStageAndTheReportCarriesPredictions) {
+TEST(Report, PeakMemoryFallsWithZeroStagesAsPredictedAndTheReportCarriesPredictions) {
   TempDir dir("shardrun_zero_mem");
-  std::vector<double> peaks;
+  std::vector<double> peaks, predicted;
   for (const char* name : {"z0", "z1", "z2", "z3"}) {
     const int stage = name[1] - '0';
     const std::string attention = stage % 2 ? "eager" : "flash";  // both kinds of plan run on the CPU
@@ -176,10 +176,17 @@ TEST(Report, PeakMemoryFallsWithEachZeroStageAndTheReportCarriesPredictions) {
     EXPECT_GT(m["reference_gemm_seconds"]["end"].get<double>(), 0.0);
     EXPECT_GT(r.report["predicted"]["peak_memory_bytes"].get<double>(), 0.0);
     peaks.push_back(m["peak_memory_bytes"].get<double>());
+    predicted.push_back(r.report["predicted"]["peak_memory_bytes"].get<double>());
   }
   EXPECT_GT(peaks[0], peaks[1]);
-  EXPECT_GT(peaks[1], peaks[2]);
   EXPECT_GT(peaks[2], peaks[3]);
+  EXPECT_GT(peaks[0], peaks[2]);
+  EXPECT_GT(peaks[1], peaks[3]);
+  // ZeRO-1 against ZeRO-2 depends on the model: ZeRO-2 halves the gradients but makes fresh ones
+  // and their bucket copies, which ZeRO-1 adds into its flat buffer directly (zero_linear.hpp);
+  // for a 5 M-parameter model the two are within a few per cent. The prediction orders them as measured.
+  EXPECT_EQ(peaks[1] > peaks[2], predicted[1] > predicted[2]) << peaks[1] << " " << peaks[2] << " predicted "
+                                                              << predicted[1] << " " << predicted[2];
 }
 
 // --trace: rank 0's per-op table of the steps after the first. Every linear runs three GEMMs
@@ -194,7 +201,8 @@ TEST(Trace, OpTableCountsTheModelsGemmsPerStep) {
   EXPECT_EQ(t["steps"].get<int>(), 2);
   double mm_calls = 0, self_s = 0, previous = 1e30;
   for (const auto& op : t["ops"]) {
-    if (op["op"] == "aten::mm") mm_calls += op["calls_per_step"].get<double>();
+    // The weight gradients add into the flat buffer (addmm_, zero_linear.hpp); the rest are mm.
+    if (op["op"] == "aten::mm" || op["op"] == "aten::addmm_") mm_calls += op["calls_per_step"].get<double>();
     const double s = op["self_seconds_per_step"].get<double>();
     EXPECT_LE(s, previous);  // sorted by self time
     previous = s;
