@@ -75,7 +75,7 @@ struct Scores : torch::autograd::Function<Scores> {
       for (int64_t kv = 0; kv < nkv; ++kv)
         for (int64_t j = 0; j < (stacked ? 1 : g); ++j) {  // S_j = Q_j K^T
           float* o = O.at(b, kv) + j * S * Sk;
-          if (stacked || blocks == 1) {
+          if (blocks == 1) {
             gemm(false, true, stacked ? g * S : S, Sk, hd, Q.at(b, kv * g + j), Q.ld, K.at(b, kv), K.ld, 0.0F, o, Sk);
             continue;
           }
@@ -144,7 +144,7 @@ struct Values : torch::autograd::Function<Values> {
       for (int64_t kv = 0; kv < nkv; ++kv)
         for (int64_t j = 0; j < g; ++j)  // context of head kv*g + j = P_j V, into its columns
           for (int64_t r = 0; r < blocks; ++r) {
-            const RowBlock rb = blocks == 1 ? RowBlock{0, S} : row_block(r, blocks, S);
+            const RowBlock rb = row_block(r, blocks, S);  // blocks == 1: all S rows against all Sk keys
             gemm(false, false, rb.end - rb.first, hd, blocks == 1 ? Sk : rb.end, P.at(b, kv) + (j * S + rb.first) * Sk,
                  Sk, V.at(b, kv), V.ld, 0.0F, o + (b * S + rb.first) * nh * hd + (kv * g + j) * hd, nh * hd);
           }
