@@ -221,33 +221,45 @@ TEST(FusedSwiglu, ForwardAndBackwardMatchSiluTimesUpInDouble) {
   }
 }
 
-// q, k, v as the model hands them over: views (B, n, S, hd) of (B, S, n*hd) projections, q once
-// as that view (per-head GEMMs) and once contiguous (a group's heads stacked into one GEMM).
+// Runs attention_scores / attention_values on q, k, v as the model hands them over — views
+// (B, n, S, hd) of (B, S, n*hd) projections, q as that view (per-head GEMMs) or contiguous (a
+// group's heads stacked into one GEMM) — with a softmax between them (masked where `future` is
+// defined, as causal), backward too, and checks the context and every gradient against the same
+// computation in double. Returns the scores and their double reference.
+std::pair<torch::Tensor, torch::Tensor> check_attention_gemms(int64_t B, int64_t nh, int64_t nkv, int64_t S, int64_t hd,
+                                                              bool contiguous_q, const torch::Tensor& future) {
+  const int64_t g = nh / nkv;
+  const bool causal = future.defined();
+  const auto masked = [&](const torch::Tensor& t) { return causal ? t.masked_fill(future, -INFINITY) : t; };
+  const torch::Tensor q0 = torch::randn({B, S, nh * hd}), k0 = torch::randn({B, S, nkv * hd});
+  const torch::Tensor v0 = torch::randn({B, S, nkv * hd}), dctx = torch::randn({B, S, nh * hd});
+  const auto heads = [&](const torch::Tensor& t, int64_t n) { return t.view({B, S, n, hd}).transpose(1, 2); };
+  const torch::Tensor q = q0.clone().requires_grad_(), k = k0.clone().requires_grad_(), v = v0.clone().requires_grad_();
+  const torch::Tensor qh = contiguous_q ? heads(q, nh).contiguous() : heads(q, nh);
+  const torch::Tensor scores = attention_scores(qh, heads(k, nkv), causal);
+  const torch::Tensor ctx = attention_values(torch::softmax(masked(scores), -1), heads(v, nkv), nh, causal);
+  ctx.backward(dctx);
+  const torch::Tensor qr = q0.to(torch::kDouble).requires_grad_(), kr = k0.to(torch::kDouble).requires_grad_();
+  const torch::Tensor vr = v0.to(torch::kDouble).requires_grad_();
+  const torch::Tensor sr = torch::matmul(heads(qr, nh).reshape({B, nkv, g * S, hd}), heads(kr, nkv).transpose(-2, -1));
+  const torch::Tensor cr = torch::matmul(torch::softmax(masked(sr), -1), heads(vr, nkv))
+                               .view({B, nh, S, hd})
+                               .transpose(1, 2)
+                               .reshape({B, S, nh * hd});
+  cr.backward(dctx.to(torch::kDouble));
+  EXPECT_LT(max_rel(ctx.detach(), cr.detach()), 1e-6) << contiguous_q;
+  EXPECT_LT(max_rel(q.grad(), qr.grad()), 1e-5) << contiguous_q;
+  EXPECT_LT(max_rel(k.grad(), kr.grad()), 1e-5) << contiguous_q;
+  EXPECT_LT(max_rel(v.grad(), vr.grad()), 1e-5) << contiguous_q;
+  return {scores.detach(), sr.detach()};
+}
+
 TEST(AttentionGemms, MatchMatmulOnStridedGroupedViewsForwardAndBackward) {
   if (!attention_gemms_use_cblas()) GTEST_SKIP() << "built without CBLAS";
   torch::manual_seed(12);
-  const int64_t B = 2, nh = 6, nkv = 2, S = 9, hd = 8, g = nh / nkv;
   for (const bool contiguous_q : {false, true}) {
-    const torch::Tensor q0 = torch::randn({B, S, nh * hd}), k0 = torch::randn({B, S, nkv * hd});
-    const torch::Tensor v0 = torch::randn({B, S, nkv * hd}), dctx = torch::randn({B, S, nh * hd});
-    const auto heads = [&](const torch::Tensor& t, int64_t n) { return t.view({B, S, n, hd}).transpose(1, 2); };
-    const torch::Tensor q = q0.clone().requires_grad_(), k = k0.clone().requires_grad_(), v = v0.clone().requires_grad_();
-    const torch::Tensor qh = contiguous_q ? heads(q, nh).contiguous() : heads(q, nh);
-    const torch::Tensor scores = attention_scores(qh, heads(k, nkv));
-    const torch::Tensor p = torch::softmax(scores, -1);
-    const torch::Tensor ctx = attention_values(p, heads(v, nkv), nh);
-    ctx.backward(dctx);
-    const torch::Tensor qr = q0.to(torch::kDouble).requires_grad_(), kr = k0.to(torch::kDouble).requires_grad_();
-    const torch::Tensor vr = v0.to(torch::kDouble).requires_grad_();
-    const torch::Tensor sr = torch::matmul(heads(qr, nh).reshape({B, nkv, g * S, hd}), heads(kr, nkv).transpose(-2, -1));
-    const torch::Tensor cr =
-        torch::matmul(torch::softmax(sr, -1), heads(vr, nkv)).view({B, nh, S, hd}).transpose(1, 2).reshape({B, S, nh * hd});
-    cr.backward(dctx.to(torch::kDouble));
-    EXPECT_LT(max_rel(scores.detach(), sr.detach()), 1e-6) << contiguous_q;
-    EXPECT_LT(max_rel(ctx.detach(), cr.detach()), 1e-6) << contiguous_q;
-    EXPECT_LT(max_rel(q.grad(), qr.grad()), 1e-5) << contiguous_q;
-    EXPECT_LT(max_rel(k.grad(), kr.grad()), 1e-5) << contiguous_q;
-    EXPECT_LT(max_rel(v.grad(), vr.grad()), 1e-5) << contiguous_q;
+    const auto [scores, sr] = check_attention_gemms(2, 6, 2, 9, 8, contiguous_q, torch::Tensor());
+    EXPECT_LT(max_rel(scores, sr), 1e-6) << contiguous_q;
   }
 }
 
@@ -258,33 +270,13 @@ TEST(AttentionGemms, MatchMatmulOnStridedGroupedViewsForwardAndBackward) {
 TEST(AttentionGemms, CausalRowBlocksMatchTheFullMaskedComputation) {
   if (!attention_gemms_use_cblas()) GTEST_SKIP() << "built without CBLAS";
   torch::manual_seed(13);
-  const int64_t B = 2, nh = 4, nkv = 2, S = 100, hd = 8, g = nh / nkv;
+  const int64_t nh = 4, nkv = 2, S = 100;
   ASSERT_EQ(causal_row_blocks(S), 3);
-  const torch::Tensor future = torch::ones({S, S}, torch::kBool).triu(1).repeat({g, 1});  // (g*S, S)
+  const torch::Tensor future = torch::ones({S, S}, torch::kBool).triu(1).repeat({nh / nkv, 1});  // (g*S, S)
   for (const bool contiguous_q : {false, true}) {
-    const torch::Tensor q0 = torch::randn({B, S, nh * hd}), k0 = torch::randn({B, S, nkv * hd});
-    const torch::Tensor v0 = torch::randn({B, S, nkv * hd}), dctx = torch::randn({B, S, nh * hd});
-    const auto heads = [&](const torch::Tensor& t, int64_t n) { return t.view({B, S, n, hd}).transpose(1, 2); };
-    const torch::Tensor q = q0.clone().requires_grad_(), k = k0.clone().requires_grad_(), v = v0.clone().requires_grad_();
-    const torch::Tensor qh = contiguous_q ? heads(q, nh).contiguous() : heads(q, nh);
-    const torch::Tensor scores = attention_scores(qh, heads(k, nkv), /*causal=*/true);
-    const torch::Tensor p = torch::softmax(scores.masked_fill(future, -INFINITY), -1);
-    const torch::Tensor ctx = attention_values(p, heads(v, nkv), nh, /*causal=*/true);
-    ctx.backward(dctx);
-    const torch::Tensor qr = q0.to(torch::kDouble).requires_grad_(), kr = k0.to(torch::kDouble).requires_grad_();
-    const torch::Tensor vr = v0.to(torch::kDouble).requires_grad_();
-    const torch::Tensor sr = torch::matmul(heads(qr, nh).reshape({B, nkv, g * S, hd}), heads(kr, nkv).transpose(-2, -1));
-    const torch::Tensor cr = torch::matmul(torch::softmax(sr.masked_fill(future, -INFINITY), -1), heads(vr, nkv))
-                                 .view({B, nh, S, hd})
-                                 .transpose(1, 2)
-                                 .reshape({B, S, nh * hd});
-    cr.backward(dctx.to(torch::kDouble));
-    EXPECT_LT(max_rel(scores.detach().masked_fill(future, 0.0), sr.detach().masked_fill(future, 0.0)), 1e-6);
-    EXPECT_EQ(scores.detach().narrow(2, 0, 33).narrow(3, 33, S - 33).abs().max().item<float>(), 0.0F);
-    EXPECT_LT(max_rel(ctx.detach(), cr.detach()), 1e-6) << contiguous_q;
-    EXPECT_LT(max_rel(q.grad(), qr.grad()), 1e-5) << contiguous_q;
-    EXPECT_LT(max_rel(k.grad(), kr.grad()), 1e-5) << contiguous_q;
-    EXPECT_LT(max_rel(v.grad(), vr.grad()), 1e-5) << contiguous_q;
+    const auto [scores, sr] = check_attention_gemms(2, nh, nkv, S, 8, contiguous_q, future);
+    EXPECT_LT(max_rel(scores.masked_fill(future, 0.0), sr.masked_fill(future, 0.0)), 1e-6) << contiguous_q;
+    EXPECT_EQ(scores.narrow(2, 0, 33).narrow(3, 33, S - 33).abs().max().item<float>(), 0.0F) << contiguous_q;
   }
 }
 
