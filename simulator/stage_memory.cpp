@@ -5,6 +5,7 @@
 #include <cmath>
 
 #include "errors.hpp"
+#include "flat_grad_fusion.hpp"
 #include "step_model.hpp"
 #include "zero3_fetch.hpp"
 
@@ -36,17 +37,14 @@ UnitBuffers unit_buffers(const ConfigContext& c, const StageShape& s) {
   const bool lora = mc.lora.enabled();
   const double w = c.param_bytes, N = c.shard, t = cfg.tp;
   // Fresh gradients shardrun adds into the flat buffer directly (ZeRO 0/1, see above).
-  const bool into_flat = cfg.zero_stage < 2;
-  const bool fp32_into_flat = into_flat && cfg.precision == Precision::fp32;
-  const bool untied_into_flat = into_flat && !mc.model.tied_embeddings;
+  const FlatGradFusion into = flat_grad_fusion(mc.model, cfg, lora);
   const double vocab_param = static_cast<double>(mc.model.vocab_size * mc.model.hidden) / t;
-  const double head_fresh = untied_into_flat && fp32_into_flat ? 0.0 : vocab_param;
-  const double embedding_fresh = untied_into_flat ? 0.0 : vocab_param;
+  const double head_fresh = into.linears && into.embedding ? 0.0 : vocab_param;  // an untied fp32 head
+  const double embedding_fresh = into.embedding ? 0.0 : vocab_param;
   double block_largest = 0;  // largest trainable parameter of a block with a fresh gradient
   for (std::size_t i = 0; i < mc.linears.size(); ++i) {
     const auto& lin = mc.linears[i];
-    const bool sp_column = cfg.sequence_parallel && cfg.tp > 1 && lin.split == TpSplit::column;
-    const double full = fp32_into_flat && !sp_column ? 0.0 : lin.weight_local(t);
+    const double full = linear_into_flat(lin, cfg, into) ? 0.0 : lin.weight_local(t);
     const double lr = lora && mc.lora_mask[i] ? static_cast<double>(std::max(lin.d_in, lin.d_out)) * mc.lora.rank : 0.0;
     block_largest = std::max(block_largest, lora ? lr : full);
   }

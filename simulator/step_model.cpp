@@ -13,6 +13,7 @@
 #include <cmath>
 
 #include "errors.hpp"
+#include "flat_grad_fusion.hpp"
 #include "order_statistics.hpp"
 #include "rank_pace.hpp"
 #include "zero3_fetch.hpp"
@@ -303,8 +304,14 @@ ChunkTime chunk_time(const ConfigContext& c, const ChunkShape& sh) {
     // are and adds each later one into .grad (AccumulateGrad: both read, one written); Megatron-Core
     // accumulates inside the weight-gradient GEMM (gradient_accumulation_fusion). ZeRO-2/3 reduce
     // every micro-batch instead (the bucket copies above). Averaged over the step's micro-batches.
+    // Gradients shardrun adds into the flat buffer itself need no pass (flat_grad_fusion.hpp).
+    const FlatGradFusion into = flat_grad_fusion(c.mc->model, cfg, lora);
+    double in_flat = moe_layers * linears_into_flat(c.mc->linears, cfg, into) +
+                     dense * linears_into_flat(c.mc->dense_linears, cfg, into);
+    if (sh.head && into.linears && into.embedding) in_flat += c.head_params;  // an untied fp32 head
+    if (sh.embedding && into.embedding) in_flat += c.embedding_params;
     const double m = cfg.micro_batches();
-    const double accumulate = (m - 1) / m * memory_time_s(c.env, 3 * c.param_bytes * grads);
+    const double accumulate = (m - 1) / m * memory_time_s(c.env, 3 * c.param_bytes * std::max(0.0, grads - in_flat));
     t.backward_s += accumulate;
     t.bwd_compute_s += accumulate;
   }

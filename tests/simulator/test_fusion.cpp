@@ -92,6 +92,35 @@ TEST(Fusion, EagerGradientAccumulationIsOneMemoryPassPerLaterMicroBatch) {
   }
 }
 
+// fp32 under ZeRO 0/1: shardrun adds the linears' weight gradients into the flat buffer inside
+// their GEMM (flat_grad_fusion.hpp), so the pass covers only the rest: GPT-2's biases, norms and
+// tied embeddings, and under sequence parallelism also the column linears (they keep PyTorch's
+// own backward). GPT-2 (12 heads) for tp 2.
+TEST(Fusion, Fp32EagerAccumulationSkipsTheGradientsAddedInsideTheGemm) {
+  const ModelSpec m = load_model("gpt2");
+  const ClusterSpec c = cluster("p4de.24xlarge", 1);
+  const int micro_batches = 4;
+  for (int tp : {1, 2}) {
+    ParallelConfig cfg = config(c, tp, 1, 1, 1, 8 / tp * micro_batches, 1024), fused = cfg;
+    cfg.precision = Precision::fp32;
+    cfg.sequence_parallel = tp > 1;
+    fused = cfg;
+    fused.fusion = Fusion::megatron;
+    const Prediction pe = run(m, c, cfg), pf = run(m, c, fused);
+    double column = 0;  // SP column linears' weights on one tp rank
+    for (const LinearDesc& lin : m.block_linears())
+      if (lin.split == TpSplit::column) column += static_cast<double>(lin.d_in) * lin.d_out / tp;
+    // fp32 ZeRO-1 keeps every gradient of the rank whole: 4 bytes each.
+    const double left = pe.worst.gradients / 4.0 - m.num_layers * (testing::linear_weights(m, tp) - (tp > 1 ? column : 0.0));
+    ASSERT_GT(left, 0.0);
+    const std::vector<LinearDesc> linears = m.block_linears();
+    const std::vector<char> mask(linears.size(), 0);
+    const CostEnv env = make_cost_env(m, c, cfg, linears, mask, BlockGroups{GroupPlacement{1, 1, 1}, {}, {}, {}});
+    const double per_step = (micro_batches - 1) * memory_time_s(env, 3 * 4.0 * left);
+    EXPECT_NEAR(pe.time.backward_compute_s - pf.time.backward_compute_s, per_step, 1e-9 + 1e-3 * per_step) << "tp " << tp;
+  }
+}
+
 TEST(Fusion, RoundTripsThroughPlanJsonAndDefaultsToEager) {
   testing::expect_config_field_round_trip("fusion", &ParallelConfig::fusion, Fusion::megatron, Fusion::eager, "apex");
   EXPECT_EQ(fusion_from_string("megatron"), Fusion::megatron);
