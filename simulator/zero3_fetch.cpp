@@ -9,8 +9,9 @@
 //           synchronises the device again, so nothing overlaps (deepspeedai/DeepSpeed pull #1188:
 //           "the async version is not async at all, because each all_gather calls
 //           torch.cuda.synchronize()").
-//   reduce  per gradient tensor: reduce_scatter from a list of n views, which ProcessGroupNCCL
-//           flattens first (flatten_for_scatter_gather: n copy kernels).
+//   reduce  per gradient tensor: the gradient divided by n in place first (stage3.py,
+//           average_tensor: tensor.div_(world_size)), then reduce_scatter from a list of n views,
+//           which ProcessGroupNCCL flattens first (flatten_for_scatter_gather: n copy kernels).
 //   host    measured 130 us "pre_launch" + 250 us "launch" per parameter all-gather on a p4d
 //           (8 x A100, PyTorch 1.8; deepspeedai/DeepSpeed issue #1069, 2021-06-21).
 #include "zero3_fetch.hpp"
@@ -32,11 +33,13 @@ constexpr double kPyPerRankGatherS = 2.0e-6;  // narrow() + dist.get_rank(group)
 constexpr double kPyPerRankReduceS = 2.4e-6;  // bounds + grad.view(-1).narrow() per rank
 
 // Everything of one blocking per-tensor collective except the wire time: the host's fixed cost,
-// per rank of the group the Python view loop and one copy kernel, and the memory traffic of the
-// zeroed / copied buffer.
-double per_tensor_overhead_s(const ConfigContext& c, double bytes, double buffer_passes, double py_per_rank_s) {
-  const auto& hw = c.mc->cluster.hardware;
-  return kHostPerCollectiveS + c.shard * (hw.device.kernel_launch_s + py_per_rank_s) + memory_time_s(c.env, buffer_passes * bytes);
+// per rank of the group the Python view loop and one copy kernel of S / n bytes (read and
+// written; timed at that size on the profile's memory-efficiency curve, launch included), and
+// `whole_passes` passes over the whole buffer (the fetch's memset, the reduction's division).
+double per_tensor_overhead_s(const ConfigContext& c, double bytes, double whole_passes, double py_per_rank_s) {
+  const double n = c.shard;
+  return kHostPerCollectiveS + n * (py_per_rank_s + memory_time_s(c.env, 2.0 * bytes / n)) +
+         memory_time_s(c.env, whole_passes * bytes);
 }
 
 }  // namespace
@@ -72,12 +75,13 @@ double largest_fetched_module(const ModelContext& mc, int tp) {
 Zero3SyncTime per_tensor_sync_time(const ConfigContext& c, const ChunkShape& sh) {
   const auto& hw = c.mc->cluster.hardware;
   const double w = c.param_bytes;
-  // One fetch: memset of S, the all-gather, the n per-rank copies (S read and written).
+  // One fetch: the memset of S, the all-gather, the n per-rank copies out of the flat result.
   auto fetch = [&](double elements) {
     const double S = w * elements;
-    return per_tensor_overhead_s(c, S, 3.0, kPyPerRankGatherS) + all_gather_s(S, c.shard_group, hw, c.per_node);
+    return per_tensor_overhead_s(c, S, 1.0, kPyPerRankGatherS) + all_gather_s(S, c.shard_group, hw, c.per_node);
   };
-  // One gradient reduce-scatter: the n-view flatten copy (S read and written), the collective.
+  // One gradient reduce-scatter: the in-place division (S read and written), the n per-rank
+  // copies into the flat input, the collective.
   auto reduce = [&](double elements) {
     const double S = w * elements;
     return per_tensor_overhead_s(c, S, 2.0, kPyPerRankReduceS) + reduce_scatter_s(S, c.shard_group, hw, c.per_node);

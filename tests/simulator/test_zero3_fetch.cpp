@@ -6,6 +6,7 @@
 // memory, the config check and the JSON round trip.
 #include <gtest/gtest.h>
 
+#include <cmath>
 #include <cstdio>
 #include <numeric>
 #include <string>
@@ -113,6 +114,29 @@ TEST(Zero3Fetch, EachRankCostsTheHostEvenOnAnIdealNetwork) {
   const double growth = comm(large) - comm(small);
   // 1,024 vs 128 ranks: 896 more views for each of the step's thousands of collectives.
   EXPECT_GT(growth, 1.0) << "small " << comm(small) << " s, large " << comm(large) << " s";
+}
+
+TEST(Zero3Fetch, EachRanksCopyIsTimedAtItsOwnSize) {
+  // PyTorch copies a per-tensor collective's flat buffer into (or out of) its n views with one
+  // kernel of S / n bytes per rank. A memory curve that is slow below a few MB (and as fast as a
+  // flat one from 64 MB, so the whole-buffer passes cost the same) must cost more the smaller
+  // the copies get: more at 1,024 ranks than at 128. Were the copies timed as one pass over S,
+  // both differences would be equal.
+  const ModelSpec m = load_model("gpt3-175b");
+  auto with_curve = [](ClusterSpec c, EfficiencyCurve curve) {
+    c.hardware.device.memory_efficiency = std::move(curve);
+    c.hardware.device.kernel_launch_s = 0;
+    return c;
+  };
+  const EfficiencyCurve flat{{0.0}, {1.0}}, slow_small{{std::log10(2e6), std::log10(64e6)}, {0.1, 1.0}};
+  auto comm = [&](int nodes, const EfficiencyCurve& curve) {
+    const ClusterSpec c = with_curve(cluster("p4de.24xlarge", nodes), curve);
+    return run(m, c, zero3(c, Zero3Fetch::per_tensor_sync)).time.dp_total_comm_s;
+  };
+  const double extra_small = comm(16, slow_small) - comm(16, flat);
+  const double extra_large = comm(128, slow_small) - comm(128, flat);
+  EXPECT_GT(extra_small, 0.0);
+  EXPECT_GT(extra_large, 1.5 * extra_small) << "128 ranks +" << extra_small << " s, 1,024 ranks +" << extra_large << " s";
 }
 
 TEST(Zero3Fetch, FullRecomputeFetchesEveryBlockAgain) {
