@@ -1,7 +1,7 @@
 #!/usr/bin/env python3
 """Where a step's time goes, from `shardrun --trace` tables (shardplan.op_trace/1).
 
-Groups each op's self time per step into GEMMs (aten::mm/addmm/bmm), the attention kernel
+Groups each op's self time per step into GEMMs (aten::mm/addmm/bmm, shardrun::sgemm), the attention kernel
 (SDPA / flash / cuDNN attention, forward and backward), the elementwise and reduction ops
 (every other aten:: op: norms, RoPE, SwiGLU, residual adds, casts, the optimizer's updates) and
 the rest (autograd nodes, shardrun's own functions). On a CUDA trace the device time between CUDA
@@ -13,7 +13,8 @@ import argparse
 import json
 import sys
 
-GEMMS = {"aten::mm", "aten::addmm", "aten::bmm", "aten::baddbmm", "aten::_scaled_mm"}
+GEMMS = {"aten::mm", "aten::addmm", "aten::addmm_", "aten::bmm", "aten::baddbmm", "aten::_scaled_mm",
+         "shardrun::sgemm", "shardrun::sgemm_add"}  # the last two: shardrun's fp32 CPU GEMMs (executor/model/cpu_gemm.hpp)
 
 
 def category(op):

@@ -26,6 +26,7 @@ PACKAGES=(
   libtorch-dev        # executor: LibTorch C++ frontend (CPU build, 1.13)
   libopenblas0-pthread # executor: fast BLAS for LibTorch on CPU (switches libblas.so.3)
   libblas-dev         # executor: cblas.h + libblas.so for the attention GEMMs (model/attention_gemms.hpp)
+  libdnnl-dev         # executor: oneDNN sgemm for the fp32 CPU GEMMs (model/cpu_gemm.hpp)
   libopenmpi-dev      # executor: MPI collectives between ranks
   openmpi-bin         # executor: mpirun
   libsentencepiece-dev # executor: tokenizer (train/load tokenizer.model)

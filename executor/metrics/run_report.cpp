@@ -208,6 +208,7 @@ nlohmann::json build_report(const ReportInputs& in) {
                              {{"step_seconds_relative", rel(step_s, p.time.step_s)},
                               {"peak_memory_relative", rel(static_cast<double>(peak), p.worst.total())}}}};
   if (!in.blas_kernels.empty()) report["blas_kernels"] = in.blas_kernels;
+  if (!in.cpu_gemm.empty()) report["cpu_gemm"] = in.cpu_gemm;
   return report;
 }
 

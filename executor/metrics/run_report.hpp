@@ -78,6 +78,7 @@ struct ReportInputs {
   std::string device;
   int threads_per_rank = 1;
   std::string blas_kernels;                // OpenBLAS's kernel set (run/threads.hpp); "": left out
+  std::string cpu_gemm;                    // what ran the fp32 CPU GEMMs (run/threads.hpp); "": left out
   std::string schedule;                    // pipeline schedule run
   simulator::Prediction prediction;
   nlohmann::json attempts;                 // summarize_attempts() of metrics.jsonl; null: left out

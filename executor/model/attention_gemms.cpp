@@ -5,9 +5,7 @@
 
 #include "executor/errors.hpp"
 
-#ifdef SHARDPLAN_HAVE_CBLAS
-#include <cblas.h>
-#endif
+#include "cpu_gemm.hpp"
 
 namespace shardplan::executor {
 
@@ -32,19 +30,11 @@ bool cblas_path(std::initializer_list<const torch::Tensor*> ts) {
   return true;
 }
 
-#ifdef SHARDPLAN_HAVE_CBLAS
-// C (m x n, ldc) = alpha op(A) op(B) + beta C, row-major.
+// C (m x n, ldc) = op(A) op(B) + beta C, row-major (cpu_gemm.hpp's backend).
 void gemm(bool ta, bool tb, int64_t m, int64_t n, int64_t k, const float* a, int64_t lda, const float* b, int64_t ldb,
           float beta, float* c, int64_t ldc) {
-  cblas_sgemm(CblasRowMajor, ta ? CblasTrans : CblasNoTrans, tb ? CblasTrans : CblasNoTrans, static_cast<int>(m),
-              static_cast<int>(n), static_cast<int>(k), 1.0F, a, static_cast<int>(lda), b, static_cast<int>(ldb), beta,
-              c, static_cast<int>(ldc));
+  cpu::sgemm(ta, tb, m, n, k, 1.0F, a, lda, b, ldb, beta, c, ldc);
 }
-#else
-void gemm(bool, bool, int64_t, int64_t, int64_t, const float*, int64_t, const float*, int64_t, float, float*, int64_t) {
-  EXECUTOR_CHECK(false, "attention GEMMs: built without CBLAS");
-}
-#endif
 
 // The g query heads of a KV head stack into one (g*S, hd) matrix when q's heads lie S rows apart.
 bool groups_stack(const torch::Tensor& q) { return q.stride(1) == q.size(2) * q.stride(2); }
@@ -191,13 +181,7 @@ struct Values : torch::autograd::Function<Values> {
 
 }  // namespace
 
-bool attention_gemms_use_cblas() {
-#ifdef SHARDPLAN_HAVE_CBLAS
-  return true;
-#else
-  return false;
-#endif
-}
+bool attention_gemms_use_cblas() { return cpu::sgemm_available(); }
 
 int64_t causal_row_blocks(int64_t S) { return std::clamp<int64_t>(S / 32, 1, 16); }
 

@@ -7,6 +7,7 @@
 #include <vector>
 
 #include "executor/errors.hpp"
+#include "mappings.hpp"
 
 namespace shardplan::executor {
 
@@ -19,10 +20,6 @@ using torch::autograd::variable_list;
 // every rank of the ring).
 constexpr int kTagKv = 31001;
 constexpr int kTagDkv = 31002;
-
-Communicator& comm_of(AutogradContext* ctx) {
-  return *reinterpret_cast<Communicator*>(ctx->saved_data["comm"].toInt());
-}
 
 // A contiguous run of rows [begin, begin + n) of dim 2 (the sequence of (B, h, Sl, hd)).
 struct Rows {

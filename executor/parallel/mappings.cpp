@@ -9,12 +9,6 @@ namespace {
 using torch::autograd::AutogradContext;
 using torch::autograd::variable_list;
 
-Communicator& comm_of(AutogradContext* ctx) {
-  return *reinterpret_cast<Communicator*>(ctx->saved_data["comm"].toInt());
-}
-void keep_comm(AutogradContext* ctx, Communicator& comm) {
-  ctx->saved_data["comm"] = reinterpret_cast<int64_t>(&comm);
-}
 
 torch::Tensor all_reduced(const torch::Tensor& x, Communicator& comm) {
   torch::Tensor y = x.contiguous().clone();

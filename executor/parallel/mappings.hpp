@@ -28,4 +28,12 @@ torch::Tensor reduce_scatter_seq(const torch::Tensor& x, Communicator& tp);
 torch::Tensor all_gather_dim(const torch::Tensor& x, Communicator& comm, int64_t dim);
 torch::Tensor reduce_scatter_dim(const torch::Tensor& x, Communicator& comm, int64_t dim);
 
+// The communicator an autograd node keeps for its backward (saved_data["comm"]).
+inline void keep_comm(torch::autograd::AutogradContext* ctx, Communicator& comm) {
+  ctx->saved_data["comm"] = reinterpret_cast<int64_t>(&comm);
+}
+inline Communicator& comm_of(torch::autograd::AutogradContext* ctx) {
+  return *reinterpret_cast<Communicator*>(ctx->saved_data["comm"].toInt());
+}
+
 }  // namespace shardplan::executor

@@ -1,6 +1,7 @@
 #include "nf4_linear.hpp"
 
 #include "executor/model/autocast.hpp"
+#include "executor/model/cpu_gemm.hpp"
 
 namespace shardplan::executor {
 
@@ -17,14 +18,14 @@ struct Nf4Linear : torch::autograd::Function<Nf4Linear> {
     ctx->saved_data["x_dtype"] = static_cast<int64_t>(x.scalar_type());
     ctx->saved_data["compute_dtype"] = static_cast<int64_t>(dt);
     const torch::Tensor wd = nf4_dequantize(*w, dt);  // (out, in), freed on return
-    return torch::matmul(x.to(dt), wd.t());
+    return cpu::linear(x.to(dt), wd);
   }
   static variable_list backward(AutogradContext* ctx, variable_list g) {
     const auto* w = reinterpret_cast<const Nf4Tensor*>(ctx->saved_data["w"].toInt());
     const auto dt = static_cast<torch::ScalarType>(ctx->saved_data["compute_dtype"].toInt());
     const auto x_dtype = static_cast<torch::ScalarType>(ctx->saved_data["x_dtype"].toInt());
     torch::Tensor dx;
-    if (ctx->needs_input_grad(0)) dx = torch::matmul(g[0].to(dt), nf4_dequantize(*w, dt)).to(x_dtype);  // (..., in)
+    if (ctx->needs_input_grad(0)) dx = cpu::matmul(g[0].to(dt), nf4_dequantize(*w, dt)).to(x_dtype);  // (..., in)
     return {dx, torch::Tensor()};
   }
 };

@@ -4,6 +4,7 @@
 
 #include "executor/errors.hpp"
 #include "executor/model/autocast.hpp"
+#include "executor/model/cpu_gemm.hpp"
 #include "mappings.hpp"
 
 namespace shardplan::executor {
@@ -26,7 +27,7 @@ struct SpColumnLinears : torch::autograd::Function<SpColumnLinears> {
     variable_list ys;
     for (const torch::Tensor& w : ws) {
       saved.push_back(w);  // the parameter itself
-      ys.push_back(torch::matmul(xin, w.to(dt).t()));            // (B, S, out_i/t)
+      ys.push_back(cpu::linear(xin, w.to(dt)));                  // (B, S, out_i/t)
     }
     ctx->save_for_backward(saved);
     ctx->saved_data["x_dtype"] = static_cast<int64_t>(x.scalar_type());
@@ -52,11 +53,11 @@ struct SpColumnLinears : torch::autograd::Function<SpColumnLinears> {
       const torch::Tensor& w = saved[i + 1];
       const torch::Tensor gy = gys[i].to(dt);                            // (B, S, out_i/t)
       if (ctx->needs_input_grad(0)) {
-        torch::Tensor part = torch::matmul(gy, w.to(dt));
+        torch::Tensor part = cpu::matmul(gy, w.to(dt));
         dx_full = dx_full.defined() ? dx_full + part : part;
       }
       if (ctx->needs_input_grad(i + 1))  // frozen (LoRA base) weights skip their gradient GEMM
-        grads[i + 1] = torch::matmul(gy.reshape({-1, gy.size(-1)}).t(), x2).to(w.scalar_type());  // (out_i/t, in)
+        grads[i + 1] = cpu::mm(gy.reshape({-1, gy.size(-1)}).t(), x2).to(w.scalar_type());  // (out_i/t, in)
     }
     if (dx_full.defined())  // (B, S, in) -> (B, S/t, in), summed over the tp ranks
       grads[0] = reduce_scatter_dim(dx_full, tp, 1)

@@ -1,6 +1,7 @@
 #include "zero_linear.hpp"
 
 #include "executor/model/autocast.hpp"
+#include "executor/model/cpu_gemm.hpp"
 
 namespace shardplan::executor {
 
@@ -26,7 +27,7 @@ struct ZeroLinear : torch::autograd::Function<ZeroLinear> {
     ctx->saved_data["x_dtype"] = static_cast<int64_t>(x.scalar_type());
     ctx->saved_data["compute_dtype"] = static_cast<int64_t>(dt);
     ctx->saved_data["into_grad"] = into_grad;
-    return torch::matmul(xc, w.to(dt).t());
+    return cpu::linear(xc, w.to(dt));  // (..., out)
   }
   static variable_list backward(AutogradContext* ctx, variable_list g) {
     auto saved = ctx->get_saved_variables();
@@ -36,16 +37,16 @@ struct ZeroLinear : torch::autograd::Function<ZeroLinear> {
     const torch::Tensor gy = g[0].to(dt);
     torch::Tensor dx, dw;
     if (ctx->needs_input_grad(0))
-      dx = torch::matmul(gy, w.to(dt)).to(static_cast<torch::ScalarType>(ctx->saved_data["x_dtype"].toInt()));
+      dx = cpu::matmul(gy, w.to(dt)).to(static_cast<torch::ScalarType>(ctx->saved_data["x_dtype"].toInt()));
     if (ctx->needs_input_grad(1)) {  // frozen (LoRA base) weights skip their gradient GEMM
       const torch::Tensor g2 = gy.reshape({-1, gy.size(-1)});  // (N, out)
       torch::Tensor acc = w.grad();
       if (ctx->saved_data["into_grad"].toBool() && fp32_into(acc, g2)) {
         torch::NoGradGuard no_grad;
-        acc.addmm_(g2.t(), xc.reshape({-1, xc.size(-1)}));  // (out, in) += gy^T x, beta = 1
+        cpu::addmm_(acc, g2.t(), xc.reshape({-1, xc.size(-1)}));  // (out, in) += gy^T x, beta = 1
         return {dx, torch::Tensor(), torch::Tensor()};
       }
-      dw = torch::matmul(g2.t(), xc.reshape({-1, xc.size(-1)})).to(w.scalar_type());  // (out, in)
+      dw = cpu::mm(g2.t(), xc.reshape({-1, xc.size(-1)})).to(w.scalar_type());  // (out, in)
     }
     return {dx, dw, torch::Tensor()};
   }

@@ -6,6 +6,7 @@
 
 #include "executor/engine/adamw_kernel.hpp"
 #include "executor/model/attention_gemms.hpp"
+#include "executor/model/cpu_gemm.hpp"
 #include "executor/model/ops.hpp"
 #include "executor/parallel/layers.hpp"
 #include "simulator/hardware_profile.hpp"
@@ -140,7 +141,7 @@ namespace {
 // Training touches far more memory between two uses of a weight than the last-level cache
 // holds, so on a CPU each call takes its operands from a pool of copies twice cold_cache_bytes(),
 // in turn: the rate of cold operands, ~5-10 % below a hot loop's on this project's 2-core VM
-// (and what --trace shows training's aten::mm calls run at). The grid spans cache-resident to
+// (and what --trace shows training's shardrun::sgemm calls run at). The grid spans cache-resident to
 // bandwidth- and compute-bound shapes.
 void gemms(Bench& b, torch::ScalarType t) {
   std::vector<int64_t> grid = b.quick() ? std::vector<int64_t>{64, 512}
@@ -165,9 +166,9 @@ void gemms(Bench& b, torch::ScalarType t) {
     int i = 0;
     auto next = [&] { return i = (i + 1) % sets; };
     auto sample = [&](const char* layout) { return gemm_sample("gemm", dtype_name(t), dims({m, n, k}) + layout, m, k, n, e); };
-    b.add(sample("/fwd"), [&] { const int j = next(); (void)torch::matmul(x[j], w[j].t()); });
-    b.add(sample("/dgrad"), [&] { const int j = next(); (void)torch::matmul(dy[j], w[j]); });
-    b.add(sample("/wgrad"), [&] { const int j = next(); (void)torch::matmul(dy[j].t(), x[j]); });
+    b.add(sample("/fwd"), [&] { const int j = next(); (void)cpu::linear(x[j], w[j]); });
+    b.add(sample("/dgrad"), [&] { const int j = next(); (void)cpu::mm(dy[j], w[j]); });
+    b.add(sample("/wgrad"), [&] { const int j = next(); (void)cpu::mm(dy[j].t(), x[j]); });
   }
 }
 
@@ -187,9 +188,9 @@ void gemm_operand_stream(Bench& b) {
   for (int64_t m : b.quick() ? std::vector<int64_t>{32, 128} : std::vector<int64_t>{32, 128, 512}) {
     const torch::Tensor x = torch::randn({m, k}, b.opts(torch::kFloat)), dy = torch::randn({m, n}, b.opts(torch::kFloat));
     auto sample = [&](const char* layout) { return gemm_sample("gemm_stream", "fp32", dims({m, n, k}) + layout, m, k, n, e); };
-    b.add(sample("/fwd"), [&] { (void)torch::matmul(x, w.t()); });
-    b.add(sample("/dgrad"), [&] { (void)torch::matmul(dy, w); });
-    b.add(sample("/wgrad"), [&] { (void)torch::matmul(dy.t(), x); });
+    b.add(sample("/fwd"), [&] { (void)cpu::linear(x, w); });
+    b.add(sample("/dgrad"), [&] { (void)cpu::mm(dy, w); });
+    b.add(sample("/wgrad"), [&] { (void)cpu::mm(dy.t(), x); });
   }
 }
 
@@ -243,7 +244,7 @@ void embedding_and_head(Bench& b, torch::ScalarType t) {
       // Gather M rows of (V, h): read + write (M, h); logits (M, h) @ (h, V).
       b.add({"embedding", dtype_name(t), dims({M, V, h}), 0, 2 * e * M * h, 0},
             [&] { (void)torch::embedding(table, ids); });
-      b.add(gemm_sample("lm_head", dtype_name(t), dims({M, V, h}), M, h, V, e), [&] { (void)torch::matmul(x, table.t()); });
+      b.add(gemm_sample("lm_head", dtype_name(t), dims({M, V, h}), M, h, V, e), [&] { (void)cpu::linear(x, table); });
     }
 }
 
@@ -488,7 +489,7 @@ double reference_gemm_seconds(const BenchContext& ctx) {
   Bench b(ctx);
   const auto o = b.opts(torch::kFloat);
   const torch::Tensor x = torch::randn({512, 512}, o), w = torch::randn({512, 512}, o);
-  return b.time([&] { (void)torch::matmul(x, w.t()); });
+  return b.time([&] { (void)cpu::linear(x, w); });
 }
 
 std::vector<KernelSample> bench_kernels(const BenchContext& ctx, const std::vector<torch::ScalarType>& dtypes) {

@@ -193,7 +193,8 @@ int run_profile(MpiRuntime& rt, const ProfileOptions& o) {
   run.name = o.name.empty() ? hostname() + "-measured" : o.name;
   run.device_name = run.cuda ? "CUDA device " + std::to_string(dev.index())
                              : std::to_string(threads.threads) + " thread(s) of " + cpu_model() + " (LibTorch, " +
-                                   (threads.openblas ? "OpenBLAS " + threads.blas_kernels + " kernels)" : "no OpenBLAS)");
+                                   (threads.openblas ? "OpenBLAS " + threads.blas_kernels + " kernels" : "no OpenBLAS") +
+                                   "; fp32 GEMMs: " + threads.cpu_gemm + ")";
   progress("device " + run.device_name + "; " + std::to_string(rt.world_size()) + " rank(s), " + threads.describe());
 
   BenchContext ctx;

@@ -3,6 +3,8 @@
 #include <dlfcn.h>
 #include <torch/torch.h>
 
+#include "executor/model/cpu_gemm.hpp"
+
 #include <algorithm>
 #include <thread>
 
@@ -10,7 +12,7 @@ namespace shardplan::executor {
 
 std::string ThreadSetup::describe() const {
   return std::to_string(threads) + " thread(s) per rank (LibTorch" +
-         (openblas ? " + OpenBLAS, " + blas_kernels + " kernels)" : "; OpenBLAS not found)");
+         (openblas ? " + OpenBLAS, " + blas_kernels + " kernels" : "; OpenBLAS not found") + "; fp32 GEMMs: " + cpu_gemm + ")";
 }
 
 ThreadSetup configure_threads(int requested, int ranks_on_node) {
@@ -39,6 +41,7 @@ ThreadSetup configure_threads(int requested, int ranks_on_node) {
     const char* name = core ? core() : nullptr;
     s.blas_kernels = name ? name : "unknown";
   }
+  s.cpu_gemm = cpu::configure_cpu_gemm(s.threads);
   return s;
 }
 

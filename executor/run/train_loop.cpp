@@ -299,6 +299,7 @@ void Trainer::finish() {
   in.device = describe_device(s.device);
   in.threads_per_rank = s.threads.threads;
   in.blas_kernels = s.device.is_cpu() ? s.threads.blas_kernels : "";
+  in.cpu_gemm = s.device.is_cpu() ? s.threads.cpu_gemm : "";
   in.schedule = simulator::to_string(s.plan.config.schedule);
   in.prediction = s.plan.prediction;
   in.reference_gemm_start_s = s.reference_gemm_start_s;
