@@ -156,6 +156,37 @@ torch::Tensor matmul(const torch::Tensor& x, const torch::Tensor& b) {
   return cpu::mm(x.reshape({-1, x.size(-1)}), b).view(out_shape);
 }
 
+torch::Tensor bmm(const torch::Tensor& a, const torch::Tensor& b) {
+  const int64_t d = a.dim();
+  const bool shapes = d >= 3 && b.dim() == d && a.size(-1) == b.size(-2) &&
+                      a.sizes().slice(0, d - 2) == b.sizes().slice(0, d - 2);
+  if (!shapes || a.numel() == 0 || b.numel() == 0) return torch::matmul(a, b);
+  const auto first_matrix = [](torch::Tensor t) {  // the layout of every matrix of the batch
+    while (t.dim() > 2) t = t.select(0, 0);
+    return t;
+  };
+  const Operand A = operand(first_matrix(a)), B = operand(first_matrix(b));
+  if (!A.ok || !B.ok) return torch::matmul(a, b);
+  const int64_t M = a.size(-2), K = a.size(-1), N = b.size(-1);
+  auto shape = a.sizes().vec();
+  shape.back() = N;
+  torch::Tensor c = torch::empty(shape, a.options());
+  RECORD_FUNCTION("shardrun::sgemm_batched", std::vector<c10::IValue>({a, b}));
+  // Walk the leading dims by their own strides (a and b may be views of different layouts).
+  const int64_t batches = c.numel() / (M * N);
+  std::vector<int64_t> idx(static_cast<size_t>(d - 2), 0);
+  const float* pa = a.data_ptr<float>();
+  const float* pb = b.data_ptr<float>();
+  float* pc = c.data_ptr<float>();
+  for (int64_t i = 0; i < batches; ++i) {
+    int64_t oa = 0, ob = 0;
+    for (int64_t j = 0; j < d - 2; ++j) oa += idx[j] * a.stride(j), ob += idx[j] * b.stride(j);
+    sgemm(A.trans, B.trans, M, N, K, 1.0F, pa + oa, A.ld, pb + ob, B.ld, 0.0F, pc + i * M * N, N);
+    for (int64_t j = d - 3; j >= 0 && ++idx[j] == a.size(j); --j) idx[j] = 0;
+  }
+  return c;
+}
+
 torch::Tensor linear(const torch::Tensor& x, const torch::Tensor& w) { return cpu::matmul(x, w.t()); }
 
 }  // namespace shardplan::executor::cpu

@@ -44,6 +44,9 @@ torch::Tensor mm(const torch::Tensor& a, const torch::Tensor& b);
 void addmm_(const torch::Tensor& c, const torch::Tensor& a, const torch::Tensor& b);
 // x (..., K) times b (K, N): (..., N).
 torch::Tensor matmul(const torch::Tensor& x, const torch::Tensor& b);
+// a (..., M, K) times b (..., K, N), the same leading dims: (..., M, N), one sgemm per matrix on
+// the operands' own strides (the ring attention's blocks); anything else: torch::matmul.
+torch::Tensor bmm(const torch::Tensor& a, const torch::Tensor& b);
 // x (..., K) times w^T for w (N, K): (..., N), the linear layer's forward.
 torch::Tensor linear(const torch::Tensor& x, const torch::Tensor& w);
 

@@ -7,6 +7,7 @@
 #include <vector>
 
 #include "executor/errors.hpp"
+#include "executor/model/cpu_gemm.hpp"
 #include "mappings.hpp"
 
 namespace shardplan::executor {
@@ -51,7 +52,7 @@ StepPart step_part(int me, int src, int64_t Sl) {
 torch::Tensor scores(const torch::Tensor& q, const torch::Tensor& k, double scale, const torch::Tensor& visible) {
   const int64_t B = q.size(0), n = q.size(1), Sq = q.size(2), hd = q.size(3), g = k.size(1);
   const torch::Tensor qg = q.reshape({B, g, (n / g) * Sq, hd});
-  torch::Tensor s = torch::matmul(qg, k.transpose(-2, -1)).to(torch::kFloat) * scale;
+  torch::Tensor s = cpu::bmm(qg, k.transpose(-2, -1)).to(torch::kFloat) * scale;
   if (visible.defined()) s = s.masked_fill(visible.logical_not().repeat({n / g, 1}), -INFINITY);
   return s;
 }
@@ -96,7 +97,7 @@ struct RingAttention : torch::autograd::Function<RingAttention> {
       const torch::Tensor visible = part.causal ? causal_visible(pos, pos).to(q.device()) : torch::Tensor();
       const torch::Tensor s = scores(qs, ks, scale, visible);             // (B, g, G*Sq, Sk)
       const torch::Tensor l = s.logsumexp(-1, true);                       // (B, g, G*Sq, 1)
-      const torch::Tensor o = torch::matmul((s - l).exp(), vs.to(torch::kFloat)).view({B, n, part.q.n, hd});
+      const torch::Tensor o = cpu::bmm((s - l).exp(), vs.to(torch::kFloat)).view({B, n, part.q.n, hd});
       const torch::Tensor lv = l.view({B, n, part.q.n});
       if (i == 0) {  // the diagonal block: every query sees itself, so every row is finite
         out.copy_(o);
@@ -149,11 +150,11 @@ struct RingAttention : torch::autograd::Function<RingAttention> {
       const torch::Tensor l = lse.narrow(2, part.q.begin, nq).reshape({B, g, G * nq, 1});
       const torch::Tensor p = (scores(qs, ks, scale, visible) - l).exp();                  // (B, g, G*nq, nk)
       const torch::Tensor dog = dout.narrow(2, part.q.begin, nq).reshape({B, g, G * nq, hd});
-      const torch::Tensor dp = torch::matmul(dog, vs.transpose(-2, -1));                   // (B, g, G*nq, nk)
+      const torch::Tensor dp = cpu::bmm(dog, vs.transpose(-2, -1));                   // (B, g, G*nq, nk)
       const torch::Tensor ds = p * (dp - D.narrow(2, part.q.begin, nq).reshape({B, g, G * nq, 1}));
-      dq.narrow(2, part.q.begin, nq).add_(torch::matmul(ds, ks).view({B, n, nq, hd}) * scale);
-      dkv[0].narrow(2, part.kv.begin, nk).add_(torch::matmul(ds.transpose(-2, -1), qs.reshape({B, g, G * nq, hd})) * scale);
-      dkv[1].narrow(2, part.kv.begin, nk).add_(torch::matmul(p.transpose(-2, -1), dog));
+      dq.narrow(2, part.q.begin, nq).add_(cpu::bmm(ds, ks).view({B, n, nq, hd}) * scale);
+      dkv[0].narrow(2, part.kv.begin, nk).add_(cpu::bmm(ds.transpose(-2, -1), qs.reshape({B, g, G * nq, hd})) * scale);
+      dkv[1].narrow(2, part.kv.begin, nk).add_(cpu::bmm(p.transpose(-2, -1), dog));
       // The accumulator moves on with its block; after P moves it is back with its owner.
       torch::Tensor next_dkv;
       ring_shift(cp, dkv, next_dkv, kTagDkv)->wait();
