@@ -22,8 +22,8 @@ struct Heads {
 };
 Heads heads(const torch::Tensor& t) { return {t.data_ptr<float>(), t.stride(0), t.stride(1), t.stride(2)}; }
 
-bool cblas_path(std::initializer_list<const torch::Tensor*> ts) {
-  if (!attention_gemms_use_cblas()) return false;
+bool sgemm_path(std::initializer_list<const torch::Tensor*> ts) {
+  if (!attention_gemms_use_sgemm()) return false;
   for (const torch::Tensor* t : ts)
     if (!t->device().is_cpu() || t->scalar_type() != torch::kFloat || t->dim() != 4 || t->stride(3) != 1)
       return false;
@@ -181,14 +181,14 @@ struct Values : torch::autograd::Function<Values> {
 
 }  // namespace
 
-bool attention_gemms_use_cblas() { return cpu::sgemm_available(); }
+bool attention_gemms_use_sgemm() { return cpu::sgemm_available(); }
 
 int64_t causal_row_blocks(int64_t S) { return std::clamp<int64_t>(S / 32, 1, 16); }
 
 torch::Tensor attention_scores(const torch::Tensor& q, const torch::Tensor& k, bool causal) {
   const int64_t B = q.size(0), nh = q.size(1), S = q.size(2), hd = q.size(3), nkv = k.size(1);
   EXECUTOR_CHECK(nkv > 0 && nh % nkv == 0 && k.size(0) == B && k.size(3) == hd, "attention_scores: bad shapes");
-  if (cblas_path({&q, &k})) return Scores::apply(q, k, causal && k.size(2) == S ? causal_row_blocks(S) : 1);
+  if (sgemm_path({&q, &k})) return Scores::apply(q, k, causal && k.size(2) == S ? causal_row_blocks(S) : 1);
   return torch::matmul(q.reshape({B, nkv, nh / nkv * S, hd}), k.transpose(-2, -1));
 }
 
@@ -198,7 +198,7 @@ torch::Tensor attention_values(const torch::Tensor& p, const torch::Tensor& v, i
                      p.size(2) % (nh / nkv) == 0,
                  "attention_values: bad shapes");
   const int64_t S = p.size(2) / (nh / nkv);
-  if (cblas_path({&p, &v})) return Values::apply(p, v, nh, causal && Sk == S ? causal_row_blocks(S) : 1);
+  if (sgemm_path({&p, &v})) return Values::apply(p, v, nh, causal && Sk == S ? causal_row_blocks(S) : 1);
   return torch::matmul(p, v).view({B, nh, S, hd}).transpose(1, 2).reshape({B, S, nh * hd});
 }
 

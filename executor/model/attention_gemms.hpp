@@ -32,7 +32,7 @@ torch::Tensor attention_values(const torch::Tensor& p, const torch::Tensor& v, i
 // S = 128, so each GEMM keeps OpenBLAS's full register tiles; at most 16 so each stays >= S/16).
 int64_t causal_row_blocks(int64_t S);
 
-// Whether the CBLAS path serves fp32 CPU tensors in this build.
-bool attention_gemms_use_cblas();
+// Whether the per-matrix sgemm path (cpu_gemm.hpp: oneDNN or CBLAS) serves fp32 CPU tensors in this build.
+bool attention_gemms_use_sgemm();
 
 }  // namespace shardplan::executor

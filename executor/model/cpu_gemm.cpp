@@ -27,14 +27,6 @@ GemmBackend g_backend =
     GemmBackend::blas;
 #endif
 
-bool blas_available() {
-#ifdef SHARDPLAN_HAVE_CBLAS
-  return true;
-#else
-  return false;
-#endif
-}
-
 #ifdef SHARDPLAN_HAVE_ONEDNN
 std::string onednn_description() {
   const dnnl_version_t* v = dnnl_version();
@@ -68,19 +60,25 @@ Operand operand(const torch::Tensor& t) {
   return o;
 }
 
-// c (contiguous (M, N)) = a b + beta c; false when an operand does not suit sgemm.
-bool gemm_into(const torch::Tensor& c, const torch::Tensor& a, const torch::Tensor& b, float beta) {
-  const Operand A = operand(a), B = operand(b);
-  if (!A.ok || !B.ok || !c.is_contiguous() || c.scalar_type() != torch::kFloat) return false;
+// c (contiguous fp32 (M, N)) = a b + beta c, for a and b laid out as A and B say.
+void gemm_into(const torch::Tensor& c, const torch::Tensor& a, const Operand& A, const torch::Tensor& b,
+               const Operand& B, float beta) {
   const int64_t M = a.size(0), K = a.size(1), N = b.size(1);
   // Visible to LibTorch's profiler (shardrun --trace) as an op of its own, with its shapes.
   RECORD_FUNCTION(beta == 0.0F ? "shardrun::sgemm" : "shardrun::sgemm_add", std::vector<c10::IValue>({a, b}));
   sgemm(A.trans, B.trans, M, N, K, 1.0F, a.data_ptr<float>(), A.ld, b.data_ptr<float>(), B.ld, beta,
         c.data_ptr<float>(), N);
-  return true;
 }
 
 }  // namespace
+
+bool blas_available() {
+#ifdef SHARDPLAN_HAVE_CBLAS
+  return true;
+#else
+  return false;
+#endif
+}
 
 bool onednn_available() {
 #ifdef SHARDPLAN_HAVE_ONEDNN
@@ -105,15 +103,14 @@ std::string configure_cpu_gemm(int threads) {
   const std::string want = env ? env : "";
   EXECUTOR_CHECK(want.empty() || want == "blas" || want == "onednn",
                  "SHARDRUN_CPU_GEMM: expected blas or onednn, got '" + want + "'");
+  if (want.empty() && !sgemm_available()) return "LibTorch mm";  // neither backend: every GEMM stays LibTorch's
   const bool onednn = want == "onednn" || (want.empty() && onednn_available());
   use_cpu_gemm(onednn ? GemmBackend::onednn : GemmBackend::blas, threads);
 #ifdef SHARDPLAN_HAVE_ONEDNN
   if (g_backend == GemmBackend::onednn) return onednn_description();
 #endif
-  return blas_available() ? "CBLAS sgemm" : "LibTorch mm";
+  return "CBLAS sgemm";
 }
-
-GemmBackend cpu_gemm_backend() { return g_backend; }
 
 void sgemm(bool ta, bool tb, int64_t m, int64_t n, int64_t k, float alpha, const float* a, int64_t lda, const float* b,
            int64_t ldb, float beta, float* c, int64_t ldc) {
@@ -137,15 +134,19 @@ void sgemm(bool ta, bool tb, int64_t m, int64_t n, int64_t k, float alpha, const
 }
 
 torch::Tensor mm(const torch::Tensor& a, const torch::Tensor& b) {
-  if (a.dim() == 2 && b.dim() == 2 && a.size(1) == b.size(0) && operand(a).ok && operand(b).ok) {
-    torch::Tensor c = torch::empty({a.size(0), b.size(1)}, a.options());
-    if (gemm_into(c, a, b, 0.0F)) return c;
-  }
-  return torch::mm(a, b);
+  const Operand A = operand(a), B = operand(b);
+  if (!sgemm_available() || !A.ok || !B.ok || a.size(1) != b.size(0)) return torch::mm(a, b);
+  torch::Tensor c = torch::empty({a.size(0), b.size(1)}, a.options());
+  gemm_into(c, a, A, b, B, 0.0F);
+  return c;
 }
 
 void addmm_(const torch::Tensor& c, const torch::Tensor& a, const torch::Tensor& b) {
-  if (!gemm_into(c, a, b, 1.0F)) const_cast<torch::Tensor&>(c).addmm_(a, b);
+  const Operand A = operand(a), B = operand(b);
+  const bool fits = sgemm_available() && A.ok && B.ok && c.dim() == 2 && c.is_contiguous() && c.scalar_type() == torch::kFloat &&
+                    c.size(0) == a.size(0) && c.size(1) == b.size(1) && a.size(1) == b.size(0);
+  if (fits) gemm_into(c, a, A, b, B, 1.0F);
+  else const_cast<torch::Tensor&>(c).addmm_(a, b);
 }
 
 torch::Tensor matmul(const torch::Tensor& x, const torch::Tensor& b) {
@@ -160,7 +161,7 @@ torch::Tensor bmm(const torch::Tensor& a, const torch::Tensor& b) {
   const int64_t d = a.dim();
   const bool shapes = d >= 3 && b.dim() == d && a.size(-1) == b.size(-2) &&
                       a.sizes().slice(0, d - 2) == b.sizes().slice(0, d - 2);
-  if (!shapes || a.numel() == 0 || b.numel() == 0) return torch::matmul(a, b);
+  if (!sgemm_available() || !shapes || a.numel() == 0 || b.numel() == 0) return torch::matmul(a, b);
   const auto first_matrix = [](torch::Tensor t) {  // the layout of every matrix of the batch
     while (t.dim() > 2) t = t.select(0, 0);
     return t;

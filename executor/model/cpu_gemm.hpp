@@ -24,13 +24,14 @@ namespace shardplan::executor::cpu {
 enum class GemmBackend { blas, onednn };
 
 // Sets the process's backend from SHARDRUN_CPU_GEMM (default: onednn when built with it, else
-// blas) and the threads its GEMMs use, and returns its description ("oneDNN 2.6.3 sgemm
-// (avx512_core)"); throws ExecutorError for a value it does not know or a backend this build lacks.
+// blas, else none: every GEMM LibTorch's) and the threads its GEMMs use, and returns its
+// description ("oneDNN 2.6.3 sgemm (avx512_core)"); throws ExecutorError for a value it does not
+// know or a backend this build lacks.
 std::string configure_cpu_gemm(int threads);
-GemmBackend cpu_gemm_backend();
 // Switches the backend (bench/bench_cpu_gemm.cpp times both); throws ExecutorError when this build lacks it.
 void use_cpu_gemm(GemmBackend b, int threads);
 [[nodiscard]] bool onednn_available();
+[[nodiscard]] bool blas_available();
 // Whether sgemm has a backend at all (oneDNN or CBLAS).
 [[nodiscard]] bool sgemm_available();
 

@@ -255,7 +255,7 @@ std::pair<torch::Tensor, torch::Tensor> check_attention_gemms(int64_t B, int64_t
 }
 
 TEST(AttentionGemms, MatchMatmulOnStridedGroupedViewsForwardAndBackward) {
-  if (!attention_gemms_use_cblas()) GTEST_SKIP() << "built without CBLAS";
+  if (!attention_gemms_use_sgemm()) GTEST_SKIP() << "built with neither oneDNN nor CBLAS";
   torch::manual_seed(12);
   for (const bool contiguous_q : {false, true}) {
     const auto [scores, sr] = check_attention_gemms(2, 6, 2, 9, 8, contiguous_q, torch::Tensor());
@@ -268,7 +268,7 @@ TEST(AttentionGemms, MatchMatmulOnStridedGroupedViewsForwardAndBackward) {
 // model runs it. Scores on and below the diagonal, the context and every gradient match the full
 // double-precision computation; the scores above the row blocks are 0.
 TEST(AttentionGemms, CausalRowBlocksMatchTheFullMaskedComputation) {
-  if (!attention_gemms_use_cblas()) GTEST_SKIP() << "built without CBLAS";
+  if (!attention_gemms_use_sgemm()) GTEST_SKIP() << "built with neither oneDNN nor CBLAS";
   torch::manual_seed(13);
   const int64_t nh = 4, nkv = 2, S = 100;
   ASSERT_EQ(causal_row_blocks(S), 3);
