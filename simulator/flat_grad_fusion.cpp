@@ -7,6 +7,7 @@ FlatGradFusion flat_grad_fusion(const ModelSpec& model, const ParallelConfig& cf
   if (cfg.zero_stage >= 2 || lora) return f;
   f.linears = cfg.precision == Precision::fp32;
   f.embedding = !model.tied_embeddings;
+  f.head = f.linears && f.embedding;
   return f;
 }
 

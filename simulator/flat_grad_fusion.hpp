@@ -16,7 +16,8 @@
 namespace shardplan::simulator {
 
 struct FlatGradFusion {
-  bool linears = false;    // fp32 block linears (not SP column ones) and an untied fp32 head
+  bool linears = false;    // fp32 block linears (not SP column ones)
+  bool head = false;       // an untied fp32 LM head
   bool embedding = false;  // an untied embedding's rows
 };
 

@@ -39,7 +39,7 @@ UnitBuffers unit_buffers(const ConfigContext& c, const StageShape& s) {
   // Fresh gradients shardrun adds into the flat buffer directly (ZeRO 0/1, see above).
   const FlatGradFusion into = flat_grad_fusion(mc.model, cfg, lora);
   const double vocab_param = static_cast<double>(mc.model.vocab_size * mc.model.hidden) / t;
-  const double head_fresh = into.linears && into.embedding ? 0.0 : vocab_param;  // an untied fp32 head
+  const double head_fresh = into.head ? 0.0 : vocab_param;
   const double embedding_fresh = into.embedding ? 0.0 : vocab_param;
   double block_largest = 0;  // largest trainable parameter of a block with a fresh gradient
   for (std::size_t i = 0; i < mc.linears.size(); ++i) {

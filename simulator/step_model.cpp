@@ -308,7 +308,7 @@ ChunkTime chunk_time(const ConfigContext& c, const ChunkShape& sh) {
     const FlatGradFusion into = flat_grad_fusion(c.mc->model, cfg, lora);
     double in_flat = moe_layers * linears_into_flat(c.mc->linears, cfg, into) +
                      dense * linears_into_flat(c.mc->dense_linears, cfg, into);
-    if (sh.head && into.linears && into.embedding) in_flat += c.head_params;  // an untied fp32 head
+    if (sh.head && into.head) in_flat += c.head_params;
     if (sh.embedding && into.embedding) in_flat += c.embedding_params;
     const double m = cfg.micro_batches();
     const double accumulate = (m - 1) / m * memory_time_s(c.env, 3 * c.param_bytes * std::max(0.0, grads - in_flat));
