@@ -10,7 +10,7 @@
 set -euo pipefail
 cd "$(dirname "${BASH_SOURCE[0]}")/.."
 OUT="${1:-build/bench-published}"
-SP=build/release/planner/shardplan
+SP=build/release/cli/shardplan
 mkdir -p "$OUT"
 
 echo "==> shardplan validate --suite published (shipped profiles)"

@@ -17,7 +17,7 @@ B=build/release
 OUT=build/bench-shardrun
 mkdir -p "$OUT"
 
-"$B/planner/shardplan" plan --model "$MODEL" --hardware local-cpu-2core --nodes 1 --devices-per-node 1 \
+"$B/cli/shardplan" plan --model "$MODEL" --hardware local-cpu-2core --nodes 1 --devices-per-node 1 \
   --global-batch-size 4 --micro-batch-sizes 4 --seq-len 128 --precision fp32 --zero-stages 0 --attention eager \
   --forbid pp,recompute,offload --quiet --top 1 --out "$OUT/plan.json" > /dev/null
 

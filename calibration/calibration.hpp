@@ -8,13 +8,13 @@
 #include <string>
 #include <vector>
 
-#include "planner/plan.hpp"
+#include "formats/plan.hpp"
 #include "runs_file.hpp"
 #include "simulator/hardware_profile.hpp"
 
 namespace shardplan::calibration {
 
-using planner::Plan;
+using formats::Plan;
 
 inline constexpr const char* kCalibrationSchema = "shardplan.calibration/1";
 inline constexpr const char* kMethod = "Levenberg-Marquardt on log step time";

@@ -21,7 +21,7 @@
 #include <string>
 #include <vector>
 
-#include "planner/plan.hpp"
+#include "formats/plan.hpp"
 
 namespace shardplan::calibration {
 
@@ -33,7 +33,7 @@ struct RecordedRun {
   std::string citation;
   std::string note;
   std::string hardware_profile;  // as written (built-in name or path)
-  planner::Plan plan;    // model, cluster (profile with overrides, nodes), validated config
+  formats::Plan plan;    // model, cluster (profile with overrides, nodes), validated config
   double measured_step_s = 0;        // converted once from whichever figure was published
   std::string measured_key;          // the figure given, e.g. "tokens_per_second"
   double measured_value = 0;         // its value, in that key's unit

@@ -20,6 +20,7 @@
 #include <sstream>
 #include <thread>
 
+#include "formats/run_report.hpp"
 #include "simulator/errors.hpp"
 #include "simulator/evaluator.hpp"
 #include "simulator/json_fields.hpp"
@@ -35,43 +36,21 @@ using nlohmann::json;
 
 namespace {
 
-template <typename E>
-E parse_enum(const json& j, const char* key, const sim::JsonContext& ctx,
-             std::initializer_list<std::pair<const char*, E>> options, E fallback) {
-  const std::string v = sim::get_string_or(j, key, "", ctx);
-  if (v.empty()) return fallback;
-  std::string names;
-  for (const auto& [name, value] : options) {
-    if (v == name) return value;
-    names += (names.empty() ? "" : ", ") + std::string(name);
-  }
-  ctx.fail(key, "one of " + names + " (got '" + v + "')");
-}
-
 sim::Precision precision_of(const json& j, const sim::JsonContext& ctx) {
-  return parse_enum(j, "precision", ctx,
-                    {{"fp32", sim::Precision::fp32}, {"bf16", sim::Precision::bf16}, {"fp16", sim::Precision::fp16}},
-                    sim::Precision::fp32);
+  return sim::get_enum_or(j, "precision", sim::Precision::fp32, ctx);
 }
 
 sim::MixedPrecision mixed_precision_of(const json& j, const sim::JsonContext& ctx) {
-  return parse_enum(j, "mixed_precision", ctx,
-                    {{"master_weights", sim::MixedPrecision::master_weights}, {"autocast", sim::MixedPrecision::autocast}},
-                    sim::MixedPrecision::master_weights);
+  return sim::get_enum_or(j, "mixed_precision", sim::MixedPrecision::master_weights, ctx);
 }
 
 // shardrun on a LibTorch without SDPA (Debian's 1.13) runs the eager attention core: eager unless given.
 sim::AttentionKind attention_of(const json& j, const sim::JsonContext& ctx) {
-  return parse_enum(j, "attention", ctx, {{"eager", sim::AttentionKind::eager}, {"flash", sim::AttentionKind::flash},
-                                              {"flash1", sim::AttentionKind::flash1}},
-                    sim::AttentionKind::eager);
+  return sim::get_enum_or(j, "attention", sim::AttentionKind::eager, ctx);
 }
 
 sim::Recompute recompute_of(const json& j, const sim::JsonContext& ctx) {
-  return parse_enum(j, "recompute", ctx,
-                    {{"none", sim::Recompute::none}, {"selective", sim::Recompute::selective},
-                     {"full", sim::Recompute::full}},
-                    sim::Recompute::none);
+  return sim::get_enum_or(j, "recompute", sim::Recompute::none, ctx);
 }
 
 int int_field(const json& j, const char* key, const sim::JsonContext& ctx, int fallback, int min) {
@@ -115,15 +94,14 @@ sim::LoraConfig lora_of(const json& j, const sim::JsonContext& parent) {
     if (!x.is_string()) ctx.fail("targets", "an array of strings");
     l.targets.push_back(x.get<std::string>());
   }
-  l.base = parse_enum(*it, "base", ctx, {{"bf16", sim::LoraBase::bf16}, {"nf4", sim::LoraBase::nf4}}, sim::LoraBase::bf16);
+  l.base = sim::get_enum_or(*it, "base", sim::LoraBase::bf16, ctx);
   return l;
 }
 
 // The fields of context and expert parallelism (optional: 1, ring, 1).
 void read_cp_ep(const json& j, const sim::JsonContext& ctx, ValidationEntry& e) {
   e.cp = int_field(j, "cp", ctx, 1, 1);
-  e.cp_kind = parse_enum(j, "cp_kind", ctx, {{"ring", sim::CpKind::ring}, {"all_to_all", sim::CpKind::all_to_all}},
-                         sim::CpKind::ring);
+  e.cp_kind = sim::get_enum_or(j, "cp_kind", sim::CpKind::ring, ctx);
   e.ep = int_field(j, "ep", ctx, 1, 1);
 }
 
@@ -212,10 +190,7 @@ ValidationEntry entry_from_json(const json& j, const std::string& where) {
   e.attention = attention_of(j, ctx);
   e.sequence_parallel = sim::get_bool_or(j, "sequence_parallel", false, ctx);
   e.recompute = recompute_of(j, ctx);
-  e.schedule = parse_enum(j, "schedule", ctx,
-                          {{"1f1b", sim::PipelineSchedule::one_f_one_b}, {"gpipe", sim::PipelineSchedule::gpipe},
-                           {"interleaved", sim::PipelineSchedule::interleaved}},
-                          sim::PipelineSchedule::one_f_one_b);
+  e.schedule = sim::get_enum_or(j, "schedule", sim::PipelineSchedule::one_f_one_b, ctx);
   e.lora = lora_of(j, ctx);
   read_cp_ep(j, ctx, e);
   return e;
@@ -294,21 +269,15 @@ double median_of(std::vector<double> v) {
 }  // namespace
 
 void apply_report(ValidationRun& run, const json& report, const std::string& source) {
-  const sim::JsonContext ctx{source, "measured"};
-  const json& m = sim::require(report, "measured", sim::JsonContext{source, ""});
-  run.measured_step_s_runs.push_back(sim::get_positive(m, "step_seconds", ctx));
+  const formats::RunReport rep = formats::run_report_from_json(report, source);
+  const auto& m = rep.measured;
+  run.measured_step_s_runs.push_back(m.step_s);
   run.measured_step_s = median_of(run.measured_step_s_runs);
-  run.measured_peak_bytes = sim::get_positive(m, "peak_memory_bytes", ctx);
-  if (auto ref = m.find("reference_gemm_seconds"); ref != m.end()) {
-    const sim::JsonContext rc = ctx.child("reference_gemm_seconds");
-    run.reference_gemm_s_runs.push_back(std::min(sim::get_positive(*ref, "start", rc), sim::get_positive(*ref, "end", rc)));
-  }
+  run.measured_peak_bytes = static_cast<double>(m.peak_bytes);
+  if (m.reference_gemm_start_s && m.reference_gemm_end_s)
+    run.reference_gemm_s_runs.push_back(std::min(*m.reference_gemm_start_s, *m.reference_gemm_end_s));
   run.measured_peak_per_rank.clear();
-  if (auto it = m.find("peak_memory_bytes_per_rank"); it != m.end() && it->is_array())
-    for (const auto& v : *it) {
-      if (!v.is_number() || !(v.get<double>() > 0)) ctx.fail("peak_memory_bytes_per_rank", "positive numbers");
-      run.measured_peak_per_rank.push_back(v.get<double>());
-    }
+  for (int64_t b : m.peak_bytes_per_rank) run.measured_peak_per_rank.push_back(static_cast<double>(b));
   if (run.measured_peak_per_rank.empty()) run.measured_peak_per_rank = {run.measured_peak_bytes};
   run.has_measurement = true;
   run.step_error = (run.predicted_step_s - run.measured_step_s) / run.measured_step_s;

@@ -9,13 +9,13 @@
 #include <string>
 #include <vector>
 
-#include "planner/plan.hpp"
+#include "formats/plan.hpp"
 #include "simulator/hardware_profile.hpp"
 #include "simulator/parallel_config.hpp"
 
 namespace shardplan::calibration {
 
-using planner::Plan;
+using formats::Plan;
 
 inline constexpr const char* kValidationSchema = "shardplan.validation/1";
 

@@ -1,12 +1,6 @@
-// Validation, running one entry: its plan written, `mpirun ... shardrun` started with
-// posix_spawn (no shell, own process group, output to a log), polled for its end, a cancel or
-// the timeout, and its report read back.
-#include <fcntl.h>
-#include <signal.h>
-#include <spawn.h>
-#include <sys/wait.h>
-#include <unistd.h>
-
+// Validation, running one entry: its plan written, `mpirun ... shardrun` run under the
+// supervisor (proc/supervisor.hpp: no shell, own process group, output to a log, a cancel or
+// the timeout), and its report read back.
 #include <algorithm>
 #include <cerrno>
 #include <cmath>
@@ -17,6 +11,7 @@
 #include <sstream>
 #include <thread>
 
+#include "proc/supervisor.hpp"
 #include "simulator/errors.hpp"
 #include "simulator/json_fields.hpp"
 #include "validation.hpp"
@@ -31,58 +26,21 @@ using json = nlohmann::json;
 
 namespace {
 
-struct JobResult {
-  bool cancelled = false, timed_out = false;
-  int exit_code = -1;  // -1 when ended by a signal
-  int signal = 0;
-};
-
-// Runs `args` (no shell) in its own process group, stdout + stderr into `log`; polls for the
-// end, `o.cancel` and the timeout (SIGTERM to mpirun, SIGKILL to its group 10 s later).
-JobResult run_job(const std::vector<std::string>& args, const std::string& log, const RunnerOptions& o) {
-  posix_spawn_file_actions_t fa;
-  ::posix_spawn_file_actions_init(&fa);
-  ::posix_spawn_file_actions_addopen(&fa, STDIN_FILENO, "/dev/null", O_RDONLY, 0);
-  ::posix_spawn_file_actions_addopen(&fa, STDOUT_FILENO, log.c_str(), O_WRONLY | O_CREAT | O_TRUNC, 0644);
-  ::posix_spawn_file_actions_adddup2(&fa, STDOUT_FILENO, STDERR_FILENO);
-  posix_spawnattr_t attr;
-  ::posix_spawnattr_init(&attr);
-  ::posix_spawnattr_setflags(&attr, POSIX_SPAWN_SETPGROUP);
-  ::posix_spawnattr_setpgroup(&attr, 0);
-  std::vector<char*> argv;
-  for (const auto& a : args) argv.push_back(const_cast<char*>(a.c_str()));
-  argv.push_back(nullptr);
-  pid_t pid = 0;
-  const int rc = ::posix_spawnp(&pid, argv[0], &fa, &attr, argv.data(), environ);
-  ::posix_spawn_file_actions_destroy(&fa);
-  ::posix_spawnattr_destroy(&attr);
-  if (rc != 0) throw sim::InputError("--mpirun: cannot start '" + args[0] + "': " + std::strerror(rc));
-  using clock = std::chrono::steady_clock;
-  const auto start = clock::now();
-  std::optional<clock::time_point> term_at;
-  bool killed = false;
-  JobResult r;
-  int status = 0;
-  for (;;) {
-    const pid_t w = ::waitpid(pid, &status, WNOHANG);
-    if (w == pid) break;
-    if (w < 0 && errno != EINTR) throw std::runtime_error(std::string("waitpid: ") + std::strerror(errno));
-    const auto now = clock::now();
-    const bool cancel = o.cancel != nullptr && o.cancel->load();
-    if (!term_at && (cancel || std::chrono::duration<double>(now - start).count() > o.timeout_s)) {
-      r.cancelled = cancel;
-      r.timed_out = !cancel;
-      ::kill(pid, SIGTERM);
-      term_at = now;
-    } else if (term_at && !killed && now - *term_at > std::chrono::seconds(10)) {
-      ::kill(-pid, SIGKILL);
-      killed = true;
-    }
-    std::this_thread::sleep_for(std::chrono::milliseconds(20));
+// mpirun without a shell, stdout + stderr into `log`, stdin /dev/null; on `o.cancel` or the
+// timeout SIGTERM to mpirun (it forwards to its ranks), SIGKILL to its group 10 s later.
+proc::ExitStatus run_job(const std::vector<std::string>& args, const std::string& log, const RunnerOptions& o) {
+  proc::ChildOptions c;
+  c.output_path = log;
+  c.stdin_null = true;
+  c.timeout_s = o.timeout_s;
+  c.cancel = o.cancel;
+  c.grace_s = 10;
+  c.terminate_group = false;
+  try {
+    return proc::run(args, c);
+  } catch (const proc::StartError& e) {
+    throw sim::InputError(std::string("--mpirun: ") + e.what());
   }
-  if (WIFEXITED(status)) r.exit_code = WEXITSTATUS(status);
-  if (WIFSIGNALED(status)) r.signal = WTERMSIG(status);
-  return r;
 }
 
 std::string read_text(const std::string& path) {
@@ -145,9 +103,9 @@ ValidationRun new_run(const ValidationEntry& e, const RunnerOptions& o) {
   return r;
 }
 
-ValidationRun finish_run(ValidationRun r, const JobResult& job, const fs::path& dir, const RunnerOptions& o) {
+ValidationRun finish_run(ValidationRun r, const proc::ExitStatus& job, const fs::path& dir, const RunnerOptions& o) {
   const std::string log = read_text(r.output_log);
-  if (job.exit_code == 0) {
+  if (job.signal == 0 && job.code == 0) {
     const std::string report = (dir / "report.json").string();
     try {
       apply_report(r, sim::read_json_file(report), report);
@@ -159,7 +117,7 @@ ValidationRun finish_run(ValidationRun r, const JobResult& job, const fs::path& 
     }
     return r;
   }
-  if (job.exit_code == 2 && !job.timed_out) {
+  if (job.signal == 0 && job.code == 2 && !job.timed_out) {
     if (std::string msg = refusal_message(log); !msg.empty()) {
       r.status = RunStatus::skipped;
       r.reason = msg;
@@ -173,7 +131,7 @@ ValidationRun finish_run(ValidationRun r, const JobResult& job, const fs::path& 
   else if (job.signal != 0)
     std::snprintf(head, sizeof head, "mpirun ended by signal %d", job.signal);
   else
-    std::snprintf(head, sizeof head, "mpirun exited with code %d", job.exit_code);
+    std::snprintf(head, sizeof head, "mpirun exited with code %d", job.code);
   r.reason = std::string(head) + "; last output:\n" + tail_of(log);
   return r;
 }
@@ -200,7 +158,7 @@ ValidationRun prepare_entry(const ValidationEntry& e, const sim::HardwareProfile
   r.predicted_peak_bytes = plan.prediction.worst.total();
   r.predicted_peak_per_rank = predicted_peak_per_rank(plan);
   r.plan_file = (dir / "plan.json").string();
-  planner::save_plan(plan, r.plan_file);
+  formats::save_plan(plan, r.plan_file);
   if (!plan.prediction.feasible) {
     r.reason = "predicted memory does not fit the device: " + plan.prediction.infeasible_reason;
     return r;
@@ -224,7 +182,7 @@ int steps_for(const ValidationRun& r, const RunnerOptions& o) {
 bool run_repeat(ValidationRun& r, const RunnerOptions& o) {
   const fs::path dir = fs::path(r.plan_file).parent_path();
   r.steps = steps_for(r, o);
-  const JobResult job = run_job(job_command(o, r.plan_file, dir, r.ranks, r.steps), r.output_log, o);
+  const proc::ExitStatus job = run_job(job_command(o, r.plan_file, dir, r.ranks, r.steps), r.output_log, o);
   if (job.cancelled) return false;
   r = finish_run(std::move(r), job, dir, o);
   return true;

@@ -1,4 +1,4 @@
-// Fuzz target: the argument vector of `shardplan simulate` (planner/cli), one argument per line
+// Fuzz target: the argument vector of `shardplan simulate` (cli/), one argument per line
 // of the input, parsed by CLI11 and run as the binary runs it: options checked, model card and
 // hardware profile loaded, the configuration validated, simulated and printed (into a stream
 // that discards it). Bad arguments must end in a CLI11 parse error or an InputError (exit 2);
@@ -10,7 +10,7 @@
 #include <string>
 #include <vector>
 
-#include "planner/cli/commands.hpp"
+#include "cli/commands.hpp"
 #include "simulator/errors.hpp"
 
 extern "C" int LLVMFuzzerTestOneInput(const uint8_t* data, size_t size) {

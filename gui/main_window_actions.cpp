@@ -18,7 +18,7 @@
 #include "main_window.hpp"
 #include "plan_export.hpp"
 #include "interop/launch_export.hpp"
-#include "planner/plan.hpp"
+#include "formats/plan.hpp"
 #include "scatter_chart.hpp"
 #include "session_store.hpp"
 #include "simulator/errors.hpp"
@@ -76,7 +76,7 @@ void MainWindow::updateDetails(int source_row) {
     }
     if (r.prediction && r.prediction->feasible && r.model) {
       try {
-        const pl::Plan plan = make_plan(r, outcome_ ? outcome_->request.search_settings : nlohmann::json::object());
+        const formats::Plan plan = make_plan(r, outcome_ ? outcome_->request.search_settings : nlohmann::json::object());
         h += "<h4>Launch (mpirun)</h4><pre>" + esc(interop::mpirun_command(plan, "plan.json", cli_export_options(plan).mpirun)) +
              "</pre>";
       } catch (const std::exception& e) {
@@ -103,7 +103,7 @@ bool MainWindow::exportRow(int source_row, const QString& plan_path) {
   if (source_row < 0 || source_row >= model_->rowCount()) return false;
   try {
     const CandidateRow& r = model_->row(source_row);
-    const pl::Plan plan = make_plan(r, outcome_ ? outcome_->request.search_settings : nlohmann::json::object());
+    const formats::Plan plan = make_plan(r, outcome_ ? outcome_->request.search_settings : nlohmann::json::object());
     const auto written = export_plan(plan, plan_path.toStdString());
     setStatus(QString("Exported %1 files: %2 and the launch files beside it").arg(written.size()).arg(plan_path));
     return true;
@@ -123,7 +123,7 @@ void MainWindow::exportSelected() {
 
 bool MainWindow::openPlan(const QString& path) {
   try {
-    const pl::Plan plan = pl::load_plan(path.toStdString());
+    const formats::Plan plan = formats::load_plan(path.toStdString());
     CandidateRow row;
     row.candidate.cluster = plan.cluster;
     row.candidate.config = plan.config;

@@ -11,16 +11,16 @@ namespace shardplan::gui {
 namespace sim = shardplan::simulator;
 namespace pl = shardplan::planner;
 
-pl::Plan make_plan(const CandidateRow& row, const nlohmann::json& search_settings) {
+formats::Plan make_plan(const CandidateRow& row, const nlohmann::json& search_settings) {
   if (!row.prediction || !row.model) throw sim::InputError("export: the candidate has not been simulated");
   if (!row.prediction->feasible)
     throw sim::InputError("export: " + row.candidate.key + " does not fit (" + row.prediction->infeasible_reason + ")");
-  return pl::Plan{sim::version(), *row.model, row.candidate.cluster, row.candidate.config, *row.prediction,
+  return formats::Plan{sim::version(), *row.model, row.candidate.cluster, row.candidate.config, *row.prediction,
                   row.search_settings ? *row.search_settings : search_settings};
 }
 
-interop::ExportOptions cli_export_options(const pl::Plan& plan) {
-  // As `shardplan export` (planner/cli/export_command.cpp) fills them with its defaults.
+interop::ExportOptions cli_export_options(const formats::Plan& plan) {
+  // As `shardplan export` (cli/export_command.cpp) fills them with its defaults.
   interop::ExportOptions opt;
   interop::ShardrunArgs run;
   run.checkpoint_dir = "checkpoints";
@@ -33,13 +33,13 @@ interop::ExportOptions cli_export_options(const pl::Plan& plan) {
   return opt;
 }
 
-std::vector<std::string> export_plan(const pl::Plan& plan, const std::string& plan_path) {
+std::vector<std::string> export_plan(const formats::Plan& plan, const std::string& plan_path) {
   if (plan_path.empty()) throw sim::InputError("export: expected a file name for plan.json");
   const std::filesystem::path p(plan_path);
   const std::string dir = p.has_parent_path() ? p.parent_path().string() : std::string(".");
   // Launch files first: a bad option fails before plan.json is written.
   std::vector<std::string> written = interop::export_all(plan, dir, plan_path, cli_export_options(plan));
-  pl::save_plan(plan, plan_path);
+  formats::save_plan(plan, plan_path);
   written.insert(written.begin(), plan_path);
   return written;
 }

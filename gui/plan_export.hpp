@@ -9,19 +9,19 @@
 
 #include "candidate_row.hpp"
 #include "interop/launch_export.hpp"
-#include "planner/plan.hpp"
+#include "formats/plan.hpp"
 
 namespace shardplan::gui {
 
 // `search_settings`: ResolvedRequest::search_settings of the search that found the row (opened
 // plans carry their own).
-planner::Plan make_plan(const CandidateRow& row, const nlohmann::json& search_settings);
+formats::Plan make_plan(const CandidateRow& row, const nlohmann::json& search_settings);
 
 // The CLI's `export` defaults: job name = model name, checkpoints in "checkpoints", auto-resume.
-interop::ExportOptions cli_export_options(const planner::Plan& plan);
+interop::ExportOptions cli_export_options(const formats::Plan& plan);
 
 // Writes plan.json at `plan_path` and the launch files next to it (the scripts pass
 // `plan_path` to shardrun). Returns every path written. Throws InputError.
-std::vector<std::string> export_plan(const planner::Plan& plan, const std::string& plan_path);
+std::vector<std::string> export_plan(const formats::Plan& plan, const std::string& plan_path);
 
 }  // namespace shardplan::gui

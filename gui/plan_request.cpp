@@ -4,7 +4,8 @@
 #include <functional>
 #include <stdexcept>
 
-#include "planner/cli/cli_parse.hpp"
+#include "planner/space_parse.hpp"
+#include "planner/search_defaults.hpp"
 #include "planner/search_result.hpp"
 #include "simulator/errors.hpp"
 #include "simulator/parallel_config.hpp"
@@ -15,13 +16,6 @@ namespace sim = shardplan::simulator;
 namespace pl = shardplan::planner;
 
 namespace {
-
-// The search dimensions the GUI does not expose: the CLI's defaults.
-constexpr const char* kMicroBatches = "1,2,4,8";
-constexpr const char* kZeroStages = "0,1,2,3";
-constexpr const char* kSchedules = "1f1b,gpipe,interleaved";
-constexpr const char* kRecomputes = "none,selective,full";
-constexpr const char* kVirtualStages = "2,3,4";
 
 double to_double(const std::string& flag, const std::string& s) {
   try {
@@ -34,13 +28,13 @@ double to_double(const std::string& flag, const std::string& s) {
 }
 
 int to_int(const std::string& flag, const std::string& s) {
-  const auto v = cli::parse_int_list(flag, s, false);
+  const auto v = pl::parse_int_list(flag, s, false);
   if (v.size() != 1) throw sim::InputError(flag + ": expected one integer, got '" + s + "'");
   return v.front();
 }
 
 void check_features(const std::string& flag, const std::string& list) {
-  for (const auto& f : cli::split_list(list))
+  for (const auto& f : pl::split_list(list))
     if (!pl::detail::known_feature(f))
       throw sim::InputError(flag + ": unknown feature '" + f + "' (" + pl::detail::feature_list() + ")");
 }
@@ -57,10 +51,12 @@ void field(Validation& v, const std::string& name, F&& check) {
 
 nlohmann::json settings_of(const PlanRequest& r, const pl::SearchSpace& space, int max_nodes, double max_usd,
                            int max_tp, double headroom) {
-  // Identical to `shardplan plan`'s search_settings (planner/cli/plan_command.cpp).
+  // Identical to `shardplan plan`'s search_settings (cli/plan_command.cpp); the dimensions the GUI
+  // does not expose keep the search's defaults (planner/search_defaults.hpp).
+  const pl::SearchDefaults& d = pl::search_defaults();
   return {{"nodes", r.nodes},         {"global_batch_size", r.global_batch}, {"seq_len", space.seq_len},
-          {"micro_batch_sizes", kMicroBatches}, {"zero_stages", kZeroStages}, {"schedules", kSchedules},
-          {"recompute", kRecomputes}, {"precision", r.precision},
+          {"micro_batch_sizes", d.micro_batch_sizes}, {"zero_stages", d.zero_stages}, {"schedules", d.schedules},
+          {"recompute", d.recomputes}, {"precision", r.precision},
           {"mixed_precision", r.mixed_precision}, {"attention", r.attention}, {"fusion", r.fusion},
           {"grad_accum_dtype", r.grad_accum_dtype}, {"packed_document_tokens", space.packed_document_tokens},
           {"fp8", r.fp8},
@@ -71,31 +67,24 @@ nlohmann::json settings_of(const PlanRequest& r, const pl::SearchSpace& space, i
           {"require", r.require},     {"forbid", r.forbid},          {"headroom", headroom}};
 }
 
-pl::Objective objective_of(const std::string& s) {
-  if (s == "time") return pl::Objective::time_to_train;
-  if (s == "cost") return pl::Objective::cost;
-  if (s == "memory") return pl::Objective::memory;
-  return pl::Objective::throughput;
-}
-
 void check_numbers(Validation& v, const PlanRequest& r, ResolvedRequest& out) {
   auto& s = out.space;
   auto& c = out.constraints;
-  field(v, "nodes", [&] { s.node_counts = cli::parse_int_list("--nodes", r.nodes, true); });
+  field(v, "nodes", [&] { s.node_counts = pl::parse_int_list("--nodes", r.nodes, true); });
   field(v, "nodes", [&] {
     for (int n : s.node_counts)
       if (n < 1) throw sim::InputError("--nodes: expected node counts >= 1, got '" + r.nodes + "'");
   });
-  field(v, "global_batch", [&] { s.global_batch_sizes = cli::parse_int_list("--global-batch-size", r.global_batch, false); });
+  field(v, "global_batch", [&] { s.global_batch_sizes = pl::parse_int_list("--global-batch-size", r.global_batch, false); });
   field(v, "seq_len", [&] {
     s.seq_len = to_int("--seq-len", r.seq_len);
     if (s.seq_len < 1) throw sim::InputError("--seq-len: expected a positive integer, got '" + r.seq_len + "'");
   });
-  field(v, "precision", [&] { s.precisions = cli::parse_precisions(r.precision); });
-  field(v, "mixed_precision", [&] { s.mixed_precision = cli::parse_mixed_precision(r.mixed_precision); });
-  field(v, "attention", [&] { s.attention = cli::parse_attention(r.attention); });
-  field(v, "fusion", [&] { s.fusion = cli::parse_fusion(r.fusion); });
-  field(v, "grad_accum_dtype", [&] { s.grad_accum_dtype = cli::parse_grad_accum_dtype(r.grad_accum_dtype); });
+  field(v, "precision", [&] { s.precisions = pl::parse_precisions(r.precision); });
+  field(v, "mixed_precision", [&] { s.mixed_precision = pl::parse_mixed_precision(r.mixed_precision); });
+  field(v, "attention", [&] { s.attention = pl::parse_attention(r.attention); });
+  field(v, "fusion", [&] { s.fusion = pl::parse_fusion(r.fusion); });
+  field(v, "grad_accum_dtype", [&] { s.grad_accum_dtype = pl::parse_grad_accum_dtype(r.grad_accum_dtype); });
   field(v, "packed_document_tokens", [&] {
     s.packed_document_tokens = to_int("--packed-document-tokens", r.packed_document_tokens);
     sim::validate_packing(s.packed_document_tokens, s.seq_len, s.attention);  // as `shardplan plan` checks it
@@ -103,7 +92,7 @@ void check_numbers(Validation& v, const PlanRequest& r, ResolvedRequest& out) {
   field(v, "lora_rank", [&] { s.lora.rank = to_int("--lora-rank", r.lora_rank); });
   field(v, "lora_base", [&] {
     const auto b = sim::lora_base_from_string(r.lora_base);
-    if (!b) throw sim::InputError("--lora-base: expected bf16 or nf4, got '" + r.lora_base + "'");
+    if (!b) throw sim::InputError(sim::bad_name_message<sim::LoraBase>("--lora-base", r.lora_base));
     s.lora.base = *b;
   });
   field(v, "lora_alpha", [&] {
@@ -128,10 +117,10 @@ void check_numbers(Validation& v, const PlanRequest& r, ResolvedRequest& out) {
   });
   out.options.train_tokens = train > 0 ? train : dataset * epochs;
   field(v, "objective", [&] {
-    if (r.objective != "throughput" && r.objective != "time" && r.objective != "cost" && r.objective != "memory")
-      throw sim::InputError("--objective: expected throughput, time, cost or memory, got '" + r.objective + "'");
+    const auto o = sim::enum_from_name<pl::Objective>(r.objective);
+    if (!o) throw sim::InputError(sim::bad_name_message<pl::Objective>("--objective", r.objective));
+    out.options.objective = *o;
   });
-  out.options.objective = objective_of(r.objective);
   field(v, "max_nodes", [&] { c.max_nodes = to_int("--max-nodes", r.max_nodes); });
   field(v, "max_tp", [&] { c.max_tp = to_int("--max-tp", r.max_tp); });
   field(v, "max_usd_per_hour", [&] { non_negative("--max-usd-per-hour", r.max_usd_per_hour, c.max_usd_per_hour); });
@@ -140,8 +129,8 @@ void check_numbers(Validation& v, const PlanRequest& r, ResolvedRequest& out) {
     if (c.memory_headroom < 0 || c.memory_headroom >= 1)
       throw sim::InputError("--headroom: expected a fraction in [0, 1), got '" + r.headroom + "'");
   });
-  field(v, "require", [&] { check_features("--require", r.require); c.require = cli::split_list(r.require); });
-  field(v, "forbid", [&] { check_features("--forbid", r.forbid); c.forbid = cli::split_list(r.forbid); });
+  field(v, "require", [&] { check_features("--require", r.require); c.require = pl::split_list(r.require); });
+  field(v, "forbid", [&] { check_features("--forbid", r.forbid); c.forbid = pl::split_list(r.forbid); });
 }
 
 }  // namespace
@@ -149,12 +138,7 @@ void check_numbers(Validation& v, const PlanRequest& r, ResolvedRequest& out) {
 Validation validate(const PlanRequest& r) {
   Validation v;
   ResolvedRequest out;
-  auto& s = out.space;
-  s.micro_batch_sizes = cli::parse_int_list("--micro-batch-sizes", kMicroBatches, false);
-  s.zero_stages = cli::parse_int_list("--zero-stages", kZeroStages, false);
-  s.schedules = cli::parse_schedules(kSchedules);
-  s.virtual_stages = cli::parse_int_list("--virtual-stages", kVirtualStages, false);
-  s.recomputes = cli::parse_recomputes(kRecomputes);
+  auto& s = out.space;  // the dimensions the GUI does not expose keep SearchSpace's defaults
   field(v, "model", [&] {
     if (r.model.empty()) throw sim::InputError("--model: expected a built-in model name or a config.json path");
     out.model = sim::load_model(r.model);
@@ -164,15 +148,15 @@ Validation validate(const PlanRequest& r) {
     out.hardware = sim::load_hardware(r.hardware);
   });
   check_numbers(v, r, out);
-  if (!v.errors.count("hardware")) field(v, "fp8", [&] { s.fp8_recipes = cli::fp8_search_list(r.fp8, out.hardware); });
+  if (!v.errors.count("hardware")) field(v, "fp8", [&] { s.fp8_recipes = pl::fp8_search_list(r.fp8, out.hardware); });
   field(v, "cp", [&] {
-    s.context_parallel = cli::cp_search_list(r.cp, s.seq_len);
+    s.context_parallel = pl::cp_search_list(r.cp, s.seq_len);
     const auto kind = sim::cp_kind_from_string(r.cp_kind);
-    if (!kind) throw sim::InputError("--cp-kind: expected ring or all_to_all, got '" + r.cp_kind + "'");
+    if (!kind) throw sim::InputError(sim::bad_name_message<sim::CpKind>("--cp-kind", r.cp_kind));
     s.cp_kind = *kind;
   });
-  if (!v.errors.count("model")) field(v, "ep", [&] { s.expert_parallel = cli::ep_search_list(r.ep, out.model); });
-  s.lora.targets = cli::split_list(r.lora_targets);
+  if (!v.errors.count("model")) field(v, "ep", [&] { s.expert_parallel = pl::ep_search_list(r.ep, out.model); });
+  s.lora.targets = pl::split_list(r.lora_targets);
   if (!v.errors.count("lora_rank") && !v.errors.count("model")) {
     field(v, "lora_targets", [&] {
       if (!s.lora.targets.empty() && !s.lora.enabled())
@@ -201,7 +185,7 @@ std::vector<std::string> cli_arguments(const PlanRequest& r) {
                              "--max-nodes", r.max_nodes, "--max-usd-per-hour", r.max_usd_per_hour, "--max-tp",
                              r.max_tp, "--headroom", r.headroom, "--top", std::to_string(r.top)};
   if (!r.lora_targets.empty()) a.insert(a.end(), {"--lora-targets", r.lora_targets});
-  if (r.lora_base != "bf16") a.insert(a.end(), {"--lora-base", r.lora_base});
+  if (r.lora_base != pl::search_defaults().lora_base) a.insert(a.end(), {"--lora-base", r.lora_base});
   if (!r.require.empty()) a.insert(a.end(), {"--require", r.require});
   if (!r.forbid.empty()) a.insert(a.end(), {"--forbid", r.forbid});
   return a;

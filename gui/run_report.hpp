@@ -1,6 +1,6 @@
 #pragma once
-// A `shardrun` report.json (schema shardplan.report/1): the measured medians to overlay on the
-// predicted memory and step time.
+// What the GUI overlays of a `shardrun` report.json (formats::RunReport): the measured medians
+// beside the predicted memory and step time.
 #include <string>
 #include <vector>
 

@@ -7,7 +7,7 @@
 #include <vector>
 
 #include "config_import.hpp"
-#include "planner/plan.hpp"
+#include "formats/plan.hpp"
 
 namespace shardplan::interop {
 
@@ -20,18 +20,18 @@ namespace shardplan::interop {
 // scaling, torchao for tensorwise). InputError (naming the setting) when Accelerate + FSDP cannot
 // run the plan: pipeline or expert parallelism, Ulysses context parallelism, context parallelism
 // without SDPA, ZeRO 0 with tp/cp over several replicas, a sharding group of 1, Neuron devices.
-std::string accelerate_yaml(const planner::Plan& plan);
+std::string accelerate_yaml(const formats::Plan& plan);
 // What the YAML cannot carry (one line each): LoRA / QLoRA (PEFT in the script), batch sizes,
 // attention kind, approximations (ZeRO-1 as ZeRO-2, FSDP's offload of parameters and gradients,
 // selective recompute, ...). Same InputError as accelerate_yaml.
-std::vector<std::string> accelerate_notes(const planner::Plan& plan);
+std::vector<std::string> accelerate_notes(const formats::Plan& plan);
 // `accelerate launch --config_file <config_path> --num_processes P <script>` on one node;
 // `accelerate launch --config_file <config_path> --num_machines N --num_processes P --machine_rank
 // "$MACHINE_RANK" --main_process_ip "$MAIN_PROCESS_IP" --main_process_port 29500 <script>` on N > 1
 // (P is the total over the nodes; the two variables are expanded on each node, on purpose).
 // config_path and script are shell-quoted; one line, no trailing newline. `script` is the user's
 // training script (e.g. "train.py"). InputError for an empty path or a plan accelerate_yaml refuses.
-std::string accelerate_command_line(const planner::Plan& plan, const std::string& config_path,
+std::string accelerate_command_line(const formats::Plan& plan, const std::string& config_path,
                                     const std::string& script = "train.py");
 
 // An Accelerate config (YAML text) into a configuration; errors are InputError naming `source`,

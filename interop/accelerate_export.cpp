@@ -21,16 +21,16 @@
 
 #include "accelerate.hpp"
 #include "accelerate_flags.hpp"
-#include "planner/shell_quote.hpp"
+#include "formats/shell_quote.hpp"
 #include "simulator/errors.hpp"
 
 namespace shardplan::interop {
 
 namespace sim = shardplan::simulator;
 namespace af = accelerate_flags;
-using planner::comment_text;
-using planner::Plan;
-using planner::shell_quote;
+using formats::comment_text;
+using formats::Plan;
+using formats::shell_quote;
 
 namespace {
 

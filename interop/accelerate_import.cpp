@@ -19,7 +19,7 @@
 #include "accelerate.hpp"
 #include "accelerate_flags.hpp"
 #include "config_import_detail.hpp"
-#include "planner/shell_quote.hpp"
+#include "formats/shell_quote.hpp"
 #include "simulator/errors.hpp"
 
 namespace shardplan::interop {
@@ -62,15 +62,15 @@ struct Reader {
     if (!node.IsDefined() || node.IsNull()) return "null";
     if (node.IsMap()) return "a mapping";
     if (node.IsSequence()) return "a list";
-    std::string s = planner::comment_text(node.Scalar());
+    std::string s = formats::comment_text(node.Scalar());
     if (s.size() > 60) s = s.substr(0, 57) + "...";
     return "'" + s + "'";
   }
   [[noreturn]] void fail(const YAML::Node& node, std::string_view path, const std::string& expected) const {
-    throw sim::InputError(at(node) + ": field '" + planner::comment_text(path) + "': expected " + expected);
+    throw sim::InputError(at(node) + ": field '" + formats::comment_text(path) + "': expected " + expected);
   }
   void warn(const YAML::Node& node, std::string_view path, const std::string& what) const {
-    warnings->push_back(at(node) + ": '" + planner::comment_text(path) + "' " + what);
+    warnings->push_back(at(node) + ": '" + formats::comment_text(path) + "' " + what);
   }
 
   // A mapping (absent or null: empty); `rename` renames keys as launch.py does.

@@ -7,7 +7,7 @@
 #include "habana.hpp"
 #include "launch_export.hpp"
 #include "neuron.hpp"
-#include "planner/shell_quote.hpp"
+#include "formats/shell_quote.hpp"
 #include "smp_v2.hpp"
 #include "torchtitan.hpp"
 #include "simulator/errors.hpp"
@@ -15,10 +15,10 @@
 
 namespace shardplan::interop {
 
-using planner::comment_text;
-using planner::safe_token;
-using planner::shell_join;
-using planner::shell_quote;
+using formats::comment_text;
+using formats::safe_token;
+using formats::shell_join;
+using formats::shell_quote;
 
 namespace sim = shardplan::simulator;
 namespace fs = std::filesystem;

@@ -8,7 +8,7 @@
 #include <vector>
 
 #include "config_import.hpp"
-#include "planner/plan.hpp"
+#include "formats/plan.hpp"
 
 namespace shardplan::interop {
 
@@ -17,12 +17,12 @@ namespace shardplan::interop {
 // when the plan is not for Gaudi or Optimum-Habana cannot run it: tensor, pipeline or expert
 // parallelism, ring context parallelism (its context parallelism is DeepSpeed-Ulysses), fp16,
 // QLoRA, or a string a multi-node run cannot pass through DeepSpeed's pdsh runner.
-std::string habana_command_line(const planner::Plan& plan, const std::string& ds_config_path);
+std::string habana_command_line(const formats::Plan& plan, const std::string& ds_config_path);
 // The DeepSpeed JSON the command passes with --deepspeed: llama2_ds_zero3_config.json's keys with
 // the plan's ZeRO stage, bf16, offload and MiCS shard size; the batch sizes stay "auto" (filled by
 // the Trainer from the command).
-nlohmann::json habana_deepspeed_config(const planner::Plan& plan);
-std::vector<std::string> habana_notes(const planner::Plan& plan);
+nlohmann::json habana_deepspeed_config(const formats::Plan& plan);
+std::vector<std::string> habana_notes(const formats::Plan& plan);
 
 // An Optimum-Habana command (script text) into a configuration; its --deepspeed JSON, when the
 // command names one, is read from `ds_config` (null: not given; InputError when the command names

@@ -21,7 +21,7 @@
 
 #include "habana.hpp"
 #include "habana_flags.hpp"
-#include "planner/shell_quote.hpp"
+#include "formats/shell_quote.hpp"
 #include "simulator/errors.hpp"
 
 namespace shardplan::interop {
@@ -29,8 +29,8 @@ namespace shardplan::interop {
 namespace sim = shardplan::simulator;
 namespace hf = habana_flags;
 using nlohmann::json;
-using planner::comment_text;
-using planner::shell_quote;
+using formats::comment_text;
+using formats::shell_quote;
 
 namespace {
 
@@ -64,7 +64,7 @@ std::string hub_id(const sim::ModelSpec& m) {
   return "";
 }
 
-[[noreturn]] void refuse(const planner::Plan& plan, const std::string& why) {
+[[noreturn]] void refuse(const formats::Plan& plan, const std::string& why) {
   throw sim::InputError("Optimum-Habana export of " + plan.model.name + ": " + why);
 }
 
@@ -73,9 +73,9 @@ std::string lower(std::string s) {
   return s;
 }
 
-bool multi_node(const planner::Plan& plan) { return plan.cluster.nodes > 1; }
+bool multi_node(const formats::Plan& plan) { return plan.cluster.nodes > 1; }
 
-void check_runnable(const planner::Plan& plan) {
+void check_runnable(const formats::Plan& plan) {
   const auto& c = plan.config;
   const auto& hw = plan.cluster.hardware;
   if (lower(hw.name + " " + hw.description).find("gaudi") == std::string::npos)
@@ -94,7 +94,7 @@ void check_runnable(const planner::Plan& plan) {
 }
 
 // One argument of the training script, written for both shells (see the top of the file).
-std::string spawn_arg(const planner::Plan& plan, const std::string& s) {
+std::string spawn_arg(const formats::Plan& plan, const std::string& s) {
   const bool plain = !s.empty() && std::all_of(s.begin(), s.end(), [](unsigned char c) {
     return std::isalnum(c) || std::string_view("_@%+:,./=-").find(static_cast<char>(c)) != std::string_view::npos;
   });
@@ -111,7 +111,7 @@ std::string spawn_arg(const planner::Plan& plan, const std::string& s) {
 }
 
 // The script's arguments, one element per line of the command ("--flag value ..." already quoted).
-std::vector<std::string> script_args(const planner::Plan& plan, const std::string& ds_config_path) {
+std::vector<std::string> script_args(const formats::Plan& plan, const std::string& ds_config_path) {
   const auto& c = plan.config;
   const bool lora = c.lora.enabled();
   std::vector<std::string> a;
@@ -168,7 +168,7 @@ std::vector<std::string> script_args(const planner::Plan& plan, const std::strin
 
 }  // namespace
 
-std::vector<std::string> habana_notes(const planner::Plan& plan) {
+std::vector<std::string> habana_notes(const formats::Plan& plan) {
   const auto& c = plan.config;
   std::vector<std::string> n;
   if (hub_id(plan.model).empty())
@@ -211,7 +211,7 @@ std::vector<std::string> habana_notes(const planner::Plan& plan) {
   return n;
 }
 
-nlohmann::json habana_deepspeed_config(const planner::Plan& plan) {
+nlohmann::json habana_deepspeed_config(const formats::Plan& plan) {
   check_runnable(plan);
   const auto& c = plan.config;
   const std::string a(hf::kDsAuto);
@@ -235,7 +235,7 @@ nlohmann::json habana_deepspeed_config(const planner::Plan& plan) {
   return ds;
 }
 
-std::string habana_command_line(const planner::Plan& plan, const std::string& ds_config_path) {
+std::string habana_command_line(const formats::Plan& plan, const std::string& ds_config_path) {
   check_runnable(plan);
   const auto& c = plan.config;
   const bool lora = c.lora.enabled();

@@ -6,15 +6,15 @@
 #include <regex>
 #include <sstream>
 
-#include "planner/shell_quote.hpp"
+#include "formats/shell_quote.hpp"
 #include "simulator/errors.hpp"
 
 namespace shardplan::interop {
 
-using planner::comment_text;
-using planner::safe_token;
-using planner::shell_join;
-using planner::shell_quote;
+using formats::comment_text;
+using formats::safe_token;
+using formats::shell_join;
+using formats::shell_quote;
 
 namespace sim = shardplan::simulator;
 

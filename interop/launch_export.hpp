@@ -14,11 +14,11 @@
 #include <string>
 #include <vector>
 
-#include "planner/plan.hpp"
+#include "formats/plan.hpp"
 
 namespace shardplan::interop {
 
-using planner::Plan;
+using formats::Plan;
 
 // Arguments of the executor (`shardrun --plan P [--steps N] [--data D] [--checkpoint-dir C]
 // [--resume auto] extra...`).

@@ -4,14 +4,14 @@
 
 #include "launch_export.hpp"
 #include "megatron_flags.hpp"
-#include "planner/shell_quote.hpp"
+#include "formats/shell_quote.hpp"
 
 namespace shardplan::interop {
 
-using planner::comment_text;
-using planner::safe_token;
-using planner::shell_join;
-using planner::shell_quote;
+using formats::comment_text;
+using formats::safe_token;
+using formats::shell_join;
+using formats::shell_quote;
 
 namespace sim = shardplan::simulator;
 namespace mf = megatron_flags;

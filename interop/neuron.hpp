@@ -7,7 +7,7 @@
 #include <vector>
 
 #include "config_import.hpp"
-#include "planner/plan.hpp"
+#include "formats/plan.hpp"
 
 namespace shardplan::interop {
 
@@ -18,9 +18,9 @@ namespace shardplan::interop {
 // in NeuronCores (a trn1.32xlarge plan counts chips and is refused, not converted), or NxD cannot
 // run it: experts or a non-Llama model, ZeRO-2/3, LoRA, FP8, a precision other than bf16, offload,
 // all-to-all context parallelism (NxD's is ring attention).
-std::string neuron_command_line(const planner::Plan& plan);
+std::string neuron_command_line(const formats::Plan& plan);
 // What the line cannot express (one line each).
-std::vector<std::string> neuron_notes(const planner::Plan& plan);
+std::vector<std::string> neuron_notes(const formats::Plan& plan);
 
 // An NxD launch line or script into a configuration: a bare torchrun line, the script
 // neuron_command_line writes, or the shipped launchers with their shell variables (TP_DEGREE,

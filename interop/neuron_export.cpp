@@ -13,15 +13,15 @@
 
 #include "neuron.hpp"
 #include "neuron_flags.hpp"
-#include "planner/shell_quote.hpp"
+#include "formats/shell_quote.hpp"
 #include "simulator/errors.hpp"
 
 namespace shardplan::interop {
 
 namespace sim = shardplan::simulator;
 namespace nf = neuron_flags;
-using planner::comment_text;
-using planner::shell_quote;
+using formats::comment_text;
+using formats::shell_quote;
 
 namespace {
 
@@ -35,7 +35,7 @@ bool mentions(const std::string& text, std::initializer_list<const char*> words)
   return std::any_of(words.begin(), words.end(), [&](const char* w) { return l.find(w) != std::string::npos; });
 }
 
-[[noreturn]] void refuse(const planner::Plan& plan, const std::string& why) {
+[[noreturn]] void refuse(const formats::Plan& plan, const std::string& why) {
   throw sim::InputError("NeuronX Distributed export of " + plan.model.name + ": " + why);
 }
 
@@ -57,7 +57,7 @@ void add(Words& w, std::string_view flag, const std::string& v, bool raw = false
   w.push_back({v, raw});
 }
 
-void check_hardware(const planner::Plan& plan) {
+void check_hardware(const formats::Plan& plan) {
   const auto& hw = plan.cluster.hardware;
   if (!mentions(hw.name + " " + hw.description, {"trn1", "trn2", "trainium"}))
     refuse(plan, "hardware '" + hw.name + "' is not AWS Trainium (its name or description names no trn1, trn2 or "
@@ -70,7 +70,7 @@ void check_hardware(const planner::Plan& plan) {
                      "re-plan on trn1.32xlarge-neuroncore");
 }
 
-void check_runnable(const planner::Plan& plan) {
+void check_runnable(const formats::Plan& plan) {
   const auto& c = plan.config;
   const auto& m = plan.model;
   check_hardware(plan);
@@ -99,7 +99,7 @@ bool pipeline_script(const sim::ParallelConfig& c) { return c.pp > 1; }
 
 // The HF config directory the script reads the model's shape from, relative to the script's
 // directory; "" when the example ships none for this model.
-std::string shipped_config(const planner::Plan& plan) {
+std::string shipped_config(const formats::Plan& plan) {
   const std::string_view dir = pipeline_script(plan.config) ? nf::kPipelineDir : nf::kZero1Dir;
   for (const auto& s : nf::kShippedConfigs)
     if (s.model == plan.model.name)
@@ -107,7 +107,7 @@ std::string shipped_config(const planner::Plan& plan) {
   return "";
 }
 
-std::string config_dir(const planner::Plan& plan) {
+std::string config_dir(const formats::Plan& plan) {
   const std::string shipped = shipped_config(plan);
   return shipped.empty() ? plan.model.name + "_config" : shipped;
 }
@@ -119,7 +119,7 @@ bool selective(const sim::ParallelConfig& c) { return c.recompute != sim::Recomp
 bool flash(const sim::ParallelConfig& c) { return c.cp == 1 && sim::fused(c.attention); }
 bool gpu_compatible(const sim::ParallelConfig& c) { return c.zero_stage == 1 && c.fp32_grad_accum(); }
 
-Words zero1_args(const planner::Plan& plan) {
+Words zero1_args(const formats::Plan& plan) {
   const auto& c = plan.config;
   Words w;
   add(w, nf::kZ1ModelPath, config_dir(plan));
@@ -144,7 +144,7 @@ Words zero1_args(const planner::Plan& plan) {
   return w;
 }
 
-Words pipeline_args(const planner::Plan& plan) {
+Words pipeline_args(const formats::Plan& plan) {
   const auto& c = plan.config;
   Words w;
   add(w, nf::kPpTrainingDir, "\"$DATA_PATH\"", true);
@@ -176,7 +176,7 @@ Words pipeline_args(const planner::Plan& plan) {
 }
 
 // The launchers' exports (fixed text; $HOME expands when the script runs).
-std::vector<std::string> environment(const planner::Plan& plan) {
+std::vector<std::string> environment(const formats::Plan& plan) {
   const std::string cores = shell_quote(std::to_string(plan.cluster.per_node()));
   if (pipeline_script(plan.config))  // run_llama2_70B_tp_pp.sh
     return {"FI_EFA_USE_DEVICE_RDMA=1",
@@ -203,7 +203,7 @@ std::vector<std::string> environment(const planner::Plan& plan) {
   return env;
 }
 
-Words launcher(const planner::Plan& plan) {
+Words launcher(const formats::Plan& plan) {
   Words w{{std::string(nf::kTorchrun)}};
   add(w, nf::kNprocPerNode, plan.cluster.per_node());
   if (plan.cluster.nodes > 1) {
@@ -230,7 +230,7 @@ void recompute_notes(const sim::ParallelConfig& c, std::vector<std::string>& n) 
                 "(selective_activation_checkpointing_modules)");
 }
 
-void model_notes(const planner::Plan& plan, std::vector<std::string>& n) {
+void model_notes(const formats::Plan& plan, std::vector<std::string>& n) {
   const auto& m = plan.model;
   const std::string flag(pipeline_script(plan.config) ? nf::kPpTrainingConfig : nf::kZ1ModelPath);
   if (shipped_config(plan).empty())
@@ -245,7 +245,7 @@ void model_notes(const planner::Plan& plan, std::vector<std::string>& n) {
 
 }  // namespace
 
-std::vector<std::string> neuron_notes(const planner::Plan& plan) {
+std::vector<std::string> neuron_notes(const formats::Plan& plan) {
   const auto& c = plan.config;
   std::vector<std::string> n;
   if (c.casts_weights())
@@ -278,7 +278,7 @@ std::vector<std::string> neuron_notes(const planner::Plan& plan) {
   return n;
 }
 
-std::string neuron_command_line(const planner::Plan& plan) {
+std::string neuron_command_line(const formats::Plan& plan) {
   check_runnable(plan);
   const bool pipeline = pipeline_script(plan.config);
   std::ostringstream s;

@@ -8,14 +8,14 @@
 #include <vector>
 
 #include "config_import.hpp"
-#include "planner/plan.hpp"
+#include "formats/plan.hpp"
 
 namespace shardplan::interop {
 
 // {"instance_type", "instance_count", "distribution": {...}, "hyperparameters": {...}}.
 // InputError when SMP v2 cannot run the plan (pipeline parallelism, ep with tp or cp).
-nlohmann::json smp_v2_config(const planner::Plan& plan);
-std::vector<std::string> smp_v2_notes(const planner::Plan& plan);
+nlohmann::json smp_v2_config(const formats::Plan& plan);
+std::vector<std::string> smp_v2_notes(const formats::Plan& plan);
 
 // The document above (or just the distribution, or just the SMP v2 "parameters"), back to a
 // configuration. hybrid_shard_degree counts ranks of the FSDP group (dp x cp); 0 = all of them.

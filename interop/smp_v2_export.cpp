@@ -25,7 +25,7 @@ namespace {
 // The instance types SMP v2 supports (the reference's "Supported instance types": P4d, P4de, P5).
 constexpr std::array<std::string_view, 3> kInstances = {"p4d.24xlarge", "p4de.24xlarge", "p5.48xlarge"};
 
-std::string instance_type(const planner::Plan& plan) {
+std::string instance_type(const formats::Plan& plan) {
   const std::string& name = plan.cluster.hardware.name;
   for (const auto i : kInstances)
     if (name == i) return "ml." + name;
@@ -33,7 +33,7 @@ std::string instance_type(const planner::Plan& plan) {
                         "this plan is for '" + name + "'");
 }
 
-void check_runnable(const planner::Plan& plan) {
+void check_runnable(const formats::Plan& plan) {
   const auto& c = plan.config;
   if (c.pp > 1)
     throw sim::InputError("SageMaker model parallel v2: has no pipeline parallelism (pp " + std::to_string(c.pp) +
@@ -54,7 +54,7 @@ const char* sharding_strategy(const sim::ParallelConfig& c) {
 
 }  // namespace
 
-json smp_v2_config(const planner::Plan& plan) {
+json smp_v2_config(const formats::Plan& plan) {
   check_runnable(plan);
   const auto& c = plan.config;
   json params;
@@ -85,7 +85,7 @@ json smp_v2_config(const planner::Plan& plan) {
           {sf::hyperparameters, hp}};
 }
 
-std::vector<std::string> smp_v2_notes(const planner::Plan& plan) {
+std::vector<std::string> smp_v2_notes(const formats::Plan& plan) {
   const auto& c = plan.config;
   std::vector<std::string> n;
   if (c.global_batch_size != c.micro_batch_size * c.dp)

@@ -10,7 +10,7 @@
 #include <vector>
 
 #include "config_import.hpp"
-#include "planner/plan.hpp"
+#include "formats/plan.hpp"
 
 namespace shardplan::interop {
 
@@ -24,15 +24,15 @@ namespace shardplan::interop {
 // GPU, an encoder, LoRA, fp16, activation offload, optimizer offload without FSDP, a sequence
 // length not divisible by tp x 2 x cp, expert tensor parallelism other than 1 or tp, or ep x etp
 // not dividing data_parallel_shard_degree x cp x tp.
-std::string torchtitan_toml(const planner::Plan& plan);
+std::string torchtitan_toml(const formats::Plan& plan);
 // What the config approximates or cannot express, one line each; the first line always says which
 // torchtitan version it is for and what replaced TOML after it. InputError as torchtitan_toml.
-std::vector<std::string> torchtitan_notes(const planner::Plan& plan);
+std::vector<std::string> torchtitan_notes(const formats::Plan& plan);
 // The launch line, as torchtitan's run_train.sh (one node) or multinode_trainer.slurm (run on every
 // node, rendezvous at $MASTER_ADDR:29500): `PYTORCH_ALLOC_CONF=expandable_segments:True torchrun
 // --nnodes N --nproc_per_node D ... -m torchtitan.train --job.config_file <config_path>`, every word
 // from the caller shell-quoted. InputError as torchtitan_toml.
-std::string torchtitan_command_line(const planner::Plan& plan, const std::string& config_path);
+std::string torchtitan_command_line(const formats::Plan& plan, const std::string& config_path);
 
 // A torchtitan v0.2.2 job config (TOML text) into a configuration; `source` names it in errors
 // (with the line). Absent keys take torchtitan's defaults; data_parallel_shard_degree -1 is the

@@ -27,7 +27,7 @@
 #include <toml++/toml.h>
 
 #include "launch_export.hpp"
-#include "planner/shell_quote.hpp"
+#include "formats/shell_quote.hpp"
 #include "simulator/errors.hpp"
 #include "torchtitan.hpp"
 #include "torchtitan_flags.hpp"
@@ -36,8 +36,8 @@ namespace shardplan::interop {
 
 namespace sim = shardplan::simulator;
 namespace tf = torchtitan_flags;
-using planner::comment_text;
-using planner::shell_quote;
+using formats::comment_text;
+using formats::shell_quote;
 
 namespace {
 
@@ -81,7 +81,7 @@ DpLayout dp_layout(const sim::ParallelConfig& c) {
 }
 
 // What torchtitan cannot run at all.
-void check_runnable(const planner::Plan& plan) {
+void check_runnable(const formats::Plan& plan) {
   const auto& c = plan.config;
   const auto& m = plan.model;
   if (!is_torchtitan_device(plan.cluster.hardware))
@@ -149,7 +149,7 @@ struct LayerAc {
   bool exact = true;
 };
 
-LayerAc layer_ac(const planner::Plan& plan) {
+LayerAc layer_ac(const formats::Plan& plan) {
   const auto counts = sim::layers_per_chunk(plan.model, plan.config);
   const int k = plan.config.recompute_num_layers;
   const bool uniform = std::all_of(counts.begin(), counts.end(), [&](int l) { return l == counts.front(); });
@@ -161,7 +161,7 @@ LayerAc layer_ac(const planner::Plan& plan) {
   return {std::max(1, static_cast<int>(std::lround(mean / std::max(k, 1)))), false};
 }
 
-toml::table job_table(const planner::Plan& plan) {
+toml::table job_table(const formats::Plan& plan) {
   toml::table t;
   t.insert_or_assign(tf::dump_folder, "./outputs");
   t.insert_or_assign(tf::description, "shardplan plan: " + plan.model.name + " on " +
@@ -169,7 +169,7 @@ toml::table job_table(const planner::Plan& plan) {
   return t;
 }
 
-toml::table model_table(const planner::Plan& plan) {
+toml::table model_table(const formats::Plan& plan) {
   const ModelChoice mc = choose_flavor(plan.model);
   toml::table t;
   t.insert_or_assign(tf::model_name, str(mc.name));
@@ -179,7 +179,7 @@ toml::table model_table(const planner::Plan& plan) {
   return t;
 }
 
-toml::table training_table(const planner::Plan& plan) {
+toml::table training_table(const formats::Plan& plan) {
   const auto& c = plan.config;
   const DpLayout d = dp_layout(c);
   toml::table t;
@@ -207,7 +207,7 @@ std::string_view schedule_name(sim::PipelineSchedule s) {
 }
 
 // The modules of each (virtual) stage, in global stage order (chunk * pp + stage).
-toml::array stage_modules(const planner::Plan& plan) {
+toml::array stage_modules(const formats::Plan& plan) {
   const auto counts = sim::layers_per_chunk(plan.model, plan.config);
   toml::array parts;
   int layer = 0;
@@ -224,7 +224,7 @@ toml::array stage_modules(const planner::Plan& plan) {
   return parts;
 }
 
-toml::table parallelism_table(const planner::Plan& plan) {
+toml::table parallelism_table(const formats::Plan& plan) {
   const auto& c = plan.config;
   const DpLayout d = dp_layout(c);
   toml::table t;
@@ -258,7 +258,7 @@ toml::table parallelism_table(const planner::Plan& plan) {
   return t;
 }
 
-toml::table ac_table(const planner::Plan& plan) {
+toml::table ac_table(const formats::Plan& plan) {
   const auto& c = plan.config;
   toml::table t;
   if (c.recompute == sim::Recompute::none) {
@@ -294,7 +294,7 @@ toml::table quantize_table(const sim::ParallelConfig& c, const DpLayout& d) {
   return q;
 }
 
-std::string header(const planner::Plan& plan) {
+std::string header(const formats::Plan& plan) {
   std::ostringstream s;
   s << "# torchtitan " << tf::version << " job config (torchtitan/config/job_config.py at " << tf::version_commit
     << ")\n# written by shardplan for " << comment_text(plan.model.name) << " on " << plan.cluster.nodes << " x "
@@ -342,7 +342,7 @@ void precision_notes(const sim::ParallelConfig& c, std::vector<std::string>& n) 
                 "master_weights models it, not a cast per linear");
 }
 
-void pipeline_recompute_notes(const planner::Plan& plan, std::vector<std::string>& n) {
+void pipeline_recompute_notes(const formats::Plan& plan, std::vector<std::string>& n) {
   const auto& c = plan.config;
   if (c.recompute == sim::Recompute::selective)
     n.push_back("selective recompute: torchtitan's per-op policy (selective_ac_option op) keeps matmul and attention "
@@ -354,7 +354,7 @@ void pipeline_recompute_notes(const planner::Plan& plan, std::vector<std::string
                 "), which does not give exactly that count here");
 }
 
-void layer_notes(const planner::Plan& plan, std::vector<std::string>& n) {
+void layer_notes(const formats::Plan& plan, std::vector<std::string>& n) {
   const auto& c = plan.config;
   const auto& m = plan.model;
   if (c.tp > 1 && !c.sequence_parallel)
@@ -405,7 +405,7 @@ void fp8_notes(const sim::ParallelConfig& c, bool moe, std::vector<std::string>&
 
 }  // namespace
 
-std::vector<std::string> torchtitan_notes(const planner::Plan& plan) {
+std::vector<std::string> torchtitan_notes(const formats::Plan& plan) {
   check_runnable(plan);
   std::vector<std::string> n;
   n.push_back("written for torchtitan " + str(tf::version) + " (" + str(tf::version_commit).substr(0, 8) +
@@ -427,7 +427,7 @@ std::vector<std::string> torchtitan_notes(const planner::Plan& plan) {
   return n;
 }
 
-std::string torchtitan_toml(const planner::Plan& plan) {
+std::string torchtitan_toml(const formats::Plan& plan) {
   check_runnable(plan);
   const auto& c = plan.config;
   toml::table root;
@@ -450,7 +450,7 @@ std::string torchtitan_toml(const planner::Plan& plan) {
   return s.str();
 }
 
-std::string torchtitan_command_line(const planner::Plan& plan, const std::string& config_path) {
+std::string torchtitan_command_line(const formats::Plan& plan, const std::string& config_path) {
   check_runnable(plan);
   const int nodes = plan.cluster.nodes, per_node = plan.cluster.per_node();
   std::vector<std::string> words = {"torchrun", "--nnodes", std::to_string(nodes), "--nproc_per_node",
@@ -459,10 +459,10 @@ std::string torchtitan_command_line(const planner::Plan& plan, const std::string
   if (nodes == 1) {  // run_train.sh
     for (const char* w : {"--rdzv_endpoint", "localhost:0", "--local-ranks-filter", "0", "--role", "rank", "--tee", "3"})
       words.emplace_back(w);
-    s << tf::alloc_conf_env << " " << planner::shell_join(words);
+    s << tf::alloc_conf_env << " " << formats::shell_join(words);
   } else {  // multinode_trainer.slurm: the same line on every node, rendezvous at the first
     s << "# on each of the " << nodes << " nodes (srun or one shell each), MASTER_ADDR = the first node's address\n"
-      << tf::alloc_conf_env << " " << planner::shell_join(words) << " --rdzv_id 101"
+      << tf::alloc_conf_env << " " << formats::shell_join(words) << " --rdzv_id 101"
       << " --rdzv_endpoint \"${MASTER_ADDR:?set MASTER_ADDR to the address of the first node}:29500\"";
   }
   s << " -m " << tf::train_module << " " << tf::config_file_flag << " " << shell_quote(config_path) << "\n";

@@ -155,50 +155,80 @@ void report_block(Shared& sh, const sim::Evaluator& ev, double price, const std:
   sh.options->on_block(prog);
 }
 
+// The block's fixed part of every point: the space's fields, the block's degrees, sharding,
+// precision and optimizer offload; the default split where pp does not divide the layers.
+sim::ParallelConfig block_config(const Shared& sh, const Block& b) {
+  const auto& sp = *sh.space;
+  sim::ParallelConfig cfg = sp.base_config(*sh.constraints);
+  cfg.tp = b.tp;
+  cfg.pp = b.pp;
+  cfg.dp = b.dp;
+  cfg.cp = b.cp;
+  cfg.ep = b.ep;
+  cfg.etp = b.etp;
+  cfg.zero_stage = b.zero;
+  cfg.sharding_degree = b.shard;
+  cfg.precision = b.precision;
+  cfg.fp8 = b.fp8;
+  cfg.offload_optimizer = b.offload_optimizer;
+  sp.complete_config(cfg);
+  if (sh.model->num_layers % b.pp) cfg.partition = default_split(static_cast<int>(sh.model->num_layers), b.pp);
+  return cfg;
+}
+
+// One block's running state: where its points go and what it tallies.
+struct BlockRun {
+  Shared& sh;
+  const Block& b;
+  const sim::Evaluator& ev;
+  detail::ThreadState& ts;
+  double price = 0;
+  bool price_ok = true;
+  double usable = 0;  // device bytes under the headroom
+  detail::BlockTally tally;
+  std::optional<Point> best;  // only tracked for options.on_block
+  bool report = false;
+};
+
+// Estimates and scores one point; offers it to the thread's list when it fits and is allowed.
+void evaluate_point(BlockRun& r, const sim::ParallelConfig& cfg, const sim::ConfigContext& ctx) {
+  Point pt;
+  pt.node_index = r.b.node_index;
+  pt.key = detail::key_of(cfg, r.b.nodes);
+  pt.estimate = r.ev.estimate(ctx);
+  pt.time_per_token = 1.0 / (pt.estimate.tokens_per_s * pt.estimate.goodput);  // incl. failures
+  pt.usd_per_token = r.price / 3600.0 * pt.time_per_token;
+  pt.score = objective_score(r.sh.options->objective, pt.estimate.tokens_per_s, r.price,
+                             pt.estimate.worst_memory_bytes, pt.estimate.goodput);
+  const bool allowed = r.price_ok && detail::meets(pt.key, *r.sh.constraints);
+  r.tally.add(pt, allowed, r.usable);
+  if (pt.estimate.fits && allowed) {
+    if (r.report && (!r.best || detail::better(pt, *r.best))) r.best = pt;
+    r.ts.offer(pt);
+  }
+}
+
 // Evaluate every inner point of one block; returns false when cancelled.
 bool run_block(Shared& sh, const Block& b, detail::ThreadState& ts) {
   const auto& sp = *sh.space;
   const auto& m = *sh.model;
   const sim::Evaluator& ev = (*sh.evaluators)[b.node_index];
-  sim::ParallelConfig cfg;
-  cfg.tp = b.tp;
-  cfg.pp = b.pp;
-  cfg.dp = b.dp;
-  cfg.cp = b.cp;
-  cfg.cp_kind = sp.cp_kind;
-  cfg.ep = b.ep;
-  cfg.etp = b.etp;
-  cfg.zero_stage = b.zero;
-  cfg.sharding_degree = b.shard;
-  cfg.seq_len = sp.seq_len;
-  cfg.precision = b.precision;
-  cfg.fp8 = b.fp8;
-  cfg.offload_optimizer = b.offload_optimizer;
-  cfg.lora = sp.lora;
-  cfg.mixed_precision = sp.mixed_precision;
-  cfg.attention = sp.attention;
-  cfg.fusion = sp.fusion;
-  cfg.grad_accum_dtype = sim::grad_accum_for(cfg, sp.grad_accum_dtype);
-  cfg.packed_document_tokens = sp.packed_document_tokens;
-  cfg.rank_order = sp.rank_order;
-  cfg.memory_headroom = sh.constraints->memory_headroom;
+  sim::ParallelConfig cfg = block_config(sh, b);
   const bool even = m.num_layers % b.pp == 0;
-  if (!even) cfg.partition = default_split(static_cast<int>(m.num_layers), b.pp);
-  const double price = ev.cluster().hardware.price.usd_per_hour * b.nodes;
-  const bool price_ok = sh.constraints->max_usd_per_hour <= 0 || price <= sh.constraints->max_usd_per_hour;
-  detail::BlockTally tally;
-  std::optional<Point> block_best;  // only tracked for options.on_block
-  const bool report = static_cast<bool>(sh.options->on_block);
+  BlockRun run{sh, b, ev, ts};
+  run.price = ev.cluster().hardware.price.usd_per_hour * b.nodes;
+  run.price_ok = sh.constraints->max_usd_per_hour <= 0 || run.price <= sh.constraints->max_usd_per_hour;
+  run.report = static_cast<bool>(sh.options->on_block);
 
   // Model-state lower bound: smallest micro-batch, no activations. If even that does not fit,
   // no micro-batch, schedule or recompute choice can.
   cfg.micro_batch_size = sp.micro_batch_sizes.front();
   cfg.global_batch_size = b.gbs > 0 ? b.gbs : cfg.micro_batch_size * b.dp;
-  const double usable = ev.cluster().hardware.device.memory_bytes * (1.0 - cfg.memory_headroom);
+  run.usable = ev.cluster().hardware.device.memory_bytes * (1.0 - cfg.memory_headroom);
   const double bound = detail::model_state_lower_bound(ev, cfg);
   long long inner = 0;
   static const std::vector<int> kOneChunk{1};
-  const bool prune = bound > usable;
+  const bool prune = bound > run.usable;
   for (int mbs : sp.micro_batch_sizes) {
     const int gbs = b.gbs > 0 ? b.gbs : mbs * b.dp;
     if (gbs % (mbs * b.dp)) continue;
@@ -212,7 +242,7 @@ bool run_block(Shared& sh, const Block& b, detail::ThreadState& ts) {
         if (seq_par && b.cp > 1 && sp.seq_len % (2 * b.cp * b.tp)) continue;
         cfg.recompute = rc;
         cfg.sequence_parallel = seq_par;
-        cfg.tp_comm_overlap = sp.tp_comm_overlap && seq_par;
+        sp.complete_config(cfg);
         cfg.schedule = sp.schedules.front();
         cfg.virtual_stages = 1;
         // Per-layer costs depend on none of the loops below: one context for all of them.
@@ -229,34 +259,20 @@ bool run_block(Shared& sh, const Block& b, detail::ThreadState& ts) {
             for (bool off_act : sp.offload_activations) {
               cfg.offload_activations = off_act;
               ++inner;
-              if (prune) continue;
-              Point pt;
-              pt.node_index = b.node_index;
-              pt.key = detail::key_of(cfg, b.nodes);
-              pt.estimate = ev.estimate(*ctx);
-              pt.time_per_token = 1.0 / (pt.estimate.tokens_per_s * pt.estimate.goodput);  // incl. failures
-              pt.usd_per_token = price / 3600.0 * pt.time_per_token;
-              pt.score = objective_score(sh.options->objective, pt.estimate.tokens_per_s, price,
-                                         pt.estimate.worst_memory_bytes, pt.estimate.goodput);
-              const bool allowed = price_ok && detail::meets(pt.key, *sh.constraints);
-              tally.add(pt, allowed, usable);
-              if (pt.estimate.fits && allowed) {
-                if (report && (!block_best || detail::better(pt, *block_best))) block_best = pt;
-                ts.offer(pt);
-              }
+              if (!prune) evaluate_point(run, cfg, *ctx);
             }
           }
         }
       }
   }
-  if (bound > usable) {
+  if (prune) {
     sh.pruned += inner;
-    tally.pruned(inner, bound - usable, detail::key_of(cfg, b.nodes), b.node_index);
+    run.tally.pruned(inner, bound - run.usable, detail::key_of(cfg, b.nodes), b.node_index);
   } else {
     sh.evaluated += inner;
   }
-  ts.record_block(b.nodes, b.tp, b.pp, b.zero, tally, price_ok);
-  if (report) report_block(sh, ev, price, block_best, tally);
+  ts.record_block(b.nodes, b.tp, b.pp, b.zero, run.tally, run.price_ok);
+  if (run.report) report_block(sh, ev, run.price, run.best, run.tally);
   return !(sh.options->cancel && sh.options->cancel->load());
 }
 
@@ -277,15 +293,26 @@ void progress_loop(Shared& sh, std::atomic<bool>& done, std::chrono::steady_cloc
 
 }  // namespace
 
-const char* to_string(Objective o) {
-  switch (o) {
-    case Objective::throughput: return "throughput";
-    case Objective::time_to_train: return "time";
-    case Objective::cost: return "cost";
-    case Objective::memory: return "memory";
-  }
-  return "?";
+sim::ParallelConfig SearchSpace::base_config(const Constraints& c) const {
+  sim::ParallelConfig cfg;
+  cfg.seq_len = seq_len;
+  cfg.lora = lora;
+  cfg.mixed_precision = mixed_precision;
+  cfg.attention = attention;
+  cfg.fusion = fusion;
+  cfg.packed_document_tokens = packed_document_tokens;
+  cfg.cp_kind = cp_kind;
+  cfg.rank_order = rank_order;
+  cfg.memory_headroom = c.memory_headroom;
+  return cfg;
 }
+
+void SearchSpace::complete_config(sim::ParallelConfig& cfg) const {
+  cfg.grad_accum_dtype = sim::grad_accum_for(cfg, grad_accum_dtype);
+  cfg.tp_comm_overlap = tp_comm_overlap && cfg.sequence_parallel;
+}
+
+const char* to_string(Objective o) { return sim::name_of(o); }
 
 SearchResult search(const sim::ModelSpec& model, const sim::HardwareProfile& hw, const SearchSpace& space,
                     const Constraints& constraints, const SearchOptions& options) {

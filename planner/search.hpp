@@ -16,7 +16,20 @@
 namespace shardplan::planner {
 
 enum class Objective { throughput, time_to_train, cost, memory };
+}  // namespace shardplan::planner
+
+template <>
+struct shardplan::simulator::EnumNames<shardplan::planner::Objective> {
+  using O = shardplan::planner::Objective;
+  static constexpr NameTable<O, 4> table{
+      {{O::throughput, "throughput"}, {O::time_to_train, "time"}, {O::cost, "cost"}, {O::memory, "memory"}}};
+};
+
+namespace shardplan::planner {
+
 const char* to_string(Objective o);
+
+struct Constraints;
 
 struct SearchSpace {
   std::vector<int> node_counts{1};
@@ -65,6 +78,14 @@ struct SearchSpace {
   bool tp_comm_overlap = false;
   std::string rank_order = "tp-dp-pp";
   bool uneven_pipeline = true;              // pp not dividing layers, via auto-partition
+
+  // A configuration with the fields the space fixes (sequence length, LoRA, mixed precision,
+  // attention, fusion, packing, CP kind, rank order) and the constraints' memory headroom; the
+  // searched fields are left for the caller.
+  [[nodiscard]] simulator::ParallelConfig base_config(const Constraints& c) const;
+  // Once the searched fields are set: the fields that follow from them (fp32 gradient
+  // accumulation where the ZeRO stage and precision take it, the SP overlap where there is SP).
+  void complete_config(simulator::ParallelConfig& cfg) const;
 };
 
 struct Constraints {

@@ -1,6 +1,5 @@
 #pragma once
 // Internal to the search: one evaluated point, small and copyable without allocation.
-#include <array>
 #include <string>
 #include <vector>
 
@@ -8,10 +7,16 @@
 
 namespace shardplan::planner::detail {
 
-// Everything that identifies a configuration, as integers (lexicographic order = tie-break).
+// Everything that identifies a configuration, as integers; the members' order is the tie-break
+// (lexicographic, by declaration order). Enums are held as their underlying values.
 struct PointKey {
-  std::array<int, 19> v{};  // nodes, tp, pp, dp, zero, shard, gbs, mbs, schedule, virtual,
-                            // recompute, sp, offload_opt, offload_act, precision, fp8, cp, ep, etp
+  int nodes = 0, tp = 0, pp = 0, dp = 0;
+  int zero = 0, shard = 0;  // ZeRO stage, sharding group (dp unless MiCS)
+  int gbs = 0, mbs = 0;     // global batch (sequences), micro-batch size
+  int schedule = 0, virtual_stages = 0, recompute = 0;
+  int sp = 0, offload_optimizer = 0, offload_activations = 0;  // 0 or 1
+  int precision = 0, fp8 = 0;
+  int cp = 0, ep = 0, etp = 0;
   auto operator<=>(const PointKey&) const = default;
 };
 

@@ -17,19 +17,18 @@ constexpr const char* kFeatures[] = {"pp",        "tp", "zero", "zero3", "mics",
                                      "interleaved", "fp8", "cp", "ep"};
 
 bool has_feature(const PointKey& k, const std::string& f) {
-  const auto& v = k.v;
-  if (f == "pp") return v[2] > 1;
-  if (f == "tp") return v[1] > 1;
-  if (f == "zero") return v[4] > 0;
-  if (f == "zero3") return v[4] == 3;
-  if (f == "mics") return v[4] > 0 && v[5] < v[3];
-  if (f == "offload") return v[12] || v[13];
-  if (f == "recompute") return v[10] != 0;
-  if (f == "sp") return v[11] != 0;
-  if (f == "interleaved") return v[8] == static_cast<int>(sim::PipelineSchedule::interleaved);
-  if (f == "fp8") return v[15] != static_cast<int>(sim::Fp8Recipe::none);
-  if (f == "cp") return v[16] > 1;
-  if (f == "ep") return v[17] > 1;
+  if (f == "pp") return k.pp > 1;
+  if (f == "tp") return k.tp > 1;
+  if (f == "zero") return k.zero > 0;
+  if (f == "zero3") return k.zero == 3;
+  if (f == "mics") return k.zero > 0 && k.shard < k.dp;
+  if (f == "offload") return k.offload_optimizer || k.offload_activations;
+  if (f == "recompute") return k.recompute != 0;
+  if (f == "sp") return k.sp != 0;
+  if (f == "interleaved") return k.schedule == static_cast<int>(sim::PipelineSchedule::interleaved);
+  if (f == "fp8") return k.fp8 != static_cast<int>(sim::Fp8Recipe::none);
+  if (f == "cp") return k.cp > 1;
+  if (f == "ep") return k.ep > 1;
   return false;
 }
 
@@ -53,32 +52,35 @@ auto heap_cmp = [](const Point& a, const Point& b) { return better(a, b); };  //
 }  // namespace
 
 void apply(const PointKey& k, sim::ParallelConfig& c) {
-  const auto& v = k.v;
-  c.tp = v[1];
-  c.pp = v[2];
-  c.dp = v[3];
-  c.zero_stage = v[4];
-  c.sharding_degree = v[5];
-  c.global_batch_size = v[6];
-  c.micro_batch_size = v[7];
-  c.schedule = static_cast<sim::PipelineSchedule>(v[8]);
-  c.virtual_stages = v[9];
-  c.recompute = static_cast<sim::Recompute>(v[10]);
-  c.sequence_parallel = v[11] != 0;
-  c.offload_optimizer = v[12] != 0;
-  c.offload_activations = v[13] != 0;
-  c.precision = static_cast<sim::Precision>(v[14]);
-  c.fp8 = static_cast<sim::Fp8Recipe>(v[15]);
-  c.cp = v[16];
-  c.ep = v[17];
-  c.etp = v[18];
+  c.tp = k.tp;
+  c.pp = k.pp;
+  c.dp = k.dp;
+  c.zero_stage = k.zero;
+  c.sharding_degree = k.shard;
+  c.global_batch_size = k.gbs;
+  c.micro_batch_size = k.mbs;
+  c.schedule = static_cast<sim::PipelineSchedule>(k.schedule);
+  c.virtual_stages = k.virtual_stages;
+  c.recompute = static_cast<sim::Recompute>(k.recompute);
+  c.sequence_parallel = k.sp != 0;
+  c.offload_optimizer = k.offload_optimizer != 0;
+  c.offload_activations = k.offload_activations != 0;
+  c.precision = static_cast<sim::Precision>(k.precision);
+  c.fp8 = static_cast<sim::Fp8Recipe>(k.fp8);
+  c.cp = k.cp;
+  c.ep = k.ep;
+  c.etp = k.etp;
 }
 
 PointKey key_of(const sim::ParallelConfig& c, int nodes) {
-  return PointKey{{nodes, c.tp, c.pp, c.dp, c.zero_stage, c.shard_group(), c.global_batch_size, c.micro_batch_size,
-                   static_cast<int>(c.schedule), c.virtual_stages, static_cast<int>(c.recompute),
-                   c.sequence_parallel ? 1 : 0, c.offload_optimizer ? 1 : 0, c.offload_activations ? 1 : 0,
-                   static_cast<int>(c.precision), static_cast<int>(c.fp8), c.cp, c.ep, c.expert_tp()}};
+  return PointKey{.nodes = nodes, .tp = c.tp, .pp = c.pp, .dp = c.dp, .zero = c.zero_stage,
+                  .shard = c.shard_group(), .gbs = c.global_batch_size, .mbs = c.micro_batch_size,
+                  .schedule = static_cast<int>(c.schedule), .virtual_stages = c.virtual_stages,
+                  .recompute = static_cast<int>(c.recompute), .sp = c.sequence_parallel ? 1 : 0,
+                  .offload_optimizer = c.offload_optimizer ? 1 : 0,
+                  .offload_activations = c.offload_activations ? 1 : 0,
+                  .precision = static_cast<int>(c.precision), .fp8 = static_cast<int>(c.fp8), .cp = c.cp,
+                  .ep = c.ep, .etp = c.expert_tp()};
 }
 
 bool known_feature(const std::string& f) {
@@ -184,19 +186,9 @@ double model_state_lower_bound(const sim::Evaluator& ev, const sim::ParallelConf
 }
 
 sim::ParallelConfig config_of(const Point& p, const sim::ModelSpec& m, const SearchSpace& space, const Constraints& c) {
-  sim::ParallelConfig cfg;
+  sim::ParallelConfig cfg = space.base_config(c);
   apply(p.key, cfg);
-  cfg.seq_len = space.seq_len;
-  cfg.lora = space.lora;
-  cfg.mixed_precision = space.mixed_precision;
-  cfg.attention = space.attention;
-  cfg.fusion = space.fusion;
-  cfg.grad_accum_dtype = sim::grad_accum_for(cfg, space.grad_accum_dtype);
-  cfg.packed_document_tokens = space.packed_document_tokens;
-  cfg.cp_kind = space.cp_kind;
-  cfg.tp_comm_overlap = space.tp_comm_overlap && cfg.sequence_parallel;
-  cfg.rank_order = space.rank_order;
-  cfg.memory_headroom = c.memory_headroom;
+  space.complete_config(cfg);
   if (m.num_layers % cfg.pp) cfg.partition = default_split(static_cast<int>(m.num_layers), cfg.pp);
   return cfg;
 }

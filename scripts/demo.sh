@@ -15,7 +15,7 @@ echo "==> Configuring and building the release preset"
 cmake --preset release
 cmake --build --preset release -j"$(nproc)"
 
-SHARDPLAN=build/release/planner/shardplan
+SHARDPLAN=build/release/cli/shardplan
 
 echo
 echo "==> Will Llama2-70B LoRA fine-tuning fit on one Gaudi2 HLS-2 node with ZeRO-3, and how fast?"

@@ -111,7 +111,7 @@ fi
 
 # 4. Plan: one GPU of the profile, the planner's best layout for it.
 mkdir -p "$OUT"
-"$BUILD/planner/shardplan" plan --model "$MODEL" --hardware "$HARDWARE" --nodes 1 --devices-per-node 1 \
+"$BUILD/cli/shardplan" plan --model "$MODEL" --hardware "$HARDWARE" --nodes 1 --devices-per-node 1 \
   --global-batch-size "$GBS" --seq-len "$SEQ" --precision "$PRECISION" --forbid pp,offload,fp8 --top 1 --quiet \
   --out "$OUT/plan.json" > /dev/null || die "shardplan plan found no feasible plan for $MODEL on one $HARDWARE GPU"
 

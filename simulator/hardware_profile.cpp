@@ -321,14 +321,7 @@ nlohmann::json resolve_json(const std::string& path, std::set<std::string>& seen
 
 }  // namespace
 
-const char* to_string(Precision p) {
-  switch (p) {
-    case Precision::fp32: return "fp32";
-    case Precision::fp16: return "fp16";
-    case Precision::bf16: return "bf16";
-  }
-  return "?";
-}
+const char* to_string(Precision p) { return name_of(p); }
 
 const char* to_string(CollectiveKind k) {
   switch (k) {

@@ -9,6 +9,7 @@
 #include <vector>
 
 #include "attention_efficiency.hpp"
+#include "enum_names.hpp"
 #include "efficiency_curve.hpp"
 #include "host_overhead.hpp"
 #include "op_costs.hpp"
@@ -16,6 +17,10 @@
 namespace shardplan::simulator {
 
 enum class Precision { fp32, fp16, bf16 };
+template <>
+struct EnumNames<Precision> {
+  static constexpr NameTable<Precision, 3> table{{{Precision::bf16, "bf16"}, {Precision::fp16, "fp16"}, {Precision::fp32, "fp32"}}};
+};
 enum class IntraTopology { switch_fabric, pcie, all_to_all, torus };
 
 struct DeviceProfile {

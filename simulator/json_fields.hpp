@@ -7,6 +7,8 @@
 #include <string>
 #include <string_view>
 
+#include "enum_names.hpp"
+
 namespace shardplan::simulator {
 
 enum class Quantity { bytes, bytes_per_second, seconds, flops_per_second, bits_per_second_as_bytes };
@@ -35,6 +37,23 @@ bool get_bool_or(const nlohmann::json& obj, std::string_view key, bool fallback,
 std::string get_string(const nlohmann::json& obj, std::string_view key, const JsonContext& ctx);
 std::string get_string_or(const nlohmann::json& obj, std::string_view key, std::string fallback,
                           const JsonContext& ctx);
+
+// An enum field read by its name table (enum_names.hpp): `fallback` when absent or empty, else
+// one of the table's names; anything else fails naming the field and the names.
+template <typename E>
+E get_enum_or(const nlohmann::json& obj, std::string_view key, E fallback, const JsonContext& ctx) {
+  const std::string v = get_string_or(obj, key, "", ctx);
+  if (v.empty()) return fallback;
+  if (const auto e = enum_from_name<E>(v)) return *e;
+  ctx.fail(key, enum_names_list<E>(" or ", false, " or ") + " (got '" + v + "')");
+}
+// The same, required.
+template <typename E>
+E get_enum(const nlohmann::json& obj, std::string_view key, const JsonContext& ctx) {
+  const std::string v = get_string(obj, key, ctx);
+  if (const auto e = enum_from_name<E>(v)) return *e;
+  ctx.fail(key, enum_names_list<E>(" or ", false, " or ") + " (got '" + v + "')");
+}
 
 // "memory_GiB" -> "memory": the quantity a unit-suffixed key names; "" if the key carries no
 // known unit suffix (the suffixes get_quantity accepts).

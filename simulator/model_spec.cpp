@@ -274,43 +274,22 @@ void validate_model(const ModelSpec& m, const std::string& src) {
 
 namespace {
 
-template <typename E>
-E parse_enum(const nlohmann::json& j, const char* key, const JsonContext& ctx,
-             std::initializer_list<std::pair<const char*, E>> options, E fallback, bool required) {
-  auto it = j.find(key);
-  if (it == j.end()) {
-    if (required) ctx.fail(key, "a value (it is missing)");
-    return fallback;
-  }
-  std::string names;
-  for (const auto& [name, value] : options) {
-    if (it->is_string() && *it == name) return value;
-    names += (names.empty() ? "" : " or ") + std::string("\"") + name + "\"";
-  }
-  ctx.fail(key, names);
-}
-
 ModelSpec parse_card(const nlohmann::json& j, const JsonContext& ctx) {
   ModelSpec m;
   m.name = get_string(j, "name", ctx);
   m.family = get_string(j, "family", ctx);
-  m.kind = parse_enum(j, "kind", ctx, {{"decoder", ModelKind::decoder}, {"encoder", ModelKind::encoder}},
-                      ModelKind::decoder, false);
+  m.kind = get_enum_or(j, "kind", ModelKind::decoder, ctx);
   m.num_layers = get_positive_int(j, "num_layers", ctx);
   m.hidden = get_positive_int(j, "hidden_size", ctx);
   m.num_heads = get_positive_int(j, "num_attention_heads", ctx);
   m.num_kv_heads = get_int_or(j, "num_key_value_heads", m.num_heads, ctx);
   m.head_dim = get_int_or(j, "head_dim", m.hidden / m.num_heads, ctx);
   m.ffn_hidden = get_positive_int(j, "ffn_hidden_size", ctx);
-  m.ffn_kind = parse_enum(j, "ffn_kind", ctx, {{"gelu", FfnKind::gelu}, {"swiglu", FfnKind::swiglu}},
-                          FfnKind::gelu, true);
+  m.ffn_kind = get_enum<FfnKind>(j, "ffn_kind", ctx);
   m.vocab_size = get_positive_int(j, "vocab_size", ctx);
   m.max_positions = get_positive_int(j, "max_position_embeddings", ctx);
-  m.norm_kind = parse_enum(j, "norm", ctx, {{"layernorm", NormKind::layernorm}, {"rmsnorm", NormKind::rmsnorm}},
-                           NormKind::layernorm, true);
-  m.positional = parse_enum(j, "positional", ctx,
-                            {{"learned", PositionalKind::learned}, {"rotary", PositionalKind::rotary}},
-                            PositionalKind::learned, true);
+  m.norm_kind = get_enum<NormKind>(j, "norm", ctx);
+  m.positional = get_enum<PositionalKind>(j, "positional", ctx);
   m.rotary_dim = get_int_or(j, "rotary_dim", 0, ctx);
   m.tied_embeddings = get_bool_or(j, "tied_embeddings", false, ctx);
   if (auto it = j.find("bias"); it != j.end()) {
@@ -379,18 +358,18 @@ nlohmann::json to_card_json(const ModelSpec& m) {
   nlohmann::json j = {{"schema", "shardplan.model/1"},
           {"name", m.name},
           {"family", m.family},
-          {"kind", m.kind == ModelKind::encoder ? "encoder" : "decoder"},
+          {"kind", name_of(m.kind)},
           {"num_layers", m.num_layers},
           {"hidden_size", m.hidden},
           {"num_attention_heads", m.num_heads},
           {"num_key_value_heads", m.num_kv_heads},
           {"head_dim", m.head_dim},
           {"ffn_hidden_size", m.ffn_hidden},
-          {"ffn_kind", m.ffn_kind == FfnKind::swiglu ? "swiglu" : "gelu"},
+          {"ffn_kind", name_of(m.ffn_kind)},
           {"vocab_size", m.vocab_size},
           {"max_position_embeddings", m.max_positions},
-          {"norm", m.norm_kind == NormKind::rmsnorm ? "rmsnorm" : "layernorm"},
-          {"positional", m.positional == PositionalKind::rotary ? "rotary" : "learned"},
+          {"norm", name_of(m.norm_kind)},
+          {"positional", name_of(m.positional)},
           {"rotary_dim", m.rotary_dim},
           {"tied_embeddings", m.tied_embeddings},
           {"bias", {{"qkv", m.qkv_bias}, {"out_proj", m.out_proj_bias}, {"mlp", m.mlp_bias}, {"lm_head", m.lm_head_bias}}},

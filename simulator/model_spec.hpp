@@ -7,13 +7,31 @@
 #include <string>
 #include <vector>
 
+#include "enum_names.hpp"
+
 namespace shardplan::simulator {
 
 enum class FfnKind { gelu, swiglu };
+template <>
+struct EnumNames<FfnKind> {
+  static constexpr NameTable<FfnKind, 2> table{{{FfnKind::gelu, "gelu"}, {FfnKind::swiglu, "swiglu"}}};
+};
 enum class NormKind { layernorm, rmsnorm };
+template <>
+struct EnumNames<NormKind> {
+  static constexpr NameTable<NormKind, 2> table{{{NormKind::layernorm, "layernorm"}, {NormKind::rmsnorm, "rmsnorm"}}};
+};
 enum class PositionalKind { learned, rotary };
+template <>
+struct EnumNames<PositionalKind> {
+  static constexpr NameTable<PositionalKind, 2> table{{{PositionalKind::learned, "learned"}, {PositionalKind::rotary, "rotary"}}};
+};
 // decoder: causal LM (GPT, Llama). encoder: bidirectional masked LM (BERT).
 enum class ModelKind { decoder, encoder };
+template <>
+struct EnumNames<ModelKind> {
+  static constexpr NameTable<ModelKind, 2> table{{{ModelKind::decoder, "decoder"}, {ModelKind::encoder, "encoder"}}};
+};
 
 // Which way a linear is split under Megatron tensor parallelism; `replicated` linears are whole
 // on every tp rank (MLA's down-projections, Megatron-Core's "duplicated" parallel mode).

@@ -207,100 +207,28 @@ void check_fp8(const ClusterSpec& c, const ParallelConfig& cfg) {
 
 }  // namespace
 
-const char* to_string(CpKind k) { return k == CpKind::all_to_all ? "all_to_all" : "ring"; }
-
-std::optional<CpKind> cp_kind_from_string(const std::string& name) {
-  for (CpKind k : {CpKind::ring, CpKind::all_to_all})
-    if (name == to_string(k)) return k;
-  return std::nullopt;
-}
-
-const char* to_string(LoraBase b) { return b == LoraBase::nf4 ? "nf4" : "bf16"; }
-
-std::optional<LoraBase> lora_base_from_string(const std::string& name) {
-  for (LoraBase b : {LoraBase::bf16, LoraBase::nf4})
-    if (name == to_string(b)) return b;
-  return std::nullopt;
-}
-
-const char* to_string(Fp8Recipe r) {
-  switch (r) {
-    case Fp8Recipe::none: return "none";
-    case Fp8Recipe::delayed: return "delayed";
-    case Fp8Recipe::tensorwise: return "tensorwise";
-    case Fp8Recipe::blockwise: return "blockwise";
-  }
-  return "?";
-}
-
-std::optional<Fp8Recipe> fp8_recipe_from_string(const std::string& name) {
-  for (Fp8Recipe r : {Fp8Recipe::none, Fp8Recipe::delayed, Fp8Recipe::tensorwise, Fp8Recipe::blockwise})
-    if (name == to_string(r)) return r;
-  return std::nullopt;
-}
-
-const char* to_string(MixedPrecision m) {
-  return m == MixedPrecision::autocast ? "autocast" : "master_weights";
-}
-
-std::optional<MixedPrecision> mixed_precision_from_string(const std::string& name) {
-  for (MixedPrecision m : {MixedPrecision::master_weights, MixedPrecision::autocast})
-    if (name == to_string(m)) return m;
-  return std::nullopt;
-}
-
-const char* to_string(AttentionKind k) {
-  switch (k) {
-    case AttentionKind::eager: return "eager";
-    case AttentionKind::flash1: return "flash1";
-    case AttentionKind::flash: break;
-  }
-  return "flash";
-}
-
-std::optional<AttentionKind> attention_kind_from_string(const std::string& name) {
-  for (AttentionKind k : {AttentionKind::flash, AttentionKind::flash1, AttentionKind::eager})
-    if (name == to_string(k)) return k;
-  return std::nullopt;
-}
-
-const char* to_string(Fusion f) { return f == Fusion::megatron ? "megatron" : "eager"; }
-
-std::optional<Fusion> fusion_from_string(const std::string& name) {
-  for (Fusion f : {Fusion::eager, Fusion::megatron})
-    if (name == to_string(f)) return f;
-  return std::nullopt;
-}
-
-const char* to_string(GradAccumDtype d) { return d == GradAccumDtype::fp32 ? "fp32" : "param"; }
-
-std::optional<GradAccumDtype> grad_accum_dtype_from_string(const std::string& name) {
-  for (GradAccumDtype d : {GradAccumDtype::param, GradAccumDtype::fp32})
-    if (name == to_string(d)) return d;
-  return std::nullopt;
-}
+const char* to_string(CpKind v) { return name_of(v); }
+std::optional<CpKind> cp_kind_from_string(const std::string& name) { return enum_from_name<CpKind>(name); }
+const char* to_string(LoraBase v) { return name_of(v); }
+std::optional<LoraBase> lora_base_from_string(const std::string& name) { return enum_from_name<LoraBase>(name); }
+const char* to_string(Fp8Recipe v) { return name_of(v); }
+std::optional<Fp8Recipe> fp8_recipe_from_string(const std::string& name) { return enum_from_name<Fp8Recipe>(name); }
+const char* to_string(MixedPrecision v) { return name_of(v); }
+std::optional<MixedPrecision> mixed_precision_from_string(const std::string& name) { return enum_from_name<MixedPrecision>(name); }
+const char* to_string(AttentionKind v) { return name_of(v); }
+std::optional<AttentionKind> attention_kind_from_string(const std::string& name) { return enum_from_name<AttentionKind>(name); }
+const char* to_string(Fusion v) { return name_of(v); }
+std::optional<Fusion> fusion_from_string(const std::string& name) { return enum_from_name<Fusion>(name); }
+const char* to_string(GradAccumDtype v) { return name_of(v); }
+std::optional<GradAccumDtype> grad_accum_dtype_from_string(const std::string& name) { return enum_from_name<GradAccumDtype>(name); }
+const char* to_string(Zero3Fetch v) { return name_of(v); }
+std::optional<Zero3Fetch> zero3_fetch_from_string(const std::string& name) { return enum_from_name<Zero3Fetch>(name); }
+const char* to_string(Recompute v) { return name_of(v); }
 
 bool fp32_grad_accum_applies(const ParallelConfig& cfg) { return cfg.zero_stage <= 1 && !cfg.fp32_weights(); }
 
 GradAccumDtype grad_accum_for(const ParallelConfig& cfg, GradAccumDtype wanted) {
   return wanted == GradAccumDtype::fp32 && !fp32_grad_accum_applies(cfg) ? GradAccumDtype::param : wanted;
-}
-
-const char* to_string(Zero3Fetch f) { return f == Zero3Fetch::per_tensor_sync ? "per_tensor_sync" : "prefetch"; }
-
-std::optional<Zero3Fetch> zero3_fetch_from_string(const std::string& name) {
-  for (Zero3Fetch f : {Zero3Fetch::prefetch, Zero3Fetch::per_tensor_sync})
-    if (name == to_string(f)) return f;
-  return std::nullopt;
-}
-
-const char* to_string(Recompute r) {
-  switch (r) {
-    case Recompute::none: return "none";
-    case Recompute::selective: return "selective";
-    case Recompute::full: return "full";
-  }
-  return "?";
 }
 
 void validate_config(const ModelSpec& m, const ClusterSpec& c, ParallelConfig& cfg) {

@@ -6,6 +6,7 @@
 #include <string>
 #include <vector>
 
+#include "enum_names.hpp"
 #include "hardware_profile.hpp"
 #include "model_spec.hpp"
 #include "pipeline_schedule.hpp"
@@ -13,6 +14,10 @@
 namespace shardplan::simulator {
 
 enum class Recompute { none, selective, full };
+template <>
+struct EnumNames<Recompute> {
+  static constexpr NameTable<Recompute, 3> table{{{Recompute::none, "none"}, {Recompute::selective, "selective"}, {Recompute::full, "full"}}};
+};
 const char* to_string(Recompute r);
 
 // How a bf16/fp16 run keeps its weights (ignored for fp32):
@@ -21,6 +26,10 @@ const char* to_string(Recompute r);
 //   autocast        fp32 weights, gradients and moments (4+4+8 bytes); each linear casts its
 //                   weight to the compute dtype as it runs (PyTorch AMP, FSDP without param_dtype)
 enum class MixedPrecision { master_weights, autocast };
+template <>
+struct EnumNames<MixedPrecision> {
+  static constexpr NameTable<MixedPrecision, 2> table{{{MixedPrecision::master_weights, "master_weights"}, {MixedPrecision::autocast, "autocast"}}};
+};
 const char* to_string(MixedPrecision m);
 // The recipe named `name` ("master_weights" | "autocast"); nullopt for anything else.
 std::optional<MixedPrecision> mixed_precision_from_string(const std::string& name);
@@ -41,6 +50,10 @@ inline bool fp32_weights(Precision p, MixedPrecision m) {
 //   eager  explicit GEMMs, softmax and dropout, each storing its s x s output for backward
 //          (Korthikanti et al. 2022, §4.1); what shardrun runs on LibTorch < 2 and on the CPU.
 enum class AttentionKind { flash, flash1, eager };
+template <>
+struct EnumNames<AttentionKind> {
+  static constexpr NameTable<AttentionKind, 3> table{{{AttentionKind::flash, "flash"}, {AttentionKind::flash1, "flash1"}, {AttentionKind::eager, "eager"}}};
+};
 // One fused kernel per pass (flash or flash1): no s x s tensor stored, scores recomputed in backward.
 inline bool fused(AttentionKind k) { return k != AttentionKind::eager; }
 const char* to_string(AttentionKind k);
@@ -56,6 +69,10 @@ std::optional<AttentionKind> attention_kind_from_string(const std::string& name)
 //             one kernel that keeps only the fc1 output and recomputes silu in backward
 //             (megatron/core/fusions/fused_bias_swiglu.py). NeMo, MLPerf's Megatron runs.
 enum class Fusion { eager, megatron };
+template <>
+struct EnumNames<Fusion> {
+  static constexpr NameTable<Fusion, 2> table{{{Fusion::eager, "eager"}, {Fusion::megatron, "megatron"}}};
+};
 const char* to_string(Fusion f);
 std::optional<Fusion> fusion_from_string(const std::string& name);
 
@@ -70,6 +87,10 @@ std::optional<Fusion> fusion_from_string(const std::string& name);
 //   blockwise   one scale per 1x128 / 128x128 block (DeepSeek-V3 §3.3; TE Float8BlockScaling):
 //               one pass, scales in fp32 beside the data
 enum class Fp8Recipe { none, delayed, tensorwise, blockwise };
+template <>
+struct EnumNames<Fp8Recipe> {
+  static constexpr NameTable<Fp8Recipe, 4> table{{{Fp8Recipe::none, "none"}, {Fp8Recipe::delayed, "delayed"}, {Fp8Recipe::tensorwise, "tensorwise"}, {Fp8Recipe::blockwise, "blockwise"}}};
+};
 const char* to_string(Fp8Recipe r);
 // The recipe named `name` ("none" | "delayed" | "tensorwise" | "blockwise"); nullopt otherwise.
 std::optional<Fp8Recipe> fp8_recipe_from_string(const std::string& name);
@@ -84,6 +105,10 @@ std::optional<Fp8Recipe> fp8_recipe_from_string(const std::string& name);
 //                    overlaps (deepspeedai/DeepSpeed issue #1069, pull #1188). For replaying
 //                    runs of that era (Narayanan et al. SC'21 Table 2), never searched.
 enum class Zero3Fetch { prefetch, per_tensor_sync };
+template <>
+struct EnumNames<Zero3Fetch> {
+  static constexpr NameTable<Zero3Fetch, 2> table{{{Zero3Fetch::prefetch, "prefetch"}, {Zero3Fetch::per_tensor_sync, "per_tensor_sync"}}};
+};
 const char* to_string(Zero3Fetch f);
 // The fetch named `name` ("prefetch" | "per_tensor_sync"); nullopt for anything else.
 std::optional<Zero3Fetch> zero3_fetch_from_string(const std::string& name);
@@ -98,6 +123,10 @@ std::optional<Zero3Fetch> zero3_fetch_from_string(const std::string& name);
 //          update_hp_grads), Megatron's --accumulate-allreduce-grads-in-fp32 (main_grad; with
 //          fusion megatron the weight-gradient GEMM accumulates into it directly).
 enum class GradAccumDtype { param, fp32 };
+template <>
+struct EnumNames<GradAccumDtype> {
+  static constexpr NameTable<GradAccumDtype, 2> table{{{GradAccumDtype::param, "param"}, {GradAccumDtype::fp32, "fp32"}}};
+};
 const char* to_string(GradAccumDtype d);
 std::optional<GradAccumDtype> grad_accum_dtype_from_string(const std::string& name);
 struct ParallelConfig;
@@ -123,6 +152,10 @@ inline int recomputed_blocks(Recompute recompute, int recompute_num_layers, int 
 //         §3: blocks of 64 weights share an 8-bit absmax, blocks of 256 of those an fp32 one:
 //         0.5 + 8/64/8 + 32/(64*256)/8 bytes per weight), dequantised to 16-bit at every use
 enum class LoraBase { bf16, nf4 };
+template <>
+struct EnumNames<LoraBase> {
+  static constexpr NameTable<LoraBase, 2> table{{{LoraBase::bf16, "bf16"}, {LoraBase::nf4, "nf4"}}};
+};
 const char* to_string(LoraBase b);
 std::optional<LoraBase> lora_base_from_string(const std::string& name);
 inline constexpr double kNf4BytesPerWeight = 0.5 + 1.0 / 64 + 4.0 / (64 * 256);
@@ -136,6 +169,10 @@ inline constexpr double kNf4BytesPerWeight = 0.5 + 1.0 / 64 + 4.0 / (64 * 256);
 //               split of q, k, v into a head split, each rank attends over the whole sequence for
 //               a/cp heads, and a fourth all-to-all turns the output back; heads must divide
 enum class CpKind { ring, all_to_all };
+template <>
+struct EnumNames<CpKind> {
+  static constexpr NameTable<CpKind, 2> table{{{CpKind::ring, "ring"}, {CpKind::all_to_all, "all_to_all"}}};
+};
 const char* to_string(CpKind k);
 std::optional<CpKind> cp_kind_from_string(const std::string& name);
 // The chunks context parallelism cuts a sequence into: 2cp for ring attention on a causal model

@@ -284,14 +284,7 @@ std::vector<PipelineOp> pipeline_stage_order(PipelineSchedule schedule, int stag
   return {};
 }
 
-const char* to_string(PipelineSchedule s) {
-  switch (s) {
-    case PipelineSchedule::gpipe: return "gpipe";
-    case PipelineSchedule::one_f_one_b: return "1f1b";
-    case PipelineSchedule::interleaved: return "interleaved";
-  }
-  return "unknown";
-}
+const char* to_string(PipelineSchedule s) { return name_of(s); }
 
 double PipelineResult::bubble_s() const {
   double busiest = 0;

@@ -8,9 +8,15 @@
 #include <string>
 #include <vector>
 
+#include "enum_names.hpp"
+
 namespace shardplan::simulator {
 
 enum class PipelineSchedule { gpipe, one_f_one_b, interleaved };
+template <>
+struct EnumNames<PipelineSchedule> {
+  static constexpr NameTable<PipelineSchedule, 3> table{{{PipelineSchedule::gpipe, "gpipe"}, {PipelineSchedule::one_f_one_b, "1f1b"}, {PipelineSchedule::interleaved, "interleaved"}}};
+};
 const char* to_string(PipelineSchedule s);
 
 struct PipelineInput {

@@ -53,23 +53,6 @@ nlohmann::json to_json(const ParallelConfig& c) {
   return j;
 }
 
-namespace {
-
-template <typename E>
-E enum_field(const nlohmann::json& j, const char* key, const JsonContext& ctx,
-             std::initializer_list<std::pair<const char*, E>> options, E fallback) {
-  const std::string v = get_string_or(j, key, "", ctx);
-  if (v.empty()) return fallback;
-  std::string names;
-  for (const auto& [name, value] : options) {
-    if (v == name) return value;
-    names += (names.empty() ? "" : " or ") + std::string(name);
-  }
-  ctx.fail(key, names);
-}
-
-}  // namespace
-
 ParallelConfig config_from_json(const nlohmann::json& j, const std::string& source) {
   const JsonContext ctx{source, "config"};
   if (!j.is_object()) throw InputError(source + ": field 'config': expected an object");
@@ -79,8 +62,7 @@ ParallelConfig config_from_json(const nlohmann::json& j, const std::string& sour
   c.dp = static_cast<int>(get_positive_int(j, "data_parallel", ctx));
   // Absent in plans written before context and expert parallelism existed: 1 each, dropless.
   c.cp = static_cast<int>(get_int_or(j, "context_parallel", 1, ctx));
-  c.cp_kind = enum_field(j, "context_parallel_kind", ctx, {{"ring", CpKind::ring}, {"all_to_all", CpKind::all_to_all}},
-                         CpKind::ring);
+  c.cp_kind = get_enum_or(j, "context_parallel_kind", CpKind::ring, ctx);
   c.ep = static_cast<int>(get_int_or(j, "expert_parallel", 1, ctx));
   c.etp = static_cast<int>(get_int_or(j, "expert_tensor_parallel", 0, ctx));
   c.moe_capacity_factor = get_number_or(j, "moe_capacity_factor", 0.0, ctx);
@@ -89,47 +71,29 @@ ParallelConfig config_from_json(const nlohmann::json& j, const std::string& sour
   c.micro_batch_size = static_cast<int>(get_positive_int(j, "micro_batch_size", ctx));
   c.global_batch_size = static_cast<int>(get_int_or(j, "global_batch_size", 0, ctx));
   c.seq_len = static_cast<int>(get_positive_int(j, "seq_len", ctx));
-  c.schedule = enum_field(j, "pipeline_schedule", ctx,
-                          {{"gpipe", PipelineSchedule::gpipe}, {"1f1b", PipelineSchedule::one_f_one_b},
-                           {"interleaved", PipelineSchedule::interleaved}},
-                          PipelineSchedule::one_f_one_b);
+  c.schedule = get_enum_or(j, "pipeline_schedule", PipelineSchedule::one_f_one_b, ctx);
   c.virtual_stages = static_cast<int>(get_int_or(j, "virtual_stages", 1, ctx));
-  c.recompute = enum_field(j, "recompute", ctx,
-                           {{"none", Recompute::none}, {"selective", Recompute::selective}, {"full", Recompute::full}},
-                           Recompute::none);
+  c.recompute = get_enum_or(j, "recompute", Recompute::none, ctx);
   c.recompute_num_layers = static_cast<int>(get_int_or(j, "recompute_num_layers", 0, ctx));
   c.sequence_parallel = get_bool_or(j, "sequence_parallel", false, ctx);
   c.tp_comm_overlap = get_bool_or(j, "tp_comm_overlap", false, ctx);
   c.offload_activations = get_bool_or(j, "offload_activations", false, ctx);
   c.offload_optimizer = get_bool_or(j, "offload_optimizer", false, ctx);
-  c.precision = enum_field(j, "precision", ctx,
-                           {{"bf16", Precision::bf16}, {"fp16", Precision::fp16}, {"fp32", Precision::fp32}},
-                           Precision::bf16);
-  c.mixed_precision = enum_field(j, "mixed_precision", ctx,
-                                 {{"master_weights", MixedPrecision::master_weights},
-                                  {"autocast", MixedPrecision::autocast}},
-                                 MixedPrecision::master_weights);
+  c.precision = get_enum_or(j, "precision", Precision::bf16, ctx);
+  c.mixed_precision = get_enum_or(j, "mixed_precision", MixedPrecision::master_weights, ctx);
   // Absent in plans written before attention kinds existed: the default (flash).
-  c.attention = enum_field(j, "attention", ctx,
-                           {{"flash", AttentionKind::flash}, {"flash1", AttentionKind::flash1}, {"eager", AttentionKind::eager}},
-                           AttentionKind::flash);
+  c.attention = get_enum_or(j, "attention", AttentionKind::flash, ctx);
   // Absent in plans written before fusion kinds existed: eager (what they were simulated with).
-  c.fusion = enum_field(j, "fusion", ctx, {{"eager", Fusion::eager}, {"megatron", Fusion::megatron}}, Fusion::eager);
+  c.fusion = get_enum_or(j, "fusion", Fusion::eager, ctx);
   // Absent in plans written before it existed: param (what they were simulated with).
-  c.grad_accum_dtype = enum_field(j, "grad_accum_dtype", ctx, {{"param", GradAccumDtype::param}, {"fp32", GradAccumDtype::fp32}},
-                                  GradAccumDtype::param);
+  c.grad_accum_dtype = get_enum_or(j, "grad_accum_dtype", GradAccumDtype::param, ctx);
   // Absent in plans written before it existed: 0 (one document per sequence).
   const long long docs = get_int_or(j, "packed_document_tokens", 0, ctx);
   if (docs < 0 || docs > 1'000'000'000) ctx.fail("packed_document_tokens", "a number of tokens >= 0 (0: not packed)");
   c.packed_document_tokens = static_cast<int>(docs);
-  c.fp8 = enum_field(j, "fp8", ctx,
-                     {{"none", Fp8Recipe::none}, {"delayed", Fp8Recipe::delayed},
-                      {"tensorwise", Fp8Recipe::tensorwise}, {"blockwise", Fp8Recipe::blockwise}},
-                     Fp8Recipe::none);
+  c.fp8 = get_enum_or(j, "fp8", Fp8Recipe::none, ctx);
   c.fp8_param_gather = get_bool_or(j, "fp8_param_gather", false, ctx);
-  c.zero3_fetch = enum_field(j, "zero3_fetch", ctx,
-                             {{"prefetch", Zero3Fetch::prefetch}, {"per_tensor_sync", Zero3Fetch::per_tensor_sync}},
-                             Zero3Fetch::prefetch);
+  c.zero3_fetch = get_enum_or(j, "zero3_fetch", Zero3Fetch::prefetch, ctx);
   c.rank_order = get_string_or(j, "rank_order", "tp-dp-pp", ctx);
   c.memory_headroom = get_number_or(j, "memory_headroom_fraction", 0.05, ctx);
   if (auto it = j.find("partition"); it != j.end() && !it->is_null()) {
@@ -144,7 +108,7 @@ ParallelConfig config_from_json(const nlohmann::json& j, const std::string& sour
     c.lora.rank = static_cast<int>(get_positive_int(*it, "rank", lctx));
     c.lora.alpha = get_number_or(*it, "alpha", 16.0, lctx);
     c.lora.dropout = get_number_or(*it, "dropout", 0.0, lctx);
-    c.lora.base = enum_field(*it, "base", lctx, {{"bf16", LoraBase::bf16}, {"nf4", LoraBase::nf4}}, LoraBase::bf16);
+    c.lora.base = get_enum_or(*it, "base", LoraBase::bf16, lctx);
     const auto& t = require(*it, "targets", lctx);
     if (!t.is_array()) lctx.fail("targets", "an array of module names");
     for (const auto& v : t) {

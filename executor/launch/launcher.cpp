@@ -11,8 +11,8 @@
 #include "executor/errors.hpp"
 #include "executor/io/checkpoint_store.hpp"
 #include "launch_policy.hpp"
-#include "planner/plan.hpp"
-#include "planner/shell_quote.hpp"
+#include "formats/plan.hpp"
+#include "formats/shell_quote.hpp"
 #include "supervisor.hpp"
 
 namespace shardplan::executor::launch {
@@ -109,7 +109,7 @@ std::vector<std::string> health_command(const LaunchOptions& o, int ranks, const
 
 int run_launcher(const LaunchOptions& o) {
   validate(o);
-  const int ranks = o.ranks > 0 ? o.ranks : planner::load_plan(o.plan).cluster.devices();
+  const int ranks = o.ranks > 0 ? o.ranks : formats::load_plan_cluster(o.plan).devices();
   const std::string shardrun = o.shardrun.empty() ? default_shardrun() : o.shardrun;
   EventLog log(o.events.empty() ? (fs::path(o.checkpoint_dir) / "launch-events.jsonl").string() : o.events, o.quiet);
   install_signal_handlers();
@@ -119,7 +119,7 @@ int run_launcher(const LaunchOptions& o) {
     const int64_t resume = latest_checkpoint(o.checkpoint_dir);
     log.emit("launch",
              {{"attempt", attempt}, {"ranks", ranks}, {"resume_step", step_or_null(resume)},
-              {"command", planner::shell_join(cmd)}},
+              {"command", formats::shell_join(cmd)}},
              "attempt " + std::to_string(attempt) + ": " + std::to_string(ranks) + " rank(s), " + from_where(resume));
     const Attempt a = supervise(cmd, o.grace_s);
     if (!a.start_error.empty()) {  // a missing mpirun is not fixed by relaunching

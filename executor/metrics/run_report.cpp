@@ -114,17 +114,20 @@ double median(std::vector<double> v) {
 // in the first three steps, almost none after).
 size_t warmup_steps(size_t steps) { return steps > 2 ? std::max<size_t>(1, steps / 4) : 0; }
 
-nlohmann::json build_report(const ReportInputs& in) {
+namespace {
+
+// The measured medians over the steps after the warm-up.
+formats::RunReport::Measured measured_of(const ReportInputs& in) {
   const size_t skip = warmup_steps(in.steps.size());
   auto med = [&](double StepRecord::*field) {
     std::vector<double> v;
     for (size_t i = skip; i < in.steps.size(); ++i) v.push_back(in.steps[i].*field);
     return median(v);
   };
-  const int64_t peak = in.peak_bytes_per_rank.empty()
-                           ? 0
-                           : *std::max_element(in.peak_bytes_per_rank.begin(), in.peak_bytes_per_rank.end());
-  const double step_s = med(&StepRecord::step_s);
+  formats::RunReport::Measured m;
+  m.steps = static_cast<int64_t>(in.steps.size());
+  m.steps_in_medians = static_cast<int64_t>(in.steps.size() - skip);
+  m.step_s = med(&StepRecord::step_s);
   // How steady the machine was: the 10th and 90th percentiles of the step times in the medians.
   std::vector<double> steps;
   for (size_t i = skip; i < in.steps.size(); ++i) steps.push_back(in.steps[i].step_s);
@@ -132,84 +135,89 @@ nlohmann::json build_report(const ReportInputs& in) {
   auto quantile = [&](double q) {
     return steps.empty() ? 0.0 : steps[static_cast<size_t>(q * static_cast<double>(steps.size() - 1) + 0.5)];
   };
+  m.step_s_p10 = quantile(0.1);
+  m.step_s_p90 = quantile(0.9);
   const double tokens = in.steps.empty() ? 0 : static_cast<double>(in.steps.back().tokens);
-  nlohmann::json measured = {
-      {"steps", in.steps.size()},
-      {"steps_in_medians", in.steps.size() - skip},
-      {"step_seconds", step_s},
-      {"step_seconds_p10", quantile(0.1)},
-      {"step_seconds_p90", quantile(0.9)},
-      {"tokens_per_second", step_s > 0 ? tokens / step_s : 0},
-      {"compute_seconds", med(&StepRecord::compute_s)},
-      {"tp_comm_seconds", med(&StepRecord::tp_comm_s)},
-      {"dp_comm_seconds", med(&StepRecord::dp_comm_s)},
-      {"optimizer_seconds", med(&StepRecord::optimizer_s)},
-      {"pp_comm_seconds", med(&StepRecord::pp_comm_s)},
-      {"pipeline", pipeline_summary(in.steps, skip, in.schedule)},
-      {"peak_memory_bytes", peak},
-      {"peak_memory_bytes_per_rank", in.peak_bytes_per_rank},
-      {"memory_source", in.memory_source},
-      {"first_loss", in.steps.empty() ? 0 : in.steps.front().loss},
-      {"final_loss", in.steps.empty() ? 0 : in.steps.back().loss},
-  };
-  if (in.reference_gemm_start_s > 0 && in.reference_gemm_end_s > 0)
-    measured["reference_gemm_seconds"] = {{"start", in.reference_gemm_start_s}, {"end", in.reference_gemm_end_s}};
-  if (!in.steps.empty() && in.steps.back().cp) measured["cp_comm_seconds"] = med(&StepRecord::cp_comm_s);
+  m.tokens_per_s = m.step_s > 0 ? tokens / m.step_s : 0;
+  m.compute_s = med(&StepRecord::compute_s);
+  m.tp_comm_s = med(&StepRecord::tp_comm_s);
+  m.dp_comm_s = med(&StepRecord::dp_comm_s);
+  m.optimizer_s = med(&StepRecord::optimizer_s);
+  m.pp_comm_s = med(&StepRecord::pp_comm_s);
+  m.pipeline = pipeline_summary(in.steps, skip, in.schedule);
+  m.peak_bytes = in.peak_bytes_per_rank.empty()
+                     ? 0
+                     : *std::max_element(in.peak_bytes_per_rank.begin(), in.peak_bytes_per_rank.end());
+  m.peak_bytes_per_rank = in.peak_bytes_per_rank;
+  m.memory_source = in.memory_source;
+  m.first_loss = in.steps.empty() ? 0 : in.steps.front().loss;
+  m.final_loss = in.steps.empty() ? 0 : in.steps.back().loss;
+  if (in.reference_gemm_start_s > 0 && in.reference_gemm_end_s > 0) {
+    m.reference_gemm_start_s = in.reference_gemm_start_s;
+    m.reference_gemm_end_s = in.reference_gemm_end_s;
+  }
+  if (!in.steps.empty() && in.steps.back().cp) m.cp_comm_s = med(&StepRecord::cp_comm_s);
   if (!in.steps.empty() && in.steps.back().moe) {
-    measured["a2a_seconds"] = med(&StepRecord::a2a_s);
-    measured["router_load_imbalance"] = med(&StepRecord::router_imbalance);
+    formats::RunReport::Moe moe;
+    moe.a2a_s = med(&StepRecord::a2a_s);
+    moe.router_imbalance = med(&StepRecord::router_imbalance);
     std::vector<double> dropped;  // per step, median as the figures above
     for (size_t i = skip; i < in.steps.size(); ++i) dropped.push_back(static_cast<double>(in.steps[i].tokens_dropped));
-    measured["tokens_dropped"] = median(dropped);
-    if (in.steps.back().moe_aux_loss >= 0) measured["moe_aux_loss"] = med(&StepRecord::moe_aux_loss);
+    moe.tokens_dropped = median(dropped);
+    if (in.steps.back().moe_aux_loss >= 0) moe.aux_loss = med(&StepRecord::moe_aux_loss);
+    m.moe = moe;
   }
-  const auto& p = in.prediction;
-  nlohmann::json predicted = {
-      {"feasible", p.feasible},
-      {"step_seconds", p.time.step_s},
-      {"tokens_per_second", p.tokens_per_s},
-      {"tp_comm_seconds", p.time.tp_comm_s},
-      {"dp_comm_seconds", p.time.dp_exposed_comm_s},
-      {"optimizer_seconds", p.time.optimizer_s},
-      {"sync_wait_seconds", p.time.sync_wait_s},
-      {"pipeline_bubble_seconds", p.time.pipeline_bubble_s},
-      {"pp_p2p_seconds", p.time.pp_p2p_s},
-      {"pipeline",
-       {{"max_in_flight_per_stage", p.pipeline.max_in_flight},
-        {"in_flight_activation_bytes_per_stage", p.pipeline.peak_stored_activation_bytes}}},
-      {"peak_memory_bytes", p.worst.total()},
-      {"memory_bytes",
-       {{"parameters", p.worst.parameters},
-        {"gradients", p.worst.gradients},
-        {"optimizer_states", p.worst.optimizer_states},
-        {"activations", p.worst.activations},
-        {"lora", p.worst.lora},
-        {"comm_buffers", p.worst.comm_buffers},
-        {"workspace", p.worst.workspace}}},
-  };
-  if (!in.steps.empty() && in.steps.back().cp) predicted["cp_comm_seconds"] = p.time.cp_comm_s;
-  if (!in.steps.empty() && in.steps.back().moe) predicted["a2a_seconds"] = p.time.ep_comm_s;  // exposed dispatch/combine (+ etp gathers)
-  auto rel = [](double measured_v, double predicted_v) {
-    return measured_v > 0 ? (predicted_v - measured_v) / measured_v : 0.0;
-  };
-  nlohmann::json report = {{"schema", "shardplan.report/1"},
-                            {"plan", in.plan_path},
-                            {"model", in.model},
-                            {"world_size", in.world_size},
-                            {"device", in.device},
-                            {"threads_per_rank", in.threads_per_rank},
-                            {"layout", in.layout},
-                            {"precision", in.precision},
-                            {"attention", in.attention},
-                            {"attempts", in.attempts},
-                            {"measured", measured},
-                            {"predicted", predicted},
-                            {"error",
-                             {{"step_seconds_relative", rel(step_s, p.time.step_s)},
-                              {"peak_memory_relative", rel(static_cast<double>(peak), p.worst.total())}}}};
-  if (!in.blas_kernels.empty()) report["blas_kernels"] = in.blas_kernels;
-  if (!in.cpu_gemm.empty()) report["cpu_gemm"] = in.cpu_gemm;
-  return report;
+  return m;
 }
+
+// What the plan predicted, in the report's terms.
+formats::RunReport::Predicted predicted_of(const simulator::Prediction& p, bool cp, bool moe) {
+  formats::RunReport::Predicted r;
+  r.feasible = p.feasible;
+  r.step_s = p.time.step_s;
+  r.tokens_per_s = p.tokens_per_s;
+  r.tp_comm_s = p.time.tp_comm_s;
+  r.dp_comm_s = p.time.dp_exposed_comm_s;
+  r.optimizer_s = p.time.optimizer_s;
+  r.sync_wait_s = p.time.sync_wait_s;
+  r.pipeline_bubble_s = p.time.pipeline_bubble_s;
+  r.pp_p2p_s = p.time.pp_p2p_s;
+  r.max_in_flight_per_stage = p.pipeline.max_in_flight;
+  r.in_flight_activation_bytes_per_stage = p.pipeline.peak_stored_activation_bytes;
+  r.peak_bytes = p.worst.total();
+  r.memory_bytes = {{"parameters", p.worst.parameters},
+                    {"gradients", p.worst.gradients},
+                    {"optimizer_states", p.worst.optimizer_states},
+                    {"activations", p.worst.activations},
+                    {"lora", p.worst.lora},
+                    {"comm_buffers", p.worst.comm_buffers},
+                    {"workspace", p.worst.workspace}};
+  if (cp) r.cp_comm_s = p.time.cp_comm_s;
+  if (moe) r.a2a_s = p.time.ep_comm_s;  // exposed dispatch/combine (+ etp gathers)
+  return r;
+}
+
+}  // namespace
+
+formats::RunReport make_run_report(const ReportInputs& in) {
+  formats::RunReport r;
+  r.plan = in.plan_path;
+  r.model = in.model;
+  r.world_size = in.world_size;
+  r.device = in.device;
+  r.threads_per_rank = in.threads_per_rank;
+  r.layout = in.layout;
+  r.precision = in.precision;
+  r.attention = in.attention;
+  r.attempts = in.attempts;
+  r.blas_kernels = in.blas_kernels;
+  r.cpu_gemm = in.cpu_gemm;
+  r.measured = measured_of(in);
+  const bool cp = !in.steps.empty() && in.steps.back().cp, moe = !in.steps.empty() && in.steps.back().moe;
+  r.predicted = predicted_of(in.prediction, cp, moe);
+  return r;
+}
+
+nlohmann::json build_report(const ReportInputs& in) { return formats::to_json(make_run_report(in)); }
 
 }  // namespace shardplan::executor

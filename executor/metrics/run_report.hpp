@@ -8,6 +8,7 @@
 #include <string>
 #include <vector>
 
+#include "formats/run_report.hpp"
 #include "simulator/prediction.hpp"
 
 namespace shardplan::executor {
@@ -88,8 +89,10 @@ struct ReportInputs {
   double reference_gemm_start_s = 0, reference_gemm_end_s = 0;
 };
 
-// Medians skip the first step (warm-up) when there are more than two.
-nlohmann::json build_report(const ReportInputs& in);
+// report.json (formats/run_report.hpp). Medians skip the warm-up steps (the first quarter, at least
+// the first, of three or more).
+formats::RunReport make_run_report(const ReportInputs& in);
+nlohmann::json build_report(const ReportInputs& in);  // to_json(make_run_report(in))
 double median(std::vector<double> v);
 
 }  // namespace shardplan::executor

@@ -7,7 +7,7 @@
 
 namespace shardplan::executor {
 
-void check_moe_supported(const planner::Plan& plan, const std::string& src) {
+void check_moe_supported(const formats::Plan& plan, const std::string& src) {
   const auto& c = plan.config;
   const auto& m = plan.model;
   if (c.ep > 1 && !m.is_moe())

@@ -7,12 +7,12 @@
 #include <string>
 
 #include "executor/metrics/run_report.hpp"
-#include "planner/plan.hpp"
+#include "formats/plan.hpp"
 
 namespace shardplan::executor {
 
 // Throws InputError naming `src` and the plan field when the MoE side of `plan` is not run;
-void check_moe_supported(const planner::Plan& plan, const std::string& src);
+void check_moe_supported(const formats::Plan& plan, const std::string& src);
 
 struct TrainerState;
 // A step's MoE figures into `r` (MoE cards only): the expert all-to-all seconds since

@@ -37,27 +37,25 @@ void phase(const MpiRuntime& rt, F&& f) {
 }
 
 Precision parse_precision(const std::string& s) {
-  if (s == "fp32") return Precision::fp32;
-  if (s == "bf16") return Precision::bf16;
-  if (s == "fp16") return Precision::fp16;
-  throw InputError("--precision: expected fp32, bf16 or fp16, got '" + s + "'");
+  if (const auto p = simulator::enum_from_name<Precision>(s)) return *p;
+  throw InputError(simulator::bad_name_message<Precision>("--precision", s));
 }
 
 simulator::MixedPrecision parse_mixed_precision(const std::string& s) {
   if (const auto m = simulator::mixed_precision_from_string(s)) return *m;
-  throw InputError("--mixed-precision: expected master_weights or autocast, got '" + s + "'");
+  throw InputError(simulator::bad_name_message<simulator::MixedPrecision>("--mixed-precision", s));
 }
 
 // Context parallelism: load_plan has checked the sequence against the chunks and, for Ulysses,
 // the heads against tp x cp (simulator validation); shardrun's ring attention is causal.
-void check_cp_supported(const planner::Plan& plan, const std::string& src) {
+void check_cp_supported(const formats::Plan& plan, const std::string& src) {
   if (plan.config.cp_kind == simulator::CpKind::ring && plan.model.kind != simulator::ModelKind::decoder)
     throw InputError(src + ": field 'config.context_parallel_kind': shardrun's ring attention is causal (decoders only)");
 }
 
 // What this executor runs: everything the planner outputs but optimizer offload on CUDA and FP8
 // linears; fp16 needs CUDA.
-void check_supported(const planner::Plan& plan, const std::string& src, Precision precision, torch::Device device) {
+void check_supported(const formats::Plan& plan, const std::string& src, Precision precision, torch::Device device) {
   const auto& c = plan.config;
   if (c.offload_optimizer && device.is_cuda())
     throw InputError(src + ": field 'config.offload_optimizer': optimizer offload to host memory is not run by this "
@@ -90,7 +88,7 @@ void Trainer::setup() {
   TrainerState& s = *s_;
   const RunOptions& o = s.opt;
   phase(s.runtime, [&] {
-    s.plan = planner::load_plan(o.plan_path);
+    s.plan = formats::load_plan(o.plan_path);
     s.precision = o.precision.empty() ? s.plan.config.precision : parse_precision(o.precision);
     s.mixed_precision =
         o.mixed_precision.empty() ? s.plan.config.mixed_precision : parse_mixed_precision(o.mixed_precision);

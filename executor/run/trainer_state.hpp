@@ -13,7 +13,7 @@
 #include "executor/metrics/run_report.hpp"
 #include "executor/model/nf4_base.hpp"
 #include "executor/model/transformer.hpp"
-#include "planner/plan.hpp"
+#include "formats/plan.hpp"
 #include "threads.hpp"
 
 namespace shardplan::executor {
@@ -22,7 +22,7 @@ struct TrainerState {
   TrainerState(MpiRuntime& rt, RunOptions o) : runtime(rt), opt(std::move(o)) {}
   MpiRuntime& runtime;
   RunOptions opt;
-  planner::Plan plan;
+  formats::Plan plan;
   simulator::Precision precision = simulator::Precision::fp32;
   simulator::MixedPrecision mixed_precision = simulator::MixedPrecision::master_weights;
   // The weights' dtype: fp32, or the compute dtype with master weights.

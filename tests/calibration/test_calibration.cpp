@@ -8,7 +8,7 @@
 #include <random>
 
 #include "calibration/calibration.hpp"
-#include "planner/plan.hpp"
+#include "formats/plan.hpp"
 #include "simulator/errors.hpp"
 #include "simulator/evaluator.hpp"
 #include "simulator/json_fields.hpp"

@@ -41,7 +41,7 @@ struct PlannedRun {
   int per_node = 1;
 };
 
-// The plan file's schema (planner/plan.hpp); this test binary links the simulator only.
+// The plan file's schema (formats/plan.hpp); this test binary links the simulator only.
 nlohmann::json plan_json(const PlannedRun& r, const sim::HardwareProfile& hw) {
   return {{"schema", "shardplan.plan/1"},
           {"model", sim::to_card_json(r.model)},

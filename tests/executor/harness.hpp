@@ -14,7 +14,7 @@
 #include <vector>
 
 #include "executor/io/safetensors.hpp"
-#include "planner/shell_quote.hpp"
+#include "formats/shell_quote.hpp"
 #include "support/run_command.hpp"
 #include "support/temp_dir.hpp"
 
@@ -27,7 +27,7 @@ struct RunResult {
   nlohmann::json report;        // report.json (null if none)
 };
 
-inline std::string quote(const std::string& s) { return planner::shell_quote(s); }
+inline std::string quote(const std::string& s) { return formats::shell_quote(s); }
 
 inline std::string corpus_dir() {
   std::string dir = SHARDPLAN_SOURCE_DIR;  // appended, not concatenated: GCC 12's false -Warray-bounds

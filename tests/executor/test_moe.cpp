@@ -19,7 +19,7 @@
 #include "executor/model/moe_block.hpp"
 #include "executor/model/transformer.hpp"
 #include "harness.hpp"
-#include "planner/plan.hpp"
+#include "formats/plan.hpp"
 
 namespace shardplan::testing {
 namespace moe_test {  // named, not anonymous: the files share a unity-build unit
@@ -419,7 +419,7 @@ TEST_F(MoeLoraRuns, ExpertAdaptersTrainUnderPeftNamesAndTheBaseStaysBitForBit) {
   ASSERT_EQ(ref.losses.size(), static_cast<size_t>(kSteps));
   EXPECT_LT(ref.losses.back(), ref.losses.front() - 0.02);  // adapters from B = 0 at lr 1e-3: a slow start
   // The same model from the same seed, untrained: every base tensor of the run's export equals it.
-  const planner::Plan plan = planner::load_plan(dir().file("lora-ref.json"));
+  const formats::Plan plan = formats::load_plan(dir().file("lora-ref.json"));
   executor::ModelOptions mo;
   mo.lora = plan.config.lora;
   executor::Transformer model(plan.model, mo);

@@ -16,7 +16,7 @@
 #include "executor/parallel/nf4_linear.hpp"
 #include "executor/run/tensor_io.hpp"
 #include "harness.hpp"
-#include "planner/plan.hpp"
+#include "formats/plan.hpp"
 #include "simulator/parallel_config.hpp"
 
 namespace shardplan::testing {
@@ -88,7 +88,7 @@ TEST_F(Qlora, LossFallsAndTheTrainedRunsBaseIsTheQuantisedInitBitForBit) {
   EXPECT_LT(ref.losses.back(), ref.losses.front() - 0.05);
 
   // The same model quantised here from the same seeded init, before any training.
-  const planner::Plan plan = planner::load_plan(ref_plan());
+  const formats::Plan plan = formats::load_plan(ref_plan());
   executor::ModelOptions mo;
   mo.lora = plan.config.lora;
   executor::Transformer model(plan.model, mo);
@@ -148,7 +148,7 @@ TEST_F(Qlora, PeakMemoryIsBelowTheSameAdaptersOnAnFp32Base) {
                                       corpus_data_args(*dir_));
   ASSERT_EQ(base.exit_code, 0) << base.output;
   // The block linears' weights: 4 bytes each in the fp32 base, kNf4BytesPerWeight in NF4.
-  const planner::Plan p = planner::load_plan(plan);
+  const formats::Plan p = formats::load_plan(plan);
   double weights = 0;
   for (const auto& d : p.model.block_linears()) weights += static_cast<double>(d.d_in * d.d_out);
   weights *= static_cast<double>(p.model.num_layers);
@@ -165,7 +165,7 @@ TEST_F(Qlora, PeakMemoryIsBelowTheSameAdaptersOnAnFp32Base) {
 TEST_F(Qlora, QuantisesAHuggingFaceCheckpointAtLoad) {
   // A Hugging Face checkpoint of the card (weights from another seed), written here.
   const std::string plan_path = ref_plan();
-  const planner::Plan plan = planner::load_plan(plan_path);
+  const formats::Plan plan = formats::load_plan(plan_path);
   const std::string hf = dir_->file("hf.safetensors");
   {
     executor::Transformer src(plan.model, executor::ModelOptions{});

@@ -16,7 +16,7 @@
 namespace shardplan::interop::accelerate_test {
 
 namespace sim = shardplan::simulator;
-using planner::Plan;
+using formats::Plan;
 using shardplan::testing::input_error_of;
 using shardplan::testing::plan_of;
 

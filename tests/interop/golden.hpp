@@ -19,7 +19,7 @@ namespace shardplan::testing::golden {
 
 struct GoldenPlan {
   std::string name;
-  planner::Plan plan;
+  formats::Plan plan;
 };
 
 // dense-3d:   Llama 3.1 70B on 4 x p5.48xlarge (32 H100): tp 4, pp 4, dp 2, ZeRO-1 (distributed
@@ -68,7 +68,7 @@ inline std::vector<GoldenPlan> golden_plans() {
   return out;
 }
 
-inline const planner::Plan& golden_plan(const std::string& name) {
+inline const formats::Plan& golden_plan(const std::string& name) {
   static const std::vector<GoldenPlan> plans = golden_plans();
   for (const auto& p : plans)
     if (p.name == name) return p.plan;

@@ -10,7 +10,7 @@
 #include <utility>
 #include <vector>
 
-#include "planner/shell_quote.hpp"
+#include "formats/shell_quote.hpp"
 #include "support/run_command.hpp"
 #include "support/temp_dir.hpp"
 
@@ -51,7 +51,7 @@ inline void fake_recorder(const TempDir& dir, const std::string& name) {
 inline CommandResult bash_syntax(const TempDir& dir, const std::string& script) {
   const std::string path = dir.file("syntax_check.sh");
   write_text(path, script);
-  return run_command("bash -n " + planner::shell_quote(path));
+  return run_command("bash -n " + formats::shell_quote(path));
 }
 
 // Strings that break naive quoting. Payloads that would run something only touch the canary.

@@ -18,7 +18,7 @@
 #include "golden.hpp"
 #include "accelerate_support.hpp"
 #include "interop/accelerate.hpp"
-#include "planner/shell_quote.hpp"
+#include "formats/shell_quote.hpp"
 #include "simulator/errors.hpp"
 #include "support/input_error.hpp"
 #include "support/plan_of.hpp"
@@ -33,8 +33,8 @@ using namespace shardplan::testing::scripts;  // NOLINT: write_text, read_text, 
 using namespace accelerate_test;  // NOLINT: p5_plan, devices, import_error, expect_round_trip, ...
 namespace sim = shardplan::simulator;
 namespace fs = std::filesystem;
-using planner::Plan;
-using planner::shell_quote;
+using formats::Plan;
+using formats::shell_quote;
 using shardplan::testing::input_error_of;
 using shardplan::testing::plan_of;
 using shardplan::testing::run_command;

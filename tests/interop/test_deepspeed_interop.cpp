@@ -15,7 +15,7 @@ using nlohmann::json;
 using shardplan::testing::golden::expect_golden;
 using shardplan::testing::golden::golden_plan;
 
-ImportResult round_trip(const planner::Plan& p) {
+ImportResult round_trip(const formats::Plan& p) {
   ImportContext ctx;
   ctx.devices = p.cluster.devices();
   ctx.devices_per_node = p.cluster.per_node();
@@ -48,7 +48,7 @@ TEST(DeepSpeedInterop, ExportReadsBackToThePlansLayout) {
     SCOPED_TRACE(name);
     expect_same_layout(round_trip(golden_plan(name)).config, golden_plan(name).config);
   }
-  planner::Plan fp32_accum = golden_plan("neuron-3d");
+  formats::Plan fp32_accum = golden_plan("neuron-3d");
   fp32_accum.config.grad_accum_dtype = sim::GradAccumDtype::fp32;
   fp32_accum.config.offload_optimizer = true;
   const json ds = deepspeed_config(fp32_accum);

@@ -24,7 +24,7 @@
 
 #include "interop/config_import.hpp"
 #include "interop/launch_export.hpp"
-#include "planner/shell_quote.hpp"
+#include "formats/shell_quote.hpp"
 #include "simulator/errors.hpp"
 #include "simulator/evaluator.hpp"
 
@@ -34,7 +34,7 @@ namespace launch_export_test {  // named, not anonymous: the files share a unity
 using namespace shardplan::testing::scripts;  // NOLINT: write_text, read_text, fake_recorder, hostile_strings, ...
 
 namespace sim = shardplan::simulator;
-using namespace shardplan::planner;
+using namespace shardplan::formats;
 namespace fs = std::filesystem;
 using nlohmann::json;
 

@@ -14,7 +14,7 @@ namespace sim = shardplan::simulator;
 using shardplan::testing::golden::expect_golden;
 using shardplan::testing::golden::golden_plan;
 
-ImportContext context_of(const planner::Plan& p) {
+ImportContext context_of(const formats::Plan& p) {
   ImportContext ctx;
   ctx.devices = p.cluster.devices();
   ctx.devices_per_node = p.cluster.per_node();
@@ -22,7 +22,7 @@ ImportContext context_of(const planner::Plan& p) {
   return ctx;
 }
 
-ImportResult round_trip(const planner::Plan& p) {
+ImportResult round_trip(const formats::Plan& p) {
   return import_megatron(megatron_command_line(p), context_of(p), "megatron_args.sh");
 }
 
@@ -64,7 +64,7 @@ TEST(MegatronInterop, GoldenArguments) {
 TEST(MegatronInterop, ExportReadsBackToThePlansLayout) {
   for (const char* name : {"dense-3d", "moe-cp", "neuron-3d"}) {
     SCOPED_TRACE(name);
-    const planner::Plan& p = golden_plan(name);
+    const formats::Plan& p = golden_plan(name);
     const ImportResult r = round_trip(p);
     expect_same_layout(r.config, p.config);
     EXPECT_TRUE(r.warnings.empty()) << r.warnings.front();
@@ -90,12 +90,12 @@ TEST(MegatronInterop, VariantsReadBackToo) {
       },
   };
   for (const Edit edit : edits) {
-    planner::Plan p = golden_plan("dense-3d");
+    formats::Plan p = golden_plan("dense-3d");
     edit(p.config);
     sim::validate_config(p.model, p.cluster, p.config);
     expect_same_layout(round_trip(p).config, p.config);
   }
-  planner::Plan ulysses = golden_plan("moe-cp");
+  formats::Plan ulysses = golden_plan("moe-cp");
   ulysses.config.cp_kind = sim::CpKind::all_to_all;
   expect_same_layout(round_trip(ulysses).config, ulysses.config);
 }

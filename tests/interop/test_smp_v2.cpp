@@ -15,25 +15,25 @@ using nlohmann::json;
 using shardplan::testing::golden::expect_golden;
 using shardplan::testing::golden::golden_plan;
 
-planner::Plan replanned(planner::Plan p, const std::string& hw, int nodes, void (*edit)(sim::ParallelConfig&)) {
+formats::Plan replanned(formats::Plan p, const std::string& hw, int nodes, void (*edit)(sim::ParallelConfig&)) {
   edit(p.config);
   return shardplan::testing::plan_of(p.model.name, hw, nodes, p.config);
 }
 
 // What SMP v2 can run, one per golden plan: the dense plan without its pipeline (pp folded into
 // ZeRO-3 data parallelism), the LoRA plan on p4de instead of Gaudi2, the MoE plan with experts only.
-planner::Plan dense() {
+formats::Plan dense() {
   return replanned(golden_plan("dense-3d"), "p5.48xlarge", 4, [](sim::ParallelConfig& c) {
     c.pp = 1, c.dp = 8, c.schedule = sim::PipelineSchedule::one_f_one_b, c.virtual_stages = 1;
     c.zero_stage = 3, c.sharding_degree = 0, c.global_batch_size = 8, c.recompute = sim::Recompute::full;
   });
 }
-planner::Plan lora() {
+formats::Plan lora() {
   return replanned(golden_plan("zero3-lora"), "p4de.24xlarge", 1, [](sim::ParallelConfig& c) {
     c.micro_batch_size = 2, c.global_batch_size = 16;
   });
 }
-planner::Plan moe() {
+formats::Plan moe() {
   return replanned(golden_plan("moe-cp"), "p5.48xlarge", 4, [](sim::ParallelConfig& c) {
     c.tp = 1, c.cp = 1, c.dp = 32, c.ep = 8, c.etp = 1, c.sequence_parallel = false;
     c.zero_stage = 3, c.sharding_degree = 8, c.global_batch_size = 32, c.seq_len = 4096;
@@ -41,7 +41,7 @@ planner::Plan moe() {
   });
 }
 
-ImportContext context_of(const planner::Plan& p) {
+ImportContext context_of(const formats::Plan& p) {
   ImportContext ctx;
   ctx.devices = p.cluster.devices();
   ctx.devices_per_node = p.cluster.per_node();
@@ -86,7 +86,7 @@ TEST(SmpV2, ParametersAreWhereTheEstimatorTakesThem) {
 }
 
 TEST(SmpV2, ExportReadsBackToThePlansLayout) {
-  for (const planner::Plan& p : {dense(), lora(), moe()}) {
+  for (const formats::Plan& p : {dense(), lora(), moe()}) {
     const ImportResult r = import_smp_v2(smp_v2_config(p), context_of(p), "smp_v2.json");
     expect_same_layout(r.config, p.config);
   }
@@ -99,7 +99,7 @@ TEST(SmpV2, ExportReadsBackToThePlansLayout) {
                           }),
                           Edit([](sim::ParallelConfig& c) { c.offload_activations = true; }),
                           Edit([](sim::ParallelConfig& c) { c.fp8 = sim::Fp8Recipe::delayed; })}) {
-    const planner::Plan p = replanned(dense(), "p5.48xlarge", 4, edit);
+    const formats::Plan p = replanned(dense(), "p5.48xlarge", 4, edit);
     const ImportResult r = import_smp_v2(smp_v2_config(p), context_of(p), "smp_v2.json");
     expect_same_layout(r.config, p.config);
     if (p.config.cp > 1) EXPECT_EQ(r.config.shard_group(), p.config.shard_group());
@@ -107,7 +107,7 @@ TEST(SmpV2, ExportReadsBackToThePlansLayout) {
 }
 
 TEST(SmpV2, WhatItCannotRunIsRefusedWithTheReason) {
-  const auto message = [](const planner::Plan& p) {
+  const auto message = [](const formats::Plan& p) {
     try {
       smp_v2_config(p);
     } catch (const sim::InputError& e) {
@@ -122,7 +122,7 @@ TEST(SmpV2, WhatItCannotRunIsRefusedWithTheReason) {
 }
 
 TEST(SmpV2, NotesSayWhatTheScriptRunsDifferently) {
-  const planner::Plan p = replanned(dense(), "p5.48xlarge", 4, [](sim::ParallelConfig& c) {
+  const formats::Plan p = replanned(dense(), "p5.48xlarge", 4, [](sim::ParallelConfig& c) {
     c.zero_stage = 1, c.global_batch_size = 32, c.recompute = sim::Recompute::selective;
   });
   const auto notes = smp_v2_notes(p);

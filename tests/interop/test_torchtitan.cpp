@@ -16,7 +16,7 @@
 #include "interop/golden.hpp"
 #include "interop/script_support.hpp"
 #include "interop/torchtitan.hpp"
-#include "planner/shell_quote.hpp"
+#include "formats/shell_quote.hpp"
 #include "support/input_error.hpp"
 #include "support/plan_of.hpp"
 #include "support/run_command.hpp"
@@ -29,8 +29,8 @@ using namespace shardplan::testing::scripts;  // NOLINT: write_text, read_text, 
 
 namespace sim = shardplan::simulator;
 namespace fs = std::filesystem;
-using planner::Plan;
-using planner::shell_quote;
+using formats::Plan;
+using formats::shell_quote;
 using shardplan::testing::input_error_of;
 using shardplan::testing::run_command;
 using shardplan::testing::TempDir;

@@ -12,7 +12,7 @@
 #include <vector>
 
 #include "interop/launch_export.hpp"
-#include "planner/plan.hpp"
+#include "formats/plan.hpp"
 #include "planner/search.hpp"
 #include "simulator/errors.hpp"
 #include "simulator/evaluator.hpp"
@@ -22,6 +22,7 @@
 
 namespace shardplan::planner {
 namespace attention_plan_test {  // named, not anonymous: the files share a unity-build unit
+using namespace shardplan::formats;  // Plan, load_plan, save_plan: formats/plan.hpp
 
 namespace sim = shardplan::simulator;
 using namespace shardplan::interop;

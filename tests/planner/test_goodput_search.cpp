@@ -5,7 +5,7 @@
 #include <filesystem>
 #include <fstream>
 
-#include "planner/plan.hpp"
+#include "formats/plan.hpp"
 #include "planner/search.hpp"
 #include "simulator/errors.hpp"
 #include "simulator/prediction_json.hpp"
@@ -13,6 +13,7 @@
 
 namespace shardplan::planner {
 namespace goodput_search_test {  // named, not anonymous: the files share a unity-build unit
+using namespace shardplan::formats;  // Plan, load_plan, save_plan: formats/plan.hpp
 
 namespace sim = shardplan::simulator;
 using testing::TempDir;

@@ -9,7 +9,7 @@
 #include <vector>
 
 #include "interop/launch_export.hpp"
-#include "planner/plan.hpp"
+#include "formats/plan.hpp"
 #include "planner/search.hpp"
 #include "simulator/evaluator.hpp"
 #include "support/plan_of.hpp"
@@ -17,6 +17,7 @@
 
 namespace shardplan::planner {
 namespace moe_cp_plan_test {  // named, not anonymous: the files share a unity-build unit
+using namespace shardplan::formats;  // Plan, load_plan, save_plan: formats/plan.hpp
 
 namespace sim = shardplan::simulator;
 using namespace shardplan::interop;

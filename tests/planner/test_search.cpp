@@ -5,7 +5,7 @@
 #include <filesystem>
 #include <numeric>
 
-#include "planner/plan.hpp"
+#include "formats/plan.hpp"
 #include "planner/search.hpp"
 #include "planner/stage_partition.hpp"
 #include "support/sim_config.hpp"
@@ -13,6 +13,7 @@
 
 namespace shardplan::planner {
 namespace search_test {  // named, not anonymous: the files share a unity-build unit
+using namespace shardplan::formats;  // Plan, load_plan, save_plan: formats/plan.hpp
 
 namespace sim = shardplan::simulator;
 

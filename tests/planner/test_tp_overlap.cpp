@@ -99,7 +99,7 @@ TEST(TpOverlap, NeedsSequenceParallelism) {
 }
 
 TEST(TpOverlap, PlanJsonAndMegatronExport) {
-  planner::Plan p;
+  formats::Plan p;
   p.model = load_model("llama2-13b");
   p.cluster = cluster("p5.48xlarge", 1);
   ParallelConfig cfg = sp_config(p.cluster, 4);

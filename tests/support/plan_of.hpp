@@ -3,14 +3,14 @@
 // given configuration, validated (defaults filled) and simulated, as `shardplan plan` writes one.
 #include <string>
 
-#include "planner/plan.hpp"
+#include "formats/plan.hpp"
 #include "simulator/evaluator.hpp"
 
 namespace shardplan::testing {
 
-inline planner::Plan plan_of(const std::string& model, const std::string& hw, int nodes,
+inline formats::Plan plan_of(const std::string& model, const std::string& hw, int nodes,
                              simulator::ParallelConfig cfg) {
-  planner::Plan p;
+  formats::Plan p;
   p.model = simulator::load_model(model);
   p.cluster = simulator::ClusterSpec{simulator::load_hardware(hw), nodes, 0};
   simulator::validate_config(p.model, p.cluster, cfg);

@@ -201,7 +201,7 @@ TEST(ValidateSuite, AtLeastFourteenUniqueEntriesThatPassValidateConfigIncludingP
     EXPECT_TRUE(names.insert(e.name).second) << "duplicate " << e.name;
     pipelines += e.pp > 1 ? 1 : 0;
     recomputing += e.recompute != sim::Recompute::none ? 1 : 0;
-    shardplan::planner::Plan plan;
+    shardplan::formats::Plan plan;
     EXPECT_NO_THROW(plan = cal::build_plan(e, hw)) << e.name;
     EXPECT_TRUE(plan.prediction.feasible) << e.name << ": " << plan.prediction.infeasible_reason;
     EXPECT_EQ(plan.cluster.devices(), e.ranks()) << e.name;
@@ -222,7 +222,7 @@ TEST(ValidateSuite, PipelineStagesGetTheirOwnPeakPerRank) {
   const auto suite = cal::builtin_suite();
   const auto it = std::find_if(suite.begin(), suite.end(), [](const auto& e) { return e.pp > 1; });
   ASSERT_NE(it, suite.end());
-  const shardplan::planner::Plan plan = cal::build_plan(*it, sim::load_hardware("local-cpu-2core"));
+  const shardplan::formats::Plan plan = cal::build_plan(*it, sim::load_hardware("local-cpu-2core"));
   const auto per_rank = cal::predicted_peak_per_rank(plan);
   ASSERT_EQ(per_rank.size(), static_cast<size_t>(it->ranks()));
   // tp-dp-pp order with tp = dp = 1: rank r is stage r.

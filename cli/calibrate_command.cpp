@@ -7,12 +7,12 @@
 #include <iostream>
 #include <memory>
 
-#include "cli_parse.hpp"
 #include "commands.hpp"
 #include "calibration/calibration.hpp"
 #include "simulator/errors.hpp"
 #include "simulator/json_fields.hpp"
 #include "simulator/paths.hpp"
+#include "planner/space_parse.hpp"
 
 namespace shardplan::cli {
 
@@ -101,10 +101,10 @@ int run_calibrate(const CalibrateOptions& o) {
   if (!o.suite.empty()) files.push_back(calibration::suite_path(o.suite));
   if (files.empty()) throw sim::InputError("--runs: expected a runs file (or --suite published)");
   calibration::MeasuredRuns loaded = calibration::load_measured_runs(files);
-  calibration::select_runs(loaded.runs, split_list(o.only), split_list(o.exclude));
+  calibration::select_runs(loaded.runs, planner::split_list(o.only), planner::split_list(o.exclude));
   const sim::HardwareProfile base = base_profile(o, loaded);
   calibration::CalibrationOptions opts;
-  opts.parameters = split_list(o.fit);
+  opts.parameters = planner::split_list(o.fit);
   opts.max_iterations = o.max_iterations;
   if (o.loso) {
     print_loso(std::cout, calibration::leave_one_source_out(base, loaded.runs, opts));
@@ -112,7 +112,7 @@ int run_calibrate(const CalibrateOptions& o) {
   }
   const std::string split_note =
       o.holdout == "none" ? std::string("no hold-out (--holdout none): every run is fitted")
-                          : calibration::assign_holdout(loaded.runs, split_list(o.holdout),
+                          : calibration::assign_holdout(loaded.runs, planner::split_list(o.holdout),
                                                         calibration::free_parameters(opts));
   calibration::CalibrationResult r = calibration::calibrate(base, loaded.runs, opts);
   if (!split_note.empty()) r.notes.insert(r.notes.begin(), split_note);

@@ -2,9 +2,10 @@
 #include <algorithm>
 #include <cstdio>
 
-#include "cli_parse.hpp"
+#include "search_report.hpp"
 #include "simulator/evaluator.hpp"
 #include "simulator/prediction_json.hpp"
+#include "planner/space_parse.hpp"
 
 namespace shardplan::cli {
 

@@ -11,13 +11,13 @@
 #include <iostream>
 #include <thread>
 
-#include "cli_parse.hpp"
 #include "commands.hpp"
 #include "calibration/runs_file.hpp"
 #include "calibration/validation.hpp"
 #include "validate_runs.hpp"
 #include "simulator/errors.hpp"
 #include "simulator/json_fields.hpp"
+#include "planner/space_parse.hpp"
 
 namespace shardplan::cli {
 
@@ -201,7 +201,7 @@ int run_validate(const ValidateOptions& o) {
   }
   const sim::HardwareProfile hw = sim::load_hardware(o.hardware);
   std::vector<cal::ValidationEntry> suite = o.configs.empty() ? cal::builtin_suite() : cal::load_suite_file(o.configs);
-  if (!o.only.empty()) suite = cal::select_entries(suite, split_list(o.only));
+  if (!o.only.empty()) suite = cal::select_entries(suite, planner::split_list(o.only));
   if (o.list) {
     print_list(suite);
     return 0;

@@ -7,10 +7,10 @@
 
 #include "calibration/calibration.hpp"
 #include "calibration/run_comparison.hpp"
-#include "cli_parse.hpp"
 #include "simulator/errors.hpp"
 #include "simulator/evaluator.hpp"
 #include "simulator/json_fields.hpp"
+#include "planner/space_parse.hpp"
 
 namespace shardplan::cli {
 
@@ -24,7 +24,7 @@ namespace {
 std::vector<cal::RecordedRun> select(std::vector<cal::RecordedRun> runs, const std::string& only) {
   if (only.empty()) return runs;
   std::vector<cal::MeasuredRun> kept = cal::measured_from_recorded(runs);
-  cal::select_runs(kept, split_list(only));
+  cal::select_runs(kept, planner::split_list(only));
   std::erase_if(runs, [&](const cal::RecordedRun& r) {
     return std::none_of(kept.begin(), kept.end(), [&](const cal::MeasuredRun& k) { return k.name == r.name; });
   });

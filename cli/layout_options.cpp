@@ -3,12 +3,12 @@
 
 #include <iostream>
 
-#include "cli_parse.hpp"
 #include "interop/config_import.hpp"
 #include "planner/partition.hpp"
 #include "planner/stage_partition.hpp"
 #include "simulator/errors.hpp"
 #include "simulator/evaluator.hpp"
+#include "planner/space_parse.hpp"
 
 namespace shardplan::cli {
 
@@ -18,7 +18,7 @@ namespace {
 
 std::vector<int> parse_partition(const std::string& s) {
   std::vector<int> out;
-  for (const auto& item : split_list(s)) {
+  for (const auto& item : planner::split_list(s)) {
     try {
       std::size_t used = 0;
       int v = std::stoi(item, &used);
@@ -58,27 +58,27 @@ sim::ParallelConfig to_config(const LayoutOptions& o, const sim::ModelSpec& m, c
   cfg.micro_batch_size = o.micro_batch_size.value_or(1);
   cfg.global_batch_size = o.global_batch_size;
   cfg.seq_len = o.seq_len ? *o.seq_len : static_cast<int>(std::min<int64_t>(2048, m.max_positions));
-  cfg.schedule = parse_schedules(o.schedule).front();
+  cfg.schedule = planner::parse_schedules(o.schedule).front();
   cfg.virtual_stages = o.virtual_stages;
-  cfg.recompute = parse_recomputes(o.recompute).front();
+  cfg.recompute = planner::parse_recomputes(o.recompute).front();
   cfg.recompute_num_layers = o.recompute_num_layers;
   cfg.sequence_parallel = o.sequence_parallel;
   cfg.tp_comm_overlap = o.tp_comm_overlap;
   cfg.offload_activations = o.offload_activations;
   cfg.offload_optimizer = o.offload_optimizer;
-  cfg.precision = parse_precisions(o.precision).front();
-  cfg.mixed_precision = parse_mixed_precision(o.mixed_precision);
-  cfg.attention = parse_attention(o.attention);
-  cfg.fusion = parse_fusion(o.fusion);
-  cfg.grad_accum_dtype = parse_grad_accum_dtype(o.grad_accum);
+  cfg.precision = planner::parse_precisions(o.precision).front();
+  cfg.mixed_precision = planner::parse_mixed_precision(o.mixed_precision);
+  cfg.attention = planner::parse_attention(o.attention);
+  cfg.fusion = planner::parse_fusion(o.fusion);
+  cfg.grad_accum_dtype = planner::parse_grad_accum_dtype(o.grad_accum);
   cfg.packed_document_tokens = o.packed_document_tokens;
-  cfg.fp8 = parse_fp8_recipes(o.fp8).front();
+  cfg.fp8 = planner::parse_fp8_recipes(o.fp8).front();
   cfg.fp8_param_gather = o.fp8_param_gather;
   cfg.zero3_fetch = *sim::zero3_fetch_from_string(o.zero3_fetch);  // CLI11 checked the name
   cfg.lora.rank = o.lora_rank;
   cfg.lora.alpha = o.lora_alpha;
   cfg.lora.dropout = o.lora_dropout;
-  cfg.lora.targets = split_list(o.lora_targets);
+  cfg.lora.targets = planner::split_list(o.lora_targets);
   cfg.lora.base = *sim::lora_base_from_string(o.lora_base);  // CLI11 checked the name
   if (o.partition != "auto" && o.partition != "auto-memory") cfg.partition = parse_partition(o.partition);
   cfg.rank_order = o.rank_order;
@@ -98,9 +98,9 @@ sim::ParallelConfig imported(const LayoutOptions& o, const sim::ModelSpec& m, co
   r.config.lora.rank = o.lora_rank;
   r.config.lora.alpha = o.lora_alpha;
   r.config.lora.dropout = o.lora_dropout;
-  r.config.lora.targets = split_list(o.lora_targets);
+  r.config.lora.targets = planner::split_list(o.lora_targets);
   r.config.memory_headroom = o.headroom;
-  r.config.attention = parse_attention(o.attention);  // the imported files do not say
+  r.config.attention = planner::parse_attention(o.attention);  // the imported files do not say
   return r.config;
 }
 
@@ -135,7 +135,7 @@ void add_layout_options(CLI::App* cmd, LayoutOptions& o) {
   cmd->add_option("--cp", o.cp, "Context-parallel degree: the sequence split over cp ranks");
   cmd->add_option("--cp-kind", o.cp_kind, "Context-parallel attention: ring (KV blocks passed peer to peer) or "
                                           "all_to_all (DeepSpeed-Ulysses head exchange)")
-      ->check(CLI::IsMember({"ring", "all_to_all"}));
+      ->check(CLI::IsMember(sim::enum_names<sim::CpKind>()));
   cmd->add_option("--ep", o.ep, "Expert-parallel degree (MoE models): experts split over ep ranks folded from tp x cp x dp");
   cmd->add_option("--etp", o.etp, "Expert tensor-parallel degree (MoE models; default: --tp)");
   cmd->add_option("--moe-capacity-factor", o.moe_capacity_factor,
@@ -145,10 +145,10 @@ void add_layout_options(CLI::App* cmd, LayoutOptions& o) {
   cmd->add_option("--micro-batch-size", o.micro_batch_size, "Sequences per micro-batch (default 1; with --import: for files without one)");
   cmd->add_option("--global-batch-size", o.global_batch_size, "Sequences per step (default: micro-batch x dp)");
   cmd->add_option("--seq-len", o.seq_len, "Sequence length (default: min(2048, model max))");
-  cmd->add_option("--schedule", o.schedule, "Pipeline schedule")->check(CLI::IsMember({"gpipe", "1f1b", "interleaved"}));
+  cmd->add_option("--schedule", o.schedule, "Pipeline schedule")->check(CLI::IsMember(sim::enum_names<sim::PipelineSchedule>()));
   cmd->add_option("--virtual-stages", o.virtual_stages, "Model chunks per stage (interleaved)");
   cmd->add_option("--recompute", o.recompute, "Activation recomputation")
-      ->check(CLI::IsMember({"none", "selective", "full"}));
+      ->check(CLI::IsMember(sim::enum_names<sim::Recompute>()));
   cmd->add_option("--recompute-num-layers", o.recompute_num_layers,
                   "With --recompute full: recompute only the first N blocks of each model chunk, the others keep "
                   "their activations (Megatron --recompute-method block; 0 = every block)");
@@ -158,10 +158,10 @@ void add_layout_options(CLI::App* cmd, LayoutOptions& o) {
                 "needs --sequence-parallel)");
   cmd->add_flag("--offload-activations", o.offload_activations, "Offload stored activations to host memory");
   cmd->add_flag("--offload-optimizer", o.offload_optimizer, "Optimizer states and step on the host (ZeRO-Offload)");
-  cmd->add_option("--precision", o.precision, "Training precision")->check(CLI::IsMember({"bf16", "fp16", "fp32"}));
+  cmd->add_option("--precision", o.precision, "Training precision")->check(CLI::IsMember(sim::enum_names<sim::Precision>()));
   cmd->add_option("--mixed-precision", o.mixed_precision,
                   "How bf16/fp16 keep weights: master_weights (DeepSpeed, Megatron) or autocast (PyTorch AMP)")
-      ->check(CLI::IsMember({"master_weights", "autocast"}));
+      ->check(CLI::IsMember(sim::enum_names<sim::MixedPrecision>()));
   cmd->add_option("--attention", o.attention,
                   "Attention kernel: flash (fused, FlashAttention-2 / SDPA; default), flash1 (fused, FlashAttention v1 or its "
                   "Triton port, e.g. llm-foundry attn_impl: triton) or eager (explicit softmax)");
@@ -184,14 +184,14 @@ void add_layout_options(CLI::App* cmd, LayoutOptions& o) {
   cmd->add_option("--zero3-fetch", o.zero3_fetch,
                   "ZeRO-3 parameter fetch: prefetch (one collective per unit, overlapped; FSDP, DeepSpeed today; "
                   "default) or per_tensor_sync (DeepSpeed <= 0.4.0: one blocking collective per tensor)")
-      ->check(CLI::IsMember({"prefetch", "per_tensor_sync"}));
+      ->check(CLI::IsMember(sim::enum_names<sim::Zero3Fetch>()));
   cmd->add_option("--lora-rank", o.lora_rank, "LoRA rank (0 = full training)");
   cmd->add_option("--lora-alpha", o.lora_alpha, "LoRA alpha");
   cmd->add_option("--lora-dropout", o.lora_dropout, "LoRA dropout probability");
   cmd->add_option("--lora-targets", o.lora_targets, "Comma-separated module names (q_proj,k_proj,...)");
   cmd->add_option("--lora-base", o.lora_base,
                   "Frozen base weights under LoRA: bf16 (default) or nf4 (QLoRA: 4-bit NormalFloat, double-quantised)")
-      ->check(CLI::IsMember({"bf16", "nf4"}));
+      ->check(CLI::IsMember(sim::enum_names<sim::LoraBase>()));
   cmd->add_option("--partition", o.partition,
                   "Layers per stage (or per model chunk), comma-separated; or auto / auto-memory");
   cmd->add_option("--rank-order", o.rank_order, "Rank layout, fastest-varying first");

@@ -6,7 +6,7 @@
 
 #include "commands.hpp"
 #include "interop/launch_export.hpp"
-#include "planner/plan.hpp"
+#include "formats/plan.hpp"
 #include "simulator/errors.hpp"
 
 namespace shardplan::cli {
@@ -40,7 +40,7 @@ Run add_export_command(CLI::App& app) {
   cmd->add_option("--srun-mpi", o->srun_mpi, "Slurm: srun --mpi= plugin (pmix for OpenMPI; '' to omit)");
   cmd->add_option("--shardrun-arg", o->extra, "Extra shardrun argument (repeatable), e.g. --shardrun-arg=--threads=1");
   return [o]() {
-    const planner::Plan plan = planner::load_plan(o->plan);
+    const formats::Plan plan = formats::load_plan(o->plan);
     std::error_code ec;
     std::filesystem::create_directories(o->out_dir, ec);
     if (ec) throw simulator::InputError("--out-dir: cannot create '" + o->out_dir + "': " + ec.message());

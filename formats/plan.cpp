@@ -5,7 +5,7 @@
 #include "simulator/json_fields.hpp"
 #include "simulator/prediction_json.hpp"
 
-namespace shardplan::planner {
+namespace shardplan::formats {
 
 namespace sim = shardplan::simulator;
 
@@ -28,23 +28,44 @@ nlohmann::json to_json(const Plan& p) {
   return j;
 }
 
-Plan plan_from_json(const nlohmann::json& j, const std::string& source) {
-  const sim::JsonContext ctx{source, ""};
+namespace {
+
+void check_schema(const nlohmann::json& j, const std::string& source, const sim::JsonContext& ctx) {
   if (!j.is_object()) throw sim::InputError(source + ": expected a JSON object (a shardplan plan)");
   const std::string schema = sim::get_string(j, "schema", ctx);
   if (schema != kPlanSchema) ctx.fail("schema", std::string("\"") + kPlanSchema + "\" (got \"" + schema + "\")");
+}
+
+sim::ClusterSpec cluster_from_json(const nlohmann::json& j, const std::string& source, const sim::JsonContext& ctx) {
+  const auto& cl = sim::require(j, "cluster", ctx);
+  const sim::JsonContext cctx = ctx.child("cluster");
+  sim::ClusterSpec c;
+  c.hardware = sim::hardware_from_json(sim::require(cl, "hardware", cctx), source + " (cluster.hardware)");
+  c.nodes = static_cast<int>(sim::get_positive_int(cl, "nodes", cctx));
+  c.devices_per_node = static_cast<int>(sim::get_int_or(cl, "devices_per_node", 0, cctx));
+  return c;
+}
+
+}  // namespace
+
+Plan plan_from_json(const nlohmann::json& j, const std::string& source) {
+  const sim::JsonContext ctx{source, ""};
+  check_schema(j, source, ctx);
   Plan p;
   p.shardplan_version = sim::get_string_or(j, "shardplan_version", "", ctx);
   p.model = sim::model_from_json(sim::require(j, "model", ctx), source + " (model)");
-  const auto& cl = sim::require(j, "cluster", ctx);
-  const sim::JsonContext cctx = ctx.child("cluster");
-  p.cluster.hardware = sim::hardware_from_json(sim::require(cl, "hardware", cctx), source + " (cluster.hardware)");
-  p.cluster.nodes = static_cast<int>(sim::get_positive_int(cl, "nodes", cctx));
-  p.cluster.devices_per_node = static_cast<int>(sim::get_int_or(cl, "devices_per_node", 0, cctx));
+  p.cluster = cluster_from_json(j, source, ctx);
   p.config = sim::config_from_json(sim::require(j, "config", ctx), source);
   p.search = j.value("search", nlohmann::json::object());
   p.prediction = sim::simulate(p.model, p.cluster, p.config);
   return p;
+}
+
+sim::ClusterSpec load_plan_cluster(const std::string& path) {
+  const nlohmann::json j = sim::read_json_file(path);
+  const sim::JsonContext ctx{path, ""};
+  check_schema(j, path, ctx);
+  return cluster_from_json(j, path, ctx);
 }
 
 Plan load_plan(const std::string& path) { return plan_from_json(sim::read_json_file(path), path); }
@@ -53,4 +74,4 @@ void save_plan(const Plan& plan, const std::string& path) {
   sim::write_file_atomically(path, to_json(plan).dump(2) + "\n");
 }
 
-}  // namespace shardplan::planner
+}  // namespace shardplan::formats

@@ -1,11 +1,11 @@
-#include "cli_parse.hpp"
+#include "space_parse.hpp"
 
 #include <algorithm>
 #include <sstream>
 
 #include "simulator/errors.hpp"
 
-namespace shardplan::cli {
+namespace shardplan::planner {
 
 namespace sim = shardplan::simulator;
 
@@ -48,70 +48,56 @@ std::vector<int> parse_int_list(const std::string& flag, const std::string& s, b
   return out;
 }
 
-std::vector<sim::PipelineSchedule> parse_schedules(const std::string& s) {
-  std::vector<sim::PipelineSchedule> out;
-  for (const auto& x : split_list(s)) {
-    if (x == "1f1b") out.push_back(sim::PipelineSchedule::one_f_one_b);
-    else if (x == "gpipe") out.push_back(sim::PipelineSchedule::gpipe);
-    else if (x == "interleaved") out.push_back(sim::PipelineSchedule::interleaved);
-    else throw sim::InputError("--schedules: expected gpipe, 1f1b or interleaved, got '" + x + "'");
-  }
-  if (out.empty()) throw sim::InputError("--schedules: expected at least one schedule");
+namespace {
+
+// One name (a table's, enum_names.hpp) or a comma-separated list of them.
+template <typename E>
+E parse_name(const std::string& flag, const std::string& s) {
+  if (const auto v = sim::enum_from_name<E>(s)) return *v;
+  throw sim::InputError(sim::bad_name_message<E>(flag, s));
+}
+
+template <typename E>
+std::vector<E> parse_names(const std::string& flag, const std::string& s, const char* noun) {
+  std::vector<E> out;
+  for (const auto& x : split_list(s)) out.push_back(parse_name<E>(flag, x));
+  if (out.empty()) throw sim::InputError(flag + ": expected at least one " + noun);
   return out;
+}
+
+}  // namespace
+
+std::vector<sim::PipelineSchedule> parse_schedules(const std::string& s) {
+  return parse_names<sim::PipelineSchedule>("--schedules", s, "schedule");
 }
 
 std::vector<sim::Recompute> parse_recomputes(const std::string& s) {
-  std::vector<sim::Recompute> out;
-  for (const auto& x : split_list(s)) {
-    if (x == "none") out.push_back(sim::Recompute::none);
-    else if (x == "selective") out.push_back(sim::Recompute::selective);
-    else if (x == "full") out.push_back(sim::Recompute::full);
-    else throw sim::InputError("--recompute: expected none, selective or full, got '" + x + "'");
-  }
-  if (out.empty()) throw sim::InputError("--recompute: expected at least one mode");
-  return out;
+  return parse_names<sim::Recompute>("--recompute", s, "mode");
 }
 
 std::vector<sim::Precision> parse_precisions(const std::string& s) {
-  std::vector<sim::Precision> out;
-  for (const auto& x : split_list(s)) {
-    if (x == "bf16") out.push_back(sim::Precision::bf16);
-    else if (x == "fp16") out.push_back(sim::Precision::fp16);
-    else if (x == "fp32") out.push_back(sim::Precision::fp32);
-    else throw sim::InputError("--precision: expected bf16, fp16 or fp32, got '" + x + "'");
-  }
-  if (out.empty()) throw sim::InputError("--precision: expected at least one precision");
-  return out;
+  return parse_names<sim::Precision>("--precision", s, "precision");
 }
 
 sim::MixedPrecision parse_mixed_precision(const std::string& s) {
-  if (const auto m = sim::mixed_precision_from_string(s)) return *m;
-  throw sim::InputError("--mixed-precision: expected master_weights or autocast, got '" + s + "'");
+  return parse_name<sim::MixedPrecision>("--mixed-precision", s);
 }
 
 sim::GradAccumDtype parse_grad_accum_dtype(const std::string& s) {
-  if (const auto d = sim::grad_accum_dtype_from_string(s)) return *d;
-  throw sim::InputError("--grad-accum-dtype: expected param or fp32, got '" + s + "'");
+  return parse_name<sim::GradAccumDtype>("--grad-accum-dtype", s);
 }
 
-sim::Fusion parse_fusion(const std::string& s) {
-  if (const auto f = sim::fusion_from_string(s)) return *f;
-  throw sim::InputError("--fusion: expected eager or megatron, got '" + s + "'");
-}
+sim::Fusion parse_fusion(const std::string& s) { return parse_name<sim::Fusion>("--fusion", s); }
 
-sim::AttentionKind parse_attention(const std::string& s) {
-  if (const auto k = sim::attention_kind_from_string(s)) return *k;
-  throw sim::InputError("--attention: expected flash, flash1 or eager, got '" + s + "'");
-}
+sim::AttentionKind parse_attention(const std::string& s) { return parse_name<sim::AttentionKind>("--attention", s); }
 
 std::vector<sim::Fp8Recipe> parse_fp8_recipes(const std::string& s) {
   std::vector<sim::Fp8Recipe> out;
   for (const auto& x : split_list(s)) {
-    const auto r = sim::fp8_recipe_from_string(x);
-    if (!r) throw sim::InputError("--fp8: expected none, delayed, tensorwise or blockwise, got '" + x + "'");
-    if (std::find(out.begin(), out.end(), *r) == out.end()) out.push_back(*r);
+    const auto r = parse_name<sim::Fp8Recipe>("--fp8", x);
+    if (std::find(out.begin(), out.end(), r) == out.end()) out.push_back(r);
   }
-  if (out.empty()) throw sim::InputError("--fp8: expected at least one of none, delayed, tensorwise, blockwise");
+  if (out.empty()) throw sim::InputError("--fp8: expected at least one of " + sim::enum_names_list<sim::Fp8Recipe>());
   return out;
 }
 
@@ -149,18 +135,9 @@ std::vector<int> ep_search_list(const std::string& s, const sim::ModelSpec& m) {
 
 std::pair<sim::ClusterSpec, sim::ParallelConfig> parse_config_spec(const std::string& spec, const sim::ModelSpec& m,
                                                                    const sim::HardwareProfile& hw,
-                                                                   const planner::SearchSpace& space,
-                                                                   const planner::Constraints& c) {
+                                                                   const SearchSpace& space, const Constraints& c) {
   sim::ClusterSpec cluster{hw, space.node_counts.front(), space.devices_per_node};
-  sim::ParallelConfig cfg;
-  cfg.seq_len = space.seq_len;
-  cfg.lora = space.lora;
-  cfg.mixed_precision = space.mixed_precision;
-  cfg.attention = space.attention;
-  cfg.fusion = space.fusion;
-  cfg.cp_kind = space.cp_kind;
-  cfg.rank_order = space.rank_order;
-  cfg.memory_headroom = c.memory_headroom;
+  sim::ParallelConfig cfg = space.base_config(c);
   cfg.global_batch_size = space.global_batch_sizes.front();
   bool dp_given = false;
   for (const auto& item : split_list(spec)) {
@@ -179,11 +156,7 @@ std::pair<sim::ClusterSpec, sim::ParallelConfig> parse_config_spec(const std::st
     else if (k == "schedule") cfg.schedule = parse_schedules(v).front();
     else if (k == "recompute") cfg.recompute = parse_recomputes(v).front();
     else if (k == "precision") cfg.precision = parse_precisions(v).front();
-    else if (k == "attention") {
-      const auto a = sim::attention_kind_from_string(v);
-      if (!a) throw sim::InputError("--why: attention=" + v + ": expected flash or eager");
-      cfg.attention = *a;
-    }
+    else if (k == "attention") cfg.attention = parse_name<sim::AttentionKind>("--why: attention", v);
     else if (k == "fp8") cfg.fp8 = parse_fp8_recipes(v).front();
     else if (k == "cp") cfg.cp = num();
     else if (k == "ep") cfg.ep = num();
@@ -195,12 +168,11 @@ std::pair<sim::ClusterSpec, sim::ParallelConfig> parse_config_spec(const std::st
                                "schedule, v, recompute, precision, attention, fp8, cp, ep, etp, sp, offload-optimizer, "
                                "offload-activations)");
   }
-  cfg.tp_comm_overlap = space.tp_comm_overlap && cfg.sequence_parallel;
-  cfg.grad_accum_dtype = sim::grad_accum_for(cfg, space.grad_accum_dtype);
+  space.complete_config(cfg);
   if (!dp_given && cfg.tp > 0 && cfg.pp > 0 && cfg.cp > 0)
     cfg.dp = std::max(1, cluster.devices() / (cfg.tp * cfg.cp * cfg.pp));
   if (cfg.pp > 0 && m.num_layers % cfg.pp) cfg.partition = {};  // validate_config explains
   return {cluster, cfg};
 }
 
-}  // namespace shardplan::cli
+}  // namespace shardplan::planner

@@ -2,7 +2,7 @@
 #include <iostream>
 
 #include "commands.hpp"
-#include "planner/plan.hpp"
+#include "formats/plan.hpp"
 #include "report.hpp"
 
 namespace shardplan::cli {
@@ -12,7 +12,7 @@ Run add_explain_command(CLI::App& app) {
   auto path = std::make_shared<std::string>();
   cmd->add_option("plan", *path, "plan.json written by `shardplan plan --out`")->required();
   return [path]() {
-    const planner::Plan plan = planner::load_plan(*path);
+    const formats::Plan plan = formats::load_plan(*path);
     std::cout << "plan " << *path << " (written by shardplan " << plan.shardplan_version << ")\n";
     if (!plan.config.partition.empty()) {
       std::cout << "  partition (layers per stage):";

@@ -2,7 +2,7 @@
 
 #include "simulator/errors.hpp"
 
-namespace shardplan::planner {
+namespace shardplan::formats {
 namespace {
 
 bool plain_char(char c) {
@@ -60,4 +60,4 @@ std::string comment_text(std::string_view s) {
   return out;
 }
 
-}  // namespace shardplan::planner
+}  // namespace shardplan::formats

@@ -6,14 +6,16 @@
 #include <sstream>
 #include <unistd.h>
 
-#include "cli_parse.hpp"
+#include "search_report.hpp"
 #include "commands.hpp"
 #include "interop/config_import.hpp"
 #include "resilience_options.hpp"
-#include "planner/plan.hpp"
+#include "formats/plan.hpp"
 #include "planner/search.hpp"
+#include "planner/search_defaults.hpp"
 #include "simulator/errors.hpp"
 #include "simulator/prediction_json.hpp"
+#include "planner/space_parse.hpp"
 
 namespace shardplan::cli {
 
@@ -28,20 +30,26 @@ extern "C" void on_sigint(int) { g_interrupted.store(true); }
 struct PlanOptions;
 int run_plan(const PlanOptions& o);
 
+// Flag values start from the search's own defaults (planner/search_defaults.hpp).
 struct PlanOptions {
+  using D = pl::SearchDefaults;
+  static const D& d() { return pl::search_defaults(); }
   ResilienceOverrides resilience;
-  std::string model, hardware, nodes = "1", global_batch = "0", micro_batches = "1,2,4,8";
-  std::string zero_stages = "0,1,2,3", schedules = "1f1b,gpipe,interleaved", recomputes = "none,selective,full";
-  std::string precisions = "bf16", virtual_stages = "2,3,4", mixed_precision = "master_weights";
-  std::string attention = "flash", fp8 = "auto", cp = "auto", cp_kind = "ring", ep = "auto", fusion = "eager", grad_accum = "param";
-  int devices_per_node = 0, seq_len = 2048, packed_document_tokens = 0, top = 10, threads = 0, max_nodes = 0, max_tp = 0;
+  std::string model, hardware, nodes = d().nodes, global_batch = d().global_batch_sizes,
+                                micro_batches = d().micro_batch_sizes;
+  std::string zero_stages = d().zero_stages, schedules = d().schedules, recomputes = d().recomputes;
+  std::string precisions = d().precisions, virtual_stages = d().virtual_stages, mixed_precision = d().mixed_precision;
+  std::string attention = d().attention, fp8 = d().fp8, cp = d().context_parallel, cp_kind = d().cp_kind,
+              ep = d().expert_parallel, fusion = d().fusion, grad_accum = d().grad_accum_dtype;
+  int devices_per_node = 0, seq_len = d().seq_len, packed_document_tokens = d().packed_document_tokens,
+      top = d().top_k, threads = 0, max_nodes = d().max_nodes, max_tp = d().max_tp;
   bool no_mics = false, no_offload = false, no_sp = false, tp_across_nodes = false, json = false, quiet = false;
   bool tp_comm_overlap = false;
-  std::string lora_ranks = "0";
-  double lora_alpha = 16, lora_dropout = 0, headroom = 0.05, max_usd = 0, train_tokens = 0, dataset_tokens = 0,
-         epochs = 1;
-  std::string lora_base = "bf16";
-  std::string lora_targets, objective = "throughput", require, forbid, out, why, rank_order = "tp-dp-pp";
+  std::string lora_ranks = std::to_string(d().lora_rank);
+  double lora_alpha = d().lora_alpha, lora_dropout = d().lora_dropout, headroom = d().memory_headroom,
+         max_usd = d().max_usd_per_hour, train_tokens = 0, dataset_tokens = 0, epochs = 1;
+  std::string lora_base = d().lora_base;
+  std::string lora_targets, objective = d().objective, require, forbid, out, why, rank_order = d().rank_order;
   std::string from;  // --from: the user's current setup (any format `simulate --import` reads)
 };
 
@@ -63,7 +71,7 @@ void add_options(CLI::App* cmd, PlanOptions& o) {
   cmd->add_option("--precision", o.precisions, "Precisions to try (bf16,fp16,fp32)");
   cmd->add_option("--mixed-precision", o.mixed_precision,
                   "How bf16/fp16 keep weights: master_weights (DeepSpeed, Megatron) or autocast (PyTorch AMP)")
-      ->check(CLI::IsMember({"master_weights", "autocast"}));
+      ->check(CLI::IsMember(sim::enum_names<sim::MixedPrecision>()));
   cmd->add_option("--attention", o.attention,
                   "Attention kernel of every plan (not searched): flash (fused, FlashAttention-2 / SDPA; default, "
                   "what current frameworks run), flash1 (FlashAttention v1 / Triton kernels) or eager (explicit softmax)");
@@ -80,7 +88,7 @@ void add_options(CLI::App* cmd, PlanOptions& o) {
                   "Context-parallel degrees to try: auto (1,2,4,8 for sequences of 8K tokens or more, else 1; "
                   "default) or a list");
   cmd->add_option("--cp-kind", o.cp_kind, "Context-parallel attention of every plan (not searched): ring or all_to_all")
-      ->check(CLI::IsMember({"ring", "all_to_all"}));
+      ->check(CLI::IsMember(sim::enum_names<sim::CpKind>()));
   cmd->add_option("--ep", o.ep,
                   "Expert-parallel degrees to try on MoE models: auto (every power of two dividing the expert "
                   "count; default) or a list");
@@ -96,9 +104,9 @@ void add_options(CLI::App* cmd, PlanOptions& o) {
   cmd->add_option("--lora-dropout", o.lora_dropout, "LoRA dropout");
   cmd->add_option("--lora-targets", o.lora_targets, "LoRA target modules, comma-separated");
   cmd->add_option("--lora-base", o.lora_base, "Frozen base weights under LoRA: bf16 (default) or nf4 (QLoRA)")
-      ->check(CLI::IsMember({"bf16", "nf4"}));
+      ->check(CLI::IsMember(sim::enum_names<sim::LoraBase>()));
   cmd->add_option("--objective", o.objective, "What to optimise")
-      ->check(CLI::IsMember({"throughput", "time", "cost", "memory"}));
+      ->check(CLI::IsMember(sim::enum_names<pl::Objective>()));
   cmd->add_option("--train-tokens", o.train_tokens, "Tokens to train on (time and cost to train)");
   cmd->add_option("--dataset-tokens", o.dataset_tokens, "Dataset size in tokens (with --epochs)");
   cmd->add_option("--epochs", o.epochs, "Epochs over --dataset-tokens");
@@ -125,34 +133,34 @@ void add_options(CLI::App* cmd, PlanOptions& o) {
 
 pl::SearchSpace make_space(const PlanOptions& o, const sim::HardwareProfile& hw, const sim::ModelSpec& m) {
   pl::SearchSpace s;
-  s.node_counts = parse_int_list("--nodes", o.nodes, true);
+  s.node_counts = planner::parse_int_list("--nodes", o.nodes, true);
   s.devices_per_node = o.devices_per_node;
-  s.global_batch_sizes = parse_int_list("--global-batch-size", o.global_batch, false);
+  s.global_batch_sizes = planner::parse_int_list("--global-batch-size", o.global_batch, false);
   s.seq_len = o.seq_len;
-  s.micro_batch_sizes = parse_int_list("--micro-batch-sizes", o.micro_batches, false);
-  s.zero_stages = parse_int_list("--zero-stages", o.zero_stages, false);
-  s.schedules = parse_schedules(o.schedules);
-  s.virtual_stages = parse_int_list("--virtual-stages", o.virtual_stages, false);
-  s.recomputes = parse_recomputes(o.recomputes);
-  s.precisions = parse_precisions(o.precisions);
-  s.mixed_precision = parse_mixed_precision(o.mixed_precision);
-  s.attention = parse_attention(o.attention);
-  s.fusion = parse_fusion(o.fusion);
-  s.grad_accum_dtype = parse_grad_accum_dtype(o.grad_accum);
+  s.micro_batch_sizes = planner::parse_int_list("--micro-batch-sizes", o.micro_batches, false);
+  s.zero_stages = planner::parse_int_list("--zero-stages", o.zero_stages, false);
+  s.schedules = planner::parse_schedules(o.schedules);
+  s.virtual_stages = planner::parse_int_list("--virtual-stages", o.virtual_stages, false);
+  s.recomputes = planner::parse_recomputes(o.recomputes);
+  s.precisions = planner::parse_precisions(o.precisions);
+  s.mixed_precision = planner::parse_mixed_precision(o.mixed_precision);
+  s.attention = planner::parse_attention(o.attention);
+  s.fusion = planner::parse_fusion(o.fusion);
+  s.grad_accum_dtype = planner::parse_grad_accum_dtype(o.grad_accum);
   s.packed_document_tokens = o.packed_document_tokens;
   sim::validate_packing(o.packed_document_tokens, o.seq_len, s.attention);
-  s.fp8_recipes = fp8_search_list(o.fp8, hw);
-  s.context_parallel = cp_search_list(o.cp, o.seq_len);
+  s.fp8_recipes = planner::fp8_search_list(o.fp8, hw);
+  s.context_parallel = planner::cp_search_list(o.cp, o.seq_len);
   s.cp_kind = *sim::cp_kind_from_string(o.cp_kind);  // CLI11 checked the name
-  s.expert_parallel = ep_search_list(o.ep, m);
+  s.expert_parallel = planner::ep_search_list(o.ep, m);
   s.tp_comm_overlap = o.tp_comm_overlap;
   s.mics = !o.no_mics;
   if (o.no_offload) s.offload_optimizer = s.offload_activations = {false};
   if (o.no_sp) s.sequence_parallel = {false};
-  s.lora.rank = parse_int_list("--lora-rank", o.lora_ranks, false).front();
+  s.lora.rank = planner::parse_int_list("--lora-rank", o.lora_ranks, false).front();
   s.lora.alpha = o.lora_alpha;
   s.lora.dropout = o.lora_dropout;
-  s.lora.targets = split_list(o.lora_targets);
+  s.lora.targets = planner::split_list(o.lora_targets);
   s.lora.base = *sim::lora_base_from_string(o.lora_base);  // CLI11 checked the name
   s.rank_order = o.rank_order;
   return s;
@@ -165,16 +173,13 @@ pl::Constraints make_constraints(const PlanOptions& o) {
   c.max_tp = o.max_tp;
   c.tp_across_nodes = o.tp_across_nodes;
   c.memory_headroom = o.headroom;
-  c.require = split_list(o.require);
-  c.forbid = split_list(o.forbid);
+  c.require = planner::split_list(o.require);
+  c.forbid = planner::split_list(o.forbid);
   return c;
 }
 
 pl::Objective objective_of(const std::string& s) {
-  if (s == "time") return pl::Objective::time_to_train;
-  if (s == "cost") return pl::Objective::cost;
-  if (s == "memory") return pl::Objective::memory;
-  return pl::Objective::throughput;
+  return sim::enum_from_name<pl::Objective>(s).value_or(pl::Objective::throughput);  // CLI11 checked the name
 }
 
 nlohmann::json search_settings(const PlanOptions& o) {
@@ -234,7 +239,7 @@ struct CurrentSetup {
 };
 
 CurrentSetup current_setup(PlanOptions& o, const sim::ModelSpec& model, const sim::HardwareProfile& hw) {
-  const std::vector<int> nodes = parse_int_list("--nodes", o.nodes, true);
+  const std::vector<int> nodes = planner::parse_int_list("--nodes", o.nodes, true);
   if (nodes.size() != 1) throw sim::InputError("--from: expected one --nodes count (the current cluster's), got '" + o.nodes + "'");
   CurrentSetup cur{sim::ClusterSpec{hw, nodes.front(), o.devices_per_node}, {}};
   interop::ImportContext ctx;
@@ -266,7 +271,7 @@ int run_plan(const PlanOptions& given) {
   PlanOptions o = given;
   std::optional<CurrentSetup> current;
   if (!o.from.empty()) current = current_setup(o, sim::load_model(o.model), sim::load_hardware(o.hardware));
-  const std::vector<int> ranks = parse_int_list("--lora-rank", o.lora_ranks, false);
+  const std::vector<int> ranks = planner::parse_int_list("--lora-rank", o.lora_ranks, false);
   if (ranks.size() > 1) return compare_lora_ranks(o, ranks);
   const sim::ModelSpec model = sim::load_model(o.model);
   sim::HardwareProfile hw = sim::load_hardware(o.hardware);
@@ -294,13 +299,13 @@ int run_plan(const PlanOptions& given) {
     why = "your setup (" + o.from + "): " +
           pl::why_not(model, current->cluster, current->config, r, constraints, opts.objective);
   } else if (!o.why.empty()) {
-    auto [cluster, cfg] = parse_config_spec(o.why, model, hw, space, constraints);
+    auto [cluster, cfg] = planner::parse_config_spec(o.why, model, hw, space, constraints);
     why = pl::why_not(model, cluster, cfg, r, constraints, opts.objective);
   }
   if (!o.out.empty() && !r.ranked.empty()) {
-    pl::Plan plan{sim::version(), model, r.ranked.front().candidate.cluster, r.ranked.front().candidate.config,
+    formats::Plan plan{sim::version(), model, r.ranked.front().candidate.cluster, r.ranked.front().candidate.config,
                   r.ranked.front().prediction, search_settings(o)};
-    pl::save_plan(plan, o.out);
+    formats::save_plan(plan, o.out);
   }
   if (o.json) std::cout << search_json(r, why).dump(2) << "\n";
   else print_search(std::cout, model, r, opts, why, o.out);

@@ -4,7 +4,7 @@
 #include "commands.hpp"
 #include "layout_options.hpp"
 #include "resilience_options.hpp"
-#include "planner/plan.hpp"
+#include "formats/plan.hpp"
 #include "report.hpp"
 #include "simulator/errors.hpp"
 #include "simulator/evaluator.hpp"
@@ -53,7 +53,7 @@ void emit(const SimulateOptions& o, const sim::Prediction& p, const sim::Paralle
 }
 
 int simulate_plan(const SimulateOptions& o) {
-  planner::Plan plan = planner::load_plan(o.plan);
+  formats::Plan plan = formats::load_plan(o.plan);
   sim::ParallelConfig cfg = plan.config;
   emit(o, sim::simulate(plan.model, plan.cluster, cfg, goal_of(o)), cfg);
   return 0;

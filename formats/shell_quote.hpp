@@ -5,7 +5,7 @@
 #include <string_view>
 #include <vector>
 
-namespace shardplan::planner {
+namespace shardplan::formats {
 
 // One shell word that expands to exactly `s`: wrapped in single quotes, each ' written as '\''
 // (close, escaped quote, reopen). Inside single quotes nothing is special to sh/bash — not $,
@@ -27,4 +27,4 @@ std::string safe_token(std::string_view s, std::string_view fallback = "shardpla
 // become spaces, so the text cannot end the comment.
 std::string comment_text(std::string_view s);
 
-}  // namespace shardplan::planner
+}  // namespace shardplan::formats

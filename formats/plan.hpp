@@ -8,7 +8,7 @@
 #include "simulator/parallel_config.hpp"
 #include "simulator/prediction.hpp"
 
-namespace shardplan::planner {
+namespace shardplan::formats {
 
 inline constexpr const char* kPlanSchema = "shardplan.plan/1";
 
@@ -31,7 +31,10 @@ nlohmann::json to_json(const Plan& plan);
 // carry figures that disagree with the code reading it.
 Plan plan_from_json(const nlohmann::json& j, const std::string& source);
 Plan load_plan(const std::string& path);
+// The plan's cluster alone (nodes x devices, the embedded profile), without the model, the
+// configuration or a simulation: what a launcher needs to count ranks.
+simulator::ClusterSpec load_plan_cluster(const std::string& path);
 // Atomic write (temp + rename).
 void save_plan(const Plan& plan, const std::string& path);
 
-}  // namespace shardplan::planner
+}  // namespace shardplan::formats

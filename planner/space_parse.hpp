@@ -1,15 +1,14 @@
 #pragma once
-// Parsing of list-valued flags and configuration specs, and the search report.
-#include <nlohmann/json.hpp>
-#include <optional>
-#include <ostream>
+// The search space as text: the list-valued flags and configuration specs that `shardplan plan`
+// and the GUI read ("1-8", "bf16,fp16", "auto", "tp=8,pp=1,zero=1"), parsed once, here, into the
+// planner's types. Errors are simulator::InputError naming the flag.
 #include <string>
 #include <utility>
 #include <vector>
 
-#include "planner/search.hpp"
+#include "search.hpp"
 
-namespace shardplan::cli {
+namespace shardplan::planner {
 
 std::vector<std::string> split_list(const std::string& s);
 // "16", "8,16,64" or (allow_range) "8-64" = powers of two from 8 to 64. Throws InputError.
@@ -37,13 +36,9 @@ std::vector<int> ep_search_list(const std::string& s, const simulator::ModelSpec
 
 // "nodes=1,tp=8,pp=1,zero=1,mbs=2,gbs=64,schedule=1f1b,v=2,recompute=full,sp,offload-optimizer,
 // offload-activations,shard=4,precision=bf16,attention=eager": unspecified fields come from the
-// search space.
+// search space (SearchSpace::base_config).
 std::pair<simulator::ClusterSpec, simulator::ParallelConfig> parse_config_spec(
     const std::string& spec, const simulator::ModelSpec& model, const simulator::HardwareProfile& hw,
-    const planner::SearchSpace& space, const planner::Constraints& constraints);
+    const SearchSpace& space, const Constraints& constraints);
 
-nlohmann::json search_json(const planner::SearchResult& r, const std::optional<std::string>& why);
-void print_search(std::ostream& out, const simulator::ModelSpec& model, const planner::SearchResult& r,
-                  const planner::SearchOptions& o, const std::optional<std::string>& why, const std::string& out_path);
-
-}  // namespace shardplan::cli
+}  // namespace shardplan::planner
