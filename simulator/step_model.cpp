@@ -211,11 +211,48 @@ ChunkTime& ChunkTime::operator+=(const ChunkTime& o) {
   return *this;
 }
 
-ChunkTime chunk_time(const ConfigContext& c, const ChunkShape& sh) {
-  const auto& cfg = *c.cfg;
-  const auto& hw = c.mc->cluster.hardware;
-  const double L = sh.layers;
-  ChunkTime t;
+namespace {
+
+// How a chunk's blocks split: fully recomputed blocks and the others (`block_kept` is `block`
+// unless only some recompute); an MoE model's dense blocks come first in their chunk, so they are
+// recomputed first.
+struct ChunkBlocks {
+  double L = 0;  // blocks in the chunk
+  int recomputed = 0;
+  int dense = 0;
+  int dense_recomputed = 0;
+  double moe_layers = 0;  // the repeated block (MoE or dense model)
+};
+
+ChunkBlocks chunk_blocks(const ParallelConfig& cfg, const ChunkShape& sh) {
+  ChunkBlocks k;
+  k.L = sh.layers;
+  k.recomputed = cfg.recomputed_blocks(sh.layers);
+  k.dense = sh.dense_layers, k.dense_recomputed = std::min(k.recomputed, k.dense);
+  k.moe_layers = k.L - k.dense;
+  return k;
+}
+
+// Weight-gradient elements a chunk produces per micro-batch: its blocks' trainable weights (the
+// routed experts' apart), the embedding and head unless LoRA freezes them.
+struct ChunkGrads {
+  double expert = 0;
+  double dense = 0;
+  double all = 0;
+};
+
+ChunkGrads chunk_grads(const ConfigContext& c, const ChunkShape& sh, const ChunkBlocks& k) {
+  const bool lora = c.mc->lora.enabled();
+  ChunkGrads g;
+  g.expert = k.moe_layers * c.expert_trainable;
+  g.dense = k.moe_layers * c.block_trainable + k.dense * c.dense_block_trainable +
+            (lora ? 0.0 : (sh.embedding ? c.embedding_params : 0) + (sh.head ? c.head_params : 0));
+  g.all = g.dense + g.expert;
+  return g;
+}
+
+// The compute and per-layer communication of the chunk's blocks, embedding and head.
+void add_part_costs(const ConfigContext& c, const ChunkShape& sh, const ChunkBlocks& k, ChunkTime& t) {
   auto add = [&](const PartCost& p, double n) {
     t.fwd_compute_s += n * p.forward_s;
     t.bwd_compute_s += n * p.backward_s;
@@ -227,33 +264,71 @@ ChunkTime chunk_time(const ConfigContext& c, const ChunkShape& sh) {
     t.backward_s += n * p.backward_total_s();
     t.stored_bytes += n * p.stored_activation_bytes;
   };
-  // Fully recomputed blocks and the others (`block_kept` is `block` unless only some recompute);
-  // an MoE model's dense blocks come first in their chunk, so they are recomputed first.
-  const int recomputed = cfg.recomputed_blocks(sh.layers);
-  const int dense = sh.dense_layers, dense_recomputed = std::min(recomputed, dense);
-  const double moe_layers = L - dense;  // the repeated block (MoE or dense model)
-  add(c.dense_block, dense_recomputed);
-  add(c.dense_block_kept, dense - dense_recomputed);
-  add(c.block, recomputed - dense_recomputed);
-  add(c.block_kept, moe_layers - (recomputed - dense_recomputed));
+  add(c.dense_block, k.dense_recomputed);
+  add(c.dense_block_kept, k.dense - k.dense_recomputed);
+  add(c.block, k.recomputed - k.dense_recomputed);
+  add(c.block_kept, k.moe_layers - (k.recomputed - k.dense_recomputed));
   if (sh.embedding) add(c.embedding, 1);
   if (sh.head) add(c.head, 1);
+}
 
-  const bool lora = c.mc->lora.enabled();
-  const bool sharded = c.shard > 1 || c.expert_shard > 1;
-  // Weight-gradient elements this chunk produces per micro-batch: its blocks' trainable weights
-  // (the routed experts' apart), the embedding and head unless LoRA freezes them.
-  const double expert_grads = moe_layers * c.expert_trainable;
-  const double dense_grads = moe_layers * c.block_trainable + dense * c.dense_block_trainable +
-                             (lora ? 0.0 : (sh.embedding ? c.embedding_params : 0) + (sh.head ? c.head_params : 0));
-  const double grads = dense_grads + expert_grads;
+// ZeRO-2/3's gradient bucket copies (ConfigContext::set_zero_units).
+void add_bucket_copies(const ConfigContext& c, const ChunkShape& sh, const ChunkBlocks& k, ChunkTime& t) {
   const ConfigContext::ZeroUnits& z = c.zero_units;
-  if (cfg.zero_stage >= 2 && sharded) {  // gradient bucket copies (ConfigContext::set_zero_units)
-    double pack = moe_layers * z.pack_block + dense * z.pack_dense;
-    pack += (sh.embedding ? z.pack_embedding : 0) + (sh.head ? z.pack_head : 0);
-    t.backward_s += pack;
-    t.bwd_compute_s += pack;  // memory-bound work of the engine, on the compute stream
-  }
+  double pack = k.moe_layers * z.pack_block + k.dense * z.pack_dense;
+  pack += (sh.embedding ? z.pack_embedding : 0) + (sh.head ? z.pack_head : 0);
+  t.backward_s += pack;
+  t.bwd_compute_s += pack;  // memory-bound work of the engine, on the compute stream
+}
+
+// ZeRO-3 with prefetch: parameters gathered layer by layer, prefetching the next behind the
+// current one's compute; gradients reduce-scattered behind the backward. An MoE block gathers its
+// dense part over the data-parallel shard group and its experts over the expert data-parallel one;
+// a chunk's dense blocks and MoE blocks are averaged into one per-block figure.
+void add_zero3_prefetched(const ConfigContext& c, const ChunkShape& sh, const ChunkBlocks& k, ChunkTime& t) {
+  const auto& hw = c.mc->cluster.hardware;
+  const ConfigContext::ZeroUnits& z = c.zero_units;
+  const double L = k.L;
+  const int recomputed = k.recomputed;
+  auto per_block = [&](double moe_s, double dense_s) {
+    return L > 0 ? (k.moe_layers * moe_s + k.dense * dense_s) / L : moe_s;
+  };
+  const double g = per_block(z.gather_block, z.gather_dense);
+  const double rs = per_block(z.scatter_block, z.scatter_dense);
+  const double edge = (sh.embedding ? z.gather_embedding : 0) + (sh.head ? z.gather_head : 0);
+  const double ov = hw.node.intra.compute_overlap;  // CPU ranks under MPI: nothing hides
+  const double fwd_exposed = exposed_beside(g, c.block.forward_total_s(), ov);
+  const double block_bwd = L > 0 ? (recomputed * c.block.backward_total_s() +
+                                    (L - recomputed) * c.block_kept.backward_total_s()) / L
+                                 : c.block.backward_total_s();
+  const double bwd_exposed = exposed_beside(g + rs, block_bwd, ov);
+  const double exposed_f = L > 0 ? g + (L - 1) * fwd_exposed + edge : edge;
+  const double exposed_b = L > 0 ? g + (L - 1) * bwd_exposed + rs + edge : edge;
+  t.forward_s += exposed_f;
+  t.backward_s += exposed_b;
+  t.dp_exposed_s += exposed_f + exposed_b;
+  t.dp_total_s += L * (2 * g + rs) + 2 * edge;
+}
+
+// ZeRO-2: gradients reduce-scattered every micro-batch, behind the backward (experts' over their group).
+void add_zero2_reduce_scatter(const ConfigContext& c, const ChunkGrads& grads, ChunkTime& t) {
+  const auto& hw = c.mc->cluster.hardware;
+  const double rs = reduce_scatter_s(c.param_bytes * grads.dense, c.shard_group, hw, c.per_node) +
+                    reduce_scatter_s(c.param_bytes * grads.expert, c.expert_dp_group, hw, c.per_node);
+  const double exposed = std::max(rs * std::min(1.0, kBucketBytes / std::max(1.0, c.param_bytes * grads.all)),
+                                  rs - hw.node.intra.compute_overlap * t.bwd_compute_s);
+  t.backward_s += exposed;
+  t.dp_exposed_s += exposed;
+  t.dp_total_s += rs;
+}
+
+// ZeRO's per-micro-batch communication: ZeRO-3's gathers (blocking or prefetched) and
+// reduce-scatters, ZeRO-2's reduce-scatters. Stages 0/1 reduce once per step (step_tail).
+void add_zero_comm(const ConfigContext& c, const ChunkShape& sh, const ChunkBlocks& k, const ChunkGrads& grads,
+                   ChunkTime& t) {
+  const auto& cfg = *c.cfg;
+  const bool sharded = c.shard > 1 || c.expert_shard > 1;
+  if (cfg.zero_stage >= 2 && sharded) add_bucket_copies(c, sh, k, t);
   if (cfg.zero_stage == 3 && sharded && cfg.zero3_fetch == Zero3Fetch::per_tensor_sync) {
     const Zero3SyncTime z = per_tensor_sync_time(c, sh);  // blocking, tensor by tensor: all exposed
     t.forward_s += z.forward_s;
@@ -261,42 +336,22 @@ ChunkTime chunk_time(const ConfigContext& c, const ChunkShape& sh) {
     t.dp_exposed_s += z.comm_s;
     t.dp_total_s += z.comm_s;
   } else if (cfg.zero_stage == 3 && sharded) {
-    // Parameters gathered layer by layer, prefetching the next behind the current one's
-    // compute; gradients reduce-scattered behind the backward. An MoE block gathers its dense
-    // part over the data-parallel shard group and its experts over the expert data-parallel one;
-    // a chunk's dense blocks and MoE blocks are averaged into one per-block figure.
-    auto per_block = [&](double moe_s, double dense_s) { return L > 0 ? (moe_layers * moe_s + dense * dense_s) / L : moe_s; };
-    const double g = per_block(z.gather_block, z.gather_dense);
-    const double rs = per_block(z.scatter_block, z.scatter_dense);
-    const double edge = (sh.embedding ? z.gather_embedding : 0) + (sh.head ? z.gather_head : 0);
-    const double ov = hw.node.intra.compute_overlap;  // CPU ranks under MPI: nothing hides
-    const double fwd_exposed = exposed_beside(g, c.block.forward_total_s(), ov);
-    const double block_bwd = L > 0 ? (recomputed * c.block.backward_total_s() +
-                                      (L - recomputed) * c.block_kept.backward_total_s()) / L
-                                   : c.block.backward_total_s();
-    const double bwd_exposed = exposed_beside(g + rs, block_bwd, ov);
-    const double exposed_f = L > 0 ? g + (L - 1) * fwd_exposed + edge : edge;
-    const double exposed_b = L > 0 ? g + (L - 1) * bwd_exposed + rs + edge : edge;
-    t.forward_s += exposed_f;
-    t.backward_s += exposed_b;
-    t.dp_exposed_s += exposed_f + exposed_b;
-    t.dp_total_s += L * (2 * g + rs) + 2 * edge;
+    add_zero3_prefetched(c, sh, k, t);
   } else if (cfg.zero_stage == 2 && sharded) {
-    // Gradients reduce-scattered every micro-batch, behind the backward (experts' over their group).
-    const double rs = reduce_scatter_s(c.param_bytes * dense_grads, c.shard_group, hw, c.per_node) +
-                      reduce_scatter_s(c.param_bytes * expert_grads, c.expert_dp_group, hw, c.per_node);
-    const double exposed = std::max(rs * std::min(1.0, kBucketBytes / std::max(1.0, c.param_bytes * grads)),
-                                    rs - hw.node.intra.compute_overlap * t.bwd_compute_s);
-    t.backward_s += exposed;
-    t.dp_exposed_s += exposed;
-    t.dp_total_s += rs;
+    add_zero2_reduce_scatter(c, grads, t);
   }
+}
+
+// Gradient accumulation between micro-batches (ZeRO 0/1 under eager fusion).
+void add_grad_accumulation(const ConfigContext& c, const ChunkShape& sh, const ChunkBlocks& k,
+                           const ChunkGrads& grads, ChunkTime& t) {
+  const auto& cfg = *c.cfg;
   if (cfg.fusion == Fusion::eager && cfg.zero_stage <= 1 && cfg.fp32_grad_accum()) {
     // fp32 accumulation beside the 16-bit weights (DeepSpeed BF16_Optimizer.update_hp_grads:
     // hp_grad.add_(lp.grad.to(fp32))), after every micro-batch: the cast reads w and writes 4
     // bytes per gradient, the add reads 4 + 4 and writes 4. Megatron's fused wgrad accumulates
     // into main_grad inside the GEMM (no pass).
-    const double accumulate = memory_time_s(c.env, (c.param_bytes + 16.0) * grads);
+    const double accumulate = memory_time_s(c.env, (c.param_bytes + 16.0) * grads.all);
     t.backward_s += accumulate;
     t.bwd_compute_s += accumulate;
   } else if (cfg.fusion == Fusion::eager && cfg.zero_stage <= 1 && cfg.micro_batches() > 1) {
@@ -305,43 +360,62 @@ ChunkTime chunk_time(const ConfigContext& c, const ChunkShape& sh) {
     // accumulates inside the weight-gradient GEMM (gradient_accumulation_fusion). ZeRO-2/3 reduce
     // every micro-batch instead (the bucket copies above). Averaged over the step's micro-batches.
     // Gradients shardrun adds into the flat buffer itself need no pass (flat_grad_fusion.hpp).
-    const FlatGradFusion into = flat_grad_fusion(c.mc->model, cfg, lora);
-    double in_flat = moe_layers * linears_into_flat(c.mc->linears, cfg, into) +
-                     dense * linears_into_flat(c.mc->dense_linears, cfg, into);
+    const FlatGradFusion into = flat_grad_fusion(c.mc->model, cfg, c.mc->lora.enabled());
+    double in_flat = k.moe_layers * linears_into_flat(c.mc->linears, cfg, into) +
+                     k.dense * linears_into_flat(c.mc->dense_linears, cfg, into);
     if (sh.head && into.head) in_flat += c.head_params;
     if (sh.embedding && into.embedding) in_flat += c.embedding_params;
     const double m = cfg.micro_batches();
-    const double accumulate = (m - 1) / m * memory_time_s(c.env, 3 * c.param_bytes * std::max(0.0, grads - in_flat));
+    const double accumulate =
+        (m - 1) / m * memory_time_s(c.env, 3 * c.param_bytes * std::max(0.0, grads.all - in_flat));
     t.backward_s += accumulate;
     t.bwd_compute_s += accumulate;
   }
-  if (c.rank_pace < 1) {
-    // Fewer of the node's cores than the profile timed at once: the slowest of the job's ranks,
-    // not of the profiled ones, sets the pace (rank_pace.hpp).
-    const double f = (c.rank_pace - 1) * t.fwd_compute_s, b = (c.rank_pace - 1) * t.bwd_compute_s;
-    const double r = (c.rank_pace - 1) * t.recompute_s;
-    t.fwd_compute_s += f;
-    t.forward_s += f;
-    t.bwd_compute_s += b;
-    t.recompute_s += r;
-    t.backward_s += b + r;
-  }
-  if (c.sync_skew > 0) {
-    // Every collective waits for the slowest rank: the compute since the last one, times the
-    // profile's skew fraction (two ranks), scaled to the group (ConfigContext::set_sync_skew).
-    const double fwd = c.sync_skew * t.fwd_compute_s, bwd = c.sync_skew * (t.bwd_compute_s + t.recompute_s);
-    t.forward_s += fwd;
-    t.backward_s += bwd;
-    t.sync_wait_s += fwd + bwd;
-  }
-  if (cfg.offload_activations) {
-    // Stored activations go to host during forward and come back for backward.
-    const double xfer = t.stored_bytes / hw.host.link_bandwidth_Bps;
-    const double f = std::max(0.0, xfer - t.fwd_compute_s), b = std::max(0.0, xfer - t.bwd_compute_s);
-    t.forward_s += f;
-    t.backward_s += b;
-    t.offload_exposed_s += f + b;
-  }
+}
+
+// Fewer of the node's cores than the profile timed at once: the slowest of the job's ranks, not of
+// the profiled ones, sets the pace (rank_pace.hpp).
+void add_rank_pace(const ConfigContext& c, ChunkTime& t) {
+  const double f = (c.rank_pace - 1) * t.fwd_compute_s, b = (c.rank_pace - 1) * t.bwd_compute_s;
+  const double r = (c.rank_pace - 1) * t.recompute_s;
+  t.fwd_compute_s += f;
+  t.forward_s += f;
+  t.bwd_compute_s += b;
+  t.recompute_s += r;
+  t.backward_s += b + r;
+}
+
+// Every collective waits for the slowest rank: the compute since the last one, times the profile's
+// skew fraction (two ranks), scaled to the group (ConfigContext::set_sync_skew).
+void add_sync_skew(const ConfigContext& c, ChunkTime& t) {
+  const double fwd = c.sync_skew * t.fwd_compute_s, bwd = c.sync_skew * (t.bwd_compute_s + t.recompute_s);
+  t.forward_s += fwd;
+  t.backward_s += bwd;
+  t.sync_wait_s += fwd + bwd;
+}
+
+// Stored activations go to host during forward and come back for backward.
+void add_activation_offload(const ConfigContext& c, ChunkTime& t) {
+  const double xfer = t.stored_bytes / c.mc->cluster.hardware.host.link_bandwidth_Bps;
+  const double f = std::max(0.0, xfer - t.fwd_compute_s), b = std::max(0.0, xfer - t.bwd_compute_s);
+  t.forward_s += f;
+  t.backward_s += b;
+  t.offload_exposed_s += f + b;
+}
+
+}  // namespace
+
+ChunkTime chunk_time(const ConfigContext& c, const ChunkShape& sh) {
+  const auto& cfg = *c.cfg;
+  const ChunkBlocks k = chunk_blocks(cfg, sh);
+  ChunkTime t;
+  add_part_costs(c, sh, k, t);
+  const ChunkGrads grads = chunk_grads(c, sh, k);
+  add_zero_comm(c, sh, k, grads, t);
+  add_grad_accumulation(c, sh, k, grads, t);
+  if (c.rank_pace < 1) add_rank_pace(c, t);
+  if (c.sync_skew > 0) add_sync_skew(c, t);
+  if (cfg.offload_activations) add_activation_offload(c, t);
   return t;
 }
 
