@@ -420,23 +420,27 @@ ChunkTime chunk_time(const ConfigContext& c, const ChunkShape& sh) {
 }
 
 
-StepTail step_tail(const ConfigContext& c, const StageMemory& stage, double last_backward_s) {
-  const auto& cfg = *c.cfg;
-  const auto& hw = c.mc->cluster.hardware;
-  const int pn = c.per_node;
-  const double trainable = stage.trainable_per_device;
-  const double G = c.grad_bytes * trainable;  // gradient bytes of this stage, as reduced
-  // Updated weights gathered after the step: the FP8-held ones at 1 byte (fp8_param_gather).
-  const double W = c.param_bytes * trainable - (c.param_bytes - 1.0) * stage.fp8_weights_per_device;
-  StepTail t;
-  auto overlapped = [&](double comm) {  // hidden behind the last micro-batch's backward
+namespace {
+
+// A stage's data-parallel synchronisation after its last backward, added into `t`.
+struct TailSync {
+  const ConfigContext& c;
+  double G;                // the stage's gradient bytes, as reduced
+  double last_backward_s;  // the last micro-batch's backward
+  StepTail& t;
+
+  double overlapped(double comm) const {  // hidden behind the last micro-batch's backward
     if (comm <= 0) return 0.0;
     return std::max(comm * std::min(1.0, kBucketBytes / std::max(1.0, G)),
-                    comm - hw.node.intra.compute_overlap * last_backward_s);
-  };
+                    comm - c.mc->cluster.hardware.node.intra.compute_overlap * last_backward_s);
+  }
+
   // Gradients of `grad_bytes` reduced over `group` (stage 0) or its shard group, and the updated
   // weights (`weight_bytes`) gathered back (stages 1, 2).
-  auto sync = [&](double grad_bytes, double weight_bytes, const GroupPlacement& group, const GroupPlacement& shards) {
+  void sync(double grad_bytes, double weight_bytes, const GroupPlacement& group, const GroupPlacement& shards) const {
+    const auto& cfg = *c.cfg;
+    const auto& hw = c.mc->cluster.hardware;
+    const int pn = c.per_node;
     if (cfg.bf16_optimizer_reduce()) {
       // DeepSpeed's BF16_Optimizer: the fp32 gradients all-reduced whole once the backward is
       // done (engine.buffered_allreduce_fallback; the pipeline engine's ReduceGrads instruction
@@ -460,54 +464,82 @@ StepTail step_tail(const ConfigContext& c, const StageMemory& stage, double last
       t.total_s += ag;
       t.exposed_s += ag;
     }
-  };
-  if (cfg.dense_replicas() > 1) {  // dense weights: over dp x cp
-    sync(G, W, c.dp_group, c.shard_group);
-    if (cfg.zero_stage >= 1 && c.shard < cfg.dense_replicas()) {  // MiCS: sync gradient shards across replicas
-      const double ar = all_reduce_s(G / c.shard, c.replica_group, hw, pn);
-      t.total_s += ar;
-      t.exposed_s += ar;
-    }
   }
-  if (stage.tied_sync_elements > 0) {
-    // The tied word embedding: its gradient all-reduced between the first and the last stage
-    // once both are done (Megatron's _allreduce_embedding_grads, DeepSpeed's ReduceTiedGrads
-    // instruction), every rank of those stages at once: exposed. (shardrun's ZeRO-2/3 engine
-    // reduces its 1/N gradient shard instead; the frameworks reduce the whole gradient.)
-    const bool cross = c.layout.pp_ends_cross_nodes();
-    const double tied = all_reduce_s(c.grad_bytes * stage.tied_sync_elements,
-                                     GroupPlacement{2, cross ? 2 : 1, cross ? 1 : 2}, hw, pn);
-    t.total_s += tied;
-    t.exposed_s += tied;
+};
+
+// Dense weights: over dp x cp; under MiCS the gradient shards also synchronised across replicas.
+void add_dense_sync(const TailSync& s, double W) {
+  const ConfigContext& c = s.c;
+  const auto& cfg = *c.cfg;
+  s.sync(s.G, W, c.dp_group, c.shard_group);
+  if (cfg.zero_stage >= 1 && c.shard < cfg.dense_replicas()) {  // MiCS: sync gradient shards across replicas
+    const double ar = all_reduce_s(s.G / c.shard, c.replica_group, c.mc->cluster.hardware, c.per_node);
+    s.t.total_s += ar;
+    s.t.exposed_s += ar;
   }
-  const double expert_trainable = stage.expert_trainable_per_device;
-  if (expert_trainable > 0 && cfg.expert_dp() > 1) {  // routed experts: over the expert data-parallel group
-    const double Ge = c.grad_bytes * expert_trainable;
-    const double We = cfg.fp8_param_gather ? expert_trainable : c.param_bytes * expert_trainable;
-    sync(Ge, We, c.expert_dp_group, c.expert_dp_group);
-  }
-  // Optimizer step over this rank's shard: read gradient, read+write fp32 master and two
-  // moments, write the weight.
+}
+
+// The tied word embedding: its gradient all-reduced between the first and the last stage once both
+// are done (Megatron's _allreduce_embedding_grads, DeepSpeed's ReduceTiedGrads instruction), every
+// rank of those stages at once: exposed. (shardrun's ZeRO-2/3 engine reduces its 1/N gradient
+// shard instead; the frameworks reduce the whole gradient.)
+void add_tied_embedding_sync(const ConfigContext& c, const StageMemory& stage, StepTail& t) {
+  const bool cross = c.layout.pp_ends_cross_nodes();
+  const double tied = all_reduce_s(c.grad_bytes * stage.tied_sync_elements,
+                                   GroupPlacement{2, cross ? 2 : 1, cross ? 1 : 2}, c.mc->cluster.hardware,
+                                   c.per_node);
+  t.total_s += tied;
+  t.exposed_s += tied;
+}
+
+// Optimizer step over this rank's shard: read gradient, read+write fp32 master and two moments,
+// write the weight.
+double optimizer_step_s(const ConfigContext& c, double trainable, double expert_trainable) {
+  const auto& cfg = *c.cfg;
+  const auto& hw = c.mc->cluster.hardware;
   const double shard_params = cfg.zero_stage >= 1 ? trainable / c.shard + expert_trainable / c.expert_shard
                                                   : trainable + expert_trainable;
   const double bytes = shard_params * (c.grad_bytes + c.param_bytes + 24.0);
+  double optimizer_s;
   if (cfg.offload_optimizer) {
-    const double host_bw = hw.host.memory_bandwidth_Bps / std::max(1, pn);
-    t.optimizer_s = bytes / host_bw + 2 * c.param_bytes * shard_params / hw.host.link_bandwidth_Bps;
+    const double host_bw = hw.host.memory_bandwidth_Bps / std::max(1, c.per_node);
+    optimizer_s = bytes / host_bw + 2 * c.param_bytes * shard_params / hw.host.link_bandwidth_Bps;
   } else if (const OpCost* adamw = hw.device.op_cost(Precision::fp32, OpKind::adamw)) {
     // Measured per parameter. The engine steps one ZeRO unit's flat shard at a time (mostly a
     // block's), so the cost per parameter is the one at that size: small shards stay in cache.
     const double shard = cfg.zero_stage >= 1 ? c.shard : 1.0;
     const double unit = std::max(1.0, (c.block_trainable > 0 ? c.block_trainable : trainable) / shard);
-    t.optimizer_s = shard_params * adamw->forward_s_per_element.at(unit);
+    optimizer_s = shard_params * adamw->forward_s_per_element.at(unit);
     // Master weights: the gradient shard is cast up to fp32 and the updated master back down.
     if (!cfg.fp32_weights())
       if (const OpCost* cast = hw.device.op_cost(cfg.precision, OpKind::weight_cast))
-        t.optimizer_s += 2 * shard_params * cast->forward_s_per_element.at(unit);
+        optimizer_s += 2 * shard_params * cast->forward_s_per_element.at(unit);
   } else {
-    t.optimizer_s = memory_time_s(c.env, bytes);
+    optimizer_s = memory_time_s(c.env, bytes);
   }
-  if (!cfg.offload_optimizer) t.optimizer_s *= c.rank_pace;  // a device's step, at the job's pace
+  if (!cfg.offload_optimizer) optimizer_s *= c.rank_pace;  // a device's step, at the job's pace
+  return optimizer_s;
+}
+
+}  // namespace
+
+StepTail step_tail(const ConfigContext& c, const StageMemory& stage, double last_backward_s) {
+  const auto& cfg = *c.cfg;
+  const double trainable = stage.trainable_per_device;
+  const double G = c.grad_bytes * trainable;  // gradient bytes of this stage, as reduced
+  // Updated weights gathered after the step: the FP8-held ones at 1 byte (fp8_param_gather).
+  const double W = c.param_bytes * trainable - (c.param_bytes - 1.0) * stage.fp8_weights_per_device;
+  StepTail t;
+  const TailSync dp{c, G, last_backward_s, t};
+  if (cfg.dense_replicas() > 1) add_dense_sync(dp, W);
+  if (stage.tied_sync_elements > 0) add_tied_embedding_sync(c, stage, t);
+  const double expert_trainable = stage.expert_trainable_per_device;
+  if (expert_trainable > 0 && cfg.expert_dp() > 1) {  // routed experts: over the expert data-parallel group
+    const double Ge = c.grad_bytes * expert_trainable;
+    const double We = cfg.fp8_param_gather ? expert_trainable : c.param_bytes * expert_trainable;
+    dp.sync(Ge, We, c.expert_dp_group, c.expert_dp_group);
+  }
+  t.optimizer_s = optimizer_step_s(c, trainable, expert_trainable);
   return t;
 }
 
