@@ -445,19 +445,31 @@ double block_activation_bytes(const CostEnv& env, Recompute recompute) {
   return bytes;
 }
 
-PartCost block_cost(const CostEnv& env) {
-  const ModelSpec& m = *env.model;
-  const double M = env.s * env.b, h = m.hidden, t = env.tp, e = env.act_bytes;
+namespace {
+
+// A block's shapes on this rank (see the legend at the top).
+struct BlockDims {
+  double M, h, t, e, rep;
+};
+
+BlockDims block_dims(const CostEnv& env) {
+  const double M = env.s * env.b, h = env.model->hidden, t = env.tp, e = env.act_bytes;
   const double rep = env.sp ? 1.0 / t : 1.0;
+  return {M, h, t, e, rep};
+}
+
+// The dense MLP's hidden width, or an MoE block's shared expert's (0: none).
+double block_mlp_hidden(const CostEnv& env) {
+  const ModelSpec& m = *env.model;
+  return static_cast<double>(env.moe ? m.moe.shared_ffn_hidden : m.ffn_hidden);
+}
+
+// The block's linears (+ FP8 casts, autocast weight casts, QLoRA dequantisation, LoRA adapters);
+// each one's forward GEMM time is added to its SP region in `region_gemm_s`.
+void add_block_linears(const CostEnv& env, Acc& a, double region_gemm_s[4]) {
+  const auto [M, h, t, e, rep] = block_dims(env);
   const bool frozen = env.lora;
-  Acc fwd_attn_core;
-  attention_core(env, fwd_attn_core);
-  Acc a = fwd_attn_core;
-  // Forward GEMM time of the four SP regions' linears: attention in (before the first row-parallel
-  // linear), attention out, MLP in, MLP out; each sits next to one all-gather or reduce-scatter.
-  double region_gemm_s[4] = {0, 0, 0, 0};
   int rows_seen = 0;
-  for (int i = 0; i < m.norms_per_layer; ++i) model_op(env, a, norm_op(m), M * h * rep, 2 * e * M * h * rep);
   for (std::size_t i = 0; i < env.linears->size(); ++i) {
     const LinearDesc& lin = (*env.linears)[i];
     const double d_in = lin.d_in_local(t), d_out = lin.d_out_local(t);
@@ -480,6 +492,12 @@ PartCost block_cost(const CostEnv& env) {
     }
     if (env.lora && (*env.lora_mask)[i]) lora_adapter(env, a, lin);
   }
+}
+
+// The ops on q, k and the attention latents: per-head norms, MLA's latent norms, rotary embedding.
+void add_qk_ops(const CostEnv& env, Acc& a) {
+  const ModelSpec& m = *env.model;
+  const auto [M, h, t, e, rep] = block_dims(env);
   if (m.qk_norm) {  // Qwen3: a norm over each head of q and k (M x (q_dim + kv_dim) / t elements)
     const double qk = M * (m.q_dim() + m.kv_dim()) / t;
     model_op(env, a, norm_op(m), qk, 2 * e * qk);
@@ -493,21 +511,25 @@ PartCost block_cost(const CostEnv& env) {
     const double qk = M * (m.q_dim() + m.kv_dim()) / t;  // the op runs over whole heads of q and k
     model_op(env, a, OpKind::rotary, qk, 2 * e * qk * frac);
   }
+}
+
+// The dense MLP's (or shared expert's) activation.
+void add_mlp_activation(const CostEnv& env, Acc& a) {
+  const ModelSpec& m = *env.model;
+  const auto [M, h, t, e, rep] = block_dims(env);
   const bool swiglu = m.ffn_kind == FfnKind::swiglu;
   // silu then mul (eager: r/w gate, r gate-act and up, w out), one fused kernel (r gate and up,
   // w out), or gelu (r/w)
   const double act = swiglu ? (env.fusion == Fusion::megatron ? 3.0 : 5.0) : 2.0;
-  const double f_mlp = static_cast<double>(env.moe ? m.moe.shared_ffn_hidden : m.ffn_hidden);  // dense MLP or shared expert
+  const double f_mlp = block_mlp_hidden(env);  // dense MLP or shared expert
   if (f_mlp > 0) model_op(env, a, swiglu ? OpKind::swiglu : OpKind::gelu_tanh, M * f_mlp / t, act * e * M * f_mlp / t);
-  MoeLayerCost moe;
-  if (env.moe) {
-    moe = moe_layer_cost(env, !frozen);
-    a.fwd_s += moe.forward_s;
-    a.bwd_s += moe.backward_s;
-    a.fwd_flops += moe.forward_flops;
-    a.bwd_flops += moe.backward_flops;
-  }
-  const PassSeconds host = block_host_overhead_s(env);  // the framework's host time (measured CPU profiles)
+}
+
+// The framework's host time (measured CPU profiles), then the residual adds and hidden dropout.
+void add_host_and_residuals(const CostEnv& env, Acc& a) {
+  const ModelSpec& m = *env.model;
+  const auto [M, h, t, e, rep] = block_dims(env);
+  const PassSeconds host = block_host_overhead_s(env);
   a.fwd_s += host.forward;
   a.bwd_s += host.backward;
   if (m.hidden_dropout > 0 && measured(env, OpKind::dropout)) {
@@ -517,12 +539,21 @@ PartCost block_cost(const CostEnv& env) {
     const double residual = (3 * e + (m.hidden_dropout > 0 ? 1 : 0)) * M * h * rep;  // dropout + add
     elementwise(env, a, 2 * residual);
   }
+}
 
-  // Megatron f/g pairs: 2 all-reduces (or all-gather + reduce-scatter with SP, same volume)
-  // forward and backward; a parallel residual sums attention and MLP before one reduce. An MoE
-  // block's routed experts take the sequence-parallel tokens as they are (the dispatcher moves
-  // them): only its shared expert, if any, gathers and scatters.
-  const double reduces = m.parallel_residual || (env.moe && f_mlp == 0) ? 1.0 : 2.0;
+struct BlockTpComm {
+  double forward_s = 0, backward_s = 0;
+};
+
+// Megatron f/g pairs: 2 all-reduces (or all-gather + reduce-scatter with SP, same volume) forward
+// and backward; a parallel residual sums attention and MLP before one reduce. An MoE block's routed
+// experts take the sequence-parallel tokens as they are (the dispatcher moves them): only its
+// shared expert, if any, gathers and scatters.
+BlockTpComm block_tp_comm(const CostEnv& env, const double region_gemm_s[4]) {
+  const ModelSpec& m = *env.model;
+  const auto [M, h, t, e, rep] = block_dims(env);
+  const bool frozen = env.lora;
+  const double reduces = m.parallel_residual || (env.moe && block_mlp_hidden(env) == 0) ? 1.0 : 2.0;
   double tp_comm = t > 1 ? reduces * tp_all_reduce(env, e * M * h) : 0.0;
   double tp_comm_bwd = tp_comm;
   if (env.tp_overlap && !m.parallel_residual) {
@@ -549,17 +580,23 @@ PartCost block_cost(const CostEnv& env) {
       tp_comm_bwd += half + beside_dgrad + (frozen ? half : beside_dgrad);
     }
   }
+  return {tp_comm, tp_comm_bwd};
+}
 
+// The block's PartCost from its accumulated passes (`a`), the attention core alone, the TP and
+// MoE communication; recompute and stored activations by env.recompute.
+PartCost assemble_block_cost(const CostEnv& env, const Acc& a, const Acc& attn_core, const BlockTpComm& tp,
+                             const MoeLayerCost& moe) {
   PartCost c;
   c.forward_s = a.fwd_s;
   c.backward_s = a.bwd_s;
   c.forward_flops = a.fwd_flops;
   c.backward_flops = a.bwd_flops;
-  c.tp_comm_forward_s = tp_comm;
-  c.tp_comm_backward_s = tp_comm_bwd;
+  c.tp_comm_forward_s = tp.forward_s;
+  c.tp_comm_backward_s = tp.backward_s;
   if (env.cp > 1) {
     // The attention core alone, timed above (context parallelism runs the flash kernel only).
-    const CpComm cp = cp_attention_comm(env, AttentionTime{fwd_attn_core.fwd_s, fwd_attn_core.bwd_s});
+    const CpComm cp = cp_attention_comm(env, AttentionTime{attn_core.fwd_s, attn_core.bwd_s});
     c.cp_comm_forward_s = cp.forward_s;
     c.cp_comm_backward_s = cp.backward_s;
   }
@@ -569,13 +606,40 @@ PartCost block_cost(const CostEnv& env) {
     c.recompute_s = a.fwd_s + c.forward_comm_s();
     c.recompute_flops = a.fwd_flops;
   } else if (env.recompute == Recompute::selective && env.attention == AttentionKind::eager) {
-    c.recompute_s = fwd_attn_core.fwd_s;
-    c.recompute_flops = fwd_attn_core.fwd_flops;
+    c.recompute_s = attn_core.fwd_s;
+    c.recompute_flops = attn_core.fwd_flops;
   }
   c.recompute_flops += a.kernel_recompute_flops;  // hardware FLOPs count the flash kernel's own recompute
   c.stored_activation_bytes = block_activation_bytes(env, env.recompute);
   c.full_activation_bytes = block_activation_bytes(env, Recompute::none);
   return c;
+}
+
+}  // namespace
+
+PartCost block_cost(const CostEnv& env) {
+  const ModelSpec& m = *env.model;
+  const auto [M, h, t, e, rep] = block_dims(env);
+  Acc fwd_attn_core;
+  attention_core(env, fwd_attn_core);
+  Acc a = fwd_attn_core;
+  // Forward GEMM time of the four SP regions' linears: attention in (before the first row-parallel
+  // linear), attention out, MLP in, MLP out; each sits next to one all-gather or reduce-scatter.
+  double region_gemm_s[4] = {0, 0, 0, 0};
+  for (int i = 0; i < m.norms_per_layer; ++i) model_op(env, a, norm_op(m), M * h * rep, 2 * e * M * h * rep);
+  add_block_linears(env, a, region_gemm_s);
+  add_qk_ops(env, a);
+  add_mlp_activation(env, a);
+  MoeLayerCost moe;
+  if (env.moe) {
+    moe = moe_layer_cost(env, !env.lora);
+    a.fwd_s += moe.forward_s;
+    a.bwd_s += moe.backward_s;
+    a.fwd_flops += moe.forward_flops;
+    a.bwd_flops += moe.backward_flops;
+  }
+  add_host_and_residuals(env, a);
+  return assemble_block_cost(env, a, fwd_attn_core, block_tp_comm(env, region_gemm_s), moe);
 }
 
 PartCost embedding_cost(const CostEnv& env, bool tied_in_stage) {
