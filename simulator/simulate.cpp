@@ -63,39 +63,53 @@ std::string infeasible_reason(const Prediction& pr) {
   return buf;
 }
 
-}  // namespace
-
-Prediction Evaluator::simulate(const ParallelConfig& cfg, const TrainingGoal& goal) const {
-  const ConfigContext c(mc_, cfg);
-  const auto& hw = mc_.cluster.hardware;
-  const int p = cfg.pp, v = cfg.virtual_stages, m = cfg.micro_batches();
+// The prediction's identity and capacities, before anything is simulated.
+Prediction prediction_frame(const ConfigContext& c) {
+  const ModelContext& mc = *c.mc;
+  const ParallelConfig& cfg = *c.cfg;
+  const auto& hw = mc.cluster.hardware;
   Prediction pr;
-  pr.model_name = mc_.model.name;
+  pr.model_name = mc.model.name;
   pr.hardware_name = hw.name;
-  pr.nodes = mc_.cluster.nodes;
+  pr.nodes = mc.cluster.nodes;
   pr.devices = cfg.devices();
-  pr.micro_batches = m;
-  pr.total_parameters = mc_.counts.total;
-  pr.active_parameters = mc_.counts.active;
+  pr.micro_batches = cfg.micro_batches();
+  pr.total_parameters = mc.counts.total;
+  pr.active_parameters = mc.counts.active;
   pr.trainable_parameters =
-      mc_.lora.enabled() ? static_cast<int64_t>(mc_.lora_parameters()) : mc_.counts.total;
+      mc.lora.enabled() ? static_cast<int64_t>(mc.lora_parameters()) : mc.counts.total;
   pr.device_capacity_bytes = hw.device.memory_bytes;
   pr.headroom = cfg.memory_headroom;
   pr.usable_bytes = hw.device.memory_bytes * (1.0 - cfg.memory_headroom);
   pr.host_capacity_bytes = hw.host.memory_bytes;
+  return pr;
+}
 
-  std::vector<ChunkTime> chunks;
+// Every chunk timed, the pipeline event-simulated, and the share of its makespan the p2p hops add.
+void simulate_step_pipeline(const ConfigContext& c, std::vector<ChunkTime>& chunks, Prediction& pr) {
   PipelineInput in = pipeline_input(c, chunks);
   pr.pipeline = simulate_pipeline(in);
-  if (p > 1 && c.p2p_s > 0) {
+  if (c.cfg->pp > 1 && c.p2p_s > 0) {
     PipelineInput no_p2p = in;
     no_p2p.p2p_s = 0;
     pr.time.pp_p2p_s = pr.pipeline.makespan_s - simulate_pipeline(no_p2p).makespan_s;
   }
+}
 
-  // Per stage: memory with the simulated activation peak, end-of-step tail after its finish.
-  const auto layers = layers_per_chunk(mc_.model, cfg);
-  std::vector<StageRun> runs(static_cast<std::size_t>(p));
+// What the stages leave after the pipeline: the longest exposed DP tail past a stage's slack, the
+// longest optimizer step, the most host memory one device's state takes.
+struct StageTails {
+  double tail = 0, opt = 0, host_per_device = 0;
+};
+
+// Per stage: memory with the simulated activation peak, end-of-step tail after its finish.
+StageTails simulate_stages(const ConfigContext& c, const std::vector<ChunkTime>& chunks, std::vector<StageRun>& runs,
+                           Prediction& pr) {
+  const ModelContext& mc = *c.mc;
+  const ParallelConfig& cfg = *c.cfg;
+  const int p = cfg.pp, v = cfg.virtual_stages, m = cfg.micro_batches();
+  const auto layers = layers_per_chunk(mc.model, cfg);
+  runs.resize(static_cast<std::size_t>(p));
   double tail = 0, opt = 0, host_per_device = 0;
   for (int s = 0; s < p; ++s) {
     StageRun& r = runs[s];
@@ -106,7 +120,7 @@ Prediction Evaluator::simulate(const ParallelConfig& cfg, const TrainingGoal& go
       shape.max_chunk_stored = std::max(shape.max_chunk_stored, t.stored_bytes);
       r.sum += t;
       shape.layers += layers[ch * p + s];
-      shape.dense_layers += dense_layers_in_chunk(mc_.model, cfg, ch, s);
+      shape.dense_layers += dense_layers_in_chunk(mc.model, cfg, ch, s);
     }
     shape.embedding = s == 0;
     shape.head = s == p - 1;
@@ -124,20 +138,27 @@ Prediction Evaluator::simulate(const ParallelConfig& cfg, const TrainingGoal& go
     pr.time.dp_total_comm_s = std::max(pr.time.dp_total_comm_s, m * r.sum.dp_total_s + t.total_s);
     pr.stages.push_back(r.pred);
   }
-  tail = std::max(0.0, tail);
+  return {std::max(0.0, tail), opt, host_per_device};
+}
 
-  // Memory verdict.
+// Memory verdict: the fullest stage against the device, the offloaded state against the host.
+void judge_memory(const ConfigContext& c, double host_per_device, Prediction& pr) {
+  const ParallelConfig& cfg = *c.cfg;
   for (const auto& st : pr.stages)
     if (st.memory.total() > pr.stages[pr.worst_stage].memory.total()) pr.worst_stage = st.stage;
   pr.worst = pr.stages[pr.worst_stage].memory;
-  pr.host_bytes_per_node = host_per_device * mc_.cluster.per_node();
-  const bool host_fits = pr.host_bytes_per_node <= hw.host.memory_bytes * (1.0 - cfg.memory_headroom);
+  pr.host_bytes_per_node = host_per_device * c.mc->cluster.per_node();
+  const double host_bytes = c.mc->cluster.hardware.host.memory_bytes;
+  const bool host_fits = pr.host_bytes_per_node <= host_bytes * (1.0 - cfg.memory_headroom);
   pr.feasible = pr.worst.total() <= pr.usable_bytes && host_fits;
   if (!pr.feasible) pr.infeasible_reason = infeasible_reason(pr);
+}
 
-  // Time breakdown along the busiest stage; the parts add up to the step.
+// Time breakdown along the busiest stage; the parts add up to the step.
+void break_down_time(const std::vector<StageRun>& runs, int m, const StageTails& tails, Prediction& pr) {
+  const double tail = tails.tail, opt = tails.opt;
   int busiest = 0;
-  for (int s = 0; s < p; ++s)
+  for (int s = 0; s < static_cast<int>(runs.size()); ++s)
     if (pr.pipeline.stage_busy_s[s] > pr.pipeline.stage_busy_s[busiest]) busiest = s;
   const ChunkTime& b = runs[busiest].sum;
   TimeBreakdown& t = pr.time;
@@ -160,8 +181,13 @@ Prediction Evaluator::simulate(const ParallelConfig& cfg, const TrainingGoal& go
                            t.sync_wait_s -
                            t.step_s) <= 1e-9 * t.step_s + 1e-12,
                   "time breakdown does not add up to the step time");
+}
 
-  // Throughput and utilisation.
+// Throughput and utilisation.
+void rate_throughput(const ConfigContext& c, Prediction& pr) {
+  const ParallelConfig& cfg = *c.cfg;
+  const int m = cfg.micro_batches();
+  const TimeBreakdown& t = pr.time;
   pr.tokens_per_step = static_cast<double>(cfg.global_batch_size) * cfg.seq_len;
   pr.tokens_per_s = pr.tokens_per_step / t.step_s;
   pr.samples_per_s = cfg.global_batch_size / t.step_s;
@@ -171,9 +197,14 @@ Prediction Evaluator::simulate(const ParallelConfig& cfg, const TrainingGoal& go
   pr.hardware_flops_per_step = hf * m * cfg.dp;
   pr.achieved_tflops_per_device = pr.hardware_flops_per_step / t.step_s / pr.devices / 1e12;
   pr.mfu = pr.model_flops_per_step / (t.step_s * pr.devices * c.env.peak_flops);
+}
 
-  pr.price_usd_per_hour = hw.price.usd_per_hour * mc_.cluster.nodes;
-  pr.goodput = predict_goodput(mc_.cluster, cfg, static_cast<double>(pr.trainable_parameters), t.step_s);
+// Price, goodput under failures, and the time and cost to train `goal.tokens`.
+void price_training(const ConfigContext& c, const TrainingGoal& goal, Prediction& pr) {
+  const ClusterSpec& cluster = c.mc->cluster;
+  const double step_s = pr.time.step_s;
+  pr.price_usd_per_hour = cluster.hardware.price.usd_per_hour * cluster.nodes;
+  pr.goodput = predict_goodput(cluster, *c.cfg, static_cast<double>(pr.trainable_parameters), step_s);
   if (goal.tokens > 0) {
     pr.train_tokens = goal.tokens;
     pr.train_time_s = goal.tokens / pr.tokens_per_s;
@@ -183,6 +214,21 @@ Prediction Evaluator::simulate(const ParallelConfig& cfg, const TrainingGoal& go
       pr.train_cost_with_failures_usd = *pr.train_time_with_failures_s / 3600.0 * pr.price_usd_per_hour;
     }
   }
+}
+
+}  // namespace
+
+Prediction Evaluator::simulate(const ParallelConfig& cfg, const TrainingGoal& goal) const {
+  const ConfigContext c(mc_, cfg);
+  Prediction pr = prediction_frame(c);
+  std::vector<ChunkTime> chunks;
+  simulate_step_pipeline(c, chunks, pr);
+  std::vector<StageRun> runs;
+  const StageTails tails = simulate_stages(c, chunks, runs, pr);
+  judge_memory(c, tails.host_per_device, pr);
+  break_down_time(runs, cfg.micro_batches(), tails, pr);
+  rate_throughput(c, pr);
+  price_training(c, goal, pr);
   return pr;
 }
 
