@@ -127,22 +127,36 @@ Fits fit_device(const ProfileRun& run) {
 
 std::string gbps(double bytes_per_s) { return std::to_string(bytes_per_s / 1e9).substr(0, 6) + " GB/s"; }
 
-}  // namespace
-
-nlohmann::json measured_profile_json(const ProfileRun& run) {
-  const Fits f = fit_device(run);
-  nlohmann::json j = sim::to_json(run.base);
+// The profile being written: the hardware JSON, the source of each figure and the fits' residuals.
+struct ProfileDoc {
+  nlohmann::json j;
   nlohmann::json sources = nlohmann::json::object();
-  const std::string by = "shardrun profile on " + run.date + " (" + std::to_string(run.world_size) + " rank(s) x " +
-                         std::to_string(run.threads_per_rank) +
-                         " thread(s), all ranks measuring at once, the slowest rank's time" +
-                         (run.repeats > 1 ? ", median of " + std::to_string(run.repeats) + " passes" : "") + "): ";
+  nlohmann::json fit = nlohmann::json::object();
+  std::string by;  // how every measured figure was taken, the prefix of its source
+};
+
+// The base profile renamed as measured, and how it was measured.
+ProfileDoc start_profile(const ProfileRun& run) {
+  ProfileDoc doc;
+  doc.j = sim::to_json(run.base);
+  doc.by = "shardrun profile on " + run.date + " (" + std::to_string(run.world_size) + " rank(s) x " +
+           std::to_string(run.threads_per_rank) +
+           " thread(s), all ranks measuring at once, the slowest rank's time" +
+           (run.repeats > 1 ? ", median of " + std::to_string(run.repeats) + " passes" : "") + "): ";
+  nlohmann::json& j = doc.j;
   j["name"] = run.name;
   j["measured"] = true;
   j["description"] = "Measured by shardrun profile on " + run.date + ": " + run.device_name + "; " +
                      std::to_string(run.ranks_on_node) + " rank(s) per node. Unmeasured figures from '" +
                      run.base_name + "'.";
-  auto& d = j["device"];
+  return doc;
+}
+
+// The device's best GEMM rate per dtype and its best memory-bound rate.
+void write_peak_rates(const ProfileRun& run, const Fits& f, ProfileDoc& doc) {
+  const std::string& by = doc.by;
+  auto& sources = doc.sources;
+  auto& d = doc.j["device"];
   d["name"] = run.device_name;
   for (const char* dt : {"fp32", "bf16", "fp16"}) {
     if (!f.peak.count(dt)) {
@@ -154,14 +168,20 @@ nlohmann::json measured_profile_json(const ProfileRun& run) {
   }
   d["memory_bandwidth_bytes_per_s"] = f.bandwidth;
   sources["device.memory_bandwidth_bytes_per_s"] = by + "best memory-bound kernel rate, " + gbps(f.bandwidth);
-  nlohmann::json fit = nlohmann::json::object();
+}
+
+// The efficiency curves: GEMMs per dtype, the CPU GEMMs' operand stream, memory-bound kernels.
+void write_efficiency_curves(const ProfileRun& run, const Fits& f, ProfileDoc& doc) {
+  const std::string& by = doc.by;
+  auto& sources = doc.sources;
+  auto& d = doc.j["device"];
   for (const auto& [dtype, g] : f.gemm) {
     const std::string how = by + "degree-" + std::to_string(g.degree) + " least-squares fit in log10(FLOP) of the " +
                             dtype + " GEMM samples / the best " + dtype + " rate (rms residual " +
                             std::to_string(g.rms_residual).substr(0, 5) + ")";
     d["gemm_efficiency_by_precision"][dtype] = sim::to_json(g.curve);
     sources["device.gemm_efficiency_by_precision." + dtype] = how;
-    fit["gemm_" + dtype + "_rms_residual"] = g.rms_residual;
+    doc.fit["gemm_" + dtype + "_rms_residual"] = g.rms_residual;
     if (dtype != "fp32") continue;
     d["gemm_efficiency_by_flop"] = sim::to_json(g.curve);
     sources["device.gemm_efficiency_by_flop"] = "the fp32 curve (precisions without their own curve use it)";
@@ -179,6 +199,13 @@ nlohmann::json measured_profile_json(const ProfileRun& run) {
   sources["device.memory_efficiency_by_bytes"] = by + "degree-" + std::to_string(f.memory.degree) +
       " least-squares fit in log10(bytes) of the memory-bound samples / best (rms residual " +
       std::to_string(f.memory.rms_residual).substr(0, 5) + ")";
+}
+
+// The model's ops, the cache, the framework's host time, the attention kernel and the launch cost.
+void write_ops_and_overheads(const ProfileRun& run, const Fits& f, ProfileDoc& doc) {
+  const std::string& by = doc.by;
+  auto& sources = doc.sources;
+  auto& d = doc.j["device"];
   if (nlohmann::json ops = sim::to_json(fit_op_costs(run)); !ops.is_null()) {
     d["op_costs"] = ops;
     sources["device.op_costs"] = by + "each of the model's non-GEMM ops (executor/model/ops.hpp) timed forward and "
@@ -203,6 +230,15 @@ nlohmann::json measured_profile_json(const ProfileRun& run) {
         "parallel/context_parallel.cpp): no fused kernel (" + run.fused_attention_reason + ")";
   d["kernel_launch_s"] = f.launch_s;
   sources["device.kernel_launch_s"] = by + "median time of a one-element add";
+}
+
+// The node's ranks, the host's cores and memory (a CPU rank's device memory is its share), and the
+// host<->device link.
+void write_node_and_host(const ProfileRun& run, ProfileDoc& doc) {
+  const std::string& by = doc.by;
+  nlohmann::json& j = doc.j;
+  auto& sources = doc.sources;
+  auto& d = j["device"];
   j["node"]["devices_per_node"] = run.ranks_on_node;
   sources["node.devices_per_node"] = by + "ranks on this node";
   j["host"]["cpu_cores"] = run.cpu_cores;
@@ -221,63 +257,75 @@ nlohmann::json measured_profile_json(const ProfileRun& run) {
     j["host"]["link_bandwidth_bytes_per_s"] = h2d;
     sources["host.link_bandwidth_bytes_per_s"] = by + "best pinned host<->device copy, " + gbps(h2d);
   }
-  fit["memory_rms_residual"] = f.memory.rms_residual;
-  if (run.links.size() >= 2) {
-    const sim::LinkFit link = sim::fit_link(run.links);
-    auto& intra = j["node"]["intra_node"];
-    intra["bandwidth_bytes_per_s"] = link.bandwidth_Bps;
-    intra["latency_s"] = link.latency_s;
-    intra["efficiency"] = 1.0;
-    const std::string how = by + "alpha-beta least-squares fit over all timed collectives (rms relative error " +
-                            std::to_string(link.rms_relative_error).substr(0, 5) + ")";
-    sources["node.intra_node.bandwidth_bytes_per_s"] = how + ", " + gbps(link.bandwidth_Bps);
-    sources["node.intra_node.latency_s"] = how;
-    sources["node.intra_node.efficiency"] = "1: the fitted bandwidth is already an achieved figure";
-    fit["link_rms_relative_error"] = link.rms_relative_error;
-    // Per collective kind, the measured bus bandwidth by buffer size: the simulator uses it in
-    // place of the single alpha-beta fit (reductions on the CPU run far below a plain copy).
-    std::map<std::string, std::map<double, double>> busbw;  // op -> bytes -> best wire bytes/s
-    for (const auto& l : run.links)
-      if (l.seconds > 0 && l.wire_bytes > 0) {
-        double& best = busbw[l.op][l.bytes];
-        best = std::max(best, l.wire_bytes / l.seconds);
-      }
-    nlohmann::json curves = nlohmann::json::object();
-    for (const auto& [op, points] : busbw) {
-      nlohmann::json arr = nlohmann::json::array();
-      for (const auto& [bytes, bw] : points) arr.push_back({bytes, bw});
-      curves[op] = arr;
+}
+
+// Per collective kind, the measured bus bandwidth by buffer size: the simulator uses it in place of
+// the single alpha-beta fit (reductions on the CPU run far below a plain copy).
+nlohmann::json collective_busbw_curves(const ProfileRun& run) {
+  std::map<std::string, std::map<double, double>> busbw;  // op -> bytes -> best wire bytes/s
+  for (const auto& l : run.links)
+    if (l.seconds > 0 && l.wire_bytes > 0) {
+      double& best = busbw[l.op][l.bytes];
+      best = std::max(best, l.wire_bytes / l.seconds);
     }
-    intra["collective_busbw_bytes_per_s_by_bytes"] = curves;
-    sources["node.intra_node.collective_busbw_bytes_per_s_by_bytes"] =
-        by + "each collective's wire bytes per rank / time, by buffer size (nccl-tests' bus bandwidth)";
-    if (run.sync_skew_fraction >= 0) {
-      intra["sync_skew_fraction"] = std::min(run.sync_skew_fraction, 0.99);
-      sources["node.intra_node.sync_skew_fraction"] =
-          by + "(compute phase + one-element all-reduce) - the slowest rank's phase - all-reduce, each a mean over "
-               "200 interleaved iterations (a step pays every stall), relative to that phase (kernels are the slowest "
-               "rank's too); the median of the passes";
-    }
-    if (run.rank_speed_gap_fraction >= 0) {
-      intra["rank_speed_gap_fraction"] = run.rank_speed_gap_fraction;
-      intra["rank_speed_gap_ranks"] = run.ranks_on_node;
-      sources["node.intra_node.rank_speed_gap_fraction"] =
-          by + "each kernel timing's slowest rank / fastest rank - 1 (every rank times each kernel at once; the "
-               "kernels keep the slowest's), the median over all timings of all passes, over the " +
-          std::to_string(run.ranks_on_node) + " ranks profiled at once";
-    }
-    // On CPU ranks MPI progresses a non-blocking collective only inside MPI calls, and the
-    // rank's core is computing meanwhile: nothing overlaps. NCCL runs on its own stream.
-    intra["compute_overlap"] = run.cuda ? 1.0 : 0.0;
-    sources["node.intra_node.compute_overlap"] =
-        run.cuda ? "NCCL kernels run on their own stream beside compute"
-                 : "CPU ranks under MPI: non-blocking collectives progress only inside MPI calls (no progress "
-                   "thread) and each rank's core is busy computing, so communication does not hide behind compute";
-  } else {
-    sources["node.intra_node"] = "not measured (one rank): from " + run.base_name;
+  nlohmann::json curves = nlohmann::json::object();
+  for (const auto& [op, points] : busbw) {
+    nlohmann::json arr = nlohmann::json::array();
+    for (const auto& [bytes, bw] : points) arr.push_back({bytes, bw});
+    curves[op] = arr;
   }
-  j["sources"] = sources;
-  j["fit"] = fit;
+  return curves;
+}
+
+// The intra-node link from the timed collectives (two or more): alpha-beta fit, bus bandwidth
+// curves, the ranks' synchronisation skew and speed gap, and whether communication overlaps.
+void write_intra_node_link(const ProfileRun& run, ProfileDoc& doc) {
+  const std::string& by = doc.by;
+  auto& sources = doc.sources;
+  const sim::LinkFit link = sim::fit_link(run.links);
+  auto& intra = doc.j["node"]["intra_node"];
+  intra["bandwidth_bytes_per_s"] = link.bandwidth_Bps;
+  intra["latency_s"] = link.latency_s;
+  intra["efficiency"] = 1.0;
+  const std::string how = by + "alpha-beta least-squares fit over all timed collectives (rms relative error " +
+                          std::to_string(link.rms_relative_error).substr(0, 5) + ")";
+  sources["node.intra_node.bandwidth_bytes_per_s"] = how + ", " + gbps(link.bandwidth_Bps);
+  sources["node.intra_node.latency_s"] = how;
+  sources["node.intra_node.efficiency"] = "1: the fitted bandwidth is already an achieved figure";
+  doc.fit["link_rms_relative_error"] = link.rms_relative_error;
+  intra["collective_busbw_bytes_per_s_by_bytes"] = collective_busbw_curves(run);
+  sources["node.intra_node.collective_busbw_bytes_per_s_by_bytes"] =
+      by + "each collective's wire bytes per rank / time, by buffer size (nccl-tests' bus bandwidth)";
+  if (run.sync_skew_fraction >= 0) {
+    intra["sync_skew_fraction"] = std::min(run.sync_skew_fraction, 0.99);
+    sources["node.intra_node.sync_skew_fraction"] =
+        by + "(compute phase + one-element all-reduce) - the slowest rank's phase - all-reduce, each a mean over "
+             "200 interleaved iterations (a step pays every stall), relative to that phase (kernels are the slowest "
+             "rank's too); the median of the passes";
+  }
+  if (run.rank_speed_gap_fraction >= 0) {
+    intra["rank_speed_gap_fraction"] = run.rank_speed_gap_fraction;
+    intra["rank_speed_gap_ranks"] = run.ranks_on_node;
+    sources["node.intra_node.rank_speed_gap_fraction"] =
+        by + "each kernel timing's slowest rank / fastest rank - 1 (every rank times each kernel at once; the "
+             "kernels keep the slowest's), the median over all timings of all passes, over the " +
+        std::to_string(run.ranks_on_node) + " ranks profiled at once";
+  }
+  // On CPU ranks MPI progresses a non-blocking collective only inside MPI calls, and the
+  // rank's core is computing meanwhile: nothing overlaps. NCCL runs on its own stream.
+  intra["compute_overlap"] = run.cuda ? 1.0 : 0.0;
+  sources["node.intra_node.compute_overlap"] =
+      run.cuda ? "NCCL kernels run on their own stream beside compute"
+               : "CPU ranks under MPI: non-blocking collectives progress only inside MPI calls (no progress "
+                 "thread) and each rank's core is busy computing, so communication does not hide behind compute";
+}
+
+// The sources and fits gathered, how the profile was taken (and how the machine drifted meanwhile),
+// and the samples themselves.
+void write_provenance(const ProfileRun& run, ProfileDoc& doc) {
+  nlohmann::json& j = doc.j;
+  j["sources"] = doc.sources;
+  j["fit"] = doc.fit;
   j["profiled"] = {{"date", run.date}, {"world_size", run.world_size}, {"ranks_on_node", run.ranks_on_node},
                    {"threads_per_rank", run.threads_per_rank}, {"device", run.cuda ? "cuda" : "cpu"},
                    {"base", run.base_name}, {"repeats", run.repeats}};
@@ -287,8 +335,23 @@ nlohmann::json measured_profile_json(const ProfileRun& run) {
     j["profiled"]["drift_fraction"] = run.reference_end_s / run.reference_start_s - 1;
   }
   j["samples"] = samples_json(run);
-  (void)sim::hardware_from_json(j, run.name);  // what we write must load
-  return j;
+}
+
+}  // namespace
+
+nlohmann::json measured_profile_json(const ProfileRun& run) {
+  const Fits f = fit_device(run);
+  ProfileDoc doc = start_profile(run);
+  write_peak_rates(run, f, doc);
+  write_efficiency_curves(run, f, doc);
+  write_ops_and_overheads(run, f, doc);
+  write_node_and_host(run, doc);
+  doc.fit["memory_rms_residual"] = f.memory.rms_residual;
+  if (run.links.size() >= 2) write_intra_node_link(run, doc);
+  else doc.sources["node.intra_node"] = "not measured (one rank): from " + run.base_name;
+  write_provenance(run, doc);
+  (void)sim::hardware_from_json(doc.j, run.name);  // what we write must load
+  return std::move(doc.j);
 }
 
 }  // namespace shardplan::executor
