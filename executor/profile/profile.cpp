@@ -151,18 +151,12 @@ std::string cpu_model() {
   return model;
 }
 
-}  // namespace
+using Progress = std::function<void(const std::string&)>;
 
-void request_profile_stop() { g_stop = true; }
-
-int run_profile(MpiRuntime& rt, const ProfileOptions& o) {
-  const bool lead = rt.world_rank() == 0;
-  auto progress = [&](const std::string& line) {
-    if (lead && !o.quiet) std::printf("[profile] %s\n", line.c_str()), std::fflush(stdout);
-  };
-  ProfileRun run;
-  torch::Device dev(torch::kCPU);
-  std::vector<torch::ScalarType> dtypes;
+// The device, the dtypes to time and the base profile, agreed on by every rank (any rank's error
+// is everyone's).
+void resolve_profile_inputs(const MpiRuntime& rt, const ProfileOptions& o, ProfileRun& run, torch::Device& dev,
+                            std::vector<torch::ScalarType>& dtypes) {
   std::string err;
   try {
     dev = pick_device(o.device, rt.local_rank(), 1, /*training=*/false);  // ranks may share a GPU
@@ -173,7 +167,12 @@ int run_profile(MpiRuntime& rt, const ProfileOptions& o) {
     err = e.what();
   }
   if (const std::string all = rt.agree(err); !all.empty()) throw InputError(all);
-  const ThreadSetup threads = configure_threads(o.threads, rt.local_size());
+}
+
+// What is profiled: the device and its attention kernel, the ranks and threads, the host, the
+// profile's name and date.
+void describe_profiled_machine(const MpiRuntime& rt, const ProfileOptions& o, torch::Device dev,
+                               const ThreadSetup& threads, ProfileRun& run) {
   run.cuda = dev.is_cuda();
   {
     ModelOptions mo;  // a flash plan of a model without attention dropout
@@ -195,8 +194,12 @@ int run_profile(MpiRuntime& rt, const ProfileOptions& o) {
                              : std::to_string(threads.threads) + " thread(s) of " + cpu_model() + " (LibTorch, " +
                                    (threads.openblas ? "OpenBLAS " + threads.blas_kernels + " kernels" : "no OpenBLAS") +
                                    "; fp32 GEMMs: " + threads.cpu_gemm + ")";
-  progress("device " + run.device_name + "; " + std::to_string(rt.world_size()) + " rank(s), " + threads.describe());
+}
 
+// How the kernels are timed across ranks; `kernel_gaps` collects each timing's slowest / fastest
+// rank and must outlive the context.
+BenchContext profile_bench_context(const MpiRuntime& rt, const ProfileOptions& o, torch::Device dev,
+                                   std::vector<double>& kernel_gaps, const Progress& progress) {
   BenchContext ctx;
   ctx.device = dev;
   ctx.quick = o.quick;
@@ -207,7 +210,6 @@ int run_profile(MpiRuntime& rt, const ProfileOptions& o) {
   // every multi-rank step; the mean over ranks predicted such runs 10-35 % too fast.
   // Each timing's slowest / fastest rank, kept: how far a job on fewer of the node's cores runs
   // ahead of these kernels (simulator/rank_pace.hpp).
-  std::vector<double> kernel_gaps;
   ctx.combine = [&kernel_gaps](double t) {
     const double slowest = reduce_over_ranks(t, MPI_MAX), fastest = reduce_over_ranks(t, MPI_MIN);
     if (fastest > 0) kernel_gaps.push_back(slowest / fastest - 1);
@@ -219,76 +221,93 @@ int run_profile(MpiRuntime& rt, const ProfileOptions& o) {
     ctx.agree = [](bool mine) { return any_rank(mine); };
   }
   ctx.progress = progress;
-  const auto start = Clock::now();
-  try {
-    if (!run.cuda) {
-      const double reported = reported_last_level_cache_bytes();
-      run.last_level_cache_bytes = reported > 0 ? reported : cold_cache_bytes();
-      run.last_level_cache_source = reported > 0
-          ? "the OS (/sys/devices/system/cpu/cpu0/cache, the highest level)"
-          : "not reported by the OS: one Zen 4/5 core complex's L3, assumed (profile/kernel_bench.cpp, cold_cache_bytes)";
-      char line[200];
-      std::snprintf(line, sizeof line, "cold operands and collectives: pools and cache sweeps of 2 x %.0f MiB (last-level cache %s)",
-                    cold_cache_bytes() / (1024.0 * 1024.0), reported > 0 ? "from sysfs" : "not reported by the OS: assumed");
-      progress(line);
-    }
-    run.reference_start_s = reference_gemm_median_s(ctx);
-    std::vector<std::vector<KernelSample>> passes;
-    std::vector<simulator::HostOverhead> host;
-    std::vector<double> skews, gaps;
-    std::optional<MpiCommunicator> world;
-    if (rt.world_size() > 1) world.emplace(MPI_COMM_WORLD, "world", o.comm_timeout_s);
-    for (int pass = 1; pass <= o.repeats; ++pass) {
-      if (o.repeats > 1) progress("pass " + std::to_string(pass) + " of " + std::to_string(o.repeats));
-      passes.push_back(bench_kernels(ctx, dtypes));
-      // A GPU runs its kernels behind the host: the simulator charges host time on CPU ranks only.
-      if (!run.cuda) host.push_back(bench_host_overhead(ctx));
-      // The wait for the slower rank, once per pass like every other figure: on a shared VM it
-      // came out 1.3 %, 15.9 % and 19.6 % in three single-pass profiles minutes apart.
-      if (world) {
-        const SyncSkew k = bench_sync_skew(*world, dev, o.quick);
-        skews.push_back(k.fraction);
-        gaps.push_back(k.rank_gap);
-      }
-    }
-    run.kernels = median_of_passes(passes);
-    run.repeats = o.repeats;
-    if (!host.empty()) run.host_overhead = median_of_passes(host);
-    if (!skews.empty()) run.sync_skew_fraction = upper_median(skews);
-    if (rt.world_size() > 1 && !kernel_gaps.empty()) run.rank_speed_gap_fraction = upper_median(kernel_gaps);
-    run.reference_end_s = reference_gemm_median_s(ctx);
-    char drift[160];
-    std::snprintf(drift, sizeof drift, "machine noise: a reference GEMM took %.3f ms before the kernels and %.3f ms after (%+.1f %%; medians of 5)",
-                  run.reference_start_s * 1e3, run.reference_end_s * 1e3,
-                  100 * (run.reference_end_s / run.reference_start_s - 1));
-    progress(drift);
+  return ctx;
+}
+
+// A CPU's last-level cache: what the OS reports, else assumed; cold operands sweep twice its size.
+void measure_cache(ProfileRun& run, const Progress& progress) {
+  const double reported = reported_last_level_cache_bytes();
+  run.last_level_cache_bytes = reported > 0 ? reported : cold_cache_bytes();
+  run.last_level_cache_source = reported > 0
+      ? "the OS (/sys/devices/system/cpu/cpu0/cache, the highest level)"
+      : "not reported by the OS: one Zen 4/5 core complex's L3, assumed (profile/kernel_bench.cpp, cold_cache_bytes)";
+  char line[200];
+  std::snprintf(line, sizeof line, "cold operands and collectives: pools and cache sweeps of 2 x %.0f MiB (last-level cache %s)",
+                cold_cache_bytes() / (1024.0 * 1024.0), reported > 0 ? "from sysfs" : "not reported by the OS: assumed");
+  progress(line);
+}
+
+// Each pass's sync skew and the slowest rank's phase over the fastest's (multi-rank only).
+struct PassSkews {
+  std::vector<double> skews, gaps;
+};
+
+// o.repeats passes over the kernels (and, on CPU ranks, the host overhead; with several ranks, the
+// sync skew), then each figure's median over the passes.
+PassSkews measure_passes(const MpiRuntime& rt, const ProfileOptions& o, const BenchContext& ctx,
+                         const std::vector<torch::ScalarType>& dtypes, std::optional<MpiCommunicator>& world,
+                         const std::vector<double>& kernel_gaps, ProfileRun& run, const Progress& progress) {
+  std::vector<std::vector<KernelSample>> passes;
+  std::vector<simulator::HostOverhead> host;
+  PassSkews k;
+  for (int pass = 1; pass <= o.repeats; ++pass) {
+    if (o.repeats > 1) progress("pass " + std::to_string(pass) + " of " + std::to_string(o.repeats));
+    passes.push_back(bench_kernels(ctx, dtypes));
+    // A GPU runs its kernels behind the host: the simulator charges host time on CPU ranks only.
+    if (!run.cuda) host.push_back(bench_host_overhead(ctx));
+    // The wait for the slower rank, once per pass like every other figure: on a shared VM it
+    // came out 1.3 %, 15.9 % and 19.6 % in three single-pass profiles minutes apart.
     if (world) {
-      LinkBenchOptions lo;
-      lo.quick = o.quick;
-      lo.min_time_s = o.min_time_s;
-      lo.cold_sweep_bytes = run.cuda ? 0.0 : 2 * cold_cache_bytes();
-      lo.stop_requested = [] { return any_rank(g_stop.load()); };
-      lo.progress = progress;
-      run.links = bench_links(*world, dev, lo);
-      std::string line = "sync skew      " + percent(run.sync_skew_fraction) + " of the compute between two collectives";
-      if (skews.size() > 1) {
-        line += " (median of " + std::to_string(skews.size()) + " passes:";
-        for (double k : skews) line += " " + percent(k);
-        line += ")";
-      }
-      if (!gaps.empty()) line += "; the slowest rank's phase " + percent(upper_median(gaps)) + " longer than the fastest's";
-      progress(line);
-      if (run.rank_speed_gap_fraction >= 0)
-        progress("rank speeds   the slowest rank's kernel timing " + percent(run.rank_speed_gap_fraction) +
-                 " above the fastest's (median of " + std::to_string(kernel_gaps.size()) +
-                 " timings; the kernels are the slowest's)");
+      const SyncSkew s = bench_sync_skew(*world, ctx.device, o.quick);
+      k.skews.push_back(s.fraction);
+      k.gaps.push_back(s.rank_gap);
     }
-  } catch (const ProfileInterrupted&) {
-    if (lead) std::fprintf(stderr, "shardrun profile: interrupted; nothing written\n");
-    return 130;
   }
+  run.kernels = median_of_passes(passes);
+  run.repeats = o.repeats;
+  if (!host.empty()) run.host_overhead = median_of_passes(host);
+  if (!k.skews.empty()) run.sync_skew_fraction = upper_median(k.skews);
+  if (rt.world_size() > 1 && !kernel_gaps.empty()) run.rank_speed_gap_fraction = upper_median(kernel_gaps);
+  return k;
+}
+
+// How far the machine's speed drifted over the kernels (the reference GEMM before and after).
+void report_drift(const ProfileRun& run, const Progress& progress) {
+  char drift[160];
+  std::snprintf(drift, sizeof drift, "machine noise: a reference GEMM took %.3f ms before the kernels and %.3f ms after (%+.1f %%; medians of 5)",
+                run.reference_start_s * 1e3, run.reference_end_s * 1e3,
+                100 * (run.reference_end_s / run.reference_start_s - 1));
+  progress(drift);
+}
+
+// The collectives timed over the world, and the ranks' skew and speed gap reported.
+void measure_links(const ProfileOptions& o, MpiCommunicator& world, torch::Device dev, const PassSkews& k,
+                   const std::vector<double>& kernel_gaps, ProfileRun& run, const Progress& progress) {
+  LinkBenchOptions lo;
+  lo.quick = o.quick;
+  lo.min_time_s = o.min_time_s;
+  lo.cold_sweep_bytes = run.cuda ? 0.0 : 2 * cold_cache_bytes();
+  lo.stop_requested = [] { return any_rank(g_stop.load()); };
+  lo.progress = progress;
+  run.links = bench_links(world, dev, lo);
+  std::string line = "sync skew      " + percent(run.sync_skew_fraction) + " of the compute between two collectives";
+  if (k.skews.size() > 1) {
+    line += " (median of " + std::to_string(k.skews.size()) + " passes:";
+    for (double s : k.skews) line += " " + percent(s);
+    line += ")";
+  }
+  if (!k.gaps.empty()) line += "; the slowest rank's phase " + percent(upper_median(k.gaps)) + " longer than the fastest's";
+  progress(line);
+  if (run.rank_speed_gap_fraction >= 0)
+    progress("rank speeds   the slowest rank's kernel timing " + percent(run.rank_speed_gap_fraction) +
+             " above the fastest's (median of " + std::to_string(kernel_gaps.size()) +
+             " timings; the kernels are the slowest's)");
+}
+
+// Rank 0 writes the profile; a write error reaches every rank.
+void write_measured_profile(const MpiRuntime& rt, const ProfileOptions& o, const ProfileRun& run) {
   std::string write_err;
-  if (lead) {
+  if (rt.world_rank() == 0) {
     try {
       io::atomic_write_file(o.out, measured_profile_json(run).dump(2) + "\n");
     } catch (const std::exception& e) {
@@ -296,6 +315,42 @@ int run_profile(MpiRuntime& rt, const ProfileOptions& o) {
     }
   }
   if (const std::string all = rt.agree(write_err); !all.empty()) throw InputError(all);
+}
+
+}  // namespace
+
+void request_profile_stop() { g_stop = true; }
+
+int run_profile(MpiRuntime& rt, const ProfileOptions& o) {
+  const bool lead = rt.world_rank() == 0;
+  auto progress = [&](const std::string& line) {
+    if (lead && !o.quiet) std::printf("[profile] %s\n", line.c_str()), std::fflush(stdout);
+  };
+  ProfileRun run;
+  torch::Device dev(torch::kCPU);
+  std::vector<torch::ScalarType> dtypes;
+  resolve_profile_inputs(rt, o, run, dev, dtypes);
+  const ThreadSetup threads = configure_threads(o.threads, rt.local_size());
+  describe_profiled_machine(rt, o, dev, threads, run);
+  progress("device " + run.device_name + "; " + std::to_string(rt.world_size()) + " rank(s), " + threads.describe());
+
+  std::vector<double> kernel_gaps;
+  const BenchContext ctx = profile_bench_context(rt, o, dev, kernel_gaps, progress);
+  const auto start = Clock::now();
+  try {
+    if (!run.cuda) measure_cache(run, progress);
+    run.reference_start_s = reference_gemm_median_s(ctx);
+    std::optional<MpiCommunicator> world;
+    if (rt.world_size() > 1) world.emplace(MPI_COMM_WORLD, "world", o.comm_timeout_s);
+    const PassSkews skews = measure_passes(rt, o, ctx, dtypes, world, kernel_gaps, run, progress);
+    run.reference_end_s = reference_gemm_median_s(ctx);
+    report_drift(run, progress);
+    if (world) measure_links(o, *world, dev, skews, kernel_gaps, run, progress);
+  } catch (const ProfileInterrupted&) {
+    if (lead) std::fprintf(stderr, "shardrun profile: interrupted; nothing written\n");
+    return 130;
+  }
+  write_measured_profile(rt, o, run);
   const double took = std::chrono::duration<double>(Clock::now() - start).count();
   progress("wrote " + o.out + " (" + std::to_string(run.kernels.size()) + " kernel and " +
            std::to_string(run.links.size()) + " collective samples in " + std::to_string(took).substr(0, 5) + " s)");
