@@ -38,6 +38,7 @@ PACKAGES=(
   libgl-dev           # GUI: OpenGL headers that Qt6Gui's CMake config looks for
   slurm-wlm           # resilience tests: a real single-node Slurm (slurmctld, slurmd, sbatch, srun --mpi=pmix)
   munge               # resilience tests: Slurm's authentication daemon (munged, mungekey)
+  clang-format        # scripts/format.sh: the code style (.clang-format)
   clang               # fuzzing: the `fuzz` preset's compiler (libFuzzer, -fsanitize=fuzzer)
   libclang-rt-14-dev  # fuzzing: clang's libFuzzer, ASan and UBSan runtimes
 )
