@@ -15,7 +15,8 @@ namespace {
 
 namespace cpu = shardplan::executor::cpu;
 
-// {M, N, K, layout}: layout 0 forward (x (M,K), w (N,K)), 1 dgrad (gy (M,K), w (K,N)), 2 wgrad (gy^T (M,K) view, x (K,N)).
+// {M, N, K, layout}: layout 0 forward (x (M,K), w (N,K)), 1 dgrad (gy (M,K), w (K,N)), 2 wgrad (gy^T (M,K) view, x
+// (K,N)).
 constexpr std::array<std::array<int64_t, 4>, 7> kShapes{{
     {512, 688, 256, 0},   // gate / up projection
     {512, 256, 688, 1},   // down projection's input gradient
@@ -45,7 +46,10 @@ void Gemm(benchmark::State& state) {
   }
   state.counters["FLOP/s"] = benchmark::Counter(2.0 * M * N * K, benchmark::Counter::kIsIterationInvariantRate);
   state.SetLabel(std::string(backend == cpu::GemmBackend::blas ? "blas " : "onednn ") + std::to_string(M) + "x" +
-                 std::to_string(N) + "x" + std::to_string(K) + (layout == 0 ? " fwd" : layout == 1 ? " dgrad" : " wgrad"));
+                 std::to_string(N) + "x" + std::to_string(K) +
+                 (layout == 0   ? " fwd"
+                  : layout == 1 ? " dgrad"
+                                : " wgrad"));
 }
 BENCHMARK(Gemm)->ArgsProduct({{0, 1}, {0, 1, 2, 3, 4, 5, 6}})->ArgNames({"backend", "shape"});
 

@@ -77,8 +77,8 @@ void run(benchmark::State& state, bool full) {
   }
   state.counters["allocations_per_eval"] =
       static_cast<double>(g_allocations.load() - before) / static_cast<double>(state.iterations());
-  state.counters["evaluations_per_s"] = benchmark::Counter(static_cast<double>(state.iterations()),
-                                                           benchmark::Counter::kIsRate);
+  state.counters["evaluations_per_s"] =
+      benchmark::Counter(static_cast<double>(state.iterations()), benchmark::Counter::kIsRate);
 }
 
 void BM_Estimate(benchmark::State& state) { run(state, false); }

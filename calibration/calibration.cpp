@@ -8,11 +8,11 @@
 #include <filesystem>
 #include <set>
 
+#include "number_text.hpp"
 #include "simulator/errors.hpp"
 #include "simulator/evaluator.hpp"
 #include "simulator/json_fields.hpp"
 #include "simulator/paths.hpp"
-#include "number_text.hpp"
 #include "validation.hpp"
 
 namespace shardplan::calibration {
@@ -56,7 +56,8 @@ void read_run(const json& r, const std::string& path, const sim::JsonContext& rc
   const std::string plan_file = resolve_relative(path, sim::get_string(r, "plan_file", rctx));
   if (!fs::is_regular_file(plan_file)) rctx.fail("plan_file", "an existing plan file (no file '" + plan_file + "')");
   const double step_s = sim::get_positive(sim::require(r, "measured", rctx), "step_seconds", rctx.child("measured"));
-  out.runs.push_back(MeasuredRun{unique_name(name, taken), formats::load_plan(plan_file), step_s, false, path, false, ""});
+  out.runs.push_back(
+      MeasuredRun{unique_name(name, taken), formats::load_plan(plan_file), step_s, false, path, false, ""});
 }
 
 void read_runs_file(const std::string& path, bool first, MeasuredRuns& out, std::set<std::string>& taken) {
@@ -73,7 +74,8 @@ void read_runs_file(const std::string& path, bool first, MeasuredRuns& out, std:
     return;
   }
   if (schema != kValidationSchema)
-    ctx.fail("schema", std::string("\"") + kValidationSchema + "\" or \"" + kRunsSchema + "\" (got \"" + schema + "\")");
+    ctx.fail("schema",
+             std::string("\"") + kValidationSchema + "\" or \"" + kRunsSchema + "\" (got \"" + schema + "\")");
   if (first) {
     const std::string hw = sim::get_string_or(j, "hardware_file", "", ctx);
     const bool beside = sim::looks_like_path(hw) && fs::is_regular_file(resolve_relative(path, hw));
@@ -98,8 +100,7 @@ MeasuredRuns load_measured_runs(const std::vector<std::string>& paths) {
   return out;
 }
 
-std::string assign_holdout(std::vector<MeasuredRun>& runs, const std::vector<std::string>& names,
-                           int free_parameters) {
+std::string assign_holdout(std::vector<MeasuredRun>& runs, const std::vector<std::string>& names, int free_parameters) {
   for (auto& r : runs) r.holdout = false;
   const int n = static_cast<int>(runs.size());
   const int need = std::max(1, free_parameters);
@@ -145,25 +146,33 @@ void scale_op_costs(HW& hw, double factor, Which which) {
 
 const std::vector<ParamSpec>& calibration_parameters() {
   static const std::vector<ParamSpec> table{
-      {"compute_scale", ParamKind::scale,
+      {"compute_scale",
+       ParamKind::scale,
        "GEMM throughput: multiplies device.peak_TFLOPs (every precision); divides the measured attention GEMM costs",
-       {"device.peak_TFLOPs.fp32", "device.peak_TFLOPs.fp16", "device.peak_TFLOPs.bf16", "device.op_costs.attention_gemms"},
+       {"device.peak_TFLOPs.fp32", "device.peak_TFLOPs.fp16", "device.peak_TFLOPs.bf16",
+        "device.op_costs.attention_gemms"},
        [](const HW&) { return 1.0; },
        [](HW& hw, double v) {
          for (double& p : hw.device.peak_flops) p *= v;
          scale_op_costs(hw, 1.0 / v, [](sim::OpKind k) { return k == sim::OpKind::attention_gemms; });
        }},
-      {"fp8_compute_scale", ParamKind::scale, "FP8 GEMM throughput: multiplies device.peak_TFLOPs.fp8",
-       {"device.peak_TFLOPs.fp8"}, [](const HW&) { return 1.0; },
+      {"fp8_compute_scale",
+       ParamKind::scale,
+       "FP8 GEMM throughput: multiplies device.peak_TFLOPs.fp8",
+       {"device.peak_TFLOPs.fp8"},
+       [](const HW&) { return 1.0; },
        [](HW& hw, double v) { hw.device.peak_fp8_flops *= v; }},
-      {"memory_scale", ParamKind::scale,
+      {"memory_scale",
+       ParamKind::scale,
        "memory-bound work: multiplies device.memory_bandwidth; divides the other measured op costs (device.op_costs)",
-       {"device.memory_bandwidth_bytes_per_s", "device.op_costs"}, [](const HW&) { return 1.0; },
+       {"device.memory_bandwidth_bytes_per_s", "device.op_costs"},
+       [](const HW&) { return 1.0; },
        [](HW& hw, double v) {
          hw.device.memory_bandwidth_Bps *= v;
          scale_op_costs(hw, 1.0 / v, [](sim::OpKind k) { return k != sim::OpKind::attention_gemms; });
        }},
-      {"comm_scale", ParamKind::scale,
+      {"comm_scale",
+       ParamKind::scale,
        "communication: multiplies node.intra_node.bandwidth, its measured bus-bandwidth curves and network.bandwidth",
        {"node.intra_node.bandwidth_bytes_per_s", "node.intra_node.collective_busbw_bytes_per_s_by_bytes",
         "network.bandwidth_bytes_per_s"},
@@ -174,8 +183,11 @@ const std::vector<ParamSpec>& calibration_parameters() {
            for (double& bw : curve.efficiency) bw *= v;
          hw.network.bandwidth_Bps *= v;
        }},
-      {"kernel_launch_us", ParamKind::microseconds, "fixed cost per kernel: sets device.kernel_launch",
-       {"device.kernel_launch_s"}, [](const HW& hw) { return hw.device.kernel_launch_s * 1e6; },
+      {"kernel_launch_us",
+       ParamKind::microseconds,
+       "fixed cost per kernel: sets device.kernel_launch",
+       {"device.kernel_launch_s"},
+       [](const HW& hw) { return hw.device.kernel_launch_s * 1e6; },
        [](HW& hw, double v) { hw.device.kernel_launch_s = v * 1e-6; }},
   };
   return table;
@@ -364,7 +376,8 @@ void standard_errors(const Fit& f, const Eigen::VectorXd& u, CalibrationResult& 
   qr.setThreshold(1e-8);
   if (qr.rank() < n) {
     res.notes.push_back("the fitting runs constrain only " + std::to_string(qr.rank()) + " combinations of " +
-                        std::to_string(n) + " parameters: add runs that vary compute, memory traffic, "
+                        std::to_string(n) +
+                        " parameters: add runs that vary compute, memory traffic, "
                         "communication and kernel count differently");
     return;
   }
@@ -425,8 +438,8 @@ void fill_runs_and_stats(const std::vector<MeasuredRun>& runs, const std::vector
                          const std::vector<double>& after, CalibrationResult& res) {
   std::vector<double> fb, fa, hb, ha;
   for (std::size_t i = 0; i < runs.size(); ++i) {
-    const RunResult rr{runs[i].name, runs[i].holdout, runs[i].plan.cluster.nodes, runs[i].measured_step_s, before[i],
-                       after[i]};
+    const RunResult rr{runs[i].name, runs[i].holdout, runs[i].plan.cluster.nodes, runs[i].measured_step_s,
+                       before[i],    after[i]};
     res.runs.push_back(rr);
     (rr.holdout ? hb : fb).push_back(rr.error_before());
     (rr.holdout ? ha : fa).push_back(rr.error_after());
@@ -479,8 +492,10 @@ CalibrationResult calibrate(const HW& base, const std::vector<MeasuredRun>& runs
     const bool ident = std::find(identified.begin(), identified.end(), static_cast<int>(i)) != identified.end();
     res.parameters.push_back(ParamResult{table[i].name, fit.start[i], res.values[i], bool(asked[i]), ident, -1});
     if (asked[i] && !ident)
-      res.notes.push_back(std::string(table[i].name) + ": not identified (no fitting run's step time depends on it); "
-                          "kept at its prior " + num("%g", fit.start[i]));
+      res.notes.push_back(std::string(table[i].name) +
+                          ": not identified (no fitting run's step time depends on it); "
+                          "kept at its prior " +
+                          num("%g", fit.start[i]));
   }
   if (!fit.active.empty()) standard_errors(fit, u, res);
   const bool multi_node =

@@ -58,15 +58,14 @@ void select_runs(std::vector<MeasuredRun>& runs, const std::vector<std::string>&
 // fewer than `free_parameters` runs would remain), or by default every third run in name order
 // (indices 2, 5, 8, ...) when at least `free_parameters` runs stay in the fit. Returns "" or a
 // one-line note saying why there is no hold-out.
-std::string assign_holdout(std::vector<MeasuredRun>& runs, const std::vector<std::string>& names,
-                           int free_parameters);
+std::string assign_holdout(std::vector<MeasuredRun>& runs, const std::vector<std::string>& names, int free_parameters);
 
 // A calibration parameter. Values are in natural units: a factor (scale) or microseconds.
 enum class ParamKind { scale, microseconds };
 struct ParamSpec {
-  const char* name;                // also the JSON key, carrying its unit
+  const char* name;  // also the JSON key, carrying its unit
   ParamKind kind;
-  const char* meaning;             // one line
+  const char* meaning;              // one line
   std::vector<const char*> fields;  // dotted keys of the written profile it changes
   double (*prior)(const simulator::HardwareProfile&);
   void (*apply)(simulator::HardwareProfile&, double value);
@@ -136,9 +135,9 @@ struct SourceHoldout {
   std::string group;
   int runs = 0;
   bool fitted = false;
-  ErrorStats before, after;  // |relative step-time error| of this group's runs
+  ErrorStats before, after;                // |relative step-time error| of this group's runs
   double bias_before = 0, bias_after = 0;  // mean signed error
-  Params values;             // the fit without this group
+  Params values;                           // the fit without this group
 };
 std::vector<SourceHoldout> leave_one_source_out(const simulator::HardwareProfile& base,
                                                 const std::vector<MeasuredRun>& runs,

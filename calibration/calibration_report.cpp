@@ -25,7 +25,10 @@ json parameters_json(const CalibrationResult& r) {
   json o = json::object();
   for (std::size_t i = 0; i < r.parameters.size(); ++i) {
     const auto& p = r.parameters[i];
-    json e{{"value", p.value}, {"prior", p.prior}, {"fitted", p.fitted}, {"identified", p.identified},
+    json e{{"value", p.value},
+           {"prior", p.prior},
+           {"fitted", p.fitted},
+           {"identified", p.identified},
            {"meaning", calibration_parameters()[i].meaning}};
     if (p.std_error >= 0) e["std_error"] = p.std_error;
     o[p.name] = e;
@@ -109,8 +112,8 @@ json sources_json(const CalibrationResult& r, const json& written) {
       std::replace(pointer.begin(), pointer.end(), '.', '/');
       const json v = written.value(json::json_pointer(pointer), json());
       if (v.is_null() || v == 0) continue;  // absent or unsupported
-      std::string text = "calibrated by shardplan calibrate from " + std::to_string(fit_runs) +
-                         " measured runs (" + files + "): " + what + ", " + kMethod + ".";
+      std::string text = "calibrated by shardplan calibrate from " + std::to_string(fit_runs) + " measured runs (" +
+                         files + "): " + what + ", " + kMethod + ".";
       if (field.starts_with("network.") && !multi_node)
         text += " No fitting run spanned nodes: the factor measured on intra-node links is applied here too.";
       if (auto old = sources.find(field); old != sources.end() && old->is_string())

@@ -61,22 +61,24 @@ void fill(const std::vector<RunComparison>& rows, Pred keep, ValidationErrorStat
 }
 
 json stats_json(const ValidationErrorStats& s, double bias) {
-  return {{"runs", s.count}, {"mean_abs", s.mean_abs}, {"median_abs", s.median_abs}, {"worst_abs", s.worst_abs},
-          {"worst_run", s.worst_run}, {"bias", bias}};
+  return {{"runs", s.count},          {"mean_abs", s.mean_abs},   {"median_abs", s.median_abs},
+          {"worst_abs", s.worst_abs}, {"worst_run", s.worst_run}, {"bias", bias}};
 }
 
 }  // namespace
 
 ComparisonSummary summarize(const std::vector<RunComparison>& rows) {
   ComparisonSummary s;
-  fill(rows, [](const RunComparison&) { return true; }, s.throughput, s.bias, s.not_fitting);
+  fill(
+      rows, [](const RunComparison&) { return true; }, s.throughput, s.bias, s.not_fitting);
   for (const auto& r : rows) {
     bool seen = false;
     for (const auto& ps : s.per_source) seen |= ps.source == r.source;
     if (seen) continue;
     SourceStats ps;
     ps.source = r.source;
-    fill(rows, [&](const RunComparison& x) { return x.source == r.source; }, ps.throughput, ps.bias, ps.not_fitting);
+    fill(
+        rows, [&](const RunComparison& x) { return x.source == r.source; }, ps.throughput, ps.bias, ps.not_fitting);
     s.per_source.push_back(ps);
   }
   return s;

@@ -18,11 +18,11 @@ struct RunComparison {
   double measured_step_s = 0, predicted_step_s = 0;
   double measured_tokens_per_s = 0, predicted_tokens_per_s = 0;
   double predicted_mfu = 0;
-  bool fits = false;                  // predicted to fit at headroom 0
+  bool fits = false;  // predicted to fit at headroom 0
   std::string infeasible_reason;
-  double predicted_peak_bytes = 0;    // worst stage, per device
-  double capacity_bytes = 0;          // per device
-  double measured_peak_bytes = 0;     // 0 = not published
+  double predicted_peak_bytes = 0;          // worst stage, per device
+  double capacity_bytes = 0;                // per device
+  double measured_peak_bytes = 0;           // 0 = not published
   simulator::TimeBreakdown predicted_time;  // where the predicted step goes (the JSON's "time")
   // Throughput: (predicted - measured) / measured tokens/s (= measured / predicted step time - 1).
   [[nodiscard]] double throughput_error() const { return predicted_tokens_per_s / measured_tokens_per_s - 1; }
@@ -35,8 +35,8 @@ std::vector<RunComparison> compare_runs(const std::vector<RecordedRun>& runs);
 struct SourceStats {
   std::string source;
   ValidationErrorStats throughput;
-  double bias = 0;           // mean signed throughput error
-  int not_fitting = 0;       // runs that ran but are predicted not to fit
+  double bias = 0;      // mean signed throughput error
+  int not_fitting = 0;  // runs that ran but are predicted not to fit
 };
 struct ComparisonSummary {
   ValidationErrorStats throughput;

@@ -26,9 +26,7 @@ template <class F>
 auto in_run(const std::string& where, const char* field, F&& f) {
   try {
     return f();
-  } catch (const sim::InputError& e) {
-    throw sim::InputError(where + " field '" + field + "': " + e.what());
-  }
+  } catch (const sim::InputError& e) { throw sim::InputError(where + " field '" + field + "': " + e.what()); }
 }
 
 sim::ModelSpec read_model(const json& m, const std::string& where) {
@@ -69,8 +67,9 @@ void read_measured(const json& m, RecordedRun& r, const sim::JsonContext& ctx) {
     r.measured_value = sim::get_positive(m, k, mctx);
   }
   if (given != 1)
-    mctx.fail("step_seconds", "exactly one of step_seconds, tokens_per_second, tokens_per_second_per_device, "
-                              "samples_per_second");
+    mctx.fail("step_seconds",
+              "exactly one of step_seconds, tokens_per_second, tokens_per_second_per_device, "
+              "samples_per_second");
   const double tokens = r.tokens_per_step();
   const double devices = r.plan.cluster.devices();
   if (r.measured_key == "step_seconds") r.measured_step_s = r.measured_value;

@@ -29,14 +29,14 @@ inline constexpr const char* kRunsSchema = "shardplan.runs/1";
 
 struct RecordedRun {
   std::string name;
-  std::string source;    // short id, the unit of leave-one-source-out
+  std::string source;  // short id, the unit of leave-one-source-out
   std::string citation;
   std::string note;
   std::string hardware_profile;  // as written (built-in name or path)
-  formats::Plan plan;    // model, cluster (profile with overrides, nodes), validated config
-  double measured_step_s = 0;        // converted once from whichever figure was published
-  std::string measured_key;          // the figure given, e.g. "tokens_per_second"
-  double measured_value = 0;         // its value, in that key's unit
+  formats::Plan plan;            // model, cluster (profile with overrides, nodes), validated config
+  double measured_step_s = 0;    // converted once from whichever figure was published
+  std::string measured_key;      // the figure given, e.g. "tokens_per_second"
+  double measured_value = 0;     // its value, in that key's unit
   std::optional<double> measured_peak_bytes;
   [[nodiscard]] double tokens_per_step() const {
     return static_cast<double>(plan.config.global_batch_size) * plan.config.seq_len;

@@ -40,7 +40,8 @@ void select_runs(std::vector<MeasuredRun>& runs, const std::vector<std::string>&
   check_names(runs, only, "--only");
   check_names(runs, exclude, "--exclude");
   std::erase_if(runs, [&](const MeasuredRun& r) {
-    const bool kept = only.empty() || std::any_of(only.begin(), only.end(), [&](const auto& n) { return matches(r, n); });
+    const bool kept =
+        only.empty() || std::any_of(only.begin(), only.end(), [&](const auto& n) { return matches(r, n); });
     return !kept || std::any_of(exclude.begin(), exclude.end(), [&](const auto& n) { return matches(r, n); });
   });
 }

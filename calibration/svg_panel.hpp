@@ -18,11 +18,20 @@ inline std::string esc(const std::string& s) {
   std::string o;
   for (char c : s) {
     switch (c) {
-      case '&': o += "&amp;"; break;
-      case '<': o += "&lt;"; break;
-      case '>': o += "&gt;"; break;
-      case '"': o += "&quot;"; break;
-      default: o += c;
+      case '&':
+        o += "&amp;";
+        break;
+      case '<':
+        o += "&lt;";
+        break;
+      case '>':
+        o += "&gt;";
+        break;
+      case '"':
+        o += "&quot;";
+        break;
+      default:
+        o += c;
     }
   }
   return o;
@@ -77,8 +86,9 @@ class Panel {
     o << "<text x=\"" << num(x0_ + kPanelW / 2) << "\" y=\"" << num(kTop + kPanelH + 40)
       << "\" text-anchor=\"middle\" font-size=\"13\">predicted (" << esc(unit) << ")</text>\n";
     const double cy = kTop + kPanelH / 2, cx = x0_ - 55;
-    o << "<text x=\"" << num(cx) << "\" y=\"" << num(cy) << "\" text-anchor=\"middle\" font-size=\"13\" transform=\"rotate(-90 "
-      << num(cx) << " " << num(cy) << ")\">measured (" << esc(unit) << ")</text>\n";
+    o << "<text x=\"" << num(cx) << "\" y=\"" << num(cy)
+      << "\" text-anchor=\"middle\" font-size=\"13\" transform=\"rotate(-90 " << num(cx) << " " << num(cy)
+      << ")\">measured (" << esc(unit) << ")</text>\n";
     const double a = lo(), b = hi();
     o << "<g clip-path=\"url(#" << id << ")\">\n";
     o << "<polygon fill=\"#2a9d8f\" fill-opacity=\"0.15\" stroke=\"none\" points=\"" << num(x(a)) << ","
@@ -126,6 +136,5 @@ inline std::string percent(double e) {
   std::snprintf(b, sizeof b, "%+.1f %%", 100 * e);
   return b;
 }
-
 
 }  // namespace shardplan::calibration::svg

@@ -154,24 +154,46 @@ json to_json(const ValidationEntry& e) {
             {"cp_kind", sim::to_string(e.cp_kind)},
             {"ep", e.ep}};
   if (e.lora.enabled())
-    j["lora"] = {{"rank", e.lora.rank}, {"alpha", e.lora.alpha}, {"dropout", e.lora.dropout}, {"targets", e.lora.targets},
+    j["lora"] = {{"rank", e.lora.rank},
+                 {"alpha", e.lora.alpha},
+                 {"dropout", e.lora.dropout},
+                 {"targets", e.lora.targets},
                  {"base", sim::to_string(e.lora.base)}};
-  else
-    j["lora"] = nullptr;
+  else j["lora"] = nullptr;
   return j;
 }
 
 ValidationEntry entry_from_json(const json& j, const std::string& where) {
   const sim::JsonContext ctx{where, ""};
   if (!j.is_object()) throw sim::InputError(where + ": expected an object {name, model, tp, pp, dp, ...}");
-  static const std::set<std::string> known = {
-      "name",     "model",          "tp",        "pp",          "dp",        "zero_stage",        "sharding_degree",
-      "micro_batch_size", "global_batch_size", "seq_len", "precision", "mixed_precision", "attention", "sequence_parallel",
-      "recompute", "schedule", "virtual_stages", "lora", "cp", "cp_kind", "ep"};
+  static const std::set<std::string> known = {"name",
+                                              "model",
+                                              "tp",
+                                              "pp",
+                                              "dp",
+                                              "zero_stage",
+                                              "sharding_degree",
+                                              "micro_batch_size",
+                                              "global_batch_size",
+                                              "seq_len",
+                                              "precision",
+                                              "mixed_precision",
+                                              "attention",
+                                              "sequence_parallel",
+                                              "recompute",
+                                              "schedule",
+                                              "virtual_stages",
+                                              "lora",
+                                              "cp",
+                                              "cp_kind",
+                                              "ep"};
   for (const auto& [k, v] : j.items())
-    if (!known.count(k)) ctx.fail(k, "no such field (known: name, model, tp, pp, dp, zero_stage, sharding_degree, "
-                                     "micro_batch_size, global_batch_size, seq_len, precision, mixed_precision, attention, sequence_parallel, "
-                                     "recompute, schedule, virtual_stages, lora, cp, cp_kind, ep)");
+    if (!known.count(k))
+      ctx.fail(
+          k,
+          "no such field (known: name, model, tp, pp, dp, zero_stage, sharding_degree, "
+          "micro_batch_size, global_batch_size, seq_len, precision, mixed_precision, attention, sequence_parallel, "
+          "recompute, schedule, virtual_stages, lora, cp, cp_kind, ep)");
   ValidationEntry e;
   e.name = sim::get_string(j, "name", ctx);
   if (!valid_name(e.name)) ctx.fail("name", "letters, digits, '.', '_' or '-' (it names a directory)");
@@ -251,9 +273,12 @@ std::vector<double> predicted_peak_per_rank(const Plan& plan) {
 
 const char* to_string(RunStatus s) {
   switch (s) {
-    case RunStatus::ran: return "ran";
-    case RunStatus::skipped: return "skipped";
-    case RunStatus::failed: return "failed";
+    case RunStatus::ran:
+      return "ran";
+    case RunStatus::skipped:
+      return "skipped";
+    case RunStatus::failed:
+      return "failed";
   }
   return "?";
 }
@@ -284,7 +309,8 @@ void apply_report(ValidationRun& run, const json& report, const std::string& sou
   run.memory_error = 0;
   run.memory_error_rank = 0;
   for (std::size_t r = 0; r < run.measured_peak_per_rank.size(); ++r) {
-    const double pred = r < run.predicted_peak_per_rank.size() ? run.predicted_peak_per_rank[r] : run.predicted_peak_bytes;
+    const double pred =
+        r < run.predicted_peak_per_rank.size() ? run.predicted_peak_per_rank[r] : run.predicted_peak_bytes;
     const double err = (pred - run.measured_peak_per_rank[r]) / run.measured_peak_per_rank[r];
     if (r == 0 || std::abs(err) > std::abs(run.memory_error)) {
       run.memory_error = err;
@@ -512,7 +538,8 @@ ValidationReport validation_from_json(const json& j, const std::string& source, 
   const sim::JsonContext ctx{source, ""};
   if (!j.is_object()) throw sim::InputError(source + ": expected a JSON object (shardplan validate --json output)");
   const std::string schema = sim::get_string(j, "schema", ctx);
-  if (schema != kValidationSchema) ctx.fail("schema", std::string("\"") + kValidationSchema + "\" (got \"" + schema + "\")");
+  if (schema != kValidationSchema)
+    ctx.fail("schema", std::string("\"") + kValidationSchema + "\" (got \"" + schema + "\")");
   ValidationReport r;
   r.hardware = sim::get_string(j, "hardware", ctx);
   r.hardware_file = sim::get_string_or(j, "hardware_file", r.hardware, ctx);

@@ -46,7 +46,7 @@ struct ValidationEntry {
   simulator::LoraConfig lora;  // rank 0 = no LoRA
   int cp = 1;                  // context parallel ranks
   simulator::CpKind cp_kind = simulator::CpKind::ring;
-  int ep = 1;                  // expert parallel (MoE cards), folded over the dp x cp ranks
+  int ep = 1;  // expert parallel (MoE cards), folded over the dp x cp ranks
 
   [[nodiscard]] int ranks() const { return tp * pp * dp * cp; }
   // The configuration as the simulator takes it (not yet validated).
@@ -77,13 +77,13 @@ const char* to_string(RunStatus s);
 struct ValidationRun {
   ValidationEntry entry;
   RunStatus status = RunStatus::skipped;
-  std::string reason;      // why skipped / failed (failed: the tail of the output); empty when ran
+  std::string reason;  // why skipped / failed (failed: the tail of the output); empty when ran
   int ranks = 0;
-  bool time_judged = true;  // false when ranks x threads > cores
-  std::string time_note;    // "oversubscribed: 4 ranks x 1 thread on 2 cores"
+  bool time_judged = true;                         // false when ranks x threads > cores
+  std::string time_note;                           // "oversubscribed: 4 ranks x 1 thread on 2 cores"
   std::string plan_file, report_file, output_log;  // absolute; empty when not written
-  int resolved_sharding_degree = 0;  // after validate_config (0 = unknown)
-  int steps = 0;                     // training steps of each repeat (steps_for; 0 = not run)
+  int resolved_sharding_degree = 0;                // after validate_config (0 = unknown)
+  int steps = 0;                                   // training steps of each repeat (steps_for; 0 = not run)
 
   bool has_prediction = false;
   double predicted_step_s = 0;
@@ -91,7 +91,7 @@ struct ValidationRun {
   std::vector<double> predicted_peak_per_rank;
 
   bool has_measurement = false;
-  double measured_step_s = 0;       // the median over the repeats
+  double measured_step_s = 0;                // the median over the repeats
   std::vector<double> measured_step_s_runs;  // one per repeat, in run order
   // The machine's speed during each repeat: report.json measured.reference_gemm_seconds, the
   // faster of its start and end (a cold first call or a busy moment only ever slows one down;
@@ -100,8 +100,8 @@ struct ValidationRun {
   double measured_peak_bytes = 0;  // report.json measured.peak_memory_bytes (largest rank)
   std::vector<double> measured_peak_per_rank;
 
-  double step_error = 0;         // (predicted - measured) / measured
-  double memory_error = 0;       // the rank with the largest |error|
+  double step_error = 0;    // (predicted - measured) / measured
+  double memory_error = 0;  // the rank with the largest |error|
   int memory_error_rank = 0;
 };
 
@@ -111,18 +111,18 @@ struct ValidationRun {
 void apply_report(ValidationRun& run, const nlohmann::json& report, const std::string& source);
 
 struct RunnerOptions {
-  std::string shardrun;             // path of the shardrun binary
+  std::string shardrun;  // path of the shardrun binary
   std::string mpirun = "mpirun";
   std::string out_dir = "build/validate";  // one sub-directory per entry
-  int steps = 8;                    // at least this many per run
+  int steps = 8;                           // at least this many per run
   // and at least enough that the steps in the median (all but the first) are predicted to last
   // this long: a 0.1-s step's median of 7 is one scheduler hiccup from the truth on a 2-core VM.
   double min_measured_s = 2.0;
-  int max_steps = 64;               // the cap on what min_measured_s adds
-  int threads = 1;                  // per rank
-  int repeats = 1;                  // runs per entry; the step time is their median
-  int cores = 1;                    // of this machine (timing honesty)
-  double timeout_s = 900;           // per run; a run over it is killed and "failed"
+  int max_steps = 64;                         // the cap on what min_measured_s adds
+  int threads = 1;                            // per rank
+  int repeats = 1;                            // runs per entry; the step time is their median
+  int cores = 1;                              // of this machine (timing honesty)
+  double timeout_s = 900;                     // per run; a run over it is killed and "failed"
   const std::atomic<bool>* cancel = nullptr;  // set (e.g. by SIGINT): the running job is ended
 };
 
@@ -180,8 +180,7 @@ double machine_slowdown(const ValidationRun& run, double profile_reference_gemm_
 // relative to it, others absolute.
 nlohmann::json to_json(const ValidationReport& r, const std::string& base_dir);
 // Reads what to_json wrote; relative paths are resolved against `base_dir`.
-ValidationReport validation_from_json(const nlohmann::json& j, const std::string& source,
-                                      const std::string& base_dir);
+ValidationReport validation_from_json(const nlohmann::json& j, const std::string& source, const std::string& base_dir);
 
 // SVG: predicted vs measured step time and peak memory (log-log), y = x and a +-10 % band, one
 // circle per ran run in each panel, numbered, with a legend. Atomic write.

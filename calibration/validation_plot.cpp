@@ -24,7 +24,8 @@ std::string svg_plot(const ValidationReport& r) {
     const int k = static_cast<int>(i) + 1;
     time.push_back({k, run.predicted_step_s, run.measured_step_s, !run.time_judged});
     const std::size_t rank = static_cast<std::size_t>(run.memory_error_rank);
-    const double meas = rank < run.measured_peak_per_rank.size() ? run.measured_peak_per_rank[rank] : run.measured_peak_bytes;
+    const double meas =
+        rank < run.measured_peak_per_rank.size() ? run.measured_peak_per_rank[rank] : run.measured_peak_bytes;
     const double pred =
         rank < run.predicted_peak_per_rank.size() ? run.predicted_peak_per_rank[rank] : run.predicted_peak_bytes;
     mem.push_back({k, pred / 1048576.0, meas / 1048576.0, false});

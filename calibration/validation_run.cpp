@@ -3,8 +3,8 @@
 // the timeout), and its report read back.
 #include <algorithm>
 #include <cerrno>
-#include <cmath>
 #include <chrono>
+#include <cmath>
 #include <cstring>
 #include <filesystem>
 #include <fstream>
@@ -38,9 +38,7 @@ proc::ExitStatus run_job(const std::vector<std::string>& args, const std::string
   c.terminate_group = false;
   try {
     return proc::run(args, c);
-  } catch (const proc::StartError& e) {
-    throw sim::InputError(std::string("--mpirun: ") + e.what());
-  }
+  } catch (const proc::StartError& e) { throw sim::InputError(std::string("--mpirun: ") + e.what()); }
 }
 
 std::string read_text(const std::string& path) {
@@ -126,12 +124,9 @@ ValidationRun finish_run(ValidationRun r, const proc::ExitStatus& job, const fs:
   }
   r.status = RunStatus::failed;
   char head[160];
-  if (job.timed_out)
-    std::snprintf(head, sizeof head, "timed out after %.0f s", o.timeout_s);
-  else if (job.signal != 0)
-    std::snprintf(head, sizeof head, "mpirun ended by signal %d", job.signal);
-  else
-    std::snprintf(head, sizeof head, "mpirun exited with code %d", job.code);
+  if (job.timed_out) std::snprintf(head, sizeof head, "timed out after %.0f s", o.timeout_s);
+  else if (job.signal != 0) std::snprintf(head, sizeof head, "mpirun ended by signal %d", job.signal);
+  else std::snprintf(head, sizeof head, "mpirun exited with code %d", job.code);
   r.reason = std::string(head) + "; last output:\n" + tail_of(log);
   return r;
 }

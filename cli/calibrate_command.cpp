@@ -7,12 +7,12 @@
 #include <iostream>
 #include <memory>
 
-#include "commands.hpp"
 #include "calibration/calibration.hpp"
+#include "commands.hpp"
+#include "planner/space_parse.hpp"
 #include "simulator/errors.hpp"
 #include "simulator/json_fields.hpp"
 #include "simulator/paths.hpp"
-#include "planner/space_parse.hpp"
 
 namespace shardplan::cli {
 
@@ -42,8 +42,7 @@ std::string percent(double relative) { return line("%+.1f%%", 100 * relative); }
 sim::HardwareProfile base_profile(const CalibrateOptions& o, const calibration::MeasuredRuns& loaded) {
   if (!o.hardware.empty()) return sim::load_hardware(o.hardware);
   const std::string& hw = loaded.hardware_file;
-  if (hw.empty())
-    throw sim::InputError("--hardware: expected the profile to calibrate (the runs name none)");
+  if (hw.empty()) throw sim::InputError("--hardware: expected the profile to calibrate (the runs name none)");
   if (sim::looks_like_path(hw) && !std::filesystem::is_regular_file(hw))
     throw sim::InputError("--runs: field 'hardware_file': expected an existing profile (no file '" + hw +
                           "'; give --hardware)");
@@ -110,10 +109,10 @@ int run_calibrate(const CalibrateOptions& o) {
     print_loso(std::cout, calibration::leave_one_source_out(base, loaded.runs, opts));
     std::cout << "\n";
   }
-  const std::string split_note =
-      o.holdout == "none" ? std::string("no hold-out (--holdout none): every run is fitted")
-                          : calibration::assign_holdout(loaded.runs, planner::split_list(o.holdout),
-                                                        calibration::free_parameters(opts));
+  const std::string split_note = o.holdout == "none"
+                                     ? std::string("no hold-out (--holdout none): every run is fitted")
+                                     : calibration::assign_holdout(loaded.runs, planner::split_list(o.holdout),
+                                                                   calibration::free_parameters(opts));
   calibration::CalibrationResult r = calibration::calibrate(base, loaded.runs, opts);
   if (!split_note.empty()) r.notes.insert(r.notes.begin(), split_note);
   for (const auto& ignored : loaded.ignored) r.notes.push_back("ignored run " + ignored);
@@ -144,7 +143,8 @@ Run add_calibrate_command(CLI::App& app) {
                   "`shardplan validate --json` output or recorded runs (shardplan.runs/1); repeat to merge several");
   cmd->add_option("--suite", o->suite, "A shipped suite of recorded runs (published)");
   cmd->add_option("--only", o->only, "Fit only these runs, sources or profiles (comma-separated; name* = prefix)");
-  cmd->add_option("--exclude", o->exclude, "Leave these runs, sources or profiles out (comma-separated; name* = prefix)");
+  cmd->add_option("--exclude", o->exclude,
+                  "Leave these runs, sources or profiles out (comma-separated; name* = prefix)");
   cmd->add_flag("--leave-one-source-out", o->loso,
                 "First print, for each source, its error when the fit sees only the other sources");
   cmd->add_option("--hardware", o->hardware,
@@ -152,9 +152,10 @@ Run add_calibrate_command(CLI::App& app) {
   cmd->add_option("--out", o->out, "Write the calibrated profile here")->required();
   cmd->add_option("--holdout", o->holdout,
                   "Runs kept out of the fit, comma-separated (default: every third run in name order; none: fit all)");
-  cmd->add_option("--fit", o->fit,
-                  "Parameters to fit, comma-separated (default: compute_scale,fp8_compute_scale,memory_scale,comm_scale,"
-                  "kernel_launch_us)");
+  cmd->add_option(
+      "--fit", o->fit,
+      "Parameters to fit, comma-separated (default: compute_scale,fp8_compute_scale,memory_scale,comm_scale,"
+      "kernel_launch_us)");
   cmd->add_option("--max-iterations", o->max_iterations, "Levenberg-Marquardt iterations at most")
       ->check(CLI::PositiveNumber);
   cmd->add_option("--json", o->json, "Also write the calibration report (JSON) here");

@@ -5,8 +5,8 @@
 #include <iostream>
 
 #include "commands.hpp"
-#include "interop/launch_export.hpp"
 #include "formats/plan.hpp"
+#include "interop/launch_export.hpp"
 #include "simulator/errors.hpp"
 
 namespace shardplan::cli {
@@ -24,7 +24,9 @@ struct ExportCli {
 }  // namespace
 
 Run add_export_command(CLI::App& app) {
-  auto* cmd = app.add_subcommand("export", "Write launch files for a plan (mpirun, Slurm, DeepSpeed, Megatron, torchtitan, Accelerate, SMP, NxD, Optimum-Habana)");
+  auto* cmd = app.add_subcommand("export",
+                                 "Write launch files for a plan (mpirun, Slurm, DeepSpeed, Megatron, torchtitan, "
+                                 "Accelerate, SMP, NxD, Optimum-Habana)");
   auto o = std::make_shared<ExportCli>();
   cmd->add_option("plan", o->plan, "plan.json written by `shardplan plan --out`")->required();
   cmd->add_option("--out-dir", o->out_dir, "Directory for the launch files")->required();
@@ -61,7 +63,8 @@ Run add_export_command(CLI::App& app) {
     opt.slurm.srun_mpi = o->srun_mpi;
     opt.slurm.run = run;
     std::vector<std::string> skipped;
-    for (const auto& f : interop::export_all(plan, o->out_dir, o->plan, opt, &skipped)) std::cout << "wrote " << f << "\n";
+    for (const auto& f : interop::export_all(plan, o->out_dir, o->plan, opt, &skipped))
+      std::cout << "wrote " << f << "\n";
     for (const auto& s : skipped) std::cout << "not exported: " << s << "\n";
     return 0;
   };

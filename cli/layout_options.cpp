@@ -5,10 +5,10 @@
 
 #include "interop/config_import.hpp"
 #include "planner/partition.hpp"
+#include "planner/space_parse.hpp"
 #include "planner/stage_partition.hpp"
 #include "simulator/errors.hpp"
 #include "simulator/evaluator.hpp"
-#include "planner/space_parse.hpp"
 
 namespace shardplan::cli {
 
@@ -43,9 +43,10 @@ sim::ParallelConfig to_config(const LayoutOptions& o, const sim::ModelSpec& m, c
     if (o.cp < 1) throw sim::InputError("--cp: expected an integer >= 1, got " + std::to_string(o.cp));
     const int model_parallel = o.tp * o.pp * o.cp;
     if (c.devices() % model_parallel != 0)
-      throw sim::InputError(std::string(o.cp > 1 ? "--tp/--cp/--pp: expected tp x cp x pp" : "--tp/--pp: expected tp x pp") +
-                            " to divide the cluster's " + std::to_string(c.devices()) + " devices, got " +
-                            std::to_string(model_parallel) + " (give --dp or change --nodes)");
+      throw sim::InputError(
+          std::string(o.cp > 1 ? "--tp/--cp/--pp: expected tp x cp x pp" : "--tp/--pp: expected tp x pp") +
+          " to divide the cluster's " + std::to_string(c.devices()) + " devices, got " +
+          std::to_string(model_parallel) + " (give --dp or change --nodes)");
     cfg.dp = c.devices() / model_parallel;
   }
   cfg.cp = o.cp;
@@ -133,19 +134,23 @@ void add_layout_options(CLI::App* cmd, LayoutOptions& o) {
   cmd->add_option("--pp", o.pp, "Pipeline-parallel stages");
   cmd->add_option("--dp", o.dp, "Data-parallel degree (default: devices / (tp x cp x pp))");
   cmd->add_option("--cp", o.cp, "Context-parallel degree: the sequence split over cp ranks");
-  cmd->add_option("--cp-kind", o.cp_kind, "Context-parallel attention: ring (KV blocks passed peer to peer) or "
-                                          "all_to_all (DeepSpeed-Ulysses head exchange)")
+  cmd->add_option("--cp-kind", o.cp_kind,
+                  "Context-parallel attention: ring (KV blocks passed peer to peer) or "
+                  "all_to_all (DeepSpeed-Ulysses head exchange)")
       ->check(CLI::IsMember(sim::enum_names<sim::CpKind>()));
-  cmd->add_option("--ep", o.ep, "Expert-parallel degree (MoE models): experts split over ep ranks folded from tp x cp x dp");
+  cmd->add_option("--ep", o.ep,
+                  "Expert-parallel degree (MoE models): experts split over ep ranks folded from tp x cp x dp");
   cmd->add_option("--etp", o.etp, "Expert tensor-parallel degree (MoE models; default: --tp)");
   cmd->add_option("--moe-capacity-factor", o.moe_capacity_factor,
                   "Tokens an expert takes, as a multiple of its balanced share (the rest dropped); 0 = dropless");
   cmd->add_option("--zero", o.zero, "ZeRO stage 0-3");
   cmd->add_option("--sharding-degree", o.sharding_degree, "ZeRO/MiCS sharding group size (divides dp)");
-  cmd->add_option("--micro-batch-size", o.micro_batch_size, "Sequences per micro-batch (default 1; with --import: for files without one)");
+  cmd->add_option("--micro-batch-size", o.micro_batch_size,
+                  "Sequences per micro-batch (default 1; with --import: for files without one)");
   cmd->add_option("--global-batch-size", o.global_batch_size, "Sequences per step (default: micro-batch x dp)");
   cmd->add_option("--seq-len", o.seq_len, "Sequence length (default: min(2048, model max))");
-  cmd->add_option("--schedule", o.schedule, "Pipeline schedule")->check(CLI::IsMember(sim::enum_names<sim::PipelineSchedule>()));
+  cmd->add_option("--schedule", o.schedule, "Pipeline schedule")
+      ->check(CLI::IsMember(sim::enum_names<sim::PipelineSchedule>()));
   cmd->add_option("--virtual-stages", o.virtual_stages, "Model chunks per stage (interleaved)");
   cmd->add_option("--recompute", o.recompute, "Activation recomputation")
       ->check(CLI::IsMember(sim::enum_names<sim::Recompute>()));
@@ -158,13 +163,15 @@ void add_layout_options(CLI::App* cmd, LayoutOptions& o) {
                 "needs --sequence-parallel)");
   cmd->add_flag("--offload-activations", o.offload_activations, "Offload stored activations to host memory");
   cmd->add_flag("--offload-optimizer", o.offload_optimizer, "Optimizer states and step on the host (ZeRO-Offload)");
-  cmd->add_option("--precision", o.precision, "Training precision")->check(CLI::IsMember(sim::enum_names<sim::Precision>()));
+  cmd->add_option("--precision", o.precision, "Training precision")
+      ->check(CLI::IsMember(sim::enum_names<sim::Precision>()));
   cmd->add_option("--mixed-precision", o.mixed_precision,
                   "How bf16/fp16 keep weights: master_weights (DeepSpeed, Megatron) or autocast (PyTorch AMP)")
       ->check(CLI::IsMember(sim::enum_names<sim::MixedPrecision>()));
-  cmd->add_option("--attention", o.attention,
-                  "Attention kernel: flash (fused, FlashAttention-2 / SDPA; default), flash1 (fused, FlashAttention v1 or its "
-                  "Triton port, e.g. llm-foundry attn_impl: triton) or eager (explicit softmax)");
+  cmd->add_option(
+      "--attention", o.attention,
+      "Attention kernel: flash (fused, FlashAttention-2 / SDPA; default), flash1 (fused, FlashAttention v1 or its "
+      "Triton port, e.g. llm-foundry attn_impl: triton) or eager (explicit softmax)");
   cmd->add_option("--fusion", o.fusion,
                   "Kernels the framework fuses: eager (a GEMM per projection, silu then mul; HF, torchtitan, "
                   "shardrun; default) or megatron (fused q/k/v and gate/up GEMMs, fused SwiGLU; Megatron-Core, NeMo)");

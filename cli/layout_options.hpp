@@ -23,7 +23,8 @@ struct LayoutOptions {
   std::optional<int> micro_batch_size;  // absent: 1 (or the imported file's)
   int global_batch_size = 0;
   std::optional<int> seq_len;
-  std::string schedule = "1f1b", recompute = "none", precision = "bf16", mixed_precision = "master_weights", rank_order = "tp-dp-pp";
+  std::string schedule = "1f1b", recompute = "none", precision = "bf16", mixed_precision = "master_weights",
+              rank_order = "tp-dp-pp";
   std::string attention = "flash", zero3_fetch = "prefetch", fp8 = "none", fusion = "eager", grad_accum = "param";
   bool fp8_param_gather = false, tp_comm_overlap = false;
   int virtual_stages = 1, recompute_num_layers = 0, packed_document_tokens = 0;

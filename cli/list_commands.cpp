@@ -40,9 +40,15 @@ Run add_models_command(CLI::App& app) {
       const sim::ModelSpec m = sim::load_model(name);
       const auto c = sim::count_parameters(m);
       if (*json) {
-        out.push_back({{"name", name}, {"family", m.family}, {"num_layers", m.num_layers}, {"hidden_size", m.hidden},
-                       {"num_attention_heads", m.num_heads}, {"num_key_value_heads", m.num_kv_heads},
-                       {"ffn_hidden_size", m.ffn_hidden}, {"vocab_size", m.vocab_size}, {"parameters", c.total}});
+        out.push_back({{"name", name},
+                       {"family", m.family},
+                       {"num_layers", m.num_layers},
+                       {"hidden_size", m.hidden},
+                       {"num_attention_heads", m.num_heads},
+                       {"num_key_value_heads", m.num_kv_heads},
+                       {"ffn_hidden_size", m.ffn_hidden},
+                       {"vocab_size", m.vocab_size},
+                       {"parameters", c.total}});
         if (m.is_moe()) out.back()["active_parameters"] = c.active;  // dense cards: unchanged
       } else {
         const std::string active = m.is_moe() ? " (" + short_count(c.active) + " active)" : "";
@@ -69,13 +75,17 @@ Run add_hardware_command(CLI::App& app) {
       const sim::HardwareProfile hw = sim::load_hardware(name);
       const double bf16 = hw.device.peak(sim::Precision::bf16) / 1e12;
       if (*json) {
-        out.push_back({{"name", name}, {"device", hw.device.name}, {"devices_per_node", hw.node.devices_per_node},
+        out.push_back({{"name", name},
+                       {"device", hw.device.name},
+                       {"devices_per_node", hw.node.devices_per_node},
                        {"memory_bytes", hw.device.memory_bytes},
                        {"memory_bandwidth_GBps", hw.device.memory_bandwidth_Bps / 1e9},
-                       {"peak_bf16_TFLOPs", bf16}, {"intra_node_bandwidth_GBps", hw.node.intra.bandwidth_Bps / 1e9},
+                       {"peak_bf16_TFLOPs", bf16},
+                       {"intra_node_bandwidth_GBps", hw.node.intra.bandwidth_Bps / 1e9},
                        {"topology", sim::to_string(hw.node.topology)},
                        {"network_bandwidth_Gbps", hw.network.bandwidth_Bps * 8 / 1e9},
-                       {"price_usd_per_hour", hw.price.usd_per_hour}, {"price_as_of", hw.price.as_of}});
+                       {"price_usd_per_hour", hw.price.usd_per_hour},
+                       {"price_as_of", hw.price.as_of}});
       } else {
         std::printf("%-15s %-24.24s %3d %10s %9.0f %8.1f %9.1f %-10s %9.0f %8.2f\n", name.c_str(),
                     hw.device.name.c_str(), hw.node.devices_per_node, sim::format_bytes(hw.device.memory_bytes).c_str(),

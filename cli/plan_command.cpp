@@ -1,21 +1,21 @@
 // `shardplan plan`: search the configuration space, rank, explain, export the best as a plan.
+#include <unistd.h>
 #include <csignal>
 #include <cstdio>
 #include <iostream>
 #include <optional>
 #include <sstream>
-#include <unistd.h>
 
-#include "search_report.hpp"
 #include "commands.hpp"
-#include "interop/config_import.hpp"
-#include "resilience_options.hpp"
 #include "formats/plan.hpp"
+#include "interop/config_import.hpp"
 #include "planner/search.hpp"
 #include "planner/search_defaults.hpp"
+#include "planner/space_parse.hpp"
+#include "resilience_options.hpp"
+#include "search_report.hpp"
 #include "simulator/errors.hpp"
 #include "simulator/prediction_json.hpp"
-#include "planner/space_parse.hpp"
 
 namespace shardplan::cli {
 
@@ -36,13 +36,13 @@ struct PlanOptions {
   static const D& d() { return pl::search_defaults(); }
   ResilienceOverrides resilience;
   std::string model, hardware, nodes = d().nodes, global_batch = d().global_batch_sizes,
-                                micro_batches = d().micro_batch_sizes;
+                               micro_batches = d().micro_batch_sizes;
   std::string zero_stages = d().zero_stages, schedules = d().schedules, recomputes = d().recomputes;
   std::string precisions = d().precisions, virtual_stages = d().virtual_stages, mixed_precision = d().mixed_precision;
   std::string attention = d().attention, fp8 = d().fp8, cp = d().context_parallel, cp_kind = d().cp_kind,
               ep = d().expert_parallel, fusion = d().fusion, grad_accum = d().grad_accum_dtype;
-  int devices_per_node = 0, seq_len = d().seq_len, packed_document_tokens = d().packed_document_tokens,
-      top = d().top_k, threads = 0, max_nodes = d().max_nodes, max_tp = d().max_tp;
+  int devices_per_node = 0, seq_len = d().seq_len, packed_document_tokens = d().packed_document_tokens, top = d().top_k,
+      threads = 0, max_nodes = d().max_nodes, max_tp = d().max_tp;
   bool no_mics = false, no_offload = false, no_sp = false, tp_across_nodes = false, json = false, quiet = false;
   bool tp_comm_overlap = false;
   std::string lora_ranks = std::to_string(d().lora_rank);
@@ -72,9 +72,10 @@ void add_options(CLI::App* cmd, PlanOptions& o) {
   cmd->add_option("--mixed-precision", o.mixed_precision,
                   "How bf16/fp16 keep weights: master_weights (DeepSpeed, Megatron) or autocast (PyTorch AMP)")
       ->check(CLI::IsMember(sim::enum_names<sim::MixedPrecision>()));
-  cmd->add_option("--attention", o.attention,
-                  "Attention kernel of every plan (not searched): flash (fused, FlashAttention-2 / SDPA; default, "
-                  "what current frameworks run), flash1 (FlashAttention v1 / Triton kernels) or eager (explicit softmax)");
+  cmd->add_option(
+      "--attention", o.attention,
+      "Attention kernel of every plan (not searched): flash (fused, FlashAttention-2 / SDPA; default, "
+      "what current frameworks run), flash1 (FlashAttention v1 / Triton kernels) or eager (explicit softmax)");
   cmd->add_option("--fusion", o.fusion,
                   "Kernels the framework fuses, for every plan (not searched): eager (default) or megatron "
                   "(fused q/k/v and gate/up GEMMs, fused SwiGLU: Megatron-Core, NeMo)");
@@ -115,7 +116,8 @@ void add_options(CLI::App* cmd, PlanOptions& o) {
   cmd->add_option("--max-tp", o.max_tp, "Constraint: largest tensor-parallel degree");
   cmd->add_flag("--tp-across-nodes", o.tp_across_nodes, "Allow tensor parallelism across nodes");
   cmd->add_option("--headroom", o.headroom, "Fraction of device memory kept free");
-  cmd->add_option("--require", o.require, "Features every plan must use (pp,tp,zero,zero3,mics,offload,recompute,sp,interleaved)");
+  cmd->add_option("--require", o.require,
+                  "Features every plan must use (pp,tp,zero,zero3,mics,offload,recompute,sp,interleaved)");
   cmd->add_option("--forbid", o.forbid, "Features no plan may use");
   cmd->add_option("--rank-order", o.rank_order, "Rank layout, fastest-varying first");
   cmd->add_option("--top", o.top, "How many plans to show")->check(CLI::PositiveNumber);
@@ -183,14 +185,31 @@ pl::Objective objective_of(const std::string& s) {
 }
 
 nlohmann::json search_settings(const PlanOptions& o) {
-  return {{"nodes", o.nodes}, {"global_batch_size", o.global_batch}, {"seq_len", o.seq_len},
-          {"micro_batch_sizes", o.micro_batches}, {"zero_stages", o.zero_stages}, {"schedules", o.schedules},
-          {"recompute", o.recomputes}, {"precision", o.precisions}, {"mixed_precision", o.mixed_precision},
-          {"attention", o.attention}, {"fusion", o.fusion}, {"grad_accum_dtype", o.grad_accum},
-          {"packed_document_tokens", o.packed_document_tokens}, {"fp8", o.fp8}, {"cp", o.cp}, {"cp_kind", o.cp_kind}, {"ep", o.ep},
-          {"tp_comm_overlap", o.tp_comm_overlap}, {"objective", o.objective},
-          {"max_nodes", o.max_nodes}, {"max_usd_per_hour", o.max_usd}, {"max_tp", o.max_tp},
-          {"require", o.require}, {"forbid", o.forbid}, {"headroom", o.headroom}};
+  return {{"nodes", o.nodes},
+          {"global_batch_size", o.global_batch},
+          {"seq_len", o.seq_len},
+          {"micro_batch_sizes", o.micro_batches},
+          {"zero_stages", o.zero_stages},
+          {"schedules", o.schedules},
+          {"recompute", o.recomputes},
+          {"precision", o.precisions},
+          {"mixed_precision", o.mixed_precision},
+          {"attention", o.attention},
+          {"fusion", o.fusion},
+          {"grad_accum_dtype", o.grad_accum},
+          {"packed_document_tokens", o.packed_document_tokens},
+          {"fp8", o.fp8},
+          {"cp", o.cp},
+          {"cp_kind", o.cp_kind},
+          {"ep", o.ep},
+          {"tp_comm_overlap", o.tp_comm_overlap},
+          {"objective", o.objective},
+          {"max_nodes", o.max_nodes},
+          {"max_usd_per_hour", o.max_usd},
+          {"max_tp", o.max_tp},
+          {"require", o.require},
+          {"forbid", o.forbid},
+          {"headroom", o.headroom}};
 }
 
 // Several LoRA ranks: one search each, a comparison line per rank, the overall best exported.
@@ -240,7 +259,8 @@ struct CurrentSetup {
 
 CurrentSetup current_setup(PlanOptions& o, const sim::ModelSpec& model, const sim::HardwareProfile& hw) {
   const std::vector<int> nodes = planner::parse_int_list("--nodes", o.nodes, true);
-  if (nodes.size() != 1) throw sim::InputError("--from: expected one --nodes count (the current cluster's), got '" + o.nodes + "'");
+  if (nodes.size() != 1)
+    throw sim::InputError("--from: expected one --nodes count (the current cluster's), got '" + o.nodes + "'");
   CurrentSetup cur{sim::ClusterSpec{hw, nodes.front(), o.devices_per_node}, {}};
   interop::ImportContext ctx;
   ctx.devices = cur.cluster.devices();
@@ -296,15 +316,19 @@ int run_plan(const PlanOptions& given) {
   std::signal(SIGINT, SIG_DFL);
   std::optional<std::string> why;
   if (current) {  // what the current setup costs against the best, in the "why not" slot
-    why = "your setup (" + o.from + "): " +
-          pl::why_not(model, current->cluster, current->config, r, constraints, opts.objective);
+    why = "your setup (" + o.from +
+          "): " + pl::why_not(model, current->cluster, current->config, r, constraints, opts.objective);
   } else if (!o.why.empty()) {
     auto [cluster, cfg] = planner::parse_config_spec(o.why, model, hw, space, constraints);
     why = pl::why_not(model, cluster, cfg, r, constraints, opts.objective);
   }
   if (!o.out.empty() && !r.ranked.empty()) {
-    formats::Plan plan{sim::version(), model, r.ranked.front().candidate.cluster, r.ranked.front().candidate.config,
-                  r.ranked.front().prediction, search_settings(o)};
+    formats::Plan plan{sim::version(),
+                       model,
+                       r.ranked.front().candidate.cluster,
+                       r.ranked.front().candidate.config,
+                       r.ranked.front().prediction,
+                       search_settings(o)};
     formats::save_plan(plan, o.out);
   }
   if (o.json) std::cout << search_json(r, why).dump(2) << "\n";

@@ -41,31 +41,31 @@ std::string duration(double s) {
 constexpr double kGiB = 1024.0 * 1024.0 * 1024.0;
 
 void print_config(std::ostream& out, const sim::Prediction& p, const sim::ParallelConfig& c) {
-  out << "shardplan simulate: " << p.model_name << " on " << p.nodes << " x " << p.hardware_name << " ("
-      << p.devices << " devices)\n";
+  out << "shardplan simulate: " << p.model_name << " on " << p.nodes << " x " << p.hardware_name << " (" << p.devices
+      << " devices)\n";
   out << "  tp=" << c.tp << " pp=" << c.pp << " dp=" << c.dp;
   if (c.cp > 1) out << " cp=" << c.cp << " (" << sim::to_string(c.cp_kind) << ")";
   if (c.ep > 1 || c.expert_tp() != c.tp) out << " ep=" << c.ep << " etp=" << c.expert_tp();
   if (c.moe_capacity_factor > 0) out << " capacity=" << c.moe_capacity_factor;
   out << " zero=" << c.zero_stage;
   if (c.zero_stage > 0) out << " (shard " << c.shard_group() << ")";
-  out << "  micro-batch=" << c.micro_batch_size << " global-batch=" << c.global_batch_size << " ("
-      << p.micro_batches << " micro-batches)  seq=" << c.seq_len << "\n";
+  out << "  micro-batch=" << c.micro_batch_size << " global-batch=" << c.global_batch_size << " (" << p.micro_batches
+      << " micro-batches)  seq=" << c.seq_len << "\n";
   out << "  schedule=" << sim::to_string(c.schedule);
   if (c.virtual_stages > 1) out << " x" << c.virtual_stages;
   out << " recompute=" << sim::to_string(c.recompute);
   if (c.recompute_num_layers > 0) out << " (first " << c.recompute_num_layers << " blocks per chunk)";
   out << " precision=" << sim::to_string(c.precision)
       << (c.precision != sim::Precision::fp32 ? std::string(" (") + sim::to_string(c.mixed_precision) + ")" : "")
-      << " attention=" << sim::to_string(c.attention)
-      << (c.fusion == sim::Fusion::megatron ? " fusion=megatron" : "")
+      << " attention=" << sim::to_string(c.attention) << (c.fusion == sim::Fusion::megatron ? " fusion=megatron" : "")
       << (c.fp32_grad_accum() ? " grad-accum=fp32" : "")
       << (c.packed_document_tokens > 0 ? " packed-docs=" + std::to_string(c.packed_document_tokens) : "")
       << (c.uses_fp8() ? std::string(" fp8=") + sim::to_string(c.fp8) : "")
       << (c.fp8_param_gather ? " fp8-param-gather" : "")
       << (c.zero3_fetch == sim::Zero3Fetch::per_tensor_sync ? " zero3-fetch=per_tensor_sync" : "")
-      << (c.sequence_parallel ? " sequence-parallel" : "") << (c.tp_comm_overlap ? " tp-comm-overlap" : "") << (c.offload_activations ? " offload-activations" : "")
-      << (c.offload_optimizer ? " offload-optimizer" : "") << " order=" << c.rank_order << "\n";
+      << (c.sequence_parallel ? " sequence-parallel" : "") << (c.tp_comm_overlap ? " tp-comm-overlap" : "")
+      << (c.offload_activations ? " offload-activations" : "") << (c.offload_optimizer ? " offload-optimizer" : "")
+      << " order=" << c.rank_order << "\n";
   if (c.lora.enabled()) {
     out << "  " << (c.lora.quantized_base() ? "QLoRA (NF4 base)" : "LoRA") << " r=" << c.lora.rank
         << " alpha=" << c.lora.alpha << " dropout=" << c.lora.dropout << " targets=";
@@ -73,7 +73,8 @@ void print_config(std::ostream& out, const sim::Prediction& p, const sim::Parall
     out << "\n";
   }
   out << "  parameters: " << count(static_cast<double>(p.total_parameters)) << " total, "
-      << (p.active_parameters != p.total_parameters ? count(static_cast<double>(p.active_parameters)) + " active, " : "")
+      << (p.active_parameters != p.total_parameters ? count(static_cast<double>(p.active_parameters)) + " active, "
+                                                    : "")
       << count(static_cast<double>(p.trainable_parameters)) << " trainable\n\n";
 }
 

@@ -7,7 +7,8 @@
 namespace shardplan::cli {
 
 void add_resilience_options(CLI::App* cmd, ResilienceOverrides& o) {
-  cmd->add_option("--mtbf-hours", o.mtbf_hours, "Mean time between failures of one node, hours (default: the profile's)");
+  cmd->add_option("--mtbf-hours", o.mtbf_hours,
+                  "Mean time between failures of one node, hours (default: the profile's)");
   cmd->add_option("--checkpoint-write-GBps", o.checkpoint_write_GBps,
                   "Checkpoint write bandwidth per node, GB/s (default: the profile's)");
   cmd->add_option("--restart-s", o.restart_s, "Seconds from a failure to training again (default: the profile's)");

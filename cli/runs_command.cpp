@@ -35,7 +35,9 @@ void add_import_options(CLI::App* cmd, RunsImportOptions& o) {
   cmd->add_option("log", o.log, "The training log (shardrun: its metrics.jsonl)")->required();
   std::string formats;
   for (const auto& f : interop::log_format_names()) formats += (formats.empty() ? "" : ", ") + f;
-  cmd->add_option("--format", o.format, "Log format: " + formats)->required()->check(CLI::IsMember(interop::log_format_names()));
+  cmd->add_option("--format", o.format, "Log format: " + formats)
+      ->required()
+      ->check(CLI::IsMember(interop::log_format_names()));
   cmd->add_option("--out", o.out, "Runs file to write (shardplan.runs/1)")->required();
   cmd->add_flag("--append", o.append, "Add the run to an existing runs file");
   cmd->add_option("--name", o.name, "Run name (default: the log's file name)");
@@ -94,8 +96,9 @@ Run add_runs_command(CLI::App& app) {
   auto* cmd = app.add_subcommand("runs", "Measured-run files (shardplan.runs/1): import a training log");
   cmd->require_subcommand(1);
   auto* import_cmd = cmd->add_subcommand(
-      "import", "Turn a training log (Megatron, torchtitan, DeepSpeed, HF Trainer, Optimum-Habana, shardrun) and the "
-                "layout it ran into a run of a shardplan.runs/1 file");
+      "import",
+      "Turn a training log (Megatron, torchtitan, DeepSpeed, HF Trainer, Optimum-Habana, shardrun) and the "
+      "layout it ran into a run of a shardplan.runs/1 file");
   auto o = std::make_shared<RunsImportOptions>();
   add_import_options(import_cmd, *o);
   return [o, import_cmd]() {

@@ -2,10 +2,10 @@
 #include <algorithm>
 #include <cstdio>
 
+#include "planner/space_parse.hpp"
 #include "search_report.hpp"
 #include "simulator/evaluator.hpp"
 #include "simulator/prediction_json.hpp"
-#include "planner/space_parse.hpp"
 
 namespace shardplan::cli {
 
@@ -49,14 +49,17 @@ nlohmann::json search_json(const pl::SearchResult& r, const std::optional<std::s
   j["rejected"] = nlohmann::json::array();
   for (const auto& g : r.rejected)
     j["rejected"].push_back({{"region", g.region}, {"evaluated", g.evaluated}, {"reason", g.reason}});
-  j["stats"] = {{"evaluated", r.evaluated}, {"pruned", r.pruned}, {"considered", r.considered},
-                {"seconds", r.seconds}, {"interrupted", r.interrupted}};
+  j["stats"] = {{"evaluated", r.evaluated},
+                {"pruned", r.pruned},
+                {"considered", r.considered},
+                {"seconds", r.seconds},
+                {"interrupted", r.interrupted}};
   if (why) j["why_not"] = *why;
   return j;
 }
 
-void print_search(std::ostream& out, const sim::ModelSpec& model, const pl::SearchResult& r,
-                  const pl::SearchOptions& o, const std::optional<std::string>& why, const std::string& out_path) {
+void print_search(std::ostream& out, const sim::ModelSpec& model, const pl::SearchResult& r, const pl::SearchOptions& o,
+                  const std::optional<std::string>& why, const std::string& out_path) {
   out << "shardplan plan: " << model.name << ", objective " << pl::to_string(o.objective);
   if (!r.ranked.empty()) out << ", " << sim::to_string(r.ranked.front().candidate.config.attention) << " attention";
   out << "\n";
@@ -89,8 +92,8 @@ void print_search(std::ostream& out, const sim::ModelSpec& model, const pl::Sear
     const std::size_t show = std::min<std::size_t>(r.pareto.size(), 5);
     for (std::size_t i = 0; i < show; ++i) {
       const auto& c = r.pareto[i];
-      out << "  " << f("%10.0f tok/s", c.estimate.tokens_per_s) << f("  %6.1f GiB", c.estimate.worst_memory_bytes / (1024.0 * 1024 * 1024))
-          << "  " << c.key << "\n";
+      out << "  " << f("%10.0f tok/s", c.estimate.tokens_per_s)
+          << f("  %6.1f GiB", c.estimate.worst_memory_bytes / (1024.0 * 1024 * 1024)) << "  " << c.key << "\n";
     }
   }
   if (!r.rejected.empty()) {

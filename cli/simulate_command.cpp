@@ -2,10 +2,10 @@
 #include <iostream>
 
 #include "commands.hpp"
-#include "layout_options.hpp"
-#include "resilience_options.hpp"
 #include "formats/plan.hpp"
+#include "layout_options.hpp"
 #include "report.hpp"
+#include "resilience_options.hpp"
 #include "simulator/errors.hpp"
 #include "simulator/evaluator.hpp"
 #include "simulator/prediction_json.hpp"
@@ -67,8 +67,8 @@ Run add_simulate_command(CLI::App& app) {
   add_options(cmd, *o);
   return [o]() {
     if (!o->plan.empty()) return simulate_plan(*o);
-    Layout l = resolve_layout(o->layout, [&](sim::HardwareProfile& hw) { apply_resilience(o->resilience, hw); },
-                                    " (or --plan plan.json)");
+    Layout l = resolve_layout(
+        o->layout, [&](sim::HardwareProfile& hw) { apply_resilience(o->resilience, hw); }, " (or --plan plan.json)");
     emit(*o, sim::simulate(l.model, l.cluster, l.config, goal_of(*o)), l.config);
     return 0;
   };

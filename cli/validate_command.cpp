@@ -11,13 +11,13 @@
 #include <iostream>
 #include <thread>
 
-#include "commands.hpp"
 #include "calibration/runs_file.hpp"
 #include "calibration/validation.hpp"
-#include "validate_runs.hpp"
+#include "commands.hpp"
+#include "planner/space_parse.hpp"
 #include "simulator/errors.hpp"
 #include "simulator/json_fields.hpp"
-#include "planner/space_parse.hpp"
+#include "validate_runs.hpp"
 
 namespace shardplan::cli {
 
@@ -47,8 +47,9 @@ void add_options(CLI::App* cmd, ValidateOptions& o) {
   auto* suite = cmd->add_option("--suite", o.suite,
                                 "builtin (shardrun runs on this machine) or a shipped suite of recorded runs "
                                 "(published: the public record, runs/published.json)");
-  auto* configs = cmd->add_option("--configs", o.configs, "JSON array of configurations (same form as the built-in suite)")
-      ->excludes(suite);
+  auto* configs =
+      cmd->add_option("--configs", o.configs, "JSON array of configurations (same form as the built-in suite)")
+          ->excludes(suite);
   cmd->add_option("--runs", o.runs, "Recorded runs (shardplan.runs/1): simulate each and compare, no shardrun")
       ->excludes(suite)
       ->excludes(configs);
@@ -63,7 +64,9 @@ void add_options(CLI::App* cmd, ValidateOptions& o) {
   cmd->add_option("--max-steps", o.max_steps, "At most this many steps per run from --min-measured-seconds")
       ->check(CLI::PositiveNumber);
   cmd->add_option("--threads", o.threads, "Threads per rank")->check(CLI::PositiveNumber);
-  cmd->add_option("--repeats", o.repeats, "Runs per configuration, in rounds over the whole suite (each configuration's runs minutes apart); the step time compared is their median")
+  cmd->add_option("--repeats", o.repeats,
+                  "Runs per configuration, in rounds over the whole suite (each configuration's runs minutes apart); "
+                  "the step time compared is their median")
       ->check(CLI::PositiveNumber);
   cmd->add_option("--out-dir", o.out_dir, "One sub-directory per configuration: plan.json, output.log, report.json");
   cmd->add_option("--json", o.json, "Write the results (schema shardplan.validation/1) to this file");
@@ -160,8 +163,9 @@ void print_table(const std::vector<cal::ValidationRun>& runs, int cores, double 
     std::printf("* oversubscribed (ranks x threads > %d cores): step time not judged, left out of the statistics\n",
                 cores);
   if (machine)
-    std::printf("machine: the runs' reference GEMM (timed before the first step and after the last) against the "
-                "profile's; + = the machine ran that much slower than when it was profiled\n");
+    std::printf(
+        "machine: the runs' reference GEMM (timed before the first step and after the last) against the "
+        "profile's; + = the machine ran that much slower than when it was profiled\n");
 }
 
 void print_stats(const char* what, const cal::ValidationErrorStats& s) {
@@ -221,12 +225,14 @@ int run_validate(const ValidateOptions& o) {
   if (!o.json.empty()) prepare_parent(o.json, "--json");
   if (!o.plot.empty()) prepare_parent(o.plot, "--plot");
   cal::ValidationReport report{hw.name, o.hardware, o.steps, o.threads, ro.cores, o.repeats, {}};
-  if (fs::is_regular_file(o.hardware)) report.profile_reference_gemm_s = cal::profile_reference_gemm_seconds(sim::read_json_file(o.hardware));
-  std::printf("validating %zu configuration%s on %s (%d steps, more up to %d where the steps measured would last "
-              "under %.1f s; %d thread%s per rank, %d cores%s)\n",
-              suite.size(), suite.size() == 1 ? "" : "s", hw.name.c_str(), o.steps, o.max_steps, o.min_measured_s,
-              o.threads, o.threads == 1 ? "" : "s", ro.cores,
-              o.repeats > 1 ? (", median of " + std::to_string(o.repeats) + " runs each").c_str() : "");
+  if (fs::is_regular_file(o.hardware))
+    report.profile_reference_gemm_s = cal::profile_reference_gemm_seconds(sim::read_json_file(o.hardware));
+  std::printf(
+      "validating %zu configuration%s on %s (%d steps, more up to %d where the steps measured would last "
+      "under %.1f s; %d thread%s per rank, %d cores%s)\n",
+      suite.size(), suite.size() == 1 ? "" : "s", hw.name.c_str(), o.steps, o.max_steps, o.min_measured_s, o.threads,
+      o.threads == 1 ? "" : "s", ro.cores,
+      o.repeats > 1 ? (", median of " + std::to_string(o.repeats) + " runs each").c_str() : "");
   std::signal(SIGINT, on_stop_signal);
   std::signal(SIGTERM, on_stop_signal);
   // Repeats in rounds over the whole suite (cal::prepare_entry): each entry's runs minutes apart.

@@ -7,10 +7,10 @@
 
 #include "calibration/calibration.hpp"
 #include "calibration/run_comparison.hpp"
+#include "planner/space_parse.hpp"
 #include "simulator/errors.hpp"
 #include "simulator/evaluator.hpp"
 #include "simulator/json_fields.hpp"
-#include "planner/space_parse.hpp"
 
 namespace shardplan::cli {
 
@@ -32,8 +32,8 @@ std::vector<cal::RecordedRun> select(std::vector<cal::RecordedRun> runs, const s
 }
 
 void print_rows(const std::vector<cal::RunComparison>& rows) {
-  std::printf("\n%-46s %-17s %6s %12s %12s %8s %6s %s\n", "run", "source", "devices", "measured", "predicted",
-              "error", "MFU", "memory (predicted / capacity)");
+  std::printf("\n%-46s %-17s %6s %12s %12s %8s %6s %s\n", "run", "source", "devices", "measured", "predicted", "error",
+              "MFU", "memory (predicted / capacity)");
   std::printf("%-46s %-17s %6s %12s %12s %8s %6s\n", "", "", "", "tokens/s", "tokens/s", "", "");
   for (const auto& r : rows) {
     std::printf("%-46s %-17s %6d %12.0f %12.0f %+7.1f%% %5.1f%% %s / %s%s\n", r.name.c_str(), r.source.c_str(),

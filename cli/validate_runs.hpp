@@ -8,7 +8,7 @@ namespace shardplan::cli {
 struct RecordedValidateOptions {
   std::string runs_file;  // resolved path
   std::string json, plot;
-  std::string only;       // comma-separated run names or sources; empty = all
+  std::string only;  // comma-separated run names or sources; empty = all
 };
 
 int run_validate_recorded(const RecordedValidateOptions& o);

@@ -32,7 +32,7 @@ class CommError : public std::runtime_error {
 
 }  // namespace shardplan::executor
 
-#define EXECUTOR_CHECK(cond, msg)                                                        \
-  do {                                                                                   \
+#define EXECUTOR_CHECK(cond, msg)                                                       \
+  do {                                                                                  \
     if (!(cond)) throw ::shardplan::executor::ExecutorError((msg), __FILE__, __LINE__); \
   } while (0)

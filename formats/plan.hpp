@@ -14,11 +14,11 @@ inline constexpr const char* kPlanSchema = "shardplan.plan/1";
 
 struct Plan {
   std::string shardplan_version;
-  simulator::ModelSpec model;         // embedded as a model card
-  simulator::ClusterSpec cluster;     // resolved hardware profile + nodes
-  simulator::ParallelConfig config;   // incl. partition and rank order
-  simulator::Prediction prediction;   // what the simulator expects
-  nlohmann::json search;              // the search settings that chose it (informational)
+  simulator::ModelSpec model;        // embedded as a model card
+  simulator::ClusterSpec cluster;    // resolved hardware profile + nodes
+  simulator::ParallelConfig config;  // incl. partition and rank order
+  simulator::Prediction prediction;  // what the simulator expects
+  nlohmann::json search;             // the search settings that chose it (informational)
 };
 
 // JSON: {"schema", "shardplan_version", "model": card, "cluster": {"nodes", "devices_per_node",

@@ -77,7 +77,7 @@ RunReport::Measured measured_from_json(const json& m, const sim::JsonContext& ct
   r.step_s_p10 = sim::get_number_or(m, "step_seconds_p10", 0, ctx);
   r.step_s_p90 = sim::get_number_or(m, "step_seconds_p90", 0, ctx);
   const std::pair<const char*, double*> times[] = {
-      {"tokens_per_second", &r.tokens_per_s}, {"compute_seconds", &r.compute_s}, {"tp_comm_seconds", &r.tp_comm_s},
+      {"tokens_per_second", &r.tokens_per_s}, {"compute_seconds", &r.compute_s},     {"tp_comm_seconds", &r.tp_comm_s},
       {"dp_comm_seconds", &r.dp_comm_s},      {"optimizer_seconds", &r.optimizer_s}, {"pp_comm_seconds", &r.pp_comm_s}};
   for (const auto& [key, into] : times) *into = optional_number(m, key, ctx).value_or(0);
   r.pipeline = m.value("pipeline", json());
@@ -86,7 +86,8 @@ RunReport::Measured measured_from_json(const json& m, const sim::JsonContext& ct
   if (auto it = m.find("peak_memory_bytes_per_rank"); it != m.end()) {
     if (!it->is_array()) ctx.fail("peak_memory_bytes_per_rank", "an array of byte counts > 0");
     for (const auto& v : *it) {
-      if (!v.is_number() || !(v.get<double>() > 0)) ctx.fail("peak_memory_bytes_per_rank", "an array of byte counts > 0");
+      if (!v.is_number() || !(v.get<double>() > 0))
+        ctx.fail("peak_memory_bytes_per_rank", "an array of byte counts > 0");
       r.peak_bytes_per_rank.push_back(static_cast<int64_t>(v.get<double>()));
     }
   }
@@ -113,12 +114,15 @@ RunReport::Measured measured_from_json(const json& m, const sim::JsonContext& ct
 RunReport::Predicted predicted_from_json(const json& p, const sim::JsonContext& ctx) {
   RunReport::Predicted r;
   r.feasible = sim::get_bool_or(p, "feasible", true, ctx);
-  const std::pair<const char*, double*> figures[] = {
-      {"step_seconds", &r.step_s},           {"tokens_per_second", &r.tokens_per_s},
-      {"tp_comm_seconds", &r.tp_comm_s},     {"dp_comm_seconds", &r.dp_comm_s},
-      {"optimizer_seconds", &r.optimizer_s}, {"sync_wait_seconds", &r.sync_wait_s},
-      {"pipeline_bubble_seconds", &r.pipeline_bubble_s}, {"pp_p2p_seconds", &r.pp_p2p_s},
-      {"peak_memory_bytes", &r.peak_bytes}};
+  const std::pair<const char*, double*> figures[] = {{"step_seconds", &r.step_s},
+                                                     {"tokens_per_second", &r.tokens_per_s},
+                                                     {"tp_comm_seconds", &r.tp_comm_s},
+                                                     {"dp_comm_seconds", &r.dp_comm_s},
+                                                     {"optimizer_seconds", &r.optimizer_s},
+                                                     {"sync_wait_seconds", &r.sync_wait_s},
+                                                     {"pipeline_bubble_seconds", &r.pipeline_bubble_s},
+                                                     {"pp_p2p_seconds", &r.pp_p2p_s},
+                                                     {"peak_memory_bytes", &r.peak_bytes}};
   for (const auto& [key, into] : figures) *into = sim::get_number_or(p, key, 0, ctx);
   if (auto it = p.find("pipeline"); it != p.end() && it->is_object()) {
     r.max_in_flight_per_stage = it->value("max_in_flight_per_stage", std::vector<int>{});
@@ -150,9 +154,9 @@ json to_json(const RunReport& r) {
             {"measured", measured_json(r.measured)}};
   if (r.predicted) {
     j["predicted"] = predicted_json(*r.predicted);
-    j["error"] = {{"step_seconds_relative", relative_error(r.measured.step_s, r.predicted->step_s)},
-                  {"peak_memory_relative",
-                   relative_error(static_cast<double>(r.measured.peak_bytes), r.predicted->peak_bytes)}};
+    j["error"] = {
+        {"step_seconds_relative", relative_error(r.measured.step_s, r.predicted->step_s)},
+        {"peak_memory_relative", relative_error(static_cast<double>(r.measured.peak_bytes), r.predicted->peak_bytes)}};
   }
   if (!r.blas_kernels.empty()) j["blas_kernels"] = r.blas_kernels;
   if (!r.cpu_gemm.empty()) j["cpu_gemm"] = r.cpu_gemm;

@@ -24,10 +24,10 @@ struct RunReport {
     int64_t steps = 0, steps_in_medians = 0;
     double step_s = 0, step_s_p10 = 0, step_s_p90 = 0, tokens_per_s = 0;
     double compute_s = 0, tp_comm_s = 0, dp_comm_s = 0, optimizer_s = 0, pp_comm_s = 0;
-    nlohmann::json pipeline;         // per-stage summary: stages, schedule, bubble/p2p seconds, in-flight
-    int64_t peak_bytes = 0;          // the largest rank's
+    nlohmann::json pipeline;  // per-stage summary: stages, schedule, bubble/p2p seconds, in-flight
+    int64_t peak_bytes = 0;   // the largest rank's
     std::vector<int64_t> peak_bytes_per_rank;
-    std::string memory_source;       // "cpu-accounting-allocator" | "cuda-caching-allocator"
+    std::string memory_source;  // "cpu-accounting-allocator" | "cuda-caching-allocator"
     double first_loss = 0, final_loss = 0;
     // The reference GEMM (profile/kernel_bench.hpp) timed before the first step and after the last.
     std::optional<double> reference_gemm_start_s, reference_gemm_end_s;
@@ -46,7 +46,7 @@ struct RunReport {
     std::optional<double> cp_comm_s, a2a_s;  // written when measured has them
   };
 
-  std::string plan;    // the plan file it ran
+  std::string plan;  // the plan file it ran
   std::string model;
   int world_size = 1;
   std::string device;

@@ -8,7 +8,15 @@ namespace {
 bool plain_char(char c) {
   if ((c >= 'A' && c <= 'Z') || (c >= 'a' && c <= 'z') || (c >= '0' && c <= '9')) return true;
   switch (c) {
-    case '_': case '@': case '%': case '+': case ':': case ',': case '.': case '/': case '-':
+    case '_':
+    case '@':
+    case '%':
+    case '+':
+    case ':':
+    case ',':
+    case '.':
+    case '/':
+    case '-':
       return true;
     default:
       return false;
@@ -25,10 +33,8 @@ std::string shell_quote(std::string_view s) {
   if (plain) return std::string(s);
   std::string out = "'";
   for (char c : s) {
-    if (c == '\'')
-      out += "'\\''";
-    else
-      out += c;
+    if (c == '\'') out += "'\\''";
+    else out += c;
   }
   out += '\'';
   return out;
@@ -46,8 +52,8 @@ std::string shell_join(const std::vector<std::string>& words) {
 std::string safe_token(std::string_view s, std::string_view fallback) {
   std::string out;
   for (char c : s) {
-    const bool ok = (c >= 'A' && c <= 'Z') || (c >= 'a' && c <= 'z') || (c >= '0' && c <= '9') || c == '.' ||
-                    c == '_' || c == '-';
+    const bool ok =
+        (c >= 'A' && c <= 'Z') || (c >= 'a' && c <= 'z') || (c >= '0' && c <= '9') || c == '.' || c == '_' || c == '-';
     out += ok ? c : '_';
   }
   return out.empty() ? std::string(fallback) : out;

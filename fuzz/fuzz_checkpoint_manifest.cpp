@@ -23,7 +23,8 @@ extern "C" int LLVMFuzzerTestOneInput(const uint8_t* data, size_t size) {
     const io::CheckpointStore store(root);
     (void)store.complete_steps();
     std::vector<std::string> warnings;
-    for (const std::vector<std::string>& files : {std::vector<std::string>{}, std::vector<std::string>{"rank-00000.safetensors"}}) {
+    for (const std::vector<std::string>& files :
+         {std::vector<std::string>{}, std::vector<std::string>{"rank-00000.safetensors"}}) {
       if (const auto loaded = store.latest_valid(files, warnings)) {
         const io::CheckpointState st = io::parse_checkpoint_state(loaded->manifest, loaded->dir, layout);
         if (st.step < 0 || st.adam_step < 0 || st.good_steps < 0 || !(st.loss_scale >= 0)) __builtin_trap();

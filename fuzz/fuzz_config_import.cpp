@@ -10,8 +10,7 @@ extern "C" int LLVMFuzzerTestOneInput(const uint8_t* data, size_t size) {
     ctx.devices_per_node = 8;
     try {
       (void)shardplan::interop::import_deepspeed(j, ctx, "fuzz-ds_config.json");
-    } catch (const shardplan::simulator::InputError&) {
-    }
+    } catch (const shardplan::simulator::InputError&) {}
     (void)shardplan::interop::import_smp(j, ctx, "fuzz-smp.json");
   });
 }

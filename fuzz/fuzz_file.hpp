@@ -47,8 +47,7 @@ int run_file_reader(const std::string& name, const uint8_t* data, size_t size, R
   const std::string path = write_input(name, data, size);
   try {
     read(path);
-  } catch (const simulator::InputError&) {
-  }
+  } catch (const simulator::InputError&) {}
   return 0;
 }
 

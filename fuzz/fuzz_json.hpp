@@ -20,8 +20,7 @@ int run_json_reader(const uint8_t* data, size_t size, Reader&& read) {
     const nlohmann::json j =
         simulator::parse_json_text(std::string_view(reinterpret_cast<const char*>(data), size), "fuzz-input.json");
     read(j);
-  } catch (const simulator::InputError&) {
-  }
+  } catch (const simulator::InputError&) {}
   return 0;
 }
 

@@ -18,7 +18,8 @@ const shardplan::executor::data::Tokenizer& tokenizer() {
         "Below is an instruction that describes a task.\nWrite a response that appropriately completes the request.\n"
         "Give three tips for staying healthy.\nEat a balanced diet and make sure to include plenty of fruits.\n"
         "Translate the sentence into French: the cat sleeps.\nLe chat dort.\n";
-    const std::string file = shardplan::fuzz::write_input("tok/text.txt", reinterpret_cast<const uint8_t*>(text.data()), text.size());
+    const std::string file =
+        shardplan::fuzz::write_input("tok/text.txt", reinterpret_cast<const uint8_t*>(text.data()), text.size());
     const std::string prefix = (shardplan::fuzz::scratch_dir() / "tok" / "fuzz").string();
     d::Tokenizer::train({file}, prefix, 320);
     return d::Tokenizer::load(prefix + ".model");

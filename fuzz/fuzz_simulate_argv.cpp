@@ -43,7 +43,6 @@ extern "C" int LLVMFuzzerTestOneInput(const uint8_t* data, size_t size) {
     app.parse(static_cast<int>(argv.size()), argv.data());
     (void)run();
   } catch (const CLI::Error&) {
-  } catch (const shardplan::simulator::InputError&) {
-  }
+  } catch (const shardplan::simulator::InputError&) {}
   return 0;
 }

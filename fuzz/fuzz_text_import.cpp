@@ -25,11 +25,21 @@ void read(uint8_t selector, std::string_view text) {
   ctx.devices = 16;
   ctx.devices_per_node = 8;
   switch (selector % 11) {
-    case 0: (void)io::import_megatron(text, ctx, "fuzz-megatron.sh"); break;
-    case 1: (void)io::import_torchtitan(text, ctx, "fuzz-torchtitan.toml"); break;
-    case 2: (void)io::import_accelerate(text, ctx, "fuzz-accelerate.yaml"); break;
-    case 3: (void)io::import_neuron(text, ctx, "fuzz-neuron.sh"); break;
-    case 4: (void)io::import_habana(text, nlohmann::json(), ctx, "fuzz-habana.sh"); break;
+    case 0:
+      (void)io::import_megatron(text, ctx, "fuzz-megatron.sh");
+      break;
+    case 1:
+      (void)io::import_torchtitan(text, ctx, "fuzz-torchtitan.toml");
+      break;
+    case 2:
+      (void)io::import_accelerate(text, ctx, "fuzz-accelerate.yaml");
+      break;
+    case 3:
+      (void)io::import_neuron(text, ctx, "fuzz-neuron.sh");
+      break;
+    case 4:
+      (void)io::import_habana(text, nlohmann::json(), ctx, "fuzz-habana.sh");
+      break;
     default: {
       const auto format = static_cast<io::LogFormat>(selector % 11 - 5);
       std::istringstream in{std::string(text)};
@@ -45,7 +55,6 @@ extern "C" int LLVMFuzzerTestOneInput(const uint8_t* data, size_t size) {
   if (size == 0) return 0;
   try {
     read(data[0], std::string_view(reinterpret_cast<const char*>(data + 1), size - 1));
-  } catch (const shardplan::simulator::InputError&) {
-  }
+  } catch (const shardplan::simulator::InputError&) {}
   return 0;
 }

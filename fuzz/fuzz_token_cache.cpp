@@ -16,7 +16,8 @@ extern "C" int LLVMFuzzerTestOneInput(const uint8_t* data, size_t size) {
       const d::Sample s = ds->get(i);
       if (static_cast<int>(s.input.size()) != ds->seq_len() || s.labels.size() != s.input.size()) __builtin_trap();
       for (size_t t = 0; t < s.input.size(); ++t)
-        if (s.input[t] < 0 || s.input[t] >= kModelVocab || (s.labels[t] != d::kIgnoreLabel && (s.labels[t] < 0 || s.labels[t] >= kModelVocab)))
+        if (s.input[t] < 0 || s.input[t] >= kModelVocab ||
+            (s.labels[t] != d::kIgnoreLabel && (s.labels[t] < 0 || s.labels[t] >= kModelVocab)))
           __builtin_trap();  // an id the embedding cannot look up got through
     }
     (void)ds->describe();

@@ -19,8 +19,8 @@ struct CandidateRow {
   // Full simulation (event-simulated pipeline); null while only the search's estimate is known.
   std::shared_ptr<const simulator::Prediction> prediction;
   Origin origin = Origin::streamed;
-  int rank = 0;          // 1-based position in the planner's ranking; 0 = not ranked
-  bool pareto = false;   // on the planner's (time, cost, memory) Pareto front
+  int rank = 0;                                   // 1-based position in the planner's ranking; 0 = not ranked
+  bool pareto = false;                            // on the planner's (time, cost, memory) Pareto front
   std::optional<nlohmann::json> search_settings;  // opened plans: their own "search" object
 
   [[nodiscard]] bool feasible() const { return prediction ? prediction->feasible : candidate.estimate.fits; }

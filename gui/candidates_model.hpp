@@ -13,8 +13,26 @@ class CandidatesModel : public QAbstractTableModel {
   Q_OBJECT
  public:
   enum Column {
-    kRank, kNodes, kTp, kPp, kDp, kZero, kMbs, kSchedule, kRecompute, kExtras, kPrecision,
-    kTokensPerS, kStepS, kMemory, kMfu, kUsdPerHour, kTrainTime, kTrainCost, kStatus, kColumnCount
+    kRank,
+    kNodes,
+    kTp,
+    kPp,
+    kDp,
+    kZero,
+    kMbs,
+    kSchedule,
+    kRecompute,
+    kExtras,
+    kPrecision,
+    kTokensPerS,
+    kStepS,
+    kMemory,
+    kMfu,
+    kUsdPerHour,
+    kTrainTime,
+    kTrainCost,
+    kStatus,
+    kColumnCount
   };
   static constexpr int kSortRole = Qt::UserRole;
   static constexpr int kRowRole = Qt::UserRole + 1;

@@ -31,24 +31,39 @@ std::vector<Metric> metrics() {
   std::vector<Metric> m{
       {"Tokens/s", [](const CandidateRow& r) { return r.tokens_per_s(); }, [](double v) { return format_rate(v); }, +1},
       {"Step time", [](const CandidateRow& r) { return r.step_s(); }, secs, -1},
-      {"MFU", [](const CandidateRow& r) { return r.mfu(); }, [](double v) { return QString::number(100 * v, 'f', 1) + " %"; }, +1},
+      {"MFU", [](const CandidateRow& r) { return r.mfu(); },
+       [](double v) { return QString::number(100 * v, 'f', 1) + " %"; }, +1},
       {"Memory/device", [](const CandidateRow& r) { return r.worst_memory_bytes(); }, gib, -1},
       {"$/hour", [](const CandidateRow& r) { return r.usd_per_hour(); }, [](double v) { return format_usd(v); }, -1},
-      {"Train time", [](const CandidateRow& r) { return pred(r, [](const auto& p) { return p.train_time_s.value_or(std::nan("")); }); }, secs, -1},
-      {"Train cost", [](const CandidateRow& r) { return pred(r, [](const auto& p) { return p.train_cost_usd.value_or(std::nan("")); }); }, [](double v) { return format_usd(v); }, -1}};
+      {"Train time",
+       [](const CandidateRow& r) {
+         return pred(r, [](const auto& p) { return p.train_time_s.value_or(std::nan("")); });
+       },
+       secs, -1},
+      {"Train cost",
+       [](const CandidateRow& r) {
+         return pred(r, [](const auto& p) { return p.train_cost_usd.value_or(std::nan("")); });
+       },
+       [](double v) { return format_usd(v); }, -1}};
   const char* kinds[] = {"parameters", "gradients", "optimizer", "activations", "LoRA", "buffers", "workspace"};
-  double simulator::MemoryBreakdown::*fields[] = {
-      &simulator::MemoryBreakdown::parameters, &simulator::MemoryBreakdown::gradients,
-      &simulator::MemoryBreakdown::optimizer_states, &simulator::MemoryBreakdown::activations,
-      &simulator::MemoryBreakdown::lora, &simulator::MemoryBreakdown::comm_buffers,
-      &simulator::MemoryBreakdown::workspace};
+  double simulator::MemoryBreakdown::*fields[] = {&simulator::MemoryBreakdown::parameters,
+                                                  &simulator::MemoryBreakdown::gradients,
+                                                  &simulator::MemoryBreakdown::optimizer_states,
+                                                  &simulator::MemoryBreakdown::activations,
+                                                  &simulator::MemoryBreakdown::lora,
+                                                  &simulator::MemoryBreakdown::comm_buffers,
+                                                  &simulator::MemoryBreakdown::workspace};
   for (int k = 0; k < 7; ++k) {
     auto f = fields[k];
-    m.push_back({QString("  memory: %1").arg(kinds[k]), [f](const CandidateRow& r) { return pred(r, [f](const auto& p) { return p.worst.*f; }); }, gib, 0});
+    m.push_back({QString("  memory: %1").arg(kinds[k]),
+                 [f](const CandidateRow& r) { return pred(r, [f](const auto& p) { return p.worst.*f; }); }, gib, 0});
   }
   for (int i = 0; i < 7; ++i)
     m.push_back({"  step: " + step_parts({}).at(static_cast<std::size_t>(i)).first,
-                 [i](const CandidateRow& r) { return pred(r, [i](const auto& p) { return step_parts(p.time).at(static_cast<std::size_t>(i)).second; }); },
+                 [i](const CandidateRow& r) {
+                   return pred(
+                       r, [i](const auto& p) { return step_parts(p.time).at(static_cast<std::size_t>(i)).second; });
+                 },
                  secs, 0});
   return m;
 }

@@ -57,7 +57,8 @@ void GanttView::drawAxis(QPainter& p, const QRectF& a) const {
   p.setPen(palette().color(QPalette::WindowText));
   const double row = a.height() / std::max(1, stages_);
   for (int s = 0; s < stages_; ++s)
-    p.drawText(QRectF(4, a.top() + row * s, kLeft - 8, row), Qt::AlignRight | Qt::AlignVCenter, QString("stage %1").arg(s));
+    p.drawText(QRectF(4, a.top() + row * s, kLeft - 8, row), Qt::AlignRight | Qt::AlignVCenter,
+               QString("stage %1").arg(s));
   const int ticks = 6;
   for (int i = 0; i <= ticks; ++i) {
     const double x = a.left() + a.width() * i / ticks;

@@ -23,7 +23,6 @@ QStringList to_qt(const std::vector<std::string>& v) {
   return out;
 }
 
-
 }  // namespace
 
 InputsPanel::InputsPanel(QWidget* parent) : QWidget(parent) {
@@ -95,39 +94,44 @@ void InputsPanel::buildForm() {
   group("Model and cluster",
         {{"model", "&Model", comboField("model", to_qt(simulator::builtin_model_names()), true, true)},
          {"hardware", "&Hardware", comboField("hardware", to_qt(simulator::builtin_hardware_names()), true, true)},
-         {"nodes", "&Nodes", lineField("nodes", "4, 1,2,4 or 1-8", "Node counts: one, a list, or a range LO-HI (powers of two)")}});
-  group("Training",
-        {{"seq_len", "Se&q. length", lineField("seq_len", "2048", "Tokens per sequence")},
-         {"global_batch", "&Global batch", lineField("global_batch", "0 = smallest valid", "Sequences per step (list allowed)")},
-         {"precision", "&Precision", comboField("precision", {"bf16", "fp16", "fp32", "bf16,fp16"}, true, false)},
-         {"mixed_precision", "&Weights", comboField("mixed_precision", {"master_weights", "autocast"}, false, false)},
-         {"attention", "Attent&ion", comboField("attention", {"flash", "flash1", "eager"}, false, false)},
-         {"fusion", "F&usion", comboField("fusion", {"eager", "megatron"}, false, false)},
-         {"grad_accum_dtype", "&Grad accumulation", comboField("grad_accum_dtype", {"param", "fp32"}, false, false)},
-         {"packed_document_tokens", "Packed do&c tokens",
-          lineField("packed_document_tokens", "0 = not packed", "Mean document tokens of packed sequences (cu_seqlens)")},
-         {"fp8", "FP&8", comboField("fp8", {"auto", "none", "delayed", "tensorwise", "blockwise"}, true, false)},
-         {"train_tokens", "Train &tokens", lineField("train_tokens", "e.g. 2e9 (0 = dataset x epochs)", "Tokens to train on")},
-         {"dataset_tokens", "&Dataset tokens", lineField("dataset_tokens", "e.g. 5e8", "Dataset size in tokens")},
-         {"epochs", "&Epochs", lineField("epochs", "1", "Epochs over the dataset")}});
+         {"nodes", "&Nodes",
+          lineField("nodes", "4, 1,2,4 or 1-8", "Node counts: one, a list, or a range LO-HI (powers of two)")}});
+  group(
+      "Training",
+      {{"seq_len", "Se&q. length", lineField("seq_len", "2048", "Tokens per sequence")},
+       {"global_batch", "&Global batch",
+        lineField("global_batch", "0 = smallest valid", "Sequences per step (list allowed)")},
+       {"precision", "&Precision", comboField("precision", {"bf16", "fp16", "fp32", "bf16,fp16"}, true, false)},
+       {"mixed_precision", "&Weights", comboField("mixed_precision", {"master_weights", "autocast"}, false, false)},
+       {"attention", "Attent&ion", comboField("attention", {"flash", "flash1", "eager"}, false, false)},
+       {"fusion", "F&usion", comboField("fusion", {"eager", "megatron"}, false, false)},
+       {"grad_accum_dtype", "&Grad accumulation", comboField("grad_accum_dtype", {"param", "fp32"}, false, false)},
+       {"packed_document_tokens", "Packed do&c tokens",
+        lineField("packed_document_tokens", "0 = not packed", "Mean document tokens of packed sequences (cu_seqlens)")},
+       {"fp8", "FP&8", comboField("fp8", {"auto", "none", "delayed", "tensorwise", "blockwise"}, true, false)},
+       {"train_tokens", "Train &tokens",
+        lineField("train_tokens", "e.g. 2e9 (0 = dataset x epochs)", "Tokens to train on")},
+       {"dataset_tokens", "&Dataset tokens", lineField("dataset_tokens", "e.g. 5e8", "Dataset size in tokens")},
+       {"epochs", "&Epochs", lineField("epochs", "1", "Epochs over the dataset")}});
   group("Context and expert parallelism",
         {{"cp", "Context para&llel", comboField("cp", {"auto", "1", "1,2,4,8"}, true, false)},
          {"cp_kind", "CP &kind", comboField("cp_kind", {"ring", "all_to_all"}, false, false)},
          {"ep", "E&xpert parallel", comboField("ep", {"auto", "1", "1,2,4,8"}, true, false)}});
-  group("LoRA",
-        {{"lora_rank", "&Rank", lineField("lora_rank", "0 = full fine-tuning", "LoRA rank r")},
-         {"lora_alpha", "&Alpha", lineField("lora_alpha", "16", "LoRA alpha")},
-         {"lora_dropout", "Dr&opout", lineField("lora_dropout", "0", "LoRA dropout probability")},
-         {"lora_targets", "Tar&gets", lineField("lora_targets", "q_proj,v_proj (empty = default)", "PEFT target modules")},
-         {"lora_base", "Ba&se weights", comboField("lora_base", {"bf16", "nf4"}, false, false)}});
-  group("Objective and constraints",
-        {{"objective", "O&bjective", comboField("objective", {"throughput", "time", "cost", "memory"}, false, false)},
-         {"max_nodes", "Max nodes", lineField("max_nodes", "0 = no limit", "At most this many nodes")},
-         {"max_usd_per_hour", "Max $/hour", lineField("max_usd_per_hour", "0 = no limit", "Cluster price per hour, US$")},
-         {"max_tp", "Max TP", lineField("max_tp", "0 = devices per node", "Largest tensor-parallel degree")},
-         {"headroom", "Headroom", lineField("headroom", "0.05", "Fraction of device memory kept free")},
-         {"require", "Require", lineField("require", "pp,zero3,...", "Features every plan must use")},
-         {"forbid", "Forbid", lineField("forbid", "offload,...", "Features no plan may use")}});
+  group("LoRA", {{"lora_rank", "&Rank", lineField("lora_rank", "0 = full fine-tuning", "LoRA rank r")},
+                 {"lora_alpha", "&Alpha", lineField("lora_alpha", "16", "LoRA alpha")},
+                 {"lora_dropout", "Dr&opout", lineField("lora_dropout", "0", "LoRA dropout probability")},
+                 {"lora_targets", "Tar&gets",
+                  lineField("lora_targets", "q_proj,v_proj (empty = default)", "PEFT target modules")},
+                 {"lora_base", "Ba&se weights", comboField("lora_base", {"bf16", "nf4"}, false, false)}});
+  group(
+      "Objective and constraints",
+      {{"objective", "O&bjective", comboField("objective", {"throughput", "time", "cost", "memory"}, false, false)},
+       {"max_nodes", "Max nodes", lineField("max_nodes", "0 = no limit", "At most this many nodes")},
+       {"max_usd_per_hour", "Max $/hour", lineField("max_usd_per_hour", "0 = no limit", "Cluster price per hour, US$")},
+       {"max_tp", "Max TP", lineField("max_tp", "0 = devices per node", "Largest tensor-parallel degree")},
+       {"headroom", "Headroom", lineField("headroom", "0.05", "Fraction of device memory kept free")},
+       {"require", "Require", lineField("require", "pp,zero3,...", "Features every plan must use")},
+       {"forbid", "Forbid", lineField("forbid", "offload,...", "Features no plan may use")}});
   outer->addStretch(1);
 }
 

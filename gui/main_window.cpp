@@ -93,8 +93,7 @@ void MainWindow::buildActions() {
   compare_->setShortcut(QKeySequence("Ctrl+D"));
   view->addAction("&Filter candidates", QKeySequence::Find, filter_edit_, [this] { filter_edit_->setFocus(); });
   view->addAction("Focus &table", QKeySequence("Ctrl+T"), table_, [this] { table_->setFocus(); });
-  view->addAction("Focus &inputs", QKeySequence("Ctrl+I"), inputs_,
-                  [this] { inputs_->editor("model")->setFocus(); });
+  view->addAction("Focus &inputs", QKeySequence("Ctrl+I"), inputs_, [this] { inputs_->editor("model")->setFocus(); });
   for (int i = 0; i < 3; ++i)
     view->addAction(QString("Chart %1").arg(i + 1), QKeySequence(QString("Alt+%1").arg(i + 1)), chart_tabs_,
                     [this, i] { chart_tabs_->setCurrentIndex(i); });

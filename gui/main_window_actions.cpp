@@ -1,6 +1,6 @@
 // MainWindow: export, open plan / report, compare, details and the session.
-#include <QCloseEvent>
 #include <QCheckBox>
+#include <QCloseEvent>
 #include <QComboBox>
 #include <QFileDialog>
 #include <QItemSelectionModel>
@@ -14,11 +14,11 @@
 #include "candidate_filter.hpp"
 #include "candidates_model.hpp"
 #include "compare_dialog.hpp"
+#include "formats/plan.hpp"
 #include "inputs_panel.hpp"
+#include "interop/launch_export.hpp"
 #include "main_window.hpp"
 #include "plan_export.hpp"
-#include "interop/launch_export.hpp"
-#include "formats/plan.hpp"
 #include "scatter_chart.hpp"
 #include "session_store.hpp"
 #include "simulator/errors.hpp"
@@ -45,7 +45,8 @@ QString summary_html(const CandidateRow& r) {
            .arg(format_gib(p.worst.total()), format_gib(p.device_capacity_bytes), format_usd(p.price_usd_per_hour));
   if (p.train_time_s && p.train_cost_usd)
     h += QString(" · %1 tokens in %2 for %3")
-             .arg(format_count(p.train_tokens.value_or(0)), format_seconds(*p.train_time_s), format_usd(*p.train_cost_usd));
+             .arg(format_count(p.train_tokens.value_or(0)), format_seconds(*p.train_time_s),
+                  format_usd(*p.train_cost_usd));
   h += QString("<br>%1 parameters, %2 trainable</p>")
            .arg(format_count(static_cast<double>(p.total_parameters)),
                 format_count(static_cast<double>(p.trainable_parameters)));
@@ -76,19 +77,18 @@ void MainWindow::updateDetails(int source_row) {
     }
     if (r.prediction && r.prediction->feasible && r.model) {
       try {
-        const formats::Plan plan = make_plan(r, outcome_ ? outcome_->request.search_settings : nlohmann::json::object());
-        h += "<h4>Launch (mpirun)</h4><pre>" + esc(interop::mpirun_command(plan, "plan.json", cli_export_options(plan).mpirun)) +
-             "</pre>";
-      } catch (const std::exception& e) {
-        h += "<p>" + esc(e.what()) + "</p>";
-      }
+        const formats::Plan plan =
+            make_plan(r, outcome_ ? outcome_->request.search_settings : nlohmann::json::object());
+        h += "<h4>Launch (mpirun)</h4><pre>" +
+             esc(interop::mpirun_command(plan, "plan.json", cli_export_options(plan).mpirun)) + "</pre>";
+      } catch (const std::exception& e) { h += "<p>" + esc(e.what()) + "</p>"; }
     }
   }
   if (measured_) {
     const auto& m = *measured_;
     h += QString("<h4>Measured (%1)</h4><p>step %2 (predicted in report %3), %4, peak %5 per rank</p>")
-             .arg(esc(m.source), format_seconds(m.step_s), format_seconds(m.predicted_step_s), format_rate(m.tokens_per_s),
-                  format_gib(m.peak_bytes));
+             .arg(esc(m.source), format_seconds(m.step_s), format_seconds(m.predicted_step_s),
+                  format_rate(m.tokens_per_s), format_gib(m.peak_bytes));
   }
   if (result && !result->rejected.empty()) {
     h += "<h4>Regions where nothing qualifies</h4><ul>";

@@ -94,12 +94,12 @@ void MemoryChart::showPrediction(const simulator::Prediction* p, std::optional<d
   c->addAxis(y, Qt::AlignLeft);
   bars->attachAxis(x);
   bars->attachAxis(y);
-  std::vector<QLineSeries*> lines{
-      hline(QString("capacity %1").arg(format_gib(p->device_capacity_bytes)), capacity_gib_, stages_, Qt::black, Qt::SolidLine),
-      hline("usable", p->usable_bytes / kGiB, stages_, Qt::darkGray, Qt::DashLine)};
+  std::vector<QLineSeries*> lines{hline(QString("capacity %1").arg(format_gib(p->device_capacity_bytes)), capacity_gib_,
+                                        stages_, Qt::black, Qt::SolidLine),
+                                  hline("usable", p->usable_bytes / kGiB, stages_, Qt::darkGray, Qt::DashLine)};
   if (measured_peak_bytes) {
-    lines.push_back(hline(QString("measured peak %1").arg(format_gib(*measured_peak_bytes)), *measured_peak_bytes / kGiB,
-                          stages_, Qt::red, Qt::DotLine));
+    lines.push_back(hline(QString("measured peak %1").arg(format_gib(*measured_peak_bytes)),
+                          *measured_peak_bytes / kGiB, stages_, Qt::red, Qt::DotLine));
     top = std::max(top, *measured_peak_bytes / kGiB);
     measured_ = true;
   }

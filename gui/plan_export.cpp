@@ -15,8 +15,9 @@ formats::Plan make_plan(const CandidateRow& row, const nlohmann::json& search_se
   if (!row.prediction || !row.model) throw sim::InputError("export: the candidate has not been simulated");
   if (!row.prediction->feasible)
     throw sim::InputError("export: " + row.candidate.key + " does not fit (" + row.prediction->infeasible_reason + ")");
-  return formats::Plan{sim::version(), *row.model, row.candidate.cluster, row.candidate.config, *row.prediction,
-                  row.search_settings ? *row.search_settings : search_settings};
+  return formats::Plan{sim::version(),        *row.model,
+                       row.candidate.cluster, row.candidate.config,
+                       *row.prediction,       row.search_settings ? *row.search_settings : search_settings};
 }
 
 interop::ExportOptions cli_export_options(const formats::Plan& plan) {

@@ -8,8 +8,8 @@
 #include <vector>
 
 #include "candidate_row.hpp"
-#include "interop/launch_export.hpp"
 #include "formats/plan.hpp"
+#include "interop/launch_export.hpp"
 
 namespace shardplan::gui {
 

@@ -4,9 +4,9 @@
 #include <functional>
 #include <stdexcept>
 
-#include "planner/space_parse.hpp"
 #include "planner/search_defaults.hpp"
 #include "planner/search_result.hpp"
+#include "planner/space_parse.hpp"
 #include "simulator/errors.hpp"
 #include "simulator/parallel_config.hpp"
 
@@ -22,8 +22,7 @@ double to_double(const std::string& flag, const std::string& s) {
     std::size_t used = 0;
     const double v = std::stod(s, &used);
     if (used == s.size() && std::isfinite(v)) return v;
-  } catch (const std::exception&) {
-  }
+  } catch (const std::exception&) {}
   throw sim::InputError(flag + ": expected a number, got '" + s + "'");
 }
 
@@ -44,9 +43,7 @@ template <typename F>
 void field(Validation& v, const std::string& name, F&& check) {
   try {
     check();
-  } catch (const std::exception& e) {
-    v.errors.emplace(name, e.what());
-  }
+  } catch (const std::exception& e) { v.errors.emplace(name, e.what()); }
 }
 
 nlohmann::json settings_of(const PlanRequest& r, const pl::SearchSpace& space, int max_nodes, double max_usd,
@@ -54,17 +51,31 @@ nlohmann::json settings_of(const PlanRequest& r, const pl::SearchSpace& space, i
   // Identical to `shardplan plan`'s search_settings (cli/plan_command.cpp); the dimensions the GUI
   // does not expose keep the search's defaults (planner/search_defaults.hpp).
   const pl::SearchDefaults& d = pl::search_defaults();
-  return {{"nodes", r.nodes},         {"global_batch_size", r.global_batch}, {"seq_len", space.seq_len},
-          {"micro_batch_sizes", d.micro_batch_sizes}, {"zero_stages", d.zero_stages}, {"schedules", d.schedules},
-          {"recompute", d.recomputes}, {"precision", r.precision},
-          {"mixed_precision", r.mixed_precision}, {"attention", r.attention}, {"fusion", r.fusion},
-          {"grad_accum_dtype", r.grad_accum_dtype}, {"packed_document_tokens", space.packed_document_tokens},
+  return {{"nodes", r.nodes},
+          {"global_batch_size", r.global_batch},
+          {"seq_len", space.seq_len},
+          {"micro_batch_sizes", d.micro_batch_sizes},
+          {"zero_stages", d.zero_stages},
+          {"schedules", d.schedules},
+          {"recompute", d.recomputes},
+          {"precision", r.precision},
+          {"mixed_precision", r.mixed_precision},
+          {"attention", r.attention},
+          {"fusion", r.fusion},
+          {"grad_accum_dtype", r.grad_accum_dtype},
+          {"packed_document_tokens", space.packed_document_tokens},
           {"fp8", r.fp8},
-          {"cp", r.cp}, {"cp_kind", r.cp_kind}, {"ep", r.ep},
+          {"cp", r.cp},
+          {"cp_kind", r.cp_kind},
+          {"ep", r.ep},
           {"tp_comm_overlap", false},  // not a GUI field: the CLI's default
           {"objective", r.objective},
-          {"max_nodes", max_nodes},   {"max_usd_per_hour", max_usd}, {"max_tp", max_tp},
-          {"require", r.require},     {"forbid", r.forbid},          {"headroom", headroom}};
+          {"max_nodes", max_nodes},
+          {"max_usd_per_hour", max_usd},
+          {"max_tp", max_tp},
+          {"require", r.require},
+          {"forbid", r.forbid},
+          {"headroom", headroom}};
 }
 
 void check_numbers(Validation& v, const PlanRequest& r, ResolvedRequest& out) {
@@ -75,7 +86,8 @@ void check_numbers(Validation& v, const PlanRequest& r, ResolvedRequest& out) {
     for (int n : s.node_counts)
       if (n < 1) throw sim::InputError("--nodes: expected node counts >= 1, got '" + r.nodes + "'");
   });
-  field(v, "global_batch", [&] { s.global_batch_sizes = pl::parse_int_list("--global-batch-size", r.global_batch, false); });
+  field(v, "global_batch",
+        [&] { s.global_batch_sizes = pl::parse_int_list("--global-batch-size", r.global_batch, false); });
   field(v, "seq_len", [&] {
     s.seq_len = to_int("--seq-len", r.seq_len);
     if (s.seq_len < 1) throw sim::InputError("--seq-len: expected a positive integer, got '" + r.seq_len + "'");
@@ -97,7 +109,8 @@ void check_numbers(Validation& v, const PlanRequest& r, ResolvedRequest& out) {
   });
   field(v, "lora_alpha", [&] {
     s.lora.alpha = to_double("--lora-alpha", r.lora_alpha);
-    if (s.lora.alpha <= 0) throw sim::InputError("--lora-alpha: expected a positive number, got '" + r.lora_alpha + "'");
+    if (s.lora.alpha <= 0)
+      throw sim::InputError("--lora-alpha: expected a positive number, got '" + r.lora_alpha + "'");
   });
   field(v, "lora_dropout", [&] {
     s.lora.dropout = to_double("--lora-dropout", r.lora_dropout);
@@ -129,8 +142,14 @@ void check_numbers(Validation& v, const PlanRequest& r, ResolvedRequest& out) {
     if (c.memory_headroom < 0 || c.memory_headroom >= 1)
       throw sim::InputError("--headroom: expected a fraction in [0, 1), got '" + r.headroom + "'");
   });
-  field(v, "require", [&] { check_features("--require", r.require); c.require = pl::split_list(r.require); });
-  field(v, "forbid", [&] { check_features("--forbid", r.forbid); c.forbid = pl::split_list(r.forbid); });
+  field(v, "require", [&] {
+    check_features("--require", r.require);
+    c.require = pl::split_list(r.require);
+  });
+  field(v, "forbid", [&] {
+    check_features("--forbid", r.forbid);
+    c.forbid = pl::split_list(r.forbid);
+  });
 }
 
 }  // namespace
@@ -144,7 +163,8 @@ Validation validate(const PlanRequest& r) {
     out.model = sim::load_model(r.model);
   });
   field(v, "hardware", [&] {
-    if (r.hardware.empty()) throw sim::InputError("--hardware: expected a built-in profile name or a profile JSON path");
+    if (r.hardware.empty())
+      throw sim::InputError("--hardware: expected a built-in profile name or a profile JSON path");
     out.hardware = sim::load_hardware(r.hardware);
   });
   check_numbers(v, r, out);
@@ -159,8 +179,7 @@ Validation validate(const PlanRequest& r) {
   s.lora.targets = pl::split_list(r.lora_targets);
   if (!v.errors.count("lora_rank") && !v.errors.count("model")) {
     field(v, "lora_targets", [&] {
-      if (!s.lora.targets.empty() && !s.lora.enabled())
-        throw sim::InputError("--lora-targets: needs --lora-rank > 0");
+      if (!s.lora.targets.empty() && !s.lora.enabled()) throw sim::InputError("--lora-targets: needs --lora-rank > 0");
       if (s.lora.enabled()) (void)sim::resolve_lora_targets(out.model, s.lora.targets);
     });
   }
@@ -173,17 +192,61 @@ Validation validate(const PlanRequest& r) {
 }
 
 std::vector<std::string> cli_arguments(const PlanRequest& r) {
-  std::vector<std::string> a{"plan", "--model", r.model, "--hardware", r.hardware, "--nodes", r.nodes,
-                             "--global-batch-size", r.global_batch, "--seq-len", r.seq_len, "--precision",
-                             r.precision, "--mixed-precision", r.mixed_precision, "--attention", r.attention, "--fusion", r.fusion,
-                             "--grad-accum-dtype", r.grad_accum_dtype,
-                             "--packed-document-tokens", r.packed_document_tokens, "--fp8", r.fp8,
-                             "--cp", r.cp, "--cp-kind", r.cp_kind, "--ep", r.ep,
-                             "--lora-rank", r.lora_rank, "--lora-alpha", r.lora_alpha,
-                             "--lora-dropout", r.lora_dropout, "--objective", r.objective, "--train-tokens",
-                             r.train_tokens, "--dataset-tokens", r.dataset_tokens, "--epochs", r.epochs,
-                             "--max-nodes", r.max_nodes, "--max-usd-per-hour", r.max_usd_per_hour, "--max-tp",
-                             r.max_tp, "--headroom", r.headroom, "--top", std::to_string(r.top)};
+  std::vector<std::string> a{"plan",
+                             "--model",
+                             r.model,
+                             "--hardware",
+                             r.hardware,
+                             "--nodes",
+                             r.nodes,
+                             "--global-batch-size",
+                             r.global_batch,
+                             "--seq-len",
+                             r.seq_len,
+                             "--precision",
+                             r.precision,
+                             "--mixed-precision",
+                             r.mixed_precision,
+                             "--attention",
+                             r.attention,
+                             "--fusion",
+                             r.fusion,
+                             "--grad-accum-dtype",
+                             r.grad_accum_dtype,
+                             "--packed-document-tokens",
+                             r.packed_document_tokens,
+                             "--fp8",
+                             r.fp8,
+                             "--cp",
+                             r.cp,
+                             "--cp-kind",
+                             r.cp_kind,
+                             "--ep",
+                             r.ep,
+                             "--lora-rank",
+                             r.lora_rank,
+                             "--lora-alpha",
+                             r.lora_alpha,
+                             "--lora-dropout",
+                             r.lora_dropout,
+                             "--objective",
+                             r.objective,
+                             "--train-tokens",
+                             r.train_tokens,
+                             "--dataset-tokens",
+                             r.dataset_tokens,
+                             "--epochs",
+                             r.epochs,
+                             "--max-nodes",
+                             r.max_nodes,
+                             "--max-usd-per-hour",
+                             r.max_usd_per_hour,
+                             "--max-tp",
+                             r.max_tp,
+                             "--headroom",
+                             r.headroom,
+                             "--top",
+                             std::to_string(r.top)};
   if (!r.lora_targets.empty()) a.insert(a.end(), {"--lora-targets", r.lora_targets});
   if (r.lora_base != pl::search_defaults().lora_base) a.insert(a.end(), {"--lora-base", r.lora_base});
   if (!r.require.empty()) a.insert(a.end(), {"--require", r.require});
@@ -192,37 +255,36 @@ std::vector<std::string> cli_arguments(const PlanRequest& r) {
 }
 
 const std::vector<RequestField>& string_fields() {
-  static const std::vector<RequestField> f{
-      {"model", &PlanRequest::model},
-      {"hardware", &PlanRequest::hardware},
-      {"nodes", &PlanRequest::nodes},
-      {"global_batch", &PlanRequest::global_batch},
-      {"seq_len", &PlanRequest::seq_len},
-      {"precision", &PlanRequest::precision},
-      {"mixed_precision", &PlanRequest::mixed_precision},
-      {"attention", &PlanRequest::attention},
-      {"fusion", &PlanRequest::fusion},
-      {"grad_accum_dtype", &PlanRequest::grad_accum_dtype},
-      {"packed_document_tokens", &PlanRequest::packed_document_tokens},
-      {"fp8", &PlanRequest::fp8},
-      {"cp", &PlanRequest::cp},
-      {"cp_kind", &PlanRequest::cp_kind},
-      {"ep", &PlanRequest::ep},
-      {"lora_rank", &PlanRequest::lora_rank},
-      {"lora_alpha", &PlanRequest::lora_alpha},
-      {"lora_dropout", &PlanRequest::lora_dropout},
-      {"lora_targets", &PlanRequest::lora_targets},
-      {"lora_base", &PlanRequest::lora_base},
-      {"train_tokens", &PlanRequest::train_tokens},
-      {"dataset_tokens", &PlanRequest::dataset_tokens},
-      {"epochs", &PlanRequest::epochs},
-      {"objective", &PlanRequest::objective},
-      {"max_nodes", &PlanRequest::max_nodes},
-      {"max_usd_per_hour", &PlanRequest::max_usd_per_hour},
-      {"max_tp", &PlanRequest::max_tp},
-      {"headroom", &PlanRequest::headroom},
-      {"require", &PlanRequest::require},
-      {"forbid", &PlanRequest::forbid}};
+  static const std::vector<RequestField> f{{"model", &PlanRequest::model},
+                                           {"hardware", &PlanRequest::hardware},
+                                           {"nodes", &PlanRequest::nodes},
+                                           {"global_batch", &PlanRequest::global_batch},
+                                           {"seq_len", &PlanRequest::seq_len},
+                                           {"precision", &PlanRequest::precision},
+                                           {"mixed_precision", &PlanRequest::mixed_precision},
+                                           {"attention", &PlanRequest::attention},
+                                           {"fusion", &PlanRequest::fusion},
+                                           {"grad_accum_dtype", &PlanRequest::grad_accum_dtype},
+                                           {"packed_document_tokens", &PlanRequest::packed_document_tokens},
+                                           {"fp8", &PlanRequest::fp8},
+                                           {"cp", &PlanRequest::cp},
+                                           {"cp_kind", &PlanRequest::cp_kind},
+                                           {"ep", &PlanRequest::ep},
+                                           {"lora_rank", &PlanRequest::lora_rank},
+                                           {"lora_alpha", &PlanRequest::lora_alpha},
+                                           {"lora_dropout", &PlanRequest::lora_dropout},
+                                           {"lora_targets", &PlanRequest::lora_targets},
+                                           {"lora_base", &PlanRequest::lora_base},
+                                           {"train_tokens", &PlanRequest::train_tokens},
+                                           {"dataset_tokens", &PlanRequest::dataset_tokens},
+                                           {"epochs", &PlanRequest::epochs},
+                                           {"objective", &PlanRequest::objective},
+                                           {"max_nodes", &PlanRequest::max_nodes},
+                                           {"max_usd_per_hour", &PlanRequest::max_usd_per_hour},
+                                           {"max_tp", &PlanRequest::max_tp},
+                                           {"headroom", &PlanRequest::headroom},
+                                           {"require", &PlanRequest::require},
+                                           {"forbid", &PlanRequest::forbid}};
   return f;
 }
 

@@ -18,33 +18,33 @@ namespace shardplan::gui {
 // Every default but the model and hardware is the search's own (planner/search_defaults.hpp).
 struct PlanRequest {
   static const planner::SearchDefaults& d() { return planner::search_defaults(); }
-  std::string model = "tiny-llama";         // built-in name, model card or HF config.json
-  std::string hardware = "p4d.24xlarge";    // built-in name or profile JSON (measured ones too)
-  std::string nodes = d().nodes;            // "4", "1,2,4" or "1-8"
+  std::string model = "tiny-llama";                   // built-in name, model card or HF config.json
+  std::string hardware = "p4d.24xlarge";              // built-in name or profile JSON (measured ones too)
+  std::string nodes = d().nodes;                      // "4", "1,2,4" or "1-8"
   std::string global_batch = d().global_batch_sizes;  // sequences per step; 0 = smallest valid
   std::string seq_len = std::to_string(d().seq_len);
-  std::string precision = d().precisions;   // list allowed: "bf16,fp16"
-  std::string mixed_precision = d().mixed_precision;  // master_weights | autocast
-  std::string attention = d().attention;    // flash | flash1 | eager
-  std::string fusion = d().fusion;          // eager | megatron
+  std::string precision = d().precisions;               // list allowed: "bf16,fp16"
+  std::string mixed_precision = d().mixed_precision;    // master_weights | autocast
+  std::string attention = d().attention;                // flash | flash1 | eager
+  std::string fusion = d().fusion;                      // eager | megatron
   std::string grad_accum_dtype = d().grad_accum_dtype;  // param | fp32 (ZeRO 0/1 16-bit plans)
   std::string packed_document_tokens = std::to_string(d().packed_document_tokens);  // 0 = not packed
-  std::string fp8 = d().fp8;                // auto | none | a list of none,delayed,tensorwise,blockwise
-  std::string cp = d().context_parallel;    // auto | a list of context-parallel degrees
-  std::string cp_kind = d().cp_kind;        // ring | all_to_all
-  std::string ep = d().expert_parallel;     // auto | a list of expert-parallel degrees (MoE models)
+  std::string fp8 = d().fp8;              // auto | none | a list of none,delayed,tensorwise,blockwise
+  std::string cp = d().context_parallel;  // auto | a list of context-parallel degrees
+  std::string cp_kind = d().cp_kind;      // ring | all_to_all
+  std::string ep = d().expert_parallel;   // auto | a list of expert-parallel degrees (MoE models)
   std::string lora_rank = std::to_string(d().lora_rank);
   std::string lora_alpha = planner::number_text(d().lora_alpha);
   std::string lora_dropout = planner::number_text(d().lora_dropout);
-  std::string lora_targets;                 // "q_proj,v_proj"; empty = the model family's default
-  std::string lora_base = d().lora_base;    // bf16 | nf4 (QLoRA)
-  std::string train_tokens = "0";           // tokens to train on; 0 = dataset tokens x epochs
+  std::string lora_targets;               // "q_proj,v_proj"; empty = the model family's default
+  std::string lora_base = d().lora_base;  // bf16 | nf4 (QLoRA)
+  std::string train_tokens = "0";         // tokens to train on; 0 = dataset tokens x epochs
   std::string dataset_tokens = "0";
   std::string epochs = "1";
-  std::string objective = d().objective;    // throughput | time | cost | memory
+  std::string objective = d().objective;  // throughput | time | cost | memory
   std::string max_nodes = std::to_string(d().max_nodes), max_usd_per_hour = planner::number_text(d().max_usd_per_hour),
               max_tp = std::to_string(d().max_tp), headroom = planner::number_text(d().memory_headroom);
-  std::string require, forbid;              // comma-separated features
+  std::string require, forbid;  // comma-separated features
   int top = d().top_k;
   bool operator==(const PlanRequest&) const = default;
 };

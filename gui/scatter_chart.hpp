@@ -39,8 +39,8 @@ class ScatterChart : public QChartView {
   double train_tokens_ = 0;
   Mode mode_ = Mode::time_vs_cost;
   int selected_ = -1;
-  std::vector<PlotPoint> points_;   // display values (x, y) as plotted
-  std::vector<int> front_;          // indices into points_
+  std::vector<PlotPoint> points_;  // display values (x, y) as plotted
+  std::vector<int> front_;         // indices into points_
   QScatterSeries* all_ = nullptr;
 };
 

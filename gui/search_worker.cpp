@@ -24,9 +24,7 @@ std::shared_ptr<const sim::Prediction> simulate_row(const sim::ModelSpec& model,
     sim::validate_config(model, c.cluster, c.config);
     sim::Evaluator ev(model, c.cluster, c.config.lora);
     return std::make_shared<const sim::Prediction>(ev.simulate(c.config, sim::TrainingGoal{train_tokens}));
-  } catch (const std::exception&) {
-    return nullptr;
-  }
+  } catch (const std::exception&) { return nullptr; }
 }
 
 }  // namespace
@@ -40,8 +38,9 @@ std::vector<CandidateRow> rows_of(const pl::SearchResult& result, const std::vec
   for (const auto& c : result.pareto) front.insert(c.key);
   int rank = 0;
   for (const auto& r : result.ranked) {
-    CandidateRow row{r.candidate, model, std::make_shared<const sim::Prediction>(r.prediction), Origin::ranked, ++rank,
-                     front.count(r.candidate.key) > 0, std::nullopt};
+    CandidateRow row{r.candidate,    model,  std::make_shared<const sim::Prediction>(r.prediction),
+                     Origin::ranked, ++rank, front.count(r.candidate.key) > 0,
+                     std::nullopt};
     seen.insert(r.candidate.key);
     rows.push_back(std::move(row));
   }
@@ -115,9 +114,7 @@ void SearchWorker::run(const ResolvedRequest& request, int threads) {
     outcome->result = pl::search(request.model, request.hardware, request.space, request.constraints, options);
     if (!batch.isEmpty()) emit candidatesFound(std::exchange(batch, {}));
     outcome->rows = rows_of(outcome->result, streamed, request, &cancel_);
-  } catch (const std::exception& e) {
-    outcome->error = QString::fromStdString(e.what());
-  }
+  } catch (const std::exception& e) { outcome->error = QString::fromStdString(e.what()); }
   outcome->cancelled = cancel_.load() || outcome->result.interrupted;
   running_.store(false);
   emit finished(outcome);

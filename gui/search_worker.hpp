@@ -18,7 +18,7 @@ struct SearchOutcome {
   planner::SearchResult result;
   std::vector<CandidateRow> rows;  // ranked, then Pareto, then streamed; all simulated in full
   ResolvedRequest request;
-  QString error;                   // one line; empty when the search ran
+  QString error;  // one line; empty when the search ran
   bool cancelled = false;
 };
 

@@ -189,8 +189,7 @@ void read_fsdp1(const Reader& rd, const Entries& f, const ImportContext& ctx, lo
     rd.fail(where, path_in(af::fsdp_config, af::fsdp_sharding_strategy),
             "a node size dividing the " + std::to_string(ctx.devices) + " processes for " + runs + ", got " +
                 std::to_string(per_node) + " devices per node");
-  else
-    cfg.sharding_degree = static_cast<int>(per_node);
+  else cfg.sharding_degree = static_cast<int>(per_node);
 }
 
 void read_cp_strategy(const Reader& rd, const Entries& pc, int cp, sim::ParallelConfig& cfg) {
@@ -330,10 +329,8 @@ int read_fsdp(const Reader& rd, const Entries& root, const ImportContext& ctx, l
     rd.fail(pnode, af::parallelism_config,
             "no parallelism_config with fsdp_version 1 (the Accelerator takes it only with FSDP2, "
             "parallelism_config.py:379-385), got a mapping");
-  if (version == 1)
-    read_fsdp1(rd, f, ctx, machines, cfg);
-  else
-    read_fsdp2(rd, f, pnode, pc, ctx, cfg);
+  if (version == 1) read_fsdp1(rd, f, ctx, machines, cfg);
+  else read_fsdp2(rd, f, pnode, pc, ctx, cfg);
   read_fsdp_common(rd, f, fnode, static_cast<int>(version), cfg);
   return static_cast<int>(version);
 }
@@ -397,20 +394,14 @@ void read_precision(const Reader& rd, const Entries& root, const ImportContext& 
   const YAML::Node fnode = Reader::find(root, af::fp8_config);
   const Entries fp8 = rd.mapping(fnode, af::fp8_config, fp8_key);
   const std::string v = lower(rd.text(mp, af::mixed_precision).value_or(""));
-  if (v.empty())
-    cfg.precision = ctx.precision.value_or(sim::Precision::fp32);
-  else if (v == af::precision_no || v == "false" || v == "off")
-    cfg.precision = sim::Precision::fp32;
-  else if (v == af::precision_fp16)
-    cfg.precision = sim::Precision::fp16;
+  if (v.empty()) cfg.precision = ctx.precision.value_or(sim::Precision::fp32);
+  else if (v == af::precision_no || v == "false" || v == "off") cfg.precision = sim::Precision::fp32;
+  else if (v == af::precision_fp16) cfg.precision = sim::Precision::fp16;
   else if (v == af::precision_bf16 || v == af::precision_fp8)
     cfg.precision = sim::Precision::bf16;  // fp8 runs the rest in bf16 (dataclasses.py:2094-2099)
-  else
-    rd.fail(mp, af::mixed_precision, "no, fp16, bf16 or fp8, got " + Reader::shown(mp));
-  if (v == af::precision_fp8)
-    read_fp8(rd, fp8, mp, fsdp_version, cfg);
-  else if (!fp8.empty())
-    rd.warn(fnode, af::fp8_config, "is not read: mixed_precision is not fp8; ignored");
+  else rd.fail(mp, af::mixed_precision, "no, fp16, bf16 or fp8, got " + Reader::shown(mp));
+  if (v == af::precision_fp8) read_fp8(rd, fp8, mp, fsdp_version, cfg);
+  else if (!fp8.empty()) rd.warn(fnode, af::fp8_config, "is not read: mixed_precision is not fp8; ignored");
 }
 
 // The micro-batch size from the context (Accelerate configs have none) and accumulation 1.
@@ -424,8 +415,8 @@ void fill_batch(const Reader& rd, const ImportContext& ctx, sim::ParallelConfig&
   if (ctx.global_batch_size > 0) {
     if (ctx.global_batch_size % step != 0)
       throw sim::InputError(rd.source + ": the global batch size given to the import (" +
-                            std::to_string(ctx.global_batch_size) + ") is not a multiple of micro-batch x dp = " +
-                            std::to_string(step));
+                            std::to_string(ctx.global_batch_size) +
+                            ") is not a multiple of micro-batch x dp = " + std::to_string(step));
     cfg.global_batch_size = ctx.global_batch_size;
     return;
   }
@@ -495,8 +486,10 @@ ImportResult import_accelerate(std::string_view yaml, const ImportContext& ctx, 
   try {
     const YAML::Node doc = YAML::Load(std::string(yaml));
     if (!doc.IsMap())
-      throw sim::InputError(source + ": expected a YAML mapping (an Accelerate config, as `accelerate config` "
-                                     "writes it), got " + Reader::shown(doc));
+      throw sim::InputError(source +
+                            ": expected a YAML mapping (an Accelerate config, as `accelerate config` "
+                            "writes it), got " +
+                            Reader::shown(doc));
     const Entries root = rd.mapping(doc, "");
     auto& cfg = r.config;
     cfg.seq_len = ctx.seq_len;

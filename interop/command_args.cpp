@@ -73,12 +73,9 @@ std::vector<std::string> logical_lines(std::string_view text) {
   for (std::size_t i = 0; i < text.size(); ++i) {
     if (text[i] == '\r') continue;
     const std::size_t next = text.find_first_not_of('\r', i + 1);
-    if (text[i] == '\\' && next != std::string_view::npos && text[next] == '\n')
-      i = next;
-    else if (text[i] == '\n')
-      out.emplace_back();
-    else
-      out.back().push_back(text[i]);
+    if (text[i] == '\\' && next != std::string_view::npos && text[next] == '\n') i = next;
+    else if (text[i] == '\n') out.emplace_back();
+    else out.back().push_back(text[i]);
   }
   return out;
 }

@@ -13,10 +13,10 @@
 #include "config_import_detail.hpp"
 #include "habana.hpp"
 #include "neuron.hpp"
-#include "smp_v2.hpp"
-#include "torchtitan.hpp"
 #include "simulator/errors.hpp"
 #include "simulator/json_fields.hpp"
+#include "smp_v2.hpp"
+#include "torchtitan.hpp"
 
 namespace shardplan::interop {
 
@@ -49,8 +49,8 @@ std::optional<long long> optional_int(const json& obj, std::string_view key, lon
 int resolve_degree(std::optional<long long> from_file, int from_ctx, std::string_view key, const char* what,
                    const sim::JsonContext& jc) {
   if (from_file && from_ctx > 0 && *from_file != from_ctx)
-    jc.fail(key, "the same " + std::string(what) + " as given to the import (" + std::to_string(from_ctx) +
-                     "), got " + std::to_string(*from_file));
+    jc.fail(key, "the same " + std::string(what) + " as given to the import (" + std::to_string(from_ctx) + "), got " +
+                     std::to_string(*from_file));
   if (from_file) return static_cast<int>(*from_file);
   return from_ctx > 0 ? from_ctx : 1;
 }
@@ -59,9 +59,9 @@ int data_parallel(const ImportContext& ctx, int tp, int pp, std::string_view tp_
                   const sim::JsonContext& jc) {
   const long long model_parallel = static_cast<long long>(tp) * pp;
   if (ctx.devices % model_parallel != 0)
-    throw sim::InputError(jc.file + ": fields '" + jc.path(tp_key) + "' x '" + jc.path(pp_key) + "': expected tp x pp (" +
-                          std::to_string(tp) + " x " + std::to_string(pp) + ") to divide the cluster's " +
-                          std::to_string(ctx.devices) + " devices");
+    throw sim::InputError(jc.file + ": fields '" + jc.path(tp_key) + "' x '" + jc.path(pp_key) +
+                          "': expected tp x pp (" + std::to_string(tp) + " x " + std::to_string(pp) +
+                          ") to divide the cluster's " + std::to_string(ctx.devices) + " devices");
   return static_cast<int>(ctx.devices / model_parallel);
 }
 
@@ -118,8 +118,9 @@ ImportResult import_json(const std::string& path, const ImportContext& ctx) {
   if (has_any(j, {"partitions", "pipeline_parallel_degree", "microbatches", "tensor_parallel_degree",
                   "sharded_data_parallel_degree", "modelparallel", "smdistributed"}))
     return import_smp(j, ctx, path);
-  throw sim::InputError(path + ": neither a DeepSpeed config (train_micro_batch_size_per_gpu, zero_optimization, ...) "
-                               "nor SageMaker model parallel parameters (v2: hybrid_shard_degree, ...; v1: partitions, ...)");
+  throw sim::InputError(path +
+                        ": neither a DeepSpeed config (train_micro_batch_size_per_gpu, zero_optimization, ...) "
+                        "nor SageMaker model parallel parameters (v2: hybrid_shard_degree, ...; v1: partitions, ...)");
 }
 
 // An Optimum-Habana command with the DeepSpeed JSON its --deepspeed names (relative paths are
@@ -153,9 +154,10 @@ ImportResult import_config_file(const std::string& path, const ImportContext& ct
     return import_neuron(text, ctx, path);
   if (mentions(text, {"--tensor-model-parallel-size", "pretrain_gpt.py", "--micro-batch-size"}))
     return import_megatron(text, ctx, path);
-  throw sim::InputError(path + ": not a format shardplan imports (expected a DeepSpeed or SageMaker JSON, a "
-                               "torchtitan .toml, an Accelerate .yaml, or a Megatron-LM, NeuronX Distributed or "
-                               "Optimum-Habana launch script)");
+  throw sim::InputError(path +
+                        ": not a format shardplan imports (expected a DeepSpeed or SageMaker JSON, a "
+                        "torchtitan .toml, an Accelerate .yaml, or a Megatron-LM, NeuronX Distributed or "
+                        "Optimum-Habana launch script)");
 }
 
 }  // namespace shardplan::interop

@@ -39,10 +39,9 @@ json precision_sections(const Plan& plan, json ds) {
   const auto p = plan.config.precision;
   ds[dk::bf16] = {{dk::enabled, p == sim::Precision::bf16}};
   if (p == sim::Precision::fp16)
-    ds[dk::fp16] = {{dk::enabled, true},          {"loss_scale", 0},  {"loss_scale_window", 1000},
-                  {"initial_scale_power", 16}, {"hysteresis", 2}, {"min_loss_scale", 1}};
-  else
-    ds[dk::fp16] = {{dk::enabled, false}};
+    ds[dk::fp16] = {{dk::enabled, true},         {"loss_scale", 0}, {"loss_scale_window", 1000},
+                    {"initial_scale_power", 16}, {"hysteresis", 2}, {"min_loss_scale", 1}};
+  else ds[dk::fp16] = {{dk::enabled, false}};
   return ds;
 }
 
@@ -61,14 +60,18 @@ std::vector<std::string> deepspeed_notes(const Plan& plan) {
   const auto& c = plan.config;
   std::vector<std::string> n;
   if (c.casts_weights())
-    n.push_back("the plan keeps fp32 weights (autocast); DeepSpeed's bf16/fp16 sections keep 16-bit weights with "
-                "an fp32 master (re-plan with --mixed-precision master_weights for its memory)");
+    n.push_back(
+        "the plan keeps fp32 weights (autocast); DeepSpeed's bf16/fp16 sections keep 16-bit weights with "
+        "an fp32 master (re-plan with --mixed-precision master_weights for its memory)");
   if (c.tp > 1)
-    n.push_back("tensor parallelism: tensor_parallel.autotp_size (DeepSpeed AutoTP training, deepspeed >= 0.16.4, "
-                "ZeRO 0-2); with Megatron-DeepSpeed pass --tensor-model-parallel-size instead");
+    n.push_back(
+        "tensor parallelism: tensor_parallel.autotp_size (DeepSpeed AutoTP training, deepspeed >= 0.16.4, "
+        "ZeRO 0-2); with Megatron-DeepSpeed pass --tensor-model-parallel-size instead");
   if (c.pp > 1)
-    n.push_back("pipeline parallelism: pipeline.stages is informational; DeepSpeed takes the stage count from "
-                "PipelineModule(num_stages=" + std::to_string(c.pp) + ") and runs 1F1B");
+    n.push_back(
+        "pipeline parallelism: pipeline.stages is informational; DeepSpeed takes the stage count from "
+        "PipelineModule(num_stages=" +
+        std::to_string(c.pp) + ") and runs 1F1B");
   if (c.pp > 1 && c.zero_stage >= 2)
     n.push_back("DeepSpeed's pipeline engine supports ZeRO stage 0 or 1 only; this plan uses stage " +
                 std::to_string(c.zero_stage));
@@ -83,8 +86,7 @@ std::vector<std::string> deepspeed_notes(const Plan& plan) {
     n.push_back("recompute_num_layers " + std::to_string(c.recompute_num_layers) +
                 ": wrap only the first that many blocks of each stage in deepspeed.checkpointing.checkpoint "
                 "(activation_checkpointing configures how, the model code chooses which)");
-  if (c.offload_optimizer && c.zero_stage == 0)
-    n.push_back("offload_optimizer needs ZeRO stage >= 1 in DeepSpeed");
+  if (c.offload_optimizer && c.zero_stage == 0) n.push_back("offload_optimizer needs ZeRO stage >= 1 in DeepSpeed");
   if (c.recompute == sim::Recompute::selective)
     n.push_back("selective recompute is a Megatron feature; DeepSpeed checkpoints whole layers");
   if (c.offload_activations && c.recompute == sim::Recompute::none)
@@ -93,8 +95,9 @@ std::vector<std::string> deepspeed_notes(const Plan& plan) {
   if (c.lora.enabled())
     n.push_back("LoRA rank " + std::to_string(c.lora.rank) + ": apply with PEFT (DeepSpeed has no LoRA settings)");
   if (c.lora.quantized_base())
-    n.push_back("QLoRA: load the base with transformers' BitsAndBytesConfig(load_in_4bit=True, bnb_4bit_quant_type="
-                "\"nf4\", bnb_4bit_use_double_quant=True, bnb_4bit_compute_dtype=torch.bfloat16)");
+    n.push_back(
+        "QLoRA: load the base with transformers' BitsAndBytesConfig(load_in_4bit=True, bnb_4bit_quant_type="
+        "\"nf4\", bnb_4bit_use_double_quant=True, bnb_4bit_compute_dtype=torch.bfloat16)");
   if (c.uses_fp8())
     n.push_back(std::string("FP8 (") + sim::to_string(c.fp8) +
                 " scaling) has no ds_config setting: wrap the blocks' linears in Transformer Engine (te.Linear under "
@@ -107,9 +110,8 @@ std::vector<std::string> deepspeed_notes(const Plan& plan) {
                      : "ring attention has no ds_config setting (Megatron-Core --cp-comm-type p2p)"));
   if (plan.model.is_moe())
     n.push_back("MoE: build the expert layers with deepspeed.moe.layer.MoE(num_experts=" +
-                std::to_string(plan.model.moe.num_experts) + ", ep_size=" + std::to_string(c.ep) +
-                ", k=" + std::to_string(plan.model.moe.top_k) +
-                (c.moe_capacity_factor > 0 ? "" : ", drop_tokens=False") +
+                std::to_string(plan.model.moe.num_experts) + ", ep_size=" + std::to_string(c.ep) + ", k=" +
+                std::to_string(plan.model.moe.top_k) + (c.moe_capacity_factor > 0 ? "" : ", drop_tokens=False") +
                 "); expert tensor parallelism (etp " + std::to_string(c.expert_tp()) + ") has no DeepSpeed setting");
   n.push_back(attention_note(c.attention));
   return n;
@@ -127,15 +129,15 @@ nlohmann::json deepspeed_config(const Plan& plan) {
   if (c.recompute != sim::Recompute::none)
     // DeepSpeed offloads (cpu_checkpointing) only partitioned activations.
     ds[dk::activation_checkpointing] = {{dk::partition_activations, c.tp > 1 || c.offload_activations},
-                                      {dk::cpu_checkpointing, c.offload_activations},
-                                      {"contiguous_memory_optimization", false},
-                                      {"synchronize_checkpoint_boundary", false},
-                                      {"profile", false}};
+                                        {dk::cpu_checkpointing, c.offload_activations},
+                                        {"contiguous_memory_optimization", false},
+                                        {"synchronize_checkpoint_boundary", false},
+                                        {"profile", false}};
   if (c.tp > 1) ds[dk::tensor_parallel] = {{dk::autotp_size, c.tp}};
   if (c.pp > 1) ds[dk::pipeline] = {{dk::stages, c.pp}};
   if (c.grad_accum_dtype == sim::GradAccumDtype::fp32) ds[dk::data_types] = {{dk::grad_accum_dtype, "fp32"}};
   ds[dk::steps_per_print] = 10;  // the default is None (no progress lines) since DeepSpeed 0.15.2
-  ds[dk::log_level] = "info";     // the throughput line is INFO (`shardplan runs import --format deepspeed`)
+  ds[dk::log_level] = "info";    // the throughput line is INFO (`shardplan runs import --format deepspeed`)
   ds[dk::wall_clock_breakdown] = false;
   std::string note = provenance(plan);
   for (const auto& n : deepspeed_notes(plan)) note += " Note: " + n + ".";

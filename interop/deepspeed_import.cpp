@@ -43,11 +43,13 @@ struct Batch {
 };
 
 [[noreturn]] void fail_auto_mbs(const sim::JsonContext& jc) {
-  jc.fail(kMbs, "a number, got \"auto\" (a Hugging Face Trainer placeholder for --per_device_train_batch_size): "
-                "write the micro-batch size per device, or give it to the import (micro-batch size)");
+  jc.fail(kMbs,
+          "a number, got \"auto\" (a Hugging Face Trainer placeholder for --per_device_train_batch_size): "
+          "write the micro-batch size per device, or give it to the import (micro-batch size)");
 }
 
-long long exact_div(long long total, long long part, std::string_view key, const std::string& what, const sim::JsonContext& jc) {
+long long exact_div(long long total, long long part, std::string_view key, const std::string& what,
+                    const sim::JsonContext& jc) {
   if (part <= 0 || total % part != 0)
     jc.fail(key, "a multiple of " + what + " = " + std::to_string(part) + ", got " + std::to_string(total));
   return total / part;
@@ -64,19 +66,17 @@ Batch resolve_batch(const json& ds, const ImportContext& ctx, int dp, const sim:
   if (!mbs.value) {
     if (tbs.value && gas.value)
       mbs.value = exact_div(*tbs.value, *gas.value * dp, kTbs, std::string(kGas) + " x dp", jc);
-    else if (tbs.value && !gas.is_auto)
-      mbs.value = exact_div(*tbs.value, dp, kTbs, "dp", jc);
-    else if (mbs.is_auto)
-      fail_auto_mbs(jc);
-    else
-      jc.fail(kMbs, "a number (or train_batch_size with gradient_accumulation_steps to derive it); it is missing");
+    else if (tbs.value && !gas.is_auto) mbs.value = exact_div(*tbs.value, dp, kTbs, "dp", jc);
+    else if (mbs.is_auto) fail_auto_mbs(jc);
+    else jc.fail(kMbs, "a number (or train_batch_size with gradient_accumulation_steps to derive it); it is missing");
   }
   if (!gas.value && tbs.value) {
     gas.value = exact_div(*tbs.value, *mbs.value * dp, kTbs, std::string(kMbs) + " x dp", jc);
   } else if (!gas.value) {
     gas.value = 1;
     if (gas.is_auto)
-      warnings.push_back(jc.file + ": '" + std::string(kGas) + "' is \"auto\": using 1 (the Hugging Face Trainer default)");
+      warnings.push_back(jc.file + ": '" + std::string(kGas) +
+                         "' is \"auto\": using 1 (the Hugging Face Trainer default)");
   }
   const long long expected = *mbs.value * *gas.value * dp;
   if (tbs.value && *tbs.value != expected)
@@ -108,8 +108,9 @@ sim::Precision resolve_precision(const json& ds, const ImportContext& ctx, const
   if (!bf16) bf16 = enabled(ds, "bfloat16", jc, any_auto, first_auto);
   const std::optional<bool> fp16 = enabled(ds, "fp16", jc, any_auto, first_auto);
   if (any_auto && !ctx.precision)
-    jc.fail(first_auto, "true or false, got \"auto\" (a Hugging Face Trainer placeholder for --bf16/--fp16): "
-                        "write true or false, or give the precision to the import");
+    jc.fail(first_auto,
+            "true or false, got \"auto\" (a Hugging Face Trainer placeholder for --bf16/--fp16): "
+            "write true or false, or give the precision to the import");
   if (any_auto) return *ctx.precision;
   if (bf16.value_or(false) && fp16.value_or(false))
     jc.child("fp16").fail("enabled", "false when bf16.enabled is true (DeepSpeed runs one of them)");
@@ -122,7 +123,8 @@ std::string offload_device(const json& zero, const char* key, const sim::JsonCon
   const json& s = section(zero, key, zc);
   const sim::JsonContext oc = zc.child(key);
   const std::string dev = sim::get_string_or(s, "device", "none", oc);
-  if (dev != "cpu" && dev != "nvme" && dev != "none") oc.fail("device", "\"cpu\", \"nvme\" or \"none\", got \"" + dev + "\"");
+  if (dev != "cpu" && dev != "nvme" && dev != "none")
+    oc.fail("device", "\"cpu\", \"nvme\" or \"none\", got \"" + dev + "\"");
   return dev;
 }
 
@@ -137,7 +139,8 @@ void read_zero(const json& ds, const sim::JsonContext& jc, sim::ParallelConfig& 
   if (offload_device(zero, "offload_param", zc) != "none")
     w.push_back(jc.file + ": 'zero_optimization.offload_param' (parameter offload) is not modelled; ignored");
   const long long mics = zero.contains("mics_shard_size") && zero["mics_shard_size"] == -1
-                             ? -1 : optional_int(zero, "mics_shard_size", 1, zc).value_or(-1);
+                             ? -1
+                             : optional_int(zero, "mics_shard_size", 1, zc).value_or(-1);
   if (mics > 0 && cfg.zero_stage >= 1) {
     if (mics > cfg.dp || cfg.dp % mics != 0)
       zc.fail("mics_shard_size", "a divisor of dp = " + std::to_string(cfg.dp) + ", got " + std::to_string(mics));
@@ -147,18 +150,35 @@ void read_zero(const json& ds, const sim::JsonContext& jc, sim::ParallelConfig& 
   }
   if (optional_int(zero, "zero_hpz_partition_size", 1, zc).value_or(1) > 1)
     w.push_back(jc.file + ": 'zero_optimization.zero_hpz_partition_size' (ZeRO++ hpZ) is not modelled; ignored");
-  warn_unknown_keys(zero, zc, {"stage", "offload_optimizer", "offload_param", "cpu_offload", "mics_shard_size",
-                               "zero_hpz_partition_size"},
-                    {"overlap_comm", "contiguous_gradients", "reduce_bucket_size", "allgather_bucket_size",
-                     "allgather_partitions", "reduce_scatter", "round_robin_gradients", "sub_group_size",
-                     "stage3_prefetch_bucket_size", "stage3_param_persistence_threshold", "stage3_max_live_parameters",
-                     "stage3_max_reuse_distance", "stage3_gather_16bit_weights_on_model_save",
-                     "stage3_gather_fp16_weights_on_model_save", "gather_16bit_weights_on_model_save",
-                     "elastic_checkpoint", "load_from_fp32_weights", "ignore_unused_parameters",
-                     "mics_hierarchical_params_gather", "use_multi_rank_bucket_allreduce", "memory_efficient_linear",
-                     "cpu_offload_params", "cpu_offload_use_pin_memory", "log_trace_cache_warnings",
-                     "stage3_module_granularity_threshold"},
-                    w);
+  warn_unknown_keys(
+      zero, zc,
+      {"stage", "offload_optimizer", "offload_param", "cpu_offload", "mics_shard_size", "zero_hpz_partition_size"},
+      {"overlap_comm",
+       "contiguous_gradients",
+       "reduce_bucket_size",
+       "allgather_bucket_size",
+       "allgather_partitions",
+       "reduce_scatter",
+       "round_robin_gradients",
+       "sub_group_size",
+       "stage3_prefetch_bucket_size",
+       "stage3_param_persistence_threshold",
+       "stage3_max_live_parameters",
+       "stage3_max_reuse_distance",
+       "stage3_gather_16bit_weights_on_model_save",
+       "stage3_gather_fp16_weights_on_model_save",
+       "gather_16bit_weights_on_model_save",
+       "elastic_checkpoint",
+       "load_from_fp32_weights",
+       "ignore_unused_parameters",
+       "mics_hierarchical_params_gather",
+       "use_multi_rank_bucket_allreduce",
+       "memory_efficient_linear",
+       "cpu_offload_params",
+       "cpu_offload_use_pin_memory",
+       "log_trace_cache_warnings",
+       "stage3_module_granularity_threshold"},
+      w);
 }
 
 void read_checkpointing(const json& ds, const sim::JsonContext& jc, sim::ParallelConfig& cfg) {
@@ -176,7 +196,8 @@ void read_data_types(const json& ds, const sim::JsonContext& jc, sim::ParallelCo
   const sim::JsonContext dc = jc.child(dk::data_types);
   if (!it->is_string()) dc.fail(dk::grad_accum_dtype, "a dtype name");
   const std::string v = it->get<std::string>();
-  if (v == "fp32" || v == "float32" || v == "float" || v == "torch.float32") cfg.grad_accum_dtype = sim::GradAccumDtype::fp32;
+  if (v == "fp32" || v == "float32" || v == "float" || v == "torch.float32")
+    cfg.grad_accum_dtype = sim::GradAccumDtype::fp32;
   else if (v != "fp16" && v != "float16" && v != "half" && v != "bf16" && v != "bfloat16")
     dc.fail(dk::grad_accum_dtype, "fp32, fp16 or bf16 (DeepSpeed's DtypeEnum names), got \"" + v + "\"");
 }
@@ -213,11 +234,29 @@ ImportResult import_deepspeed(const json& ds, const ImportContext& ctx, const st
   warn_unknown_keys(ds, jc,
                     {kMbs, kGas, kTbs, "zero_optimization", "bf16", "bfloat16", "fp16", "activation_checkpointing",
                      "tensor_parallel", "pipeline", dk::data_types},
-                    {"optimizer", "scheduler", "gradient_clipping", "steps_per_print", "log_level", "wall_clock_breakdown",
-                     "zero_allow_untested_optimizer", "zero_force_ds_cpu_optimizer", "prescale_gradients",
-                     "gradient_predivide_factor", "communication_data_type", "dump_state", "memory_breakdown",
-                     "flops_profiler", "tensorboard", "wandb", "csv_monitor", "comet", "comms_logger", "checkpoint",
-                     "dataloader_drop_last", "aio", "shardplan_note"},
+                    {"optimizer",
+                     "scheduler",
+                     "gradient_clipping",
+                     "steps_per_print",
+                     "log_level",
+                     "wall_clock_breakdown",
+                     "zero_allow_untested_optimizer",
+                     "zero_force_ds_cpu_optimizer",
+                     "prescale_gradients",
+                     "gradient_predivide_factor",
+                     "communication_data_type",
+                     "dump_state",
+                     "memory_breakdown",
+                     "flops_profiler",
+                     "tensorboard",
+                     "wandb",
+                     "csv_monitor",
+                     "comet",
+                     "comms_logger",
+                     "checkpoint",
+                     "dataloader_drop_last",
+                     "aio",
+                     "shardplan_note"},
                     r.warnings);
   warn_layout(ctx, cfg, r.warnings);
   return r;

@@ -19,18 +19,18 @@
 #include <cmath>
 #include <sstream>
 
+#include "formats/shell_quote.hpp"
 #include "habana.hpp"
 #include "habana_flags.hpp"
-#include "formats/shell_quote.hpp"
 #include "simulator/errors.hpp"
 
 namespace shardplan::interop {
 
 namespace sim = shardplan::simulator;
 namespace hf = habana_flags;
-using nlohmann::json;
 using formats::comment_text;
 using formats::shell_quote;
+using nlohmann::json;
 
 namespace {
 
@@ -82,7 +82,8 @@ void check_runnable(const formats::Plan& plan) {
     refuse(plan, "hardware '" + hw.name + "' is not Intel Gaudi (its name or description names no Gaudi)");
   if (c.tp > 1 || c.pp > 1 || c.ep > 1)
     refuse(plan, "tensor (" + std::to_string(c.tp) + "), pipeline (" + std::to_string(c.pp) + ") or expert (" +
-                     std::to_string(c.ep) + ") parallelism: the DeepSpeed path of the language-modeling examples "
+                     std::to_string(c.ep) +
+                     ") parallelism: the DeepSpeed path of the language-modeling examples "
                      "has none (data parallelism with ZeRO, and DeepSpeed-Ulysses context parallelism)");
   if (c.cp > 1 && c.cp_kind != sim::CpKind::all_to_all)
     refuse(plan, "ring context parallelism: " + std::string(hf::kContextParallel) +
@@ -100,8 +101,9 @@ std::string spawn_arg(const formats::Plan& plan, const std::string& s) {
   });
   if (plain) return shell_quote(s);
   if (multi_node(plan))
-    refuse(plan, "'" + comment_text(s) + "' holds characters a multi-node run cannot pass (DeepSpeed's pdsh runner "
-                 "re-parses the arguments through a shell): use [A-Za-z0-9_@%+:,./=-] only");
+    refuse(plan, "'" + comment_text(s) +
+                     "' holds characters a multi-node run cannot pass (DeepSpeed's pdsh runner "
+                     "re-parses the arguments through a shell): use [A-Za-z0-9_@%+:,./=-] only");
   std::string inner = "\"";
   for (const char c : s) {
     if (c == '\\' || c == '"' || c == '$' || c == '`') inner.push_back('\\');
@@ -175,8 +177,9 @@ std::vector<std::string> habana_notes(const formats::Plan& plan) {
     n.push_back(std::string(hf::kModel) + " is shardplan's model card name '" + plan.model.name +
                 "': give the Hugging Face id or a local path of that model");
   if (c.casts_weights())
-    n.push_back("the plan keeps fp32 weights (autocast); DeepSpeed's bf16 mode keeps bf16 weights with an fp32 "
-                "master copy");
+    n.push_back(
+        "the plan keeps fp32 weights (autocast); DeepSpeed's bf16 mode keeps bf16 weights with an fp32 "
+        "master copy");
   if (c.recompute == sim::Recompute::selective)
     n.push_back("selective recompute: " + std::string(hf::kGradientCheckpointing) +
                 " recomputes whole decoder layers (exported as full recompute)");
@@ -188,22 +191,26 @@ std::vector<std::string> habana_notes(const formats::Plan& plan) {
     n.push_back("a sharding degree below dp needs ZeRO-3 (mics_shard_size) in DeepSpeed; stage " +
                 std::to_string(c.zero_stage) + " shards over all " + std::to_string(c.dp) + " ranks");
   if (c.fp32_grad_accum() && !(c.zero_stage == 1 && !c.offload_optimizer))
-    n.push_back("fp32 gradient accumulation of a bf16 run needs ZeRO-1 without offload in DeepSpeed "
-                "(engine.py _do_optimizer_sanity_check); exported without it");
+    n.push_back(
+        "fp32 gradient accumulation of a bf16 run needs ZeRO-1 without offload in DeepSpeed "
+        "(engine.py _do_optimizer_sanity_check); exported without it");
   if (c.uses_fp8() && c.fp8 != sim::Fp8Recipe::delayed)
-    n.push_back(std::string("FP8 ") + sim::to_string(c.fp8) + " scaling: --fp8 runs the Gaudi Transformer Engine's "
+    n.push_back(std::string("FP8 ") + sim::to_string(c.fp8) +
+                " scaling: --fp8 runs the Gaudi Transformer Engine's "
                 "DelayedScaling recipe (accelerate/utils/transformer_engine.py)");
   if (c.lora.enabled() && std::abs(c.lora.alpha - std::round(c.lora.alpha)) > 1e-9)
     n.push_back(std::string(hf::kLoraAlpha) + " is an integer in run_lora_clm.py: alpha rounded to " +
                 std::to_string(std::lround(c.lora.alpha)));
   if (c.attention == sim::AttentionKind::flash1)
-    n.push_back("flash1 attention: gaudi_fused_sdpa runs Gaudi's fused SDPA kernel (the plan timed "
-                "first-generation kernels)");
+    n.push_back(
+        "flash1 attention: gaudi_fused_sdpa runs Gaudi's fused SDPA kernel (the plan timed "
+        "first-generation kernels)");
   if (c.cp > 1)
     n.push_back("context parallelism (DeepSpeed-Ulysses, " + std::string(hf::kContextParallel) +
                 ") is beta in the README and not available for every model architecture");
   if (c.packed_document_tokens > 0)
-    n.push_back(std::string(hf::kDatasetConcatenation) + " packs documents with full causal attention (no "
+    n.push_back(std::string(hf::kDatasetConcatenation) +
+                " packs documents with full causal attention (no "
                 "per-document masking)");
   if (!c.lora.enabled())
     n.push_back("full training runs run_clm.py on wikitext; point " + std::string(hf::kDatasetName) +
@@ -220,8 +227,7 @@ nlohmann::json habana_deepspeed_config(const formats::Plan& plan) {
     z[std::string(hf::kDsGather16Bit)] = true;
     if (c.shard_group() < c.dp) z[std::string(hf::kDsMicsShardSize)] = c.shard_group();
   }
-  if (c.offload_optimizer)
-    z[std::string(hf::kDsOffloadOptimizer)] = {{hf::kDsDevice, "cpu"}, {hf::kDsPinMemory, true}};
+  if (c.offload_optimizer) z[std::string(hf::kDsOffloadOptimizer)] = {{hf::kDsDevice, "cpu"}, {hf::kDsPinMemory, true}};
   json ds = {{hf::kDsStepsPerPrint, 64},
              {hf::kDsTrainBatch, a},
              {hf::kDsMicroBatch, a},
@@ -250,10 +256,8 @@ std::string habana_command_line(const formats::Plan& plan, const std::string& ds
       << " nodes, one line each: <host> slots=" << plan.cluster.per_node() << "}\"\n";
   s << "PT_HPU_LAZY_MODE=1 " << (lora ? "PT_HPU_MAX_COMPOUND_OP_SIZE=10 " : "") << "python3 " << hf::kSpawnPath << " "
     << hf::kUseDeepspeed << " ";
-  if (multi_node(plan))
-    s << hf::kHostfile << " \"$HOSTFILE\" ";
-  else
-    s << hf::kWorldSize << " " << c.devices() << " ";
+  if (multi_node(plan)) s << hf::kHostfile << " \"$HOSTFILE\" ";
+  else s << hf::kWorldSize << " " << c.devices() << " ";
   s << (lora ? hf::kLoraScript : hf::kClmScript);
   for (const auto& a : args) s << " \\\n  " << a;
   s << "\n";

@@ -19,11 +19,11 @@ namespace shardplan::interop::habana_flags {
 // /bin/bash (subprocess.Popen(shell=True)): every argument is parsed by a second shell.
 inline constexpr std::string_view kSpawnScript = "gaudi_spawn.py";
 inline constexpr std::string_view kSpawnPath = "../gaudi_spawn.py";  // from examples/language-modeling
-inline constexpr std::string_view kWorldSize = "--world_size";        // int, default 1 (single node)
-inline constexpr std::string_view kHostfile = "--hostfile";           // multi-node (needs --use_deepspeed)
+inline constexpr std::string_view kWorldSize = "--world_size";       // int, default 1 (single node)
+inline constexpr std::string_view kHostfile = "--hostfile";          // multi-node (needs --use_deepspeed)
 inline constexpr std::string_view kUseMpi = "--use_mpi";
 inline constexpr std::string_view kUseDeepspeed = "--use_deepspeed";
-inline constexpr std::string_view kMasterPort = "--master_port";      // int, default 29500
+inline constexpr std::string_view kMasterPort = "--master_port";  // int, default 29500
 
 // --- the training scripts -----------------------------------------------------------------
 inline constexpr std::string_view kLoraScript = "run_lora_clm.py";
@@ -34,14 +34,14 @@ inline constexpr std::string_view kModel = "--model_name_or_path";
 inline constexpr std::string_view kDatasetName = "--dataset_name";
 inline constexpr std::string_view kDatasetConfigName = "--dataset_config_name";
 inline constexpr std::string_view kDatasetConcatenation = "--dataset_concatenation";  // packs to max_seq_length
-inline constexpr std::string_view kMaxSeqLength = "--max_seq_length";  // int, default 512 (line 185)
+inline constexpr std::string_view kMaxSeqLength = "--max_seq_length";                 // int, default 512 (line 185)
 // The README's spelling: argparse (allow_abbrev) takes it as a unique prefix of --max_seq_length.
 inline constexpr std::string_view kMaxSeqLenPrefix = "--max_seq_len";
-inline constexpr std::string_view kLoraRank = "--lora_rank";        // int, default 8
-inline constexpr std::string_view kLoraAlpha = "--lora_alpha";      // int, default 16
-inline constexpr std::string_view kLoraDropout = "--lora_dropout";  // float, default 0.05
+inline constexpr std::string_view kLoraRank = "--lora_rank";               // int, default 8
+inline constexpr std::string_view kLoraAlpha = "--lora_alpha";             // int, default 16
+inline constexpr std::string_view kLoraDropout = "--lora_dropout";         // float, default 0.05
 inline constexpr std::string_view kLoraTargets = "--lora_target_modules";  // List[str] (nargs +), default None
-inline constexpr std::string_view kPeftType = "--peft_type";        // "lora" (default), adalora, ia3, ...
+inline constexpr std::string_view kPeftType = "--peft_type";               // "lora" (default), adalora, ia3, ...
 inline constexpr std::string_view kPeftLora = "lora";
 inline constexpr int kDefaultLoraRank = 8, kDefaultLoraAlpha = 16, kDefaultMaxSeqLength = 512;
 inline constexpr double kDefaultLoraDropout = 0.05;
@@ -82,32 +82,126 @@ inline constexpr std::string_view kAttnSdpa = "sdpa";
 inline constexpr std::string_view kFlashCausalMask = "--flash_attention_causal_mask";
 
 // Flags that change nothing the cost model sees: read silently.
-inline constexpr std::string_view kSilent[] = {
-    "--model_name_or_path", "--config_name", "--tokenizer_name", "--cache_dir", "--token", "--use_fast_tokenizer",
-    "--model_revision", "--trust_remote_code", "--use_cache", "--low_cpu_mem_usage", "--attn_softmax_bf16",
-    "--use_fused_rope", "--load_meta_device", "--torch_dtype", "--model_type", "--config_overrides",
-    "--dataset_name", "--dataset_config_name", "--train_file", "--validation_file", "--validation_split_percentage",
-    "--overwrite_cache", "--pad_to_max_length", "--max_train_samples", "--max_eval_samples", "--keep_in_memory",
-    "--keep_linebreaks", "--dataset_seed", "--dataset_cache_directory", "--dataset_concatenation", "--sql_prompt",
-    "--chat_prompt", "--save_last_ckpt", "--instruction_column_name", "--input_column_name", "--output_column_name",
-    "--train_on_inputs", "--streaming", "--preprocessing_num_workers", "--output_dir", "--overwrite_output_dir",
-    "--do_train", "--do_eval", "--do_predict", "--num_train_epochs", "--max_steps", "--learning_rate",
-    "--warmup_ratio", "--warmup_steps", "--lr_scheduler_type", "--weight_decay", "--adam_beta1", "--adam_beta2",
-    "--adam_epsilon", "--max_grad_norm", "--optim", "--logging_steps", "--logging_strategy", "--logging_first_step",
-    "--logging_nan_inf_filter", "--save_strategy", "--save_steps", "--save_total_limit", "--eval_strategy",
-    "--evaluation_strategy", "--eval_steps", "--eval_delay", "--per_device_eval_batch_size", "--seed", "--report_to",
-    "--run_name", "--dataloader_num_workers", "--dataloader_drop_last", "--remove_unused_columns", "--label_names",
-    "--ddp_timeout", "--ddp_bucket_cap_mb", "--ddp_find_unused_parameters", "--use_habana", "--use_lazy_mode",
-    "--gaudi_config_name", "--use_hpu_graphs", "--use_hpu_graphs_for_inference", "--use_hpu_graphs_for_training",
-    "--disable_tensor_cache_hpu_graphs", "--max_hpu_graphs", "--pipelining_fwd_bwd", "--throughput_warmup_steps",
-    "--adjust_throughput", "--flash_attention_causal_mask", "--flash_attention_recompute",
-    "--flash_attention_fast_softmax", "--flash_attention_fp8", "--sdp_on_bf16", "--distribution_strategy",
-    "--non_blocking_data_copy", "--torch_compile", "--torch_compile_backend", "--torch_compile_mode",
-    "--use_regional_compilation", "--compile_dynamic", "--compile_from_sec_iteration", "--cache_size_limit",
-    "--use_compiled_autograd", "--inline_inbuilt_nn_modules", "--allow_unspec_int_on_nn_module", "--minimize_memory",
-    "--use_zero3_leaf_promotion", "--profiling_warmup_steps", "--profiling_steps", "--profiling_warmup_steps_eval",
-    "--profiling_steps_eval", "--profiling_record_shapes", "--profiling_with_stack", "--half_precision_backend",
-    "--bf16_full_eval", "--ignore_eos", "--push_to_hub", "--hub_model_id", "--local_rank"};
+inline constexpr std::string_view kSilent[] = {"--model_name_or_path",
+                                               "--config_name",
+                                               "--tokenizer_name",
+                                               "--cache_dir",
+                                               "--token",
+                                               "--use_fast_tokenizer",
+                                               "--model_revision",
+                                               "--trust_remote_code",
+                                               "--use_cache",
+                                               "--low_cpu_mem_usage",
+                                               "--attn_softmax_bf16",
+                                               "--use_fused_rope",
+                                               "--load_meta_device",
+                                               "--torch_dtype",
+                                               "--model_type",
+                                               "--config_overrides",
+                                               "--dataset_name",
+                                               "--dataset_config_name",
+                                               "--train_file",
+                                               "--validation_file",
+                                               "--validation_split_percentage",
+                                               "--overwrite_cache",
+                                               "--pad_to_max_length",
+                                               "--max_train_samples",
+                                               "--max_eval_samples",
+                                               "--keep_in_memory",
+                                               "--keep_linebreaks",
+                                               "--dataset_seed",
+                                               "--dataset_cache_directory",
+                                               "--dataset_concatenation",
+                                               "--sql_prompt",
+                                               "--chat_prompt",
+                                               "--save_last_ckpt",
+                                               "--instruction_column_name",
+                                               "--input_column_name",
+                                               "--output_column_name",
+                                               "--train_on_inputs",
+                                               "--streaming",
+                                               "--preprocessing_num_workers",
+                                               "--output_dir",
+                                               "--overwrite_output_dir",
+                                               "--do_train",
+                                               "--do_eval",
+                                               "--do_predict",
+                                               "--num_train_epochs",
+                                               "--max_steps",
+                                               "--learning_rate",
+                                               "--warmup_ratio",
+                                               "--warmup_steps",
+                                               "--lr_scheduler_type",
+                                               "--weight_decay",
+                                               "--adam_beta1",
+                                               "--adam_beta2",
+                                               "--adam_epsilon",
+                                               "--max_grad_norm",
+                                               "--optim",
+                                               "--logging_steps",
+                                               "--logging_strategy",
+                                               "--logging_first_step",
+                                               "--logging_nan_inf_filter",
+                                               "--save_strategy",
+                                               "--save_steps",
+                                               "--save_total_limit",
+                                               "--eval_strategy",
+                                               "--evaluation_strategy",
+                                               "--eval_steps",
+                                               "--eval_delay",
+                                               "--per_device_eval_batch_size",
+                                               "--seed",
+                                               "--report_to",
+                                               "--run_name",
+                                               "--dataloader_num_workers",
+                                               "--dataloader_drop_last",
+                                               "--remove_unused_columns",
+                                               "--label_names",
+                                               "--ddp_timeout",
+                                               "--ddp_bucket_cap_mb",
+                                               "--ddp_find_unused_parameters",
+                                               "--use_habana",
+                                               "--use_lazy_mode",
+                                               "--gaudi_config_name",
+                                               "--use_hpu_graphs",
+                                               "--use_hpu_graphs_for_inference",
+                                               "--use_hpu_graphs_for_training",
+                                               "--disable_tensor_cache_hpu_graphs",
+                                               "--max_hpu_graphs",
+                                               "--pipelining_fwd_bwd",
+                                               "--throughput_warmup_steps",
+                                               "--adjust_throughput",
+                                               "--flash_attention_causal_mask",
+                                               "--flash_attention_recompute",
+                                               "--flash_attention_fast_softmax",
+                                               "--flash_attention_fp8",
+                                               "--sdp_on_bf16",
+                                               "--distribution_strategy",
+                                               "--non_blocking_data_copy",
+                                               "--torch_compile",
+                                               "--torch_compile_backend",
+                                               "--torch_compile_mode",
+                                               "--use_regional_compilation",
+                                               "--compile_dynamic",
+                                               "--compile_from_sec_iteration",
+                                               "--cache_size_limit",
+                                               "--use_compiled_autograd",
+                                               "--inline_inbuilt_nn_modules",
+                                               "--allow_unspec_int_on_nn_module",
+                                               "--minimize_memory",
+                                               "--use_zero3_leaf_promotion",
+                                               "--profiling_warmup_steps",
+                                               "--profiling_steps",
+                                               "--profiling_warmup_steps_eval",
+                                               "--profiling_steps_eval",
+                                               "--profiling_record_shapes",
+                                               "--profiling_with_stack",
+                                               "--half_precision_backend",
+                                               "--bf16_full_eval",
+                                               "--ignore_eos",
+                                               "--push_to_hub",
+                                               "--hub_model_id",
+                                               "--local_rank"};
 
 // --- the DeepSpeed JSON of the example (llama2_ds_zero3_config.json; DeepSpeed key names in
 // deepspeed/runtime/constants.py and zero/config.py) ------------------------------------------

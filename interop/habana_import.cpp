@@ -28,15 +28,15 @@ bool names(const std::string& word, std::string_view file) {
 }
 
 bool is_operator(const std::string& w) {
-  return w == "|" || w == "|&" || w == "&&" || w == "||" || w == "&" || w.rfind(">", 0) == 0 ||
-         w.rfind("2>", 0) == 0 || w.rfind("&>", 0) == 0 || w.rfind("<", 0) == 0;
+  return w == "|" || w == "|&" || w == "&&" || w == "||" || w == "&" || w.rfind(">", 0) == 0 || w.rfind("2>", 0) == 0 ||
+         w.rfind("&>", 0) == 0 || w.rfind("<", 0) == 0;
 }
 
 struct Command {
   bool lora = true;
   std::vector<std::string> spawn;  // gaudi_spawn.py's own arguments (empty without it)
   bool has_spawn = false;
-  std::vector<std::string> args;   // the training script's
+  std::vector<std::string> args;  // the training script's
   std::vector<std::string> lora_targets;
   bool has_targets = false;
 };
@@ -104,10 +104,12 @@ Command find_command(std::string_view text, const std::string& source) {
     // the first one after it (`cd x && python3 ../gaudi_spawn.py ... run_lora_clm.py ... | tee log`).
     const auto first_script = std::find_if(found.begin(), found.end(), is_script);
     found.erase(std::find_if(first_script, found.end(), is_operator), found.end());
-    found.erase(found.begin(), std::find_if(std::make_reverse_iterator(first_script), found.rend(), is_operator).base());
+    found.erase(found.begin(),
+                std::find_if(std::make_reverse_iterator(first_script), found.rend(), is_operator).base());
     const auto script = std::find_if(found.begin(), found.end(), is_script);
     cmd.lora = names(*script, hf::kLoraScript);
-    const auto spawn = std::find_if(found.begin(), script, [](const std::string& w) { return names(w, hf::kSpawnScript); });
+    const auto spawn =
+        std::find_if(found.begin(), script, [](const std::string& w) { return names(w, hf::kSpawnScript); });
     cmd.has_spawn = spawn != script;
     if (cmd.has_spawn) cmd.spawn.assign(spawn + 1, script);
     cmd.args.assign(script + 1, found.end());
@@ -146,8 +148,8 @@ void read_lora(const Command& cmd, const CommandArgs& a, const std::string& sour
                std::vector<std::string>& w) {
   if (!cmd.lora) return;
   if (const auto peft = a.value(hf::kPeftType); peft && *peft != hf::kPeftLora)
-    throw sim::InputError(source + ": " + std::string(hf::kPeftType) + ": expected lora (shardplan models LoRA), got '" +
-                          *peft + "'");
+    throw sim::InputError(source + ": " + std::string(hf::kPeftType) +
+                          ": expected lora (shardplan models LoRA), got '" + *peft + "'");
   cfg.lora.rank = static_cast<int>(int_flag(a, hf::kLoraRank, 1, hf::kDefaultLoraRank));
   cfg.lora.alpha = static_cast<double>(int_flag(a, hf::kLoraAlpha, 1, hf::kDefaultLoraAlpha));
   cfg.lora.dropout = a.number(hf::kLoraDropout).value_or(hf::kDefaultLoraDropout);
@@ -158,7 +160,8 @@ void read_lora(const Command& cmd, const CommandArgs& a, const std::string& sour
   cfg.lora.targets = cmd.lora_targets;
   if (!cmd.has_targets) {
     cfg.lora.targets.assign(std::begin(hf::kPeftLlamaDefaultTargets), std::end(hf::kPeftLlamaDefaultTargets));
-    w.push_back(source + ": " + std::string(hf::kLoraTargets) + " not given: PEFT's default for Llama (q_proj, "
+    w.push_back(source + ": " + std::string(hf::kLoraTargets) +
+                " not given: PEFT's default for Llama (q_proj, "
                 "v_proj) assumed");
   }
 }
@@ -167,8 +170,10 @@ int read_seq_len(const Command& cmd, const CommandArgs& a, const ImportContext& 
                  std::vector<std::string>& w) {
   if (!cmd.lora) {
     if (const auto b = a.integer(hf::kBlockSize, 1)) return static_cast<int>(*b);
-    w.push_back(source + ": " + std::string(hf::kBlockSize) + " not given: run_clm.py takes the tokenizer's length "
-                "(at most 1024); the import's sequence length " + std::to_string(ctx.seq_len) + " used");
+    w.push_back(source + ": " + std::string(hf::kBlockSize) +
+                " not given: run_clm.py takes the tokenizer's length "
+                "(at most 1024); the import's sequence length " +
+                std::to_string(ctx.seq_len) + " used");
     return ctx.seq_len;
   }
   const auto full = a.integer(hf::kMaxSeqLength, 1);
@@ -187,7 +192,8 @@ sim::AttentionKind read_attention(const CommandArgs& a, const std::string& sourc
   const std::string impl = a.value(hf::kAttnImplementation).value_or(std::string(hf::kAttnEager));
   if (impl == hf::kAttnFused) return sim::AttentionKind::flash;
   if (impl == hf::kAttnSdpa)
-    w.push_back(source + ": " + std::string(hf::kAttnImplementation) + " sdpa: the Gaudi models run their fused "
+    w.push_back(source + ": " + std::string(hf::kAttnImplementation) +
+                " sdpa: the Gaudi models run their fused "
                 "kernel only with gaudi_fused_sdpa; modelled as eager");
   else if (impl != hf::kAttnEager)
     throw sim::InputError(source + ": " + std::string(hf::kAttnImplementation) +
@@ -210,9 +216,10 @@ void read_command(const Command& cmd, const CommandArgs& a, const ImportContext&
     r.warnings.push_back(source + ": " + std::string(hf::kPerDeviceBatch) + " not given: the Trainer's default 8");
   cfg.micro_batch_size = static_cast<int>(int_flag(a, hf::kPerDeviceBatch, 1, hf::kDefaultPerDeviceBatch));
   if (ctx.micro_batch_size > 0 && ctx.micro_batch_size != cfg.micro_batch_size)
-    throw sim::InputError(source + ": " + std::string(hf::kPerDeviceBatch) + ": expected the micro-batch size given "
-                          "to the import (" + std::to_string(ctx.micro_batch_size) + "), got " +
-                          std::to_string(cfg.micro_batch_size));
+    throw sim::InputError(source + ": " + std::string(hf::kPerDeviceBatch) +
+                          ": expected the micro-batch size given "
+                          "to the import (" +
+                          std::to_string(ctx.micro_batch_size) + "), got " + std::to_string(cfg.micro_batch_size));
   const long long accum = int_flag(a, hf::kGradAccum, 1, 1);
   cfg.global_batch_size = static_cast<int>(cfg.micro_batch_size * accum * cfg.dp);
   cfg.seq_len = read_seq_len(cmd, a, ctx, source, r.warnings);
@@ -223,7 +230,8 @@ void read_command(const Command& cmd, const CommandArgs& a, const ImportContext&
   read_lora(cmd, a, source, cfg, r.warnings);
   for (const auto f : {hf::kFsdp, hf::kFsdpConfig})
     if (a.has(f))
-      r.warnings.push_back(source + ": " + std::string(f) + " (FSDP) is not read: import the sharding with a "
+      r.warnings.push_back(source + ": " + std::string(f) +
+                           " (FSDP) is not read: import the sharding with a "
                            "DeepSpeed config or --zero");
 }
 
@@ -234,7 +242,8 @@ json fill_auto(json ds, const sim::ParallelConfig& cfg, long long accum, const s
     return it != ds.end() && it->is_string() && *it == hf::kDsAuto;
   };
   if (is_auto(hf::kDsGradAccum)) ds[std::string(hf::kDsGradAccum)] = accum;
-  else if (const auto it = ds.find(std::string(hf::kDsGradAccum)); it != ds.end() && it->is_number_integer() && *it != accum)
+  else if (const auto it = ds.find(std::string(hf::kDsGradAccum));
+           it != ds.end() && it->is_number_integer() && *it != accum)
     throw sim::InputError(ds_source + ": field '" + std::string(hf::kDsGradAccum) + "': expected the command's " +
                           std::string(hf::kGradAccum) + " (" + std::to_string(accum) + "), got " + it->dump());
   if (is_auto(hf::kDsTrainBatch)) ds[std::string(hf::kDsTrainBatch)] = cfg.global_batch_size;
@@ -245,19 +254,20 @@ json fill_auto(json ds, const sim::ParallelConfig& cfg, long long accum, const s
 
 sim::GradAccumDtype read_grad_accum(const json& ds, const sim::ParallelConfig& cfg, const std::string& ds_source) {
   const auto dt = ds.find(std::string(hf::kDsDataTypes));
-  if (dt == ds.end() || !dt->is_object() || !dt->contains(std::string(hf::kDsGradAccumDtype))) return sim::GradAccumDtype::param;
+  if (dt == ds.end() || !dt->is_object() || !dt->contains(std::string(hf::kDsGradAccumDtype)))
+    return sim::GradAccumDtype::param;
   const json& v = (*dt)[std::string(hf::kDsGradAccumDtype)];
   const std::string s = v.is_string() ? v.get<std::string>() : "";
   if (s == "fp32" || s == "float32" || s == "float" || s == "torch.float32")
     return cfg.precision == sim::Precision::bf16 && cfg.zero_stage == 1 && !cfg.offload_optimizer
-               ? sim::GradAccumDtype::fp32 : sim::GradAccumDtype::param;
+               ? sim::GradAccumDtype::fp32
+               : sim::GradAccumDtype::param;
   if (s == "bf16" || s == "bfloat16" || s == "fp16" || s == "float16" || s == "half" || v.is_null())
     return sim::GradAccumDtype::param;
   throw sim::InputError(ds_source + ": field 'data_types.grad_accum_dtype': expected fp32 or bf16, got " + v.dump());
 }
 
-void read_deepspeed(const json& ds, const CommandArgs& a, const std::string& source,
-                    ImportResult& r) {
+void read_deepspeed(const json& ds, const CommandArgs& a, const std::string& source, ImportResult& r) {
   auto& cfg = r.config;
   const auto path = a.value(hf::kDeepspeed);
   if (!path && ds.is_null()) return;
@@ -291,7 +301,8 @@ void read_deepspeed(const json& ds, const CommandArgs& a, const std::string& sou
   cfg.offload_optimizer = d.config.offload_optimizer;
   cfg.grad_accum_dtype = read_grad_accum(ds, cfg, ds_source);
   if (ds.contains(std::string(hf::kDsActivationCheckpointing)))
-    r.warnings.push_back(ds_source + ": '" + std::string(hf::kDsActivationCheckpointing) + "' configures "
+    r.warnings.push_back(ds_source + ": '" + std::string(hf::kDsActivationCheckpointing) +
+                         "' configures "
                          "deepspeed.checkpointing, which the Trainer does not call; recompute follows " +
                          std::string(hf::kGradientCheckpointing));
   r.warnings.insert(r.warnings.end(), d.warnings.begin(), d.warnings.end());

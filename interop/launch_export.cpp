@@ -49,7 +49,8 @@ std::string shardrun_tail(const ShardrunArgs& a, const std::string& plan, const 
 }
 
 void check_time_limit(const std::string& t) {
-  static const std::regex kTime(R"(^(\d+|\d+:\d+|\d+:\d+:\d+|\d+-\d+|\d+-\d+:\d+|\d+-\d+:\d+:\d+|UNLIMITED|INFINITE)$)");
+  static const std::regex kTime(
+      R"(^(\d+|\d+:\d+|\d+:\d+:\d+|\d+-\d+|\d+-\d+:\d+|\d+-\d+:\d+:\d+|UNLIMITED|INFINITE)$)");
   if (!std::regex_match(t, kTime))
     throw sim::InputError("--time: expected minutes, M:S, H:M:S, D-H, D-H:M or D-H:M:S (e.g. 24:00:00), got '" +
                           comment_text(t) + "'");
@@ -58,7 +59,8 @@ void check_time_limit(const std::string& t) {
 void check_directive_token(const std::string& value, const char* flag) {
   static const std::regex kToken(R"(^[A-Za-z0-9._,-]+$)");
   if (!value.empty() && !std::regex_match(value, kToken))
-    throw sim::InputError(std::string(flag) + ": expected letters, digits and . _ , - only (it goes on an #SBATCH line), got '" +
+    throw sim::InputError(std::string(flag) +
+                          ": expected letters, digits and . _ , - only (it goes on an #SBATCH line), got '" +
                           comment_text(value) + "'");
 }
 
@@ -69,8 +71,7 @@ std::string sbatch_header(const Plan& plan, const SlurmOptions& o, const std::st
     << "#SBATCH --job-name=" << safe_token(job_name) << "\n"
     << "#SBATCH --nodes=" << plan.cluster.nodes << "\n"
     << "#SBATCH --ntasks-per-node=" << plan.cluster.per_node() << "\n";
-  if (is_gpu_hardware(plan.cluster.hardware))
-    s << "#SBATCH --gpus-per-task=1\n";
+  if (is_gpu_hardware(plan.cluster.hardware)) s << "#SBATCH --gpus-per-task=1\n";
   else
     s << "# " << comment_text(plan.cluster.hardware.device.name)
       << ": not a Slurm GPU (gres) device; one task per device via --ntasks-per-node.\n"
@@ -113,11 +114,11 @@ std::string sbatch_settings(const Plan& plan, const std::string& plan_path, cons
 }
 
 std::string sbatch_loop(const SlurmOptions& o) {
-  const std::string srun =
-      "srun " + (o.srun_mpi.empty() ? std::string() : shell_quote("--mpi=" + o.srun_mpi) + " ") + "--kill-on-bad-exit=1 ";
-  const std::string train = srun + shell_quote(o.run.executable) +
-                            shardrun_tail(o.run, "\"${PLAN}\"", o.run.data.empty() ? "" : "\"${DATA}\"",
-                                          "\"${CHECKPOINT_DIR}\"", true);
+  const std::string srun = "srun " + (o.srun_mpi.empty() ? std::string() : shell_quote("--mpi=" + o.srun_mpi) + " ") +
+                           "--kill-on-bad-exit=1 ";
+  const std::string train =
+      srun + shell_quote(o.run.executable) +
+      shardrun_tail(o.run, "\"${PLAN}\"", o.run.data.empty() ? "" : "\"${DATA}\"", "\"${CHECKPOINT_DIR}\"", true);
   const std::string health =
       srun + shell_quote(o.run.executable) + " health --quiet --comm-timeout " + std::to_string(o.health_timeout_s);
   std::ostringstream s;
@@ -201,8 +202,8 @@ std::string shardrun_attention_comment(const Plan& plan) {
 std::string mpirun_command(const Plan& plan, const std::string& plan_path, const MpirunOptions& o) {
   check_plan_path(plan_path);
   const int threads = omp_threads(plan, o.omp_num_threads, "--omp-threads");
-  std::string s = "mpirun -np " + std::to_string(plan.cluster.devices()) + " --map-by ppr:" +
-                  std::to_string(plan.cluster.per_node()) + ":node";
+  std::string s = "mpirun -np " + std::to_string(plan.cluster.devices()) +
+                  " --map-by ppr:" + std::to_string(plan.cluster.per_node()) + ":node";
   if (!o.hostfile.empty()) s += " --hostfile " + shell_quote(o.hostfile);
   s += " -x OMP_NUM_THREADS=" + std::to_string(threads) + " " + shell_quote(o.run.executable);
   s += shardrun_tail(o.run, shell_quote(plan_path), o.run.data.empty() ? "" : shell_quote(o.run.data),

@@ -2,9 +2,9 @@
 #include <algorithm>
 #include <sstream>
 
+#include "formats/shell_quote.hpp"
 #include "launch_export.hpp"
 #include "megatron_flags.hpp"
-#include "formats/shell_quote.hpp"
 
 namespace shardplan::interop {
 
@@ -193,34 +193,42 @@ std::vector<std::string> megatron_notes(const Plan& plan) {
   const auto& m = plan.model;
   std::vector<std::string> n;
   if (c.casts_weights())
-    n.push_back("the plan keeps fp32 weights (autocast); Megatron-LM's --bf16/--fp16 keep 16-bit weights with an "
-                "fp32 master (re-plan with --mixed-precision master_weights for its memory)");
+    n.push_back(
+        "the plan keeps fp32 weights (autocast); Megatron-LM's --bf16/--fp16 keep 16-bit weights with an "
+        "fp32 master (re-plan with --mixed-precision master_weights for its memory)");
   if (c.attention == sim::AttentionKind::eager)
-    n.push_back("eager attention: the plan assumes the explicit (unfused) softmax path, which Megatron-Core runs "
-                "with --attention-backend unfused; its memory holds the s x s scores");
+    n.push_back(
+        "eager attention: the plan assumes the explicit (unfused) softmax path, which Megatron-Core runs "
+        "with --attention-backend unfused; its memory holds the s x s scores");
   if (c.attention == sim::AttentionKind::flash1)
-    n.push_back("flash1 attention: the plan times first-generation fused kernels (flash-attn 1.x); "
-                "--attention-backend flash runs whichever flash-attn is installed (2.x is faster: re-plan with "
-                "--attention flash)");
+    n.push_back(
+        "flash1 attention: the plan times first-generation fused kernels (flash-attn 1.x); "
+        "--attention-backend flash runs whichever flash-attn is installed (2.x is faster: re-plan with "
+        "--attention flash)");
   if (!edge_split(c).expressible)
-    n.push_back("the layer partition is not expressible in Megatron-LM (only uneven first/last stages, "
-                "without interleaving); Megatron will split the layers evenly");
+    n.push_back(
+        "the layer partition is not expressible in Megatron-LM (only uneven first/last stages, "
+        "without interleaving); Megatron will split the layers evenly");
   if (c.schedule == sim::PipelineSchedule::gpipe && c.pp > 1)
     n.push_back("GPipe schedule: Megatron-LM runs 1F1B (or interleaved 1F1B)");
   if (c.rank_order != "tp-dp-pp" && c.rank_order != "tp-pp-dp")
-    n.push_back("rank order '" + c.rank_order + "' is not expressible (Megatron: tp-dp-pp, or tp-pp-dp with "
+    n.push_back("rank order '" + c.rank_order +
+                "' is not expressible (Megatron: tp-dp-pp, or tp-pp-dp with "
                 "--use-tp-pp-dp-mapping)");
   if (c.zero_stage == 2)
-    n.push_back("ZeRO-2: Megatron's distributed optimizer shards optimizer states (ZeRO-1 memory); gradients "
-                "stay whole");
+    n.push_back(
+        "ZeRO-2: Megatron's distributed optimizer shards optimizer states (ZeRO-1 memory); gradients "
+        "stay whole");
   if (c.zero_stage == 3)
-    n.push_back("ZeRO-3: parameter sharding is not expressible with the distributed optimizer; use "
-                "Megatron-DeepSpeed with ds_config.json, or Megatron's FSDP");
+    n.push_back(
+        "ZeRO-3: parameter sharding is not expressible with the distributed optimizer; use "
+        "Megatron-DeepSpeed with ds_config.json, or Megatron's FSDP");
   if (c.offload_optimizer && c.zero_stage == 0)
     n.push_back("optimizer offload: --optimizer-cpu-offload needs the distributed optimizer (ZeRO >= 1)");
   if (c.offload_activations)
-    n.push_back("activation offload: Megatron's --cpu-offloading-num-layers N offloads the activations of N "
-                "layers (N below the layer count); the plan offloads every stored activation, so it is left out");
+    n.push_back(
+        "activation offload: Megatron's --cpu-offloading-num-layers N offloads the activations of N "
+        "layers (N below the layer count); the plan offloads every stored activation, so it is left out");
   if (c.lora.enabled()) n.push_back("LoRA: Megatron-LM has no LoRA; use NeMo / Megatron-Bridge PEFT");
   if (c.lora.quantized_base())
     n.push_back("QLoRA's NF4 base has no Megatron-LM equivalent (bitsandbytes 4-bit via Hugging Face PEFT)");
@@ -230,17 +238,22 @@ std::vector<std::string> megatron_notes(const Plan& plan) {
       !(m.qkv_bias && !m.out_proj_bias && !m.mlp_bias))
     n.push_back("the model's mix of linear biases is not expressible; Megatron keeps all of them");
   if (c.fusion == sim::Fusion::eager && sim::has_fusable_layers(m))
-    n.push_back("eager layers: the plan was simulated with a GEMM per projection and an unfused SwiGLU "
-                "(fusion: eager); Megatron-Core fuses them (linear_qkv, linear_fc1, fused SwiGLU), so re-plan "
-                "with --fusion megatron for the time and memory it will show");
+    n.push_back(
+        "eager layers: the plan was simulated with a GEMM per projection and an unfused SwiGLU "
+        "(fusion: eager); Megatron-Core fuses them (linear_qkv, linear_fc1, fused SwiGLU), so re-plan "
+        "with --fusion megatron for the time and memory it will show");
   return n;
 }
 
 std::string megatron_command_line(const Plan& plan, const std::vector<std::string>& launcher) {
   std::vector<std::string> words = launcher;
   if (words.empty())
-    words = {"torchrun", std::string(mf::nnodes), std::to_string(plan.cluster.nodes), std::string(mf::nproc_per_node),
-             std::to_string(plan.cluster.per_node()), "pretrain_gpt.py"};
+    words = {"torchrun",
+             std::string(mf::nnodes),
+             std::to_string(plan.cluster.nodes),
+             std::string(mf::nproc_per_node),
+             std::to_string(plan.cluster.per_node()),
+             "pretrain_gpt.py"};
   std::ostringstream s;
   for (const auto& n : megatron_notes(plan)) s << "# shardplan note: " << comment_text(n) << "\n";
   s << shell_join(words);

@@ -22,23 +22,100 @@ namespace {
 
 // Flags shardplan does not model, accepted without a warning (prefixes end in '-').
 constexpr std::string_view kSilent[] = {
-    "--data-", "--split", "--tokenizer-", "--vocab-", "--merge-file", "--lr", "--lr-", "--min-lr", "--weight-decay",
-    "--clip-grad", "--adam-", "--init-method-std", "--log-", "--tensorboard-", "--wandb-", "--save", "--load",
-    "--eval-", "--train-iters", "--train-samples", "--exit-", "--seed", "--use-mcore-models", "--transformer-impl",
-    "--no-masked-softmax-fusion", "--no-bias-", "--make-vocab-size-divisible-by", "--distributed-backend",
-    "--distributed-timeout-minutes", "--timing-log-level", "--ckpt-", "--mock-data", "--norm-epsilon",
-    "--rotary-base", "--use-rotary-position-embeddings", "--no-position-embedding", "--optimizer", "--bias-",
-    "--sgd-", "--loss-scale", "--initial-loss-scale", "--hysteresis", "--manual-gc", "--no-gradient-accumulation-fusion",
-    "--use-checkpoint-args", "--no-load-", "--finetune", "--tp-comm-overlap-cfg", "--moe-router-",
-    "--moe-aux-loss-coeff", "--moe-z-loss-coeff", "--moe-permute-fusion", "--cross-entropy-", "--master_",
-    "--master-", "--node_rank", "--node-rank", "--rdzv", "--max_restarts", "--untie-embeddings-and-output-weights",
-    "--ffn-hidden-size", "--hidden-size", "--num-attention-heads", "--kv-channels", "--group-query-attention",
-    "--num-query-groups", "--swiglu", "--normalization", "--position-embedding-type", "--rotary-percent",
-    "--qk-layernorm", "--disable-bias-linear", "--add-qkv-bias", "--attention-dropout", "--hidden-dropout",
-    "--multi-latent-attention", "--q-lora-rank", "--kv-lora-rank", "--qk-head-dim", "--qk-pos-emb-head-dim",
-    "--v-head-dim", "--num-experts", "--moe-ffn-hidden-size", "--moe-shared-expert-", "--moe-layer-freq",
-    "--moe-token-dispatcher-type", "--moe-grouped-gemm", "--max-position-embeddings", "--fp8-amax-",
-    "--overlap-grad-reduce", "--overlap-param-gather", "--standalone", "--nnodes", "--nproc-per-node",
+    "--data-",
+    "--split",
+    "--tokenizer-",
+    "--vocab-",
+    "--merge-file",
+    "--lr",
+    "--lr-",
+    "--min-lr",
+    "--weight-decay",
+    "--clip-grad",
+    "--adam-",
+    "--init-method-std",
+    "--log-",
+    "--tensorboard-",
+    "--wandb-",
+    "--save",
+    "--load",
+    "--eval-",
+    "--train-iters",
+    "--train-samples",
+    "--exit-",
+    "--seed",
+    "--use-mcore-models",
+    "--transformer-impl",
+    "--no-masked-softmax-fusion",
+    "--no-bias-",
+    "--make-vocab-size-divisible-by",
+    "--distributed-backend",
+    "--distributed-timeout-minutes",
+    "--timing-log-level",
+    "--ckpt-",
+    "--mock-data",
+    "--norm-epsilon",
+    "--rotary-base",
+    "--use-rotary-position-embeddings",
+    "--no-position-embedding",
+    "--optimizer",
+    "--bias-",
+    "--sgd-",
+    "--loss-scale",
+    "--initial-loss-scale",
+    "--hysteresis",
+    "--manual-gc",
+    "--no-gradient-accumulation-fusion",
+    "--use-checkpoint-args",
+    "--no-load-",
+    "--finetune",
+    "--tp-comm-overlap-cfg",
+    "--moe-router-",
+    "--moe-aux-loss-coeff",
+    "--moe-z-loss-coeff",
+    "--moe-permute-fusion",
+    "--cross-entropy-",
+    "--master_",
+    "--master-",
+    "--node_rank",
+    "--node-rank",
+    "--rdzv",
+    "--max_restarts",
+    "--untie-embeddings-and-output-weights",
+    "--ffn-hidden-size",
+    "--hidden-size",
+    "--num-attention-heads",
+    "--kv-channels",
+    "--group-query-attention",
+    "--num-query-groups",
+    "--swiglu",
+    "--normalization",
+    "--position-embedding-type",
+    "--rotary-percent",
+    "--qk-layernorm",
+    "--disable-bias-linear",
+    "--add-qkv-bias",
+    "--attention-dropout",
+    "--hidden-dropout",
+    "--multi-latent-attention",
+    "--q-lora-rank",
+    "--kv-lora-rank",
+    "--qk-head-dim",
+    "--qk-pos-emb-head-dim",
+    "--v-head-dim",
+    "--num-experts",
+    "--moe-ffn-hidden-size",
+    "--moe-shared-expert-",
+    "--moe-layer-freq",
+    "--moe-token-dispatcher-type",
+    "--moe-grouped-gemm",
+    "--max-position-embeddings",
+    "--fp8-amax-",
+    "--overlap-grad-reduce",
+    "--overlap-param-gather",
+    "--standalone",
+    "--nnodes",
+    "--nproc-per-node",
     "--nproc_per_node",
 };
 
@@ -52,16 +129,16 @@ bool silent(const std::string& flag) {
   throw sim::InputError(a.source() + ": " + std::string(flag) + ": expected " + what);
 }
 
-int degree(const CommandArgs& a, std::string_view flag) {
-  return static_cast<int>(a.integer(flag, 1).value_or(1));
-}
+int degree(const CommandArgs& a, std::string_view flag) { return static_cast<int>(a.integer(flag, 1).value_or(1)); }
 
 void read_parallel(const CommandArgs& a, const ImportContext& ctx, sim::ParallelConfig& c) {
   c.tp = degree(a, mf::tp);
   c.pp = degree(a, mf::pp);
   c.cp = degree(a, mf::cp);
-  if (ctx.tp > 0 && ctx.tp != c.tp) fail(a, mf::tp, "the tensor-parallel degree given to the import (" + std::to_string(ctx.tp) + ")");
-  if (ctx.pp > 0 && ctx.pp != c.pp) fail(a, mf::pp, "the pipeline degree given to the import (" + std::to_string(ctx.pp) + ")");
+  if (ctx.tp > 0 && ctx.tp != c.tp)
+    fail(a, mf::tp, "the tensor-parallel degree given to the import (" + std::to_string(ctx.tp) + ")");
+  if (ctx.pp > 0 && ctx.pp != c.pp)
+    fail(a, mf::pp, "the pipeline degree given to the import (" + std::to_string(ctx.pp) + ")");
   if (const auto kind = a.value(mf::cp_comm_type)) {
     if (*kind == "p2p") c.cp_kind = sim::CpKind::ring;
     else if (*kind == "a2a") c.cp_kind = sim::CpKind::all_to_all;
@@ -75,8 +152,8 @@ void read_parallel(const CommandArgs& a, const ImportContext& ctx, sim::Parallel
   const int model_parallel = c.tp * c.pp * c.cp;
   if (ctx.devices % model_parallel != 0)
     throw sim::InputError(a.source() + ": " + std::string(mf::tp) + " x " + std::string(mf::pp) + " x " +
-                          std::string(mf::cp) + " = " + std::to_string(model_parallel) + ": expected a divisor of the " +
-                          std::to_string(ctx.devices) + " devices");
+                          std::string(mf::cp) + " = " + std::to_string(model_parallel) +
+                          ": expected a divisor of the " + std::to_string(ctx.devices) + " devices");
   c.dp = ctx.devices / model_parallel;
 }
 
@@ -85,7 +162,8 @@ void read_pipeline(const CommandArgs& a, sim::ParallelConfig& c) {
   const auto layers = a.integer(mf::num_layers, 1);
   const auto chunks = a.integer(mf::virtual_stages, 1);
   const auto per_chunk = a.integer(mf::layers_per_virtual_stage, 1);
-  if (chunks && per_chunk) fail(a, mf::virtual_stages, std::string("one of it and ") + std::string(mf::layers_per_virtual_stage));
+  if (chunks && per_chunk)
+    fail(a, mf::virtual_stages, std::string("one of it and ") + std::string(mf::layers_per_virtual_stage));
   if (per_chunk) {
     if (!layers || *layers % (*per_chunk * c.pp) != 0)
       fail(a, mf::layers_per_virtual_stage, "a divisor of --num-layers / pipeline size (give --num-layers)");
@@ -96,12 +174,14 @@ void read_pipeline(const CommandArgs& a, sim::ParallelConfig& c) {
   if (c.virtual_stages > 1) c.schedule = sim::PipelineSchedule::interleaved;
   const auto first = a.integer(mf::first_stage_layers, 1), last = a.integer(mf::last_stage_layers, 1);
   if (!first && !last) return;
-  if (!layers) fail(a, first ? mf::first_stage_layers : mf::last_stage_layers, "--num-layers with it (the split needs it)");
+  if (!layers)
+    fail(a, first ? mf::first_stage_layers : mf::last_stage_layers, "--num-layers with it (the split needs it)");
   if (c.virtual_stages > 1) fail(a, mf::first_stage_layers, "no interleaving with uneven stages in this import");
   const long long rest = *layers - first.value_or(0) - last.value_or(0);
   const int middle = c.pp - (first ? 1 : 0) - (last ? 1 : 0);
   if (c.pp < 2 || rest < 0 || (middle > 0 && rest % middle != 0) || (middle == 0 && rest != 0))
-    fail(a, mf::first_stage_layers, "first/last stage layers that leave an even split of the rest over the middle stages");
+    fail(a, mf::first_stage_layers,
+         "first/last stage layers that leave an even split of the rest over the middle stages");
   c.partition.assign(static_cast<std::size_t>(c.pp), middle > 0 ? static_cast<int>(rest / middle) : 0);
   if (first) c.partition.front() = static_cast<int>(*first);
   if (last) c.partition.back() = static_cast<int>(*last);
@@ -119,11 +199,13 @@ void read_data_parallel(const CommandArgs& a, sim::ParallelConfig& c, std::vecto
     c.zero_stage = 1;
   }
   if (const auto instances = a.integer(mf::optimizer_instances, 1); instances && *instances > 1) {
-    if (c.dp % *instances != 0) fail(a, mf::optimizer_instances, "a divisor of the data-parallel size " + std::to_string(c.dp));
+    if (c.dp % *instances != 0)
+      fail(a, mf::optimizer_instances, "a divisor of the data-parallel size " + std::to_string(c.dp));
     c.sharding_degree = c.dp / static_cast<int>(*instances);
   }
   c.offload_optimizer = a.has(mf::optimizer_cpu_offload);
-  if (c.offload_optimizer && c.zero_stage == 0) fail(a, mf::optimizer_cpu_offload, "--use-distributed-optimizer with it");
+  if (c.offload_optimizer && c.zero_stage == 0)
+    fail(a, mf::optimizer_cpu_offload, "--use-distributed-optimizer with it");
   (void)a.has(mf::precision_aware_optimizer);  // read (a known flag): no effect on the layout
   if (a.has(mf::fp32_grad_reduce)) c.grad_accum_dtype = sim::GradAccumDtype::fp32;
   if (const auto n = a.integer(mf::activation_offload_layers, 0); n && *n > 0) {
@@ -133,7 +215,8 @@ void read_data_parallel(const CommandArgs& a, sim::ParallelConfig& c, std::vecto
   }
 }
 
-void read_batch(const CommandArgs& a, const ImportContext& ctx, sim::ParallelConfig& c, std::vector<std::string>& warnings) {
+void read_batch(const CommandArgs& a, const ImportContext& ctx, sim::ParallelConfig& c,
+                std::vector<std::string>& warnings) {
   const auto mbs = a.integer(mf::micro_batch, 1);
   if (mbs && ctx.micro_batch_size > 0 && *mbs != ctx.micro_batch_size)
     fail(a, mf::micro_batch, "the micro-batch size given to the import (" + std::to_string(ctx.micro_batch_size) + ")");
@@ -141,8 +224,9 @@ void read_batch(const CommandArgs& a, const ImportContext& ctx, sim::ParallelCon
   if (!mbs && ctx.micro_batch_size == 0) warnings.push_back(a.source() + ": no --micro-batch-size; assumed 1");
   const long long gbs = a.integer(mf::global_batch, 1).value_or(static_cast<long long>(c.micro_batch_size) * c.dp);
   if (gbs % (static_cast<long long>(c.micro_batch_size) * c.dp) != 0)
-    fail(a, mf::global_batch, "a multiple of micro-batch x data-parallel size = " +
-                                  std::to_string(static_cast<long long>(c.micro_batch_size) * c.dp));
+    fail(a, mf::global_batch,
+         "a multiple of micro-batch x data-parallel size = " +
+             std::to_string(static_cast<long long>(c.micro_batch_size) * c.dp));
   c.global_batch_size = static_cast<int>(gbs);
   c.seq_len = static_cast<int>(a.integer(mf::seq_length, 1).value_or(ctx.seq_len));
   if (const auto cf = a.number(mf::capacity_factor)) {
@@ -161,26 +245,29 @@ void read_compute(const CommandArgs& a, const ImportContext& ctx, sim::ParallelC
     const long long n = a.integer(mf::recompute_num_layers, 1).value_or(1);
     if (method == "block") c.recompute_num_layers = static_cast<int>(n);
     else if (method != "uniform") fail(a, mf::recompute_method, "uniform or block");
-    else if (n != 1) fail(a, mf::recompute_num_layers, "1 with --recompute-method uniform (every layer), the one shardplan models");
+    else if (n != 1)
+      fail(a, mf::recompute_num_layers, "1 with --recompute-method uniform (every layer), the one shardplan models");
   } else if (granularity) {
     fail(a, mf::recompute_granularity, "full or selective");
   }
   if (a.has(mf::bf16) && a.has(mf::fp16)) fail(a, mf::bf16, "one of --bf16 and --fp16");
-  c.precision = a.has(mf::bf16) ? sim::Precision::bf16
+  c.precision = a.has(mf::bf16)   ? sim::Precision::bf16
                 : a.has(mf::fp16) ? sim::Precision::fp16
                                   : ctx.precision.value_or(sim::Precision::fp32);
   if (a.value(mf::fp8_format)) {
     const std::string recipe = a.value(mf::fp8_recipe).value_or("delayed");
     const auto r = sim::fp8_recipe_from_string(recipe);
-    if (!r || *r == sim::Fp8Recipe::none) fail(a, mf::fp8_recipe, "delayed, tensorwise or blockwise; got '" + recipe + "'");
+    if (!r || *r == sim::Fp8Recipe::none)
+      fail(a, mf::fp8_recipe, "delayed, tensorwise or blockwise; got '" + recipe + "'");
     c.fp8 = *r;
     c.fp8_param_gather = a.has(mf::fp8_param_gather);
   }
   const std::string backend = a.value(mf::attention_backend).value_or("auto");
   if (backend == "unfused") c.attention = sim::AttentionKind::eager;
-  else if (backend == "flash" || backend == "fused" || backend == "auto" || backend == "local") c.attention = sim::AttentionKind::flash;
+  else if (backend == "flash" || backend == "fused" || backend == "auto" || backend == "local")
+    c.attention = sim::AttentionKind::flash;
   else fail(a, mf::attention_backend, "flash, fused, unfused, local or auto");
-  (void)a.has(mf::use_flash_attn);  // read (a known flag): --attention-backend decides
+  (void)a.has(mf::use_flash_attn);   // read (a known flag): --attention-backend decides
   c.fusion = sim::Fusion::megatron;  // Megatron-Core fuses q/k/v, gate/up and SwiGLU
 }
 
@@ -190,7 +277,8 @@ ImportResult import_megatron(std::string_view script, const ImportContext& ctx, 
   import_detail::check_context(ctx, source);
   const CommandArgs a(shell_words(script, source), source);
   if (!a.has(mf::tp) && !a.has(mf::micro_batch) && !a.has(mf::num_layers))
-    throw sim::InputError(source + ": no Megatron-LM arguments (--tensor-model-parallel-size, --micro-batch-size, ...)");
+    throw sim::InputError(source +
+                          ": no Megatron-LM arguments (--tensor-model-parallel-size, --micro-batch-size, ...)");
   ImportResult r;
   sim::ParallelConfig& c = r.config;
   // The launcher's counts, where the script gives numbers (not $VARIABLES).

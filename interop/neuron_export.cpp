@@ -11,9 +11,9 @@
 #include <cctype>
 #include <sstream>
 
+#include "formats/shell_quote.hpp"
 #include "neuron.hpp"
 #include "neuron_flags.hpp"
-#include "formats/shell_quote.hpp"
 #include "simulator/errors.hpp"
 
 namespace shardplan::interop {
@@ -60,8 +60,9 @@ void add(Words& w, std::string_view flag, const std::string& v, bool raw = false
 void check_hardware(const formats::Plan& plan) {
   const auto& hw = plan.cluster.hardware;
   if (!mentions(hw.name + " " + hw.description, {"trn1", "trn2", "trainium"}))
-    refuse(plan, "hardware '" + hw.name + "' is not AWS Trainium (its name or description names no trn1, trn2 or "
-                 "Trainium); NeuronX Distributed runs on Trainium");
+    refuse(plan, "hardware '" + hw.name +
+                     "' is not AWS Trainium (its name or description names no trn1, trn2 or "
+                     "Trainium); NeuronX Distributed runs on Trainium");
   // The NeuronCore profile says so in its name or description ("counted in NeuronCores"); the chip
   // profile's description names NeuronCore-v2 too, so the plain word is not enough.
   if (!mentions(hw.name, {"neuroncore"}) && !mentions(hw.description, {"counted in neuroncores"}))
@@ -83,8 +84,9 @@ void check_runnable(const formats::Plan& plan) {
     refuse(plan, "ZeRO-" + std::to_string(c.zero_stage) + ": NxD's optimizer shards optimizer states only (ZeRO-1, " +
                      std::string(nf::kZ1UseZero1) + " / " + std::string(nf::kPpUseZero1) + ")");
   if (c.cp > 1 && c.cp_kind != sim::CpKind::ring)
-    refuse(plan, "context parallelism in NxD is ring attention (modeling_llama_nxd.py, nki_ring_attn_func): re-plan "
-                 "with --cp-kind ring");
+    refuse(plan,
+           "context parallelism in NxD is ring attention (modeling_llama_nxd.py, nki_ring_attn_func): re-plan "
+           "with --cp-kind ring");
   if (c.lora.enabled()) refuse(plan, "LoRA: the NxD pretraining examples train every weight (no PEFT)");
   if (c.uses_fp8()) refuse(plan, "FP8: the NxD Llama examples train in bf16 (no FP8 recipe)");
   if (c.precision != sim::Precision::bf16)
@@ -188,7 +190,8 @@ std::vector<std::string> environment(const formats::Plan& plan) {
             "MALLOC_ARENA_MAX=128",
             std::string(nf::kEnvDowncastBf16) + "=1",
             "NEURON_CC_FLAGS=\"--model-type=transformer --cache_dir=$HOME/cache_dir_neuron/\""};
-  std::vector<std::string> env = {  // tp_zero1_llama2_7B_hf_pretrain.sh
+  std::vector<std::string> env = {
+      // tp_zero1_llama2_7B_hf_pretrain.sh
       "NEURON_CC_FLAGS=\"--model-type transformer --cache_dir=$HOME/neuron_compile_cache/\"",
       "NEURON_FUSE_SOFTMAX=1",
       "NEURON_RT_ASYNC_EXEC_MAX_INFLIGHT_REQUESTS=3",
@@ -220,14 +223,16 @@ std::string text_of(const Word& w) { return w.raw ? w.text : shell_quote(w.text)
 
 void recompute_notes(const sim::ParallelConfig& c, std::vector<std::string>& n) {
   if (c.recompute == sim::Recompute::none)
-    n.push_back("the NxD examples always checkpoint activations (selective: core attention, else every decoder "
-                "layer); a plan without recompute is exported as selective");
+    n.push_back(
+        "the NxD examples always checkpoint activations (selective: core attention, else every decoder "
+        "layer); a plan without recompute is exported as selective");
   if (c.recompute_num_layers > 0)
     n.push_back("NxD's full checkpointing wraps every decoder layer: recompute_num_layers " +
                 std::to_string(c.recompute_num_layers) + " is not expressible");
   if (c.pp > 1 && selective(c) && c.seq_len == 8192)
-    n.push_back("at seq_len 8192 run_llama_nxd.py's selective checkpointing also recomputes the MLP "
-                "(selective_activation_checkpointing_modules)");
+    n.push_back(
+        "at seq_len 8192 run_llama_nxd.py's selective checkpointing also recomputes the MLP "
+        "(selective_activation_checkpointing_modules)");
 }
 
 void model_notes(const formats::Plan& plan, std::vector<std::string>& n) {
@@ -249,8 +254,9 @@ std::vector<std::string> neuron_notes(const formats::Plan& plan) {
   const auto& c = plan.config;
   std::vector<std::string> n;
   if (c.casts_weights())
-    n.push_back("the plan keeps fp32 weights (autocast); NxD keeps bf16 weights on the device with an fp32 copy in "
-                "the optimizer (AdamW_FP32OptimParams / master weights)");
+    n.push_back(
+        "the plan keeps fp32 weights (autocast); NxD keeps bf16 weights on the device with an fp32 copy in "
+        "the optimizer (AdamW_FP32OptimParams / master weights)");
   if (c.fp32_grad_accum() && c.zero_stage == 0)
     n.push_back("fp32 gradient accumulation needs ZeRO-1 in NxD (use_gpu_compatible_precision); exported without it");
   recompute_notes(c, n);
@@ -260,18 +266,22 @@ std::vector<std::string> neuron_notes(const formats::Plan& plan) {
   if (c.pp > 1 && c.schedule == sim::PipelineSchedule::gpipe)
     n.push_back("GPipe: NxD runs 1F1B (Train1F1BSchedule, or TrainInterleavedSchedule with virtual stages)");
   if (c.pp > 1 && !c.partition.empty())
-    n.push_back("the explicit layer partition is not expressible: run_llama_nxd.py partitions automatically "
-                "(auto_partition)");
+    n.push_back(
+        "the explicit layer partition is not expressible: run_llama_nxd.py partitions automatically "
+        "(auto_partition)");
   if (c.rank_order != "tp-dp-pp")
-    n.push_back("rank order '" + c.rank_order + "' is not expressible: NxD orders ranks tp-cp-dp-pp (parallel_state.py)");
+    n.push_back("rank order '" + c.rank_order +
+                "' is not expressible: NxD orders ranks tp-cp-dp-pp (parallel_state.py)");
   if (c.cp > 1)
-    n.push_back("context parallelism: NxD gives each rank one contiguous 1/cp of the sequence "
-                "(get_batch_on_this_context_parallel_rank) without the plan's causal load balancing, and runs the "
-                "NKI ring-attention kernel (use_flash_attention 0)");
+    n.push_back(
+        "context parallelism: NxD gives each rank one contiguous 1/cp of the sequence "
+        "(get_batch_on_this_context_parallel_rank) without the plan's causal load balancing, and runs the "
+        "NKI ring-attention kernel (use_flash_attention 0)");
   if (c.tp_comm_overlap) n.push_back("tensor-parallel communication overlap is not an option of the NxD examples");
   if (c.packed_document_tokens > 0)
-    n.push_back("packed documents: the NxD examples attend causally over the whole packed sequence (no per-document "
-                "masking)");
+    n.push_back(
+        "packed documents: the NxD examples attend causally over the whole packed sequence (no per-document "
+        "masking)");
   if (c.attention == sim::AttentionKind::flash1 && c.cp == 1)
     n.push_back("flash1 attention: NxD runs its NKI flash-attention kernel (the plan timed first-generation kernels)");
   model_notes(plan, n);

@@ -43,17 +43,17 @@ inline constexpr std::string_view kQkvLinear = "--qkv_linear";        // zero1 s
 inline constexpr std::string_view kHiddenSizeOverride = "--hidden_size";
 
 // --- tp_zero1_llama_hf_pretrain.py (argparse, lines 528-673) ----------------------------------
-inline constexpr std::string_view kZ1ModelPath = "--model_path";         // HF config dir
+inline constexpr std::string_view kZ1ModelPath = "--model_path";  // HF config dir
 inline constexpr std::string_view kZ1DataDir = "--data_dir";
-inline constexpr std::string_view kZ1BatchSize = "--batch_size";          // int, default 8: per rank
-inline constexpr std::string_view kZ1GradAccum = "--grad_accum_usteps";   // int, default 64
-inline constexpr std::string_view kZ1UseZero1 = "--use_zero_1";           // store_true
+inline constexpr std::string_view kZ1BatchSize = "--batch_size";            // int, default 8: per rank
+inline constexpr std::string_view kZ1GradAccum = "--grad_accum_usteps";     // int, default 64
+inline constexpr std::string_view kZ1UseZero1 = "--use_zero_1";             // store_true
 inline constexpr std::string_view kZ1MixPrecision = "--use_mix_precision";  // store_true: AdamW_FP32OptimParams
-inline constexpr std::string_view kZ1SequenceParallel = "--sequence_parallel_enabled";      // store_true
+inline constexpr std::string_view kZ1SequenceParallel = "--sequence_parallel_enabled";        // store_true
 inline constexpr std::string_view kZ1SelectiveCheckpoint = "--selective_checkpoint_enabled";  // store_true; else "full"
-inline constexpr std::string_view kZ1NumLayers = "--num_layers";          // int override, -1 = config's
+inline constexpr std::string_view kZ1NumLayers = "--num_layers";  // int override, -1 = config's
 inline constexpr std::string_view kZ1MaxSteps = "--max_steps";
-inline constexpr std::string_view kZ1StepsThisRun = "--steps_this_run";   // required in effect (compared with 0)
+inline constexpr std::string_view kZ1StepsThisRun = "--steps_this_run";  // required in effect (compared with 0)
 inline constexpr std::string_view kZ1WarmupSteps = "--warmup_steps";
 inline constexpr std::string_view kZ1Lr = "--lr";
 inline constexpr std::string_view kZ1LoggingInterval = "--logging_interval";
@@ -66,11 +66,11 @@ inline constexpr std::string_view kPpPipelineParallel = "--pipeline_parallel_siz
 inline constexpr std::string_view kPpVirtualPipeline = "--virtual_pipeline_size";    // default 1
 inline constexpr std::string_view kPpNumMicrobatches = "--num_microbatches";         // default 8
 // Samples per data-parallel rank per step (the dataloader batch), split into num_microbatches.
-inline constexpr std::string_view kPpTrainBatchSize = "--train_batch_size";  // default 16
-inline constexpr std::string_view kPpUseZero1 = "--use_zero1_optimizer";           // default 0
-inline constexpr std::string_view kPpSequenceParallel = "--use_sequence_parallel";  // default 1
+inline constexpr std::string_view kPpTrainBatchSize = "--train_batch_size";               // default 16
+inline constexpr std::string_view kPpUseZero1 = "--use_zero1_optimizer";                  // default 0
+inline constexpr std::string_view kPpSequenceParallel = "--use_sequence_parallel";        // default 1
 inline constexpr std::string_view kPpSelectiveCheckpoint = "--use_selective_checkpoint";  // default 0; else "full"
-inline constexpr std::string_view kPpUseAmp = "--use_amp";  // torch.autocast bf16
+inline constexpr std::string_view kPpUseAmp = "--use_amp";                                // torch.autocast bf16
 // AdamW_FP32OptimParams (fp32 copies of the bf16 weights in the optimizer) instead of torch AdamW;
 // without it or the GPU-compatible precision, XLA_DOWNCAST_BF16 leaves no fp32 copy at all.
 inline constexpr std::string_view kPpFp32Optimizer = "--use_fp32_optimizer";
@@ -87,32 +87,75 @@ inline constexpr std::string_view kPpConstantSteps = "--constant_steps";
 inline constexpr int kPpDefaultTp = 8, kPpDefaultMicrobatches = 8, kPpDefaultTrainBatch = 16, kPpDefaultSeqLen = 4096;
 
 // Flags only one of the scripts has: what a bare flag list (no script named) is read as.
-inline constexpr std::string_view kPipelineOnly[] = {kPpPipelineParallel, kPpNumMicrobatches, kPpTrainBatchSize,
-                                                     kPpUseZero1, kPpSequenceParallel, kPpSelectiveCheckpoint,
-                                                     kPpTrainingConfig, kPpVirtualPipeline};
-inline constexpr std::string_view kZero1Only[] = {kZ1BatchSize, kZ1GradAccum, kZ1UseZero1,
+inline constexpr std::string_view kPipelineOnly[] = {kPpPipelineParallel, kPpNumMicrobatches,  kPpTrainBatchSize,
+                                                     kPpUseZero1,         kPpSequenceParallel, kPpSelectiveCheckpoint,
+                                                     kPpTrainingConfig,   kPpVirtualPipeline};
+inline constexpr std::string_view kZero1Only[] = {kZ1BatchSize,        kZ1GradAccum,           kZ1UseZero1,
                                                   kZ1SequenceParallel, kZ1SelectiveCheckpoint, kZ1ModelPath};
 
 // Flags of each script that change nothing the cost model sees (paths, optimizer and schedule
 // hyperparameters, checkpointing, logging, kernel layout switches): read silently.
-inline constexpr std::string_view kZero1Silent[] = {
-    "--model_path", "--data_dir", "--output_dir", "--metrics_file", "--max_steps", "--steps_this_run", "--seed",
-    "--lr", "--warmup_steps", "--print_grad_norm", "--use_meta_device_init", "--logging_interval", "--weight_decay",
-    "--beta1", "--beta2", "--checkpoint_freq", "--checkpoint_dir", "--pretrained_weight", "--loading_step",
-    "--num_kept_checkpoint", "--fuse_qkv", "--transpose_nki_inputs", "--qkv_linear"};
-inline constexpr std::string_view kPipelineSilent[] = {
-    "--training_dir", "--training_config", "--trace_file_path", "--tb_dir", "--max_steps", "--checkpoint_freq",
-    "--checkpoint_dir", "--loading_step", "--num_kept_checkpoint", "--save_load_xser", "--pretrained_weight",
-    "--async_checkpoint_saving", "--use_master_weight_in_ckpt", "--avoid_saving_lower_precision_weights",
-    "--metrics_file", "--fuse_microbatches", "--weight_decay", "--beta1", "--beta2", "--seed",
-    "--use_deferred_init", "--use_meta_device_init", "--deallocate_pipeline_outputs", "--qkv_linear", "--fuse_qkv",
-    "--lr", "--warmup_steps", "--constant_steps", "--min_lr", "--logging_interval", "--transpose_nki_inputs"};
+inline constexpr std::string_view kZero1Silent[] = {"--model_path",
+                                                    "--data_dir",
+                                                    "--output_dir",
+                                                    "--metrics_file",
+                                                    "--max_steps",
+                                                    "--steps_this_run",
+                                                    "--seed",
+                                                    "--lr",
+                                                    "--warmup_steps",
+                                                    "--print_grad_norm",
+                                                    "--use_meta_device_init",
+                                                    "--logging_interval",
+                                                    "--weight_decay",
+                                                    "--beta1",
+                                                    "--beta2",
+                                                    "--checkpoint_freq",
+                                                    "--checkpoint_dir",
+                                                    "--pretrained_weight",
+                                                    "--loading_step",
+                                                    "--num_kept_checkpoint",
+                                                    "--fuse_qkv",
+                                                    "--transpose_nki_inputs",
+                                                    "--qkv_linear"};
+inline constexpr std::string_view kPipelineSilent[] = {"--training_dir",
+                                                       "--training_config",
+                                                       "--trace_file_path",
+                                                       "--tb_dir",
+                                                       "--max_steps",
+                                                       "--checkpoint_freq",
+                                                       "--checkpoint_dir",
+                                                       "--loading_step",
+                                                       "--num_kept_checkpoint",
+                                                       "--save_load_xser",
+                                                       "--pretrained_weight",
+                                                       "--async_checkpoint_saving",
+                                                       "--use_master_weight_in_ckpt",
+                                                       "--avoid_saving_lower_precision_weights",
+                                                       "--metrics_file",
+                                                       "--fuse_microbatches",
+                                                       "--weight_decay",
+                                                       "--beta1",
+                                                       "--beta2",
+                                                       "--seed",
+                                                       "--use_deferred_init",
+                                                       "--use_meta_device_init",
+                                                       "--deallocate_pipeline_outputs",
+                                                       "--qkv_linear",
+                                                       "--fuse_qkv",
+                                                       "--lr",
+                                                       "--warmup_steps",
+                                                       "--constant_steps",
+                                                       "--min_lr",
+                                                       "--logging_interval",
+                                                       "--transpose_nki_inputs"};
 // torchrun's own flags (both spellings torchrun accepts), after --nproc_per_node and --nnodes.
 inline constexpr std::string_view kNprocPerNodeDash = "--nproc-per-node";
 inline constexpr std::string_view kTorchrunSilent[] = {
-    "--node_rank", "--node-rank", "--master_addr", "--master-addr", "--master_port", "--master-port",
-    "--rdzv_backend", "--rdzv-backend", "--rdzv_endpoint", "--rdzv-endpoint", "--rdzv_id", "--rdzv-id",
-    "--max_restarts", "--max-restarts", "--standalone", "--log_dir", "--log-dir", "--redirects", "--tee"};
+    "--node_rank",    "--node-rank",    "--master_addr",   "--master-addr",   "--master_port", "--master-port",
+    "--rdzv_backend", "--rdzv-backend", "--rdzv_endpoint", "--rdzv-endpoint", "--rdzv_id",     "--rdzv-id",
+    "--max_restarts", "--max-restarts", "--standalone",    "--log_dir",       "--log-dir",     "--redirects",
+    "--tee"};
 
 // --- environment -----------------------------------------------------------------------------
 // bf16 on the XLA device with fp32 tensors on the host (run_llama2_70B_tp_pp.sh exports it;
@@ -135,10 +178,8 @@ struct ShippedConfig {
   std::string_view config;
 };
 inline constexpr ShippedConfig kShippedConfigs[] = {
-    {"llama2-7b", kZero1Dir, "7B_config_llama2"},
-    {"llama3.1-8b", kZero1Dir, "8B_config_llama3.1"},
-    {"llama2-13b", kPipelineDir, "13B_config_llama2"},
-    {"llama2-70b", kPipelineDir, "70B_config_llama2"},
+    {"llama2-7b", kZero1Dir, "7B_config_llama2"},          {"llama3.1-8b", kZero1Dir, "8B_config_llama3.1"},
+    {"llama2-13b", kPipelineDir, "13B_config_llama2"},     {"llama2-70b", kPipelineDir, "70B_config_llama2"},
     {"llama3.1-70b", kPipelineDir, "70B_config_llama3.1"},
 };
 

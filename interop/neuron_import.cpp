@@ -47,9 +47,7 @@ std::optional<long long> to_int(const std::string& s) {
     if (!std::isdigit(static_cast<unsigned char>(t[k]))) return std::nullopt;
   try {
     return std::stoll(t);
-  } catch (const std::exception&) {
-    return std::nullopt;
-  }
+  } catch (const std::exception&) { return std::nullopt; }
 }
 
 // Shell variables of a launch script, read as described at the top of the file.
@@ -98,9 +96,7 @@ std::optional<std::string> assignment_value(const std::string& v) {
   try {
     const auto words = shell_words(v, "");
     return words.empty() ? std::string() : words.front();
-  } catch (const sim::InputError&) {
-    return std::nullopt;
-  }
+  } catch (const sim::InputError&) { return std::nullopt; }
 }
 
 void ShellVars::read_line(const std::string& line) {
@@ -117,8 +113,7 @@ void ShellVars::read_line(const std::string& line) {
     const auto it = raw_.find(name);
     if (m[2].length() > 0 && it != raw_.end())  // +=
       it->second = it->second && value ? std::optional<std::string>(*it->second + *value) : std::nullopt;
-    else
-      raw_[name] = value;
+    else raw_[name] = value;
   } else if (std::regex_match(line, m, kDefault) && !assigned(m[1].str())) {
     raw_[m[1].str()] = m[2].str();
   }
@@ -168,7 +163,8 @@ Tri ShellVars::condition(const std::string& text) const {
     const std::string part = last ? text.substr(pos) : text.substr(pos, static_cast<std::size_t>(it->position()) - pos);
     const Tri t = test(part);
     if (op.empty()) acc = t;
-    else if (op == "&&") acc = acc == Tri::no || t == Tri::no ? Tri::no : (acc == Tri::yes && t == Tri::yes ? Tri::yes : Tri::unknown);
+    else if (op == "&&")
+      acc = acc == Tri::no || t == Tri::no ? Tri::no : (acc == Tri::yes && t == Tri::yes ? Tri::yes : Tri::unknown);
     else acc = acc == Tri::yes || t == Tri::yes ? Tri::yes : (acc == Tri::no && t == Tri::no ? Tri::no : Tri::unknown);
     if (last) break;
     op = (*it)[1].str();
@@ -183,9 +179,7 @@ Tri ShellVars::test(const std::string& text) const {
   std::vector<std::string> w;
   try {
     w = shell_words(text, "");
-  } catch (const sim::InputError&) {
-    return Tri::unknown;
-  }
+  } catch (const sim::InputError&) { return Tri::unknown; }
   if (w.size() < 3 || (w.front() != "[" && w.front() != "[[") || (w.back() != "]" && w.back() != "]]"))
     return Tri::unknown;
   w = std::vector<std::string>(w.begin() + 1, w.end() - 1);
@@ -212,8 +206,8 @@ Tri ShellVars::test(const std::string& text) const {
       r = ((*a == *b) == (op != "!=")) ? Tri::yes : Tri::no;
     } else if (a && b) {
       static const std::map<std::string, std::function<bool(long long, long long)>> kCompare = {
-          {"-eq", std::equal_to<>()}, {"-ne", std::not_equal_to<>()}, {"-gt", std::greater<>()},
-          {"-ge", std::greater_equal<>()}, {"-lt", std::less<>()}, {"-le", std::less_equal<>()}};
+          {"-eq", std::equal_to<>()},      {"-ne", std::not_equal_to<>()}, {"-gt", std::greater<>()},
+          {"-ge", std::greater_equal<>()}, {"-lt", std::less<>()},         {"-le", std::less_equal<>()}};
       const auto x = to_int(*a), y = to_int(*b);
       if (!x || !y) return Tri::no;  // `[ -gt 0 ]` with an empty operand fails
       if (const auto it = kCompare.find(op); it != kCompare.end()) r = it->second(*x, *y) ? Tri::yes : Tri::no;
@@ -237,7 +231,8 @@ std::optional<long long> ShellVars::arithmetic(std::string_view expr, const Over
       ++i;
       const long long v = sum();
       skip();
-      if (i < expr.size() && expr[i] == ')') ++i; else ok = false;
+      if (i < expr.size() && expr[i] == ')') ++i;
+      else ok = false;
       return v;
     }
     if (i < expr.size() && expr[i] == '-') return ++i, -factor();
@@ -341,8 +336,8 @@ bool names_script(const std::string& word, std::string_view script) {
 }
 
 bool is_operator(const std::string& w) {
-  return w == "|" || w == "|&" || w == "&&" || w == "||" || w == "&" || w.rfind(">", 0) == 0 ||
-         w.rfind("2>", 0) == 0 || w.rfind("&>", 0) == 0 || w.rfind("<", 0) == 0;
+  return w == "|" || w == "|&" || w == "&&" || w == "||" || w == "&" || w.rfind(">", 0) == 0 || w.rfind("2>", 0) == 0 ||
+         w.rfind("&>", 0) == 0 || w.rfind("<", 0) == 0;
 }
 
 // Each word that is (or holds) a variable, expanded; a word that is a variable alone splits at
@@ -359,9 +354,7 @@ std::vector<std::string> expand_words(const std::vector<std::string>& words, con
       std::vector<std::string> split;
       try {
         split = shell_words(*v, "");
-      } catch (const sim::InputError&) {
-        split = {*v};
-      }
+      } catch (const sim::InputError&) { split = {*v}; }
       out.insert(out.end(), split.begin(), split.end());
     } else {
       out.push_back(*v);
@@ -430,13 +423,14 @@ struct Reader {
   long long integer(std::string_view flag, long long min, long long fallback, bool say = true) const {
     const auto v = a.value(flag);
     if (!v) {
-      if (say) warn(std::string(flag) + " not given: " + std::string(script) + "'s default " + std::to_string(fallback));
+      if (say)
+        warn(std::string(flag) + " not given: " + std::string(script) + "'s default " + std::to_string(fallback));
       return fallback;
     }
     if (v->find('$') != std::string::npos)
       throw sim::InputError(source + ": " + std::string(flag) + ": '" + *v +
-                            "' is not assigned a number in the script (expected an integer >= " +
-                            std::to_string(min) + ")");
+                            "' is not assigned a number in the script (expected an integer >= " + std::to_string(min) +
+                            ")");
     return *a.integer(flag, min);
   }
   bool switch_int(std::string_view flag, bool fallback) const { return integer(flag, 0, fallback ? 1 : 0, false) > 0; }
@@ -457,11 +451,10 @@ void read_degrees(const Reader& r, bool pipeline, const ImportContext& ctx, sim:
   cfg.cp = static_cast<int>(r.integer(nf::kContextParallel, 1, 1, false));
   const long long model_parallel = static_cast<long long>(cfg.tp) * cfg.pp * cfg.cp;
   if (ctx.devices % model_parallel != 0)
-    throw sim::InputError(r.source + ": " + std::string(nf::kTensorParallel) + " x " +
-                          std::string(nf::kPpPipelineParallel) + " x " + std::string(nf::kContextParallel) +
-                          ": expected " + std::to_string(cfg.tp) + " x " + std::to_string(cfg.pp) + " x " +
-                          std::to_string(cfg.cp) + " to divide the cluster's " + std::to_string(ctx.devices) +
-                          " NeuronCores");
+    throw sim::InputError(
+        r.source + ": " + std::string(nf::kTensorParallel) + " x " + std::string(nf::kPpPipelineParallel) + " x " +
+        std::string(nf::kContextParallel) + ": expected " + std::to_string(cfg.tp) + " x " + std::to_string(cfg.pp) +
+        " x " + std::to_string(cfg.cp) + " to divide the cluster's " + std::to_string(ctx.devices) + " NeuronCores");
   cfg.dp = static_cast<int>(ctx.devices / model_parallel);
 }
 
@@ -492,7 +485,8 @@ void read_precision(const Reader& r, bool pipeline, const ShellVars& vars, const
   const bool gpu_compatible = r.switch_int(nf::kGpuCompatiblePrecision, true);
   cfg.grad_accum_dtype = gpu_compatible && cfg.zero_stage == 1 ? sim::GradAccumDtype::fp32 : sim::GradAccumDtype::param;
   if (gpu_compatible && cfg.zero_stage == 0)
-    r.warn(std::string(nf::kGpuCompatiblePrecision) + " 1 (the default) without ZeRO-1: NxD stops with \"ZeRO-1 "
+    r.warn(std::string(nf::kGpuCompatiblePrecision) +
+           " 1 (the default) without ZeRO-1: NxD stops with \"ZeRO-1 "
            "optimizer is not enabled, while `use_master_weights` is True\" (trainer.py); imported without it");
   cfg.precision = sim::Precision::bf16;
   const bool fp32_optimizer = pipeline ? r.switch_int(nf::kPpFp32Optimizer, false) : r.store_true(nf::kZ1MixPrecision);
@@ -507,23 +501,25 @@ void read_precision(const Reader& r, bool pipeline, const ShellVars& vars, const
   };
   if (r.switch_int(nf::kPpUseAmp, false))
     r.warn(std::string(nf::kPpUseAmp) + " autocasts with device_type \"cuda\" (run_llama_nxd.py); modelled as bf16");
-  else if (!env_set(nf::kEnvDowncastBf16) && !env_set(nf::kEnvUseBf16) && ctx.precision)
-    cfg.precision = *ctx.precision;
+  else if (!env_set(nf::kEnvDowncastBf16) && !env_set(nf::kEnvUseBf16) && ctx.precision) cfg.precision = *ctx.precision;
   else if (!env_set(nf::kEnvDowncastBf16) && !env_set(nf::kEnvUseBf16))
-    r.warn("the script sets neither XLA_DOWNCAST_BF16 nor XLA_USE_BF16 (run_llama2_70B_tp_pp.sh exports "
-           "XLA_DOWNCAST_BF16=1): bf16 assumed");
+    r.warn(
+        "the script sets neither XLA_DOWNCAST_BF16 nor XLA_USE_BF16 (run_llama2_70B_tp_pp.sh exports "
+        "XLA_DOWNCAST_BF16=1): bf16 assumed");
 }
 
 void read_features(const Reader& r, bool pipeline, sim::ParallelConfig& cfg) {
   cfg.zero_stage = (pipeline ? r.switch_int(nf::kPpUseZero1, false) : r.store_true(nf::kZ1UseZero1)) ? 1 : 0;
-  cfg.sequence_parallel = pipeline ? r.switch_int(nf::kPpSequenceParallel, true) : r.store_true(nf::kZ1SequenceParallel);
+  cfg.sequence_parallel =
+      pipeline ? r.switch_int(nf::kPpSequenceParallel, true) : r.store_true(nf::kZ1SequenceParallel);
   const bool selective =
       pipeline ? r.switch_int(nf::kPpSelectiveCheckpoint, false) : r.store_true(nf::kZ1SelectiveCheckpoint);
   cfg.recompute = selective ? sim::Recompute::selective : sim::Recompute::full;  // else "full"
   const bool flash = r.switch_int(nf::kFlashAttention, !pipeline);
   cfg.attention = flash || cfg.cp > 1 ? sim::AttentionKind::flash : sim::AttentionKind::eager;
   if (flash && cfg.cp > 1)
-    r.warn(std::string(nf::kFlashAttention) + " 1 with " + std::string(nf::kContextParallel) + " > 1: the model code "
+    r.warn(std::string(nf::kFlashAttention) + " 1 with " + std::string(nf::kContextParallel) +
+           " > 1: the model code "
            "raises \"Context parallelism is not supported with flash attention\" (modeling_llama_nxd.py)");
   cfg.cp_kind = sim::CpKind::ring;
   const int vpp = pipeline ? static_cast<int>(r.integer(nf::kPpVirtualPipeline, 1, 1, false)) : 1;
@@ -531,9 +527,11 @@ void read_features(const Reader& r, bool pipeline, sim::ParallelConfig& cfg) {
   cfg.virtual_stages = vpp;
   for (const auto flag : {pipeline ? nf::kPpNumLayer : nf::kZ1NumLayers, nf::kHiddenSizeOverride})
     if (const auto v = r.a.value(flag); v && *v != "-1")
-      r.warn(std::string(flag) + " " + *v + " overrides the model's config.json: simulate with a model card that has it");
+      r.warn(std::string(flag) + " " + *v +
+             " overrides the model's config.json: simulate with a model card that has it");
   if (const auto k = r.a.value(nf::kKvReplicator); k && *k != "1")
-    r.warn(std::string(nf::kKvReplicator) + " " + *k + " replicates key/value heads across tensor-parallel ranks; "
+    r.warn(std::string(nf::kKvReplicator) + " " + *k +
+           " replicates key/value heads across tensor-parallel ranks; "
            "shardplan needs tp to divide the key/value heads");
 }
 
@@ -564,8 +562,9 @@ void warn_unread(const CommandArgs& a, bool pipeline, const std::string& source,
   else
     for (const auto s : nf::kZero1Silent) (void)a.has(s);
   for (const auto& f : a.unread_flags())
-    warnings.push_back(source + ": " + f + " is not a setting shardplan models; ignored" +
-                       (pipeline ? "" : " (tp_zero1_llama_hf_pretrain.py's parse_args stops on flags it does not know)"));
+    warnings.push_back(
+        source + ": " + f + " is not a setting shardplan models; ignored" +
+        (pipeline ? "" : " (tp_zero1_llama_hf_pretrain.py's parse_args stops on flags it does not know)"));
 }
 
 }  // namespace

@@ -26,7 +26,8 @@ inline constexpr std::string_view enabled = "enabled";
 inline constexpr std::string_view parameters = "parameters";
 
 // SMP v2 parameters (defaults per the reference: 0, true, 2, true, false, 1, 1, 1).
-inline constexpr std::string_view hybrid_shard_degree = "hybrid_shard_degree";  // 0: all (FULL_SHARD when tp 1); 1: no shard
+inline constexpr std::string_view hybrid_shard_degree =
+    "hybrid_shard_degree";  // 0: all (FULL_SHARD when tp 1); 1: no shard
 inline constexpr std::string_view activation_offloading = "sm_activation_offloading";
 inline constexpr std::string_view activation_loading_horizon = "activation_loading_horizon";
 inline constexpr std::string_view cache_flush_warnings = "fsdp_cache_flush_warnings";
@@ -38,16 +39,18 @@ inline constexpr std::string_view random_seed = "random_seed";
 
 // The example script's hyperparameters (shared-scripts/arguments.py).
 inline constexpr std::string_view hyperparameters = "hyperparameters";
-inline constexpr std::string_view train_batch_size = "train_batch_size";      // per data-parallel rank
-inline constexpr std::string_view max_context_width = "max_context_width";    // sequence length
-inline constexpr std::string_view bf16 = "bf16";                              // int 0/1
-inline constexpr std::string_view fp8 = "fp8";                                // int 0/1 (TE DelayedScaling HYBRID)
+inline constexpr std::string_view train_batch_size = "train_batch_size";    // per data-parallel rank
+inline constexpr std::string_view max_context_width = "max_context_width";  // sequence length
+inline constexpr std::string_view bf16 = "bf16";                            // int 0/1
+inline constexpr std::string_view fp8 = "fp8";                              // int 0/1 (TE DelayedScaling HYBRID)
 inline constexpr std::string_view activation_checkpointing = "activation_checkpointing";  // int 0/1, every layer
-inline constexpr std::string_view sharding_strategy = "sharding_strategy";    // no_shard | shard_grad_op | hybrid_shard | _hybrid_shard_zero2 | full_shard
-inline constexpr std::string_view use_smp_implementation = "use_smp_implementation";  // int 0/1 (needed for tp/cp/ep/fp8)
-inline constexpr std::string_view cp_comm_type = "cp_comm_type";              // p2p | all_gather
-inline constexpr std::string_view moe = "moe";                                // int 0/1
-inline constexpr std::string_view use_orig_params = "use_orig_params";        // int 0/1
+inline constexpr std::string_view sharding_strategy =
+    "sharding_strategy";  // no_shard | shard_grad_op | hybrid_shard | _hybrid_shard_zero2 | full_shard
+inline constexpr std::string_view use_smp_implementation =
+    "use_smp_implementation";                                           // int 0/1 (needed for tp/cp/ep/fp8)
+inline constexpr std::string_view cp_comm_type = "cp_comm_type";        // p2p | all_gather
+inline constexpr std::string_view moe = "moe";                          // int 0/1
+inline constexpr std::string_view use_orig_params = "use_orig_params";  // int 0/1
 inline constexpr std::string_view max_steps = "max_steps";
 
 }  // namespace shardplan::interop::smp_flags

@@ -47,7 +47,8 @@ void read_sharding(const json& p, const sim::JsonContext& jc, sim::ParallelConfi
   const bool shard_optimizer = sim::get_bool_or(p, "shard_optimizer_state", false, jc);
   if (sdp > 1) {
     if (sdp > cfg.dp || cfg.dp % sdp != 0)
-      jc.fail("sharded_data_parallel_degree", "a divisor of dp = " + std::to_string(cfg.dp) + ", got " + std::to_string(sdp));
+      jc.fail("sharded_data_parallel_degree",
+              "a divisor of dp = " + std::to_string(cfg.dp) + ", got " + std::to_string(sdp));
     cfg.zero_stage = 3;
     cfg.sharding_degree = static_cast<int>(sdp);
     if (shard_optimizer)
@@ -80,7 +81,8 @@ sim::PipelineSchedule read_schedule(const json& p, const sim::JsonContext& jc) {
 
 ImportResult import_smp(const json& params, const ImportContext& ctx, const std::string& source) {
   check_context(ctx, source);
-  if (!params.is_object()) throw sim::InputError(source + ": expected a JSON object (SageMaker model parallel parameters)");
+  if (!params.is_object())
+    throw sim::InputError(source + ": expected a JSON object (SageMaker model parallel parameters)");
   ImportResult r;
   sim::JsonContext jc{source, ""};
   const json& p = unwrap(params, jc, r.warnings);
@@ -95,7 +97,8 @@ ImportResult import_smp(const json& params, const ImportContext& ctx, const std:
   const long long microbatches = optional_int(p, "microbatches", 1, jc).value_or(1);
   cfg.micro_batch_size = ctx.micro_batch_size > 0 ? ctx.micro_batch_size : 1;
   if (ctx.micro_batch_size == 0)
-    r.warnings.push_back(source + ": SMP parameters carry no batch size: micro-batch size 1 assumed (give it to the import)");
+    r.warnings.push_back(source +
+                         ": SMP parameters carry no batch size: micro-batch size 1 assumed (give it to the import)");
   cfg.global_batch_size = static_cast<int>(cfg.micro_batch_size * microbatches * cfg.dp);
   cfg.offload_activations = sim::get_bool_or(p, "offload_activations", false, jc);
   if (cfg.offload_activations) cfg.recompute = sim::Recompute::full;  // SMP offloads checkpointed activations
@@ -109,11 +112,26 @@ ImportResult import_smp(const json& params, const ImportContext& ctx, const std:
                     {"partitions", "pipeline_parallel_degree", "tensor_parallel_degree", "microbatches", "pipeline",
                      "sharded_data_parallel_degree", "shard_optimizer_state", "offload_activations", "bf16", "fp16",
                      "fp16_params", "ddp", "horovod"},
-                    {"optimize", "placement_strategy", "auto_partition", "default_partition", "active_microbatches",
-                     "activation_loading_horizon", "memory_weight", "contiguous", "ddp_port", "ddp_dist_backend",
-                     "tensor_parallel_seed", "delayed_parameter_initialization", "skip_tracing", "prescaled_batch",
-                     "fast_mode", "sdp_reduce_bucket_size", "sdp_param_persistence_threshold",
-                     "sdp_max_live_parameters", "sdp_hierarchical_allgather", "sdp_gradient_clipping",
+                    {"optimize",
+                     "placement_strategy",
+                     "auto_partition",
+                     "default_partition",
+                     "active_microbatches",
+                     "activation_loading_horizon",
+                     "memory_weight",
+                     "contiguous",
+                     "ddp_port",
+                     "ddp_dist_backend",
+                     "tensor_parallel_seed",
+                     "delayed_parameter_initialization",
+                     "skip_tracing",
+                     "prescaled_batch",
+                     "fast_mode",
+                     "sdp_reduce_bucket_size",
+                     "sdp_param_persistence_threshold",
+                     "sdp_max_live_parameters",
+                     "sdp_hierarchical_allgather",
+                     "sdp_gradient_clipping",
                      "predefined_hooks"},
                     r.warnings);
   warn_layout(ctx, cfg, r.warnings);

@@ -29,8 +29,10 @@ std::string instance_type(const formats::Plan& plan) {
   const std::string& name = plan.cluster.hardware.name;
   for (const auto i : kInstances)
     if (name == i) return "ml." + name;
-  throw sim::InputError("SageMaker model parallel v2: runs on ml.p4d.24xlarge, ml.p4de.24xlarge or ml.p5.48xlarge; "
-                        "this plan is for '" + name + "'");
+  throw sim::InputError(
+      "SageMaker model parallel v2: runs on ml.p4d.24xlarge, ml.p4de.24xlarge or ml.p5.48xlarge; "
+      "this plan is for '" +
+      name + "'");
 }
 
 void check_runnable(const formats::Plan& plan) {
@@ -39,8 +41,9 @@ void check_runnable(const formats::Plan& plan) {
     throw sim::InputError("SageMaker model parallel v2: has no pipeline parallelism (pp " + std::to_string(c.pp) +
                           "); re-plan with --pp 1, or use the v1 parameters (smp_parameters.json)");
   if (c.ep > 1 && (c.tp > 1 || c.cp > 1))
-    throw sim::InputError("SageMaker model parallel v2: expert parallelism with tensor or context parallelism is not "
-                          "supported by its MoE transform; re-plan with ep 1 or tp = cp = 1");
+    throw sim::InputError(
+        "SageMaker model parallel v2: expert parallelism with tensor or context parallelism is not "
+        "supported by its MoE transform; re-plan with ep 1 or tp = cp = 1");
   if (c.ep > 1 && c.expert_tp() != 1)
     throw sim::InputError("SageMaker model parallel v2: has no expert tensor parallelism (etp " +
                           std::to_string(c.expert_tp()) + ")");
@@ -93,26 +96,30 @@ std::vector<std::string> smp_v2_notes(const formats::Plan& plan) {
                 std::to_string(c.micro_batch_size * c.dp) + " sequences per step, the plan " +
                 std::to_string(c.global_batch_size) + " (" + std::to_string(c.micro_batches()) + " micro-batches)");
   if (c.zero_stage == 1)
-    n.push_back("ZeRO-1: FSDP has no optimizer-only sharding; exported as _hybrid_shard_zero2 (gradients sharded "
-                "too, less memory than planned)");
+    n.push_back(
+        "ZeRO-1: FSDP has no optimizer-only sharding; exported as _hybrid_shard_zero2 (gradients sharded "
+        "too, less memory than planned)");
   if (c.recompute == sim::Recompute::selective)
-    n.push_back("selective recompute: the script checkpoints whole transformer layers (activation_checkpointing 1), "
-                "more recompute than planned");
+    n.push_back(
+        "selective recompute: the script checkpoints whole transformer layers (activation_checkpointing 1), "
+        "more recompute than planned");
   if (c.recompute_num_layers > 0)
     n.push_back("recompute of the first " + std::to_string(c.recompute_num_layers) +
                 " layers only: the script checkpoints every layer");
   if (c.precision == sim::Precision::fp16)
     n.push_back("fp16: the example script trains in bf16 or fp32 only (bf16 0 runs fp32)");
   if (c.casts_weights())
-    n.push_back("the plan keeps fp32 weights (autocast); FSDP's MixedPrecision keeps 16-bit compute copies of "
-                "sharded fp32 parameters, as the plan assumes");
+    n.push_back(
+        "the plan keeps fp32 weights (autocast); FSDP's MixedPrecision keeps 16-bit compute copies of "
+        "sharded fp32 parameters, as the plan assumes");
   if (c.uses_fp8() && c.fp8 != sim::Fp8Recipe::delayed)
     n.push_back(std::string("FP8 recipe '") + sim::to_string(c.fp8) +
                 "': the script builds Transformer Engine's DelayedScaling (HYBRID)");
   if (c.offload_optimizer) n.push_back("optimizer offload is not an SMP v2 setting (FSDP CPU offload in the script)");
   if (c.lora.enabled()) n.push_back("LoRA: apply with PEFT in the training script (use_orig_params 1 is set)");
   if (c.cp > 1 && c.cp_kind == sim::CpKind::all_to_all)
-    n.push_back("all-to-all (Ulysses) context parallelism: SMP v2's cp_comm_type is p2p or all_gather; exported as p2p");
+    n.push_back(
+        "all-to-all (Ulysses) context parallelism: SMP v2's cp_comm_type is p2p or all_gather; exported as p2p");
   n.push_back(attention_note(c.attention));
   return n;
 }

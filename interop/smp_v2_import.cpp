@@ -60,8 +60,9 @@ void read_parameters(const json& p, const ImportContext& ctx, const sim::JsonCon
   c.ep = int_or(p, sf::expert_parallel_degree, 1, 1, jc);
   c.etp = c.ep > 1 ? 1 : 0;
   c.pp = 1;
-  if (ctx.pp > 1) jc.fail(sf::tensor_parallel_degree, "no pipeline: SMP v2 has none (the import was given pp " +
-                                                          std::to_string(ctx.pp) + ")");
+  if (ctx.pp > 1)
+    jc.fail(sf::tensor_parallel_degree,
+            "no pipeline: SMP v2 has none (the import was given pp " + std::to_string(ctx.pp) + ")");
   *hybrid = int_or(p, sf::hybrid_shard_degree, 0, 0, jc);
   c.offload_activations = flag_or(p, sf::activation_offloading, false, jc);
   if (ctx.devices % (c.tp * c.cp) != 0)
@@ -112,8 +113,8 @@ bool is_smp_v2(const json& doc) {
   std::string path;
   const json* p = find_parameters(doc, path);
   if (p != nullptr && p->is_object())
-    for (const auto key : {sf::hybrid_shard_degree, sf::context_parallel_degree, sf::expert_parallel_degree,
-                           sf::activation_offloading})
+    for (const auto key :
+         {sf::hybrid_shard_degree, sf::context_parallel_degree, sf::expert_parallel_degree, sf::activation_offloading})
       if (p->contains(key)) return true;
   return doc.contains(sf::hyperparameters) && doc[std::string(sf::hyperparameters)].is_object() &&
          doc[std::string(sf::hyperparameters)].contains(sf::max_context_width);
@@ -124,7 +125,8 @@ ImportResult import_smp_v2(const json& doc, const ImportContext& ctx, const std:
   if (!doc.is_object()) throw sim::InputError(source + ": expected a JSON object (SMP v2 settings)");
   std::string path;
   const json* p = find_parameters(doc, path);
-  if (p == nullptr) throw sim::InputError(source + ": no SMP v2 parameters (distribution.smdistributed.modelparallel.parameters)");
+  if (p == nullptr)
+    throw sim::InputError(source + ": no SMP v2 parameters (distribution.smdistributed.modelparallel.parameters)");
   const sim::JsonContext jc{source, path};
   ImportResult r;
   sim::ParallelConfig& c = r.config;

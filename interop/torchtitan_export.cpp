@@ -19,15 +19,15 @@
 //                 (each stage's modules): exact either way; stage i runs on rank i % pp ("loop").
 //   batch         local_batch_size is per data-parallel rank per accumulation step; with PP it is
 //                 split into pipeline_parallel_microbatch_size micro-batches (pipeline_parallel.py:186-194).
+#include <toml++/toml.h>
 #include <algorithm>
 #include <cctype>
 #include <cmath>
 #include <limits>
 #include <sstream>
-#include <toml++/toml.h>
 
-#include "launch_export.hpp"
 #include "formats/shell_quote.hpp"
+#include "launch_export.hpp"
 #include "simulator/errors.hpp"
 #include "torchtitan.hpp"
 #include "torchtitan_flags.hpp"
@@ -54,9 +54,9 @@ bool is_torchtitan_device(const sim::HardwareProfile& hw) {
 
 // How the plan's data parallelism runs in torchtitan.
 struct DpLayout {
-  int replicate = 1;  // data_parallel_replicate_degree
-  int shard = 1;      // data_parallel_shard_degree
-  bool fsdp = false;  // FSDP2 applied (shard > 1 or cp > 1)
+  int replicate = 1;    // data_parallel_replicate_degree
+  int shard = 1;        // data_parallel_shard_degree
+  bool fsdp = false;    // FSDP2 applied (shard > 1 or cp > 1)
   bool reshard = true;  // fsdp_reshard_after_forward always (ZeRO-3) / never
 };
 
@@ -95,12 +95,14 @@ void check_runnable(const formats::Plan& plan) {
   if (c.precision == sim::Precision::fp16)
     refuse("fp16: torchtitan's training.mixed_precision_param and training.dtype are bfloat16 or float32 only");
   if (c.offload_activations)
-    refuse("activation offload: torchtitan " + str(tf::version) + " has no activation offload (only FSDP's "
+    refuse("activation offload: torchtitan " + str(tf::version) +
+           " has no activation offload (only FSDP's "
            "training.enable_cpu_offload of parameters, gradients and optimizer states)");
   const DpLayout d = dp_layout(c);
   if (c.offload_optimizer && !d.fsdp)
-    refuse("optimizer offload is FSDP2's CPUOffloadPolicy in torchtitan (training.enable_cpu_offload): it needs "
-           "data-parallel sharding (dp > 1 with ZeRO, or cp > 1)");
+    refuse(
+        "optimizer offload is FSDP2's CPUOffloadPolicy in torchtitan (training.enable_cpu_offload): it needs "
+        "data-parallel sharding (dp > 1 with ZeRO, or cp > 1)");
   const long long divisor = 2LL * c.tp * c.cp;
   if (c.seq_len % divisor != 0)
     refuse("training.seq_len " + std::to_string(c.seq_len) + ": torchtitan needs it divisible by tp x 2 x cp = " +
@@ -199,9 +201,12 @@ toml::table training_table(const formats::Plan& plan) {
 
 std::string_view schedule_name(sim::PipelineSchedule s) {
   switch (s) {
-    case sim::PipelineSchedule::gpipe: return tf::schedule_gpipe;
-    case sim::PipelineSchedule::interleaved: return tf::schedule_interleaved;
-    case sim::PipelineSchedule::one_f_one_b: break;
+    case sim::PipelineSchedule::gpipe:
+      return tf::schedule_gpipe;
+    case sim::PipelineSchedule::interleaved:
+      return tf::schedule_interleaved;
+    case sim::PipelineSchedule::one_f_one_b:
+      break;
   }
   return tf::schedule_1f1b;
 }
@@ -300,7 +305,8 @@ std::string header(const formats::Plan& plan) {
     << ")\n# written by shardplan for " << comment_text(plan.model.name) << " on " << plan.cluster.nodes << " x "
     << comment_text(plan.cluster.hardware.name) << " (" << plan.config.devices() << " devices).\n"
     << "# Run: torchrun ... -m " << tf::train_module << " " << tf::config_file_flag << " <this file>\n"
-    << "# training.steps is torchtitan's default (" << tf::default_steps << ") and training.dataset \"c4\" (as in "
+    << "# training.steps is torchtitan's default (" << tf::default_steps
+    << ") and training.dataset \"c4\" (as in "
        "its shipped train_configs): set them for the run.\n";
   for (const auto& n : torchtitan_notes(plan)) s << "# shardplan note: " << comment_text(n) << "\n";
   return s.str();
@@ -309,20 +315,26 @@ std::string header(const formats::Plan& plan) {
 void data_parallel_notes(const sim::ParallelConfig& c, std::vector<std::string>& n) {
   const DpLayout d = dp_layout(c);
   if (zero_group(c) == 1 && d.shard > 1)
-    n.push_back("ZeRO-" + std::to_string(c.zero_stage) + " without sharding: torchtitan's DDP runs only without TP, "
+    n.push_back("ZeRO-" + std::to_string(c.zero_stage) +
+                " without sharding: torchtitan's DDP runs only without TP, "
                 "PP and CP (llama3/infra/parallelize.py:148-151), so the config shards over the " +
-                std::to_string(c.dp) + " data-parallel ranks with FSDP2 (reshard never: ZeRO-2's memory, less than planned)");
+                std::to_string(c.dp) +
+                " data-parallel ranks with FSDP2 (reshard never: ZeRO-2's memory, less than planned)");
   else if (c.zero_stage == 1 && d.shard > 1)
-    n.push_back("ZeRO-1: torchtitan shards with FSDP2 only, so it runs as ZeRO-2 (fsdp_reshard_after_forward never: "
-                "gradients are sharded too: less memory than planned, about the same collective volume)");
+    n.push_back(
+        "ZeRO-1: torchtitan shards with FSDP2 only, so it runs as ZeRO-2 (fsdp_reshard_after_forward never: "
+        "gradients are sharded too: less memory than planned, about the same collective volume)");
   if (c.cp > 1 && c.zero_stage == 0)
-    n.push_back("torchtitan always shards the weights over the cp ranks (FSDP2 over data_parallel_shard_degree x cp, "
-                "parallel_dims.py build_mesh); the plan keeps them whole (ZeRO-0)");
+    n.push_back(
+        "torchtitan always shards the weights over the cp ranks (FSDP2 over data_parallel_shard_degree x cp, "
+        "parallel_dims.py build_mesh); the plan keeps them whole (ZeRO-0)");
   if (c.zero3_fetch == sim::Zero3Fetch::per_tensor_sync)
-    n.push_back("per-tensor synchronous ZeRO-3 gathers (DeepSpeed 0.3) are not torchtitan's: FSDP2 prefetches one "
-                "block's parameters behind the previous block");
+    n.push_back(
+        "per-tensor synchronous ZeRO-3 gathers (DeepSpeed 0.3) are not torchtitan's: FSDP2 prefetches one "
+        "block's parameters behind the previous block");
   if (c.rank_order != "tp-dp-pp" && c.rank_order != "tp-cp-dp-pp")
-    n.push_back("rank order '" + comment_text(c.rank_order) + "' is not expressible: torchtitan's device mesh is "
+    n.push_back("rank order '" + comment_text(c.rank_order) +
+                "' is not expressible: torchtitan's device mesh is "
                 "pp, dp_replicate, dp_shard, cp, tp (tp fastest)");
 }
 
@@ -330,75 +342,92 @@ void precision_notes(const sim::ParallelConfig& c, std::vector<std::string>& n) 
   if (c.precision != sim::Precision::bf16) return;
   const DpLayout d = dp_layout(c);
   if (!d.fsdp && (c.tp > 1 || c.pp > 1))
-    n.push_back("bf16 without FSDP: torchtitan applies no mixed precision with TP or PP unless FSDP/HSDP/CP is on "
-                "(distributed/utils.py:251-256), so the config trains in pure bf16 (training.dtype bfloat16): no "
-                "fp32 master weights, less optimizer memory than planned");
+    n.push_back(
+        "bf16 without FSDP: torchtitan applies no mixed precision with TP or PP unless FSDP/HSDP/CP is on "
+        "(distributed/utils.py:251-256), so the config trains in pure bf16 (training.dtype bfloat16): no "
+        "fp32 master weights, less optimizer memory than planned");
   else if (!d.fsdp && !c.casts_weights())
-    n.push_back("bf16 with DDP or one device: torchtitan runs torch.autocast over fp32 weights (distributed/utils.py:"
-                "258-263), the plan's --mixed-precision autocast; it was planned with 16-bit weights and an fp32 master");
+    n.push_back(
+        "bf16 with DDP or one device: torchtitan runs torch.autocast over fp32 weights (distributed/utils.py:"
+        "258-263), the plan's --mixed-precision autocast; it was planned with 16-bit weights and an fp32 master");
   else if (d.fsdp && c.casts_weights())
-    n.push_back("autocast: torchtitan's FSDP2 mixed precision gathers bf16 copies of the fp32 shards "
-                "(MixedPrecisionPolicy param_dtype bfloat16, reduce_dtype float32), as --mixed-precision "
-                "master_weights models it, not a cast per linear");
+    n.push_back(
+        "autocast: torchtitan's FSDP2 mixed precision gathers bf16 copies of the fp32 shards "
+        "(MixedPrecisionPolicy param_dtype bfloat16, reduce_dtype float32), as --mixed-precision "
+        "master_weights models it, not a cast per linear");
 }
 
 void pipeline_recompute_notes(const formats::Plan& plan, std::vector<std::string>& n) {
   const auto& c = plan.config;
   if (c.recompute == sim::Recompute::selective)
-    n.push_back("selective recompute: torchtitan's per-op policy (selective_ac_option op) keeps matmul and attention "
-                "outputs (recomputing every second matmul and the pointwise ops), not Megatron's attention-core "
-                "recompute the plan models");
+    n.push_back(
+        "selective recompute: torchtitan's per-op policy (selective_ac_option op) keeps matmul and attention "
+        "outputs (recomputing every second matmul and the pointwise ops), not Megatron's attention-core "
+        "recompute the plan models");
   if (c.recompute == sim::Recompute::full && c.recompute_num_layers > 0 && !layer_ac(plan).exact)
-    n.push_back("full recompute of " + std::to_string(c.recompute_num_layers) + " blocks per chunk: torchtitan "
-                "checkpoints every N-th block (selective_ac_option " + std::to_string(layer_ac(plan).every) +
-                "), which does not give exactly that count here");
+    n.push_back("full recompute of " + std::to_string(c.recompute_num_layers) +
+                " blocks per chunk: torchtitan "
+                "checkpoints every N-th block (selective_ac_option " +
+                std::to_string(layer_ac(plan).every) + "), which does not give exactly that count here");
 }
 
 void layer_notes(const formats::Plan& plan, std::vector<std::string>& n) {
   const auto& c = plan.config;
   const auto& m = plan.model;
   if (c.tp > 1 && !c.sequence_parallel)
-    n.push_back("torchtitan's tensor parallelism is always sequence parallel (norms sharded over the sequence, "
-                "llama3/infra/parallelize.py:217-241); the plan has no sequence parallelism");
+    n.push_back(
+        "torchtitan's tensor parallelism is always sequence parallel (norms sharded over the sequence, "
+        "llama3/infra/parallelize.py:217-241); the plan has no sequence parallelism");
   if (c.cp > 1 && c.cp_kind == sim::CpKind::all_to_all)
-    n.push_back("all_to_all (Ulysses) context parallelism: torchtitan runs ring attention (PyTorch context_parallel "
-                "with head-tail load balancing) only");
+    n.push_back(
+        "all_to_all (Ulysses) context parallelism: torchtitan runs ring attention (PyTorch context_parallel "
+        "with head-tail load balancing) only");
   if (c.attention != sim::AttentionKind::flash)
     n.push_back(std::string(c.attention == sim::AttentionKind::eager ? "eager" : "flash1") +
                 " attention: torchtitan's models run SDPA (fused flash kernels; the flavor's attn_type)");
   if (c.packed_document_tokens > 0)
-    n.push_back("packed documents: torchtitan masks documents only with a flex or varlen attention flavor (e.g. "
-                "llama3 8B_varlen) and a packing dataset; the config keeps SDPA over whole sequences");
+    n.push_back(
+        "packed documents: torchtitan masks documents only with a flex or varlen attention flavor (e.g. "
+        "llama3 8B_varlen) and a packing dataset; the config keeps SDPA over whole sequences");
   if (c.fusion == sim::Fusion::megatron && sim::has_fusable_layers(m))
-    n.push_back("fusion megatron: torchtitan runs wq, wk, wv and w1, w3 as separate GEMMs and SwiGLU unfused "
-                "(re-plan with --fusion eager for its time and memory)");
+    n.push_back(
+        "fusion megatron: torchtitan runs wq, wk, wv and w1, w3 as separate GEMMs and SwiGLU unfused "
+        "(re-plan with --fusion eager for its time and memory)");
   if (needs_compile(c))
-    n.push_back("torch.compile is on ([compile]; async TP needs it, float8 wants it): it fuses pointwise kernels "
-                "beyond the plan's");
+    n.push_back(
+        "torch.compile is on ([compile]; async TP needs it, float8 wants it): it fuses pointwise kernels "
+        "beyond the plan's");
   if (m.is_moe() && c.moe_capacity_factor > 0)
     n.push_back("torchtitan's MoE is dropless: the plan's capacity factor is not expressible");
   if (m.is_moe() && c.ep == 1 && c.expert_tp() != c.tp)
-    n.push_back("expert tensor parallel " + std::to_string(c.expert_tp()) + " with ep 1: torchtitan splits the "
-                "experts over tp (" + std::to_string(c.tp) + ")");
+    n.push_back("expert tensor parallel " + std::to_string(c.expert_tp()) +
+                " with ep 1: torchtitan splits the "
+                "experts over tp (" +
+                std::to_string(c.tp) + ")");
   if (c.offload_optimizer)
-    n.push_back("optimizer offload: training.enable_cpu_offload is FSDP2's CPUOffloadPolicy: parameters and "
-                "gradients live on the host too, and the optimizer steps there");
+    n.push_back(
+        "optimizer offload: training.enable_cpu_offload is FSDP2's CPUOffloadPolicy: parameters and "
+        "gradients live on the host too, and the optimizer steps there");
 }
 
 void fp8_notes(const sim::ParallelConfig& c, bool moe, std::vector<std::string>& n) {
   if (!c.uses_fp8()) return;
   if (c.fp8 == sim::Fp8Recipe::delayed)
-    n.push_back("delayed FP8 scaling: torchao's Float8Linear (torchtitan quantize.linear.float8) has no amax history; "
-                "the config runs tensorwise (current) scaling");
+    n.push_back(
+        "delayed FP8 scaling: torchao's Float8Linear (torchtitan quantize.linear.float8) has no amax history; "
+        "the config runs tensorwise (current) scaling");
   if (c.fp8 == sim::Fp8Recipe::blockwise)
-    n.push_back("blockwise FP8: torchtitan " + str(tf::version) + " scales per row (recipe_name rowwise), not per "
+    n.push_back("blockwise FP8: torchtitan " + str(tf::version) +
+                " scales per row (recipe_name rowwise), not per "
                 "1x128 block; MXFP8 (quantize.linear.mx, 1x32 blocks) needs SM100 devices");
   if (c.fp8_param_gather && c.fp8 == sim::Fp8Recipe::blockwise)
-    n.push_back("FP8 parameter all-gather needs tensorwise scaling in torchtitan (float8.py:65-69): the weights "
-                "gather in bf16");
+    n.push_back(
+        "FP8 parameter all-gather needs tensorwise scaling in torchtitan (float8.py:65-69): the weights "
+        "gather in bf16");
   else if (c.fp8_param_gather && dp_layout(c).shard <= 1)
-    n.push_back("FP8 parameter all-gather needs data_parallel_shard_degree > 1 in torchtitan: without it the "
-                "weights are not gathered at all");
+    n.push_back(
+        "FP8 parameter all-gather needs data_parallel_shard_degree > 1 in torchtitan: without it the "
+        "weights are not gathered at all");
   if (moe)
     n.push_back("the routed experts' grouped GEMMs stay bf16 (quantize.grouped_mm.float8 is a torchtitan prototype)");
 }
@@ -453,11 +482,13 @@ std::string torchtitan_toml(const formats::Plan& plan) {
 std::string torchtitan_command_line(const formats::Plan& plan, const std::string& config_path) {
   check_runnable(plan);
   const int nodes = plan.cluster.nodes, per_node = plan.cluster.per_node();
-  std::vector<std::string> words = {"torchrun", "--nnodes", std::to_string(nodes), "--nproc_per_node",
-                                    std::to_string(per_node), "--rdzv_backend", "c10d"};
+  std::vector<std::string> words = {
+      "torchrun",       "--nnodes", std::to_string(nodes), "--nproc_per_node", std::to_string(per_node),
+      "--rdzv_backend", "c10d"};
   std::ostringstream s;
   if (nodes == 1) {  // run_train.sh
-    for (const char* w : {"--rdzv_endpoint", "localhost:0", "--local-ranks-filter", "0", "--role", "rank", "--tee", "3"})
+    for (const char* w :
+         {"--rdzv_endpoint", "localhost:0", "--local-ranks-filter", "0", "--role", "rank", "--tee", "3"})
       words.emplace_back(w);
     s << tf::alloc_conf_env << " " << formats::shell_join(words);
   } else {  // multinode_trainer.slurm: the same line on every node, rendezvous at the first

@@ -35,7 +35,7 @@ inline constexpr std::string_view mx = "mx";
 inline constexpr std::string_view fault_tolerance = "fault_tolerance";
 // The sections with nothing the cost model depends on (accepted silently, JC:1005-1024).
 inline constexpr std::array<std::string_view, 11> silent_sections = {
-    "job",  "profiling", "metrics",    "optimizer", "lr_scheduler", "checkpoint",
+    "job",  "profiling",         "metrics",      "optimizer",  "lr_scheduler", "checkpoint",
     "comm", "memory_estimation", "experimental", "validation", "debug"};
 
 // [job] (class Job, JC:18-38).
@@ -50,13 +50,13 @@ inline constexpr std::string_view hf_assets_path = "hf_assets_path";  // JC:107
 inline constexpr std::string_view converters = "converters";          // JC:118, list[str]
 
 // [training] (class Training, JC:243-308).
-inline constexpr std::string_view dataset = "dataset";                        // JC:244
-inline constexpr std::string_view local_batch_size = "local_batch_size";      // JC:253, default 8
-inline constexpr std::string_view global_batch_size = "global_batch_size";    // JC:256, -1 = local x dp
-inline constexpr std::string_view seq_len = "seq_len";                        // JC:261, default 2048
-inline constexpr std::string_view steps = "steps";                            // JC:267, default 10000
-inline constexpr std::string_view enable_cpu_offload = "enable_cpu_offload";  // JC:270, FSDP2 CPUOffloadPolicy
-inline constexpr std::string_view dtype = "dtype";                            // JC:275, "float32" | "bfloat16"
+inline constexpr std::string_view dataset = "dataset";                                // JC:244
+inline constexpr std::string_view local_batch_size = "local_batch_size";              // JC:253, default 8
+inline constexpr std::string_view global_batch_size = "global_batch_size";            // JC:256, -1 = local x dp
+inline constexpr std::string_view seq_len = "seq_len";                                // JC:261, default 2048
+inline constexpr std::string_view steps = "steps";                                    // JC:267, default 10000
+inline constexpr std::string_view enable_cpu_offload = "enable_cpu_offload";          // JC:270, FSDP2 CPUOffloadPolicy
+inline constexpr std::string_view dtype = "dtype";                                    // JC:275, "float32" | "bfloat16"
 inline constexpr std::string_view mixed_precision_param = "mixed_precision_param";    // JC:282, "bfloat16" | "float32"
 inline constexpr std::string_view mixed_precision_reduce = "mixed_precision_reduce";  // JC:290, "float32" only
 inline constexpr std::string_view bfloat16 = "bfloat16";
@@ -78,16 +78,16 @@ inline constexpr std::string_view pp_fqns = "module_fqns_per_model_part";       
 inline constexpr std::string_view pp_first_less = "pipeline_parallel_first_stage_less_layers";  // JC:377, default 1
 inline constexpr std::string_view pp_last_less = "pipeline_parallel_last_stage_less_layers";    // JC:383, default 1
 inline constexpr std::string_view pp_layers_per_stage = "pipeline_parallel_layers_per_stage";   // JC:389
-inline constexpr std::string_view pp_schedule = "pipeline_parallel_schedule";       // JC:396, default "1F1B"
-inline constexpr std::string_view pp_schedule_csv = "pipeline_parallel_schedule_csv";  // JC:405
+inline constexpr std::string_view pp_schedule = "pipeline_parallel_schedule";                // JC:396, default "1F1B"
+inline constexpr std::string_view pp_schedule_csv = "pipeline_parallel_schedule_csv";        // JC:405
 inline constexpr std::string_view pp_microbatch_size = "pipeline_parallel_microbatch_size";  // JC:412, default 1
 inline constexpr std::string_view pp_ep_overlap = "pipeline_parallel_expert_parallel_overlap";  // JC:420
-inline constexpr std::string_view cp = "context_parallel_degree";                   // JC:428
-inline constexpr std::string_view cp_load_balancer = "context_parallel_load_balancer";  // JC:431
-inline constexpr std::string_view cp_rotate_method = "context_parallel_rotate_method";  // JC:446
-inline constexpr std::string_view ep = "expert_parallel_degree";                    // JC:454
-inline constexpr std::string_view etp = "expert_tensor_parallel_degree";            // JC:464, 1 or tp
-inline constexpr std::string_view ep_comm_backend = "expert_parallel_comm_backend";  // JC:474
+inline constexpr std::string_view cp = "context_parallel_degree";                               // JC:428
+inline constexpr std::string_view cp_load_balancer = "context_parallel_load_balancer";          // JC:431
+inline constexpr std::string_view cp_rotate_method = "context_parallel_rotate_method";          // JC:446
+inline constexpr std::string_view ep = "expert_parallel_degree";                                // JC:454
+inline constexpr std::string_view etp = "expert_tensor_parallel_degree";                        // JC:464, 1 or tp
+inline constexpr std::string_view ep_comm_backend = "expert_parallel_comm_backend";             // JC:474
 
 // fsdp_reshard_after_forward values (torchtitan/models/llama3/infra/parallelize.py:319-331):
 // "default" reshards unless pipeline parallel.
@@ -109,7 +109,7 @@ inline constexpr std::string_view fqn_output = "output";
 
 // [activation_checkpoint] (class ActivationCheckpoint, JC:651-717;
 // torchtitan/distributed/activation_checkpoint.py:159-192).
-inline constexpr std::string_view ac_mode = "mode";                            // JC:652, default "selective"
+inline constexpr std::string_view ac_mode = "mode";                             // JC:652, default "selective"
 inline constexpr std::string_view ac_selective_option = "selective_ac_option";  // JC:655, default "2"
 inline constexpr std::string_view ac_none = "none";
 inline constexpr std::string_view ac_selective = "selective";
@@ -129,9 +129,9 @@ inline constexpr std::string_view compile_loss = "loss";
 // (f7084fc7) named the converter "float8" with a top-level [float8] section.
 inline constexpr std::string_view converter_float8 = "quantize.linear.float8";
 inline constexpr std::string_view converter_float8_v01 = "float8";
-inline constexpr std::string_view converter_mx = "quantize.linear.mx";  // mx.py:171, MXFP8 (SM100)
+inline constexpr std::string_view converter_mx = "quantize.linear.mx";            // mx.py:171, MXFP8 (SM100)
 inline constexpr std::string_view converter_grouped_mm = "quantize.grouped_mm.";  // float8.py:239, mx.py:172 (MoE)
-inline constexpr std::string_view fsdp_float8_all_gather = "enable_fsdp_float8_all_gather";        // JC:732
+inline constexpr std::string_view fsdp_float8_all_gather = "enable_fsdp_float8_all_gather";              // JC:732
 inline constexpr std::string_view precompute_float8_scale = "precompute_float8_dynamic_scale_for_fsdp";  // JC:735
 inline constexpr std::string_view recipe_name = "recipe_name";  // JC:738: None = tensorwise
 inline constexpr std::string_view filter_fqns = "filter_fqns";  // JC:741
@@ -151,10 +151,14 @@ inline constexpr std::array<std::string_view, 7> silent_training_keys = {
 inline constexpr std::array<std::string_view, 5> silent_parallelism_keys = {
     "disable_loss_parallel", "pipeline_parallel_expert_parallel_overlap", "context_parallel_load_balancer",
     "context_parallel_rotate_method", "expert_parallel_comm_backend"};  // JC:354-474
-inline constexpr std::array<std::string_view, 7> silent_ac_keys = {
-    "per_op_sac_force_recompute_mm_shapes_by_fqns", "early_stop", "memory_budget", "visualize_memory_budget_pareto",
-    "preserve_rng_state", "determinism_check", "debug"};  // JC:661-716
-inline constexpr std::array<std::string_view, 1> silent_compile_keys = {"backend"};  // JC:727
+inline constexpr std::array<std::string_view, 7> silent_ac_keys = {"per_op_sac_force_recompute_mm_shapes_by_fqns",
+                                                                   "early_stop",
+                                                                   "memory_budget",
+                                                                   "visualize_memory_budget_pareto",
+                                                                   "preserve_rng_state",
+                                                                   "determinism_check",
+                                                                   "debug"};                       // JC:661-716
+inline constexpr std::array<std::string_view, 1> silent_compile_keys = {"backend"};                // JC:727
 inline constexpr std::array<std::string_view, 2> silent_float8_keys = {"filter_fqns", "emulate"};  // JC:741-752
 
 // The launch (run_train.sh and multinode_trainer.slurm at v0.2.2): torchrun ... -m
@@ -173,15 +177,15 @@ struct Flavor {
   int experts;
 };
 inline constexpr std::array<Flavor, 19> flavors = {{
-    {"llama3", "debugmodel", 6, 256, 0},  {"llama3", "8B", 32, 4096, 0},
-    {"llama3", "70B", 80, 8192, 0},       {"llama3", "405B", 126, 16384, 0},
-    {"qwen3", "0.6B", 28, 1024, 0},       {"qwen3", "1.7B", 28, 2048, 0},
-    {"qwen3", "4B", 36, 2560, 0},         {"qwen3", "8B", 36, 4096, 0},
-    {"qwen3", "14B", 40, 5120, 0},        {"qwen3", "32B", 64, 5120, 0},
-    {"qwen3", "30B-A3B", 48, 2048, 128},  {"qwen3", "235B-A22B", 94, 4096, 128},
-    {"deepseek_v3", "16B", 27, 2048, 64}, {"deepseek_v3", "236B", 60, 5120, 160},
+    {"llama3", "debugmodel", 6, 256, 0},    {"llama3", "8B", 32, 4096, 0},
+    {"llama3", "70B", 80, 8192, 0},         {"llama3", "405B", 126, 16384, 0},
+    {"qwen3", "0.6B", 28, 1024, 0},         {"qwen3", "1.7B", 28, 2048, 0},
+    {"qwen3", "4B", 36, 2560, 0},           {"qwen3", "8B", 36, 4096, 0},
+    {"qwen3", "14B", 40, 5120, 0},          {"qwen3", "32B", 64, 5120, 0},
+    {"qwen3", "30B-A3B", 48, 2048, 128},    {"qwen3", "235B-A22B", 94, 4096, 128},
+    {"deepseek_v3", "16B", 27, 2048, 64},   {"deepseek_v3", "236B", 60, 5120, 160},
     {"deepseek_v3", "671B", 61, 7168, 256}, {"llama4", "17bx16e", 48, 5120, 16},
-    {"llama4", "17bx128e", 48, 5120, 128}, {"gpt_oss", "20b", 24, 2880, 32},
+    {"llama4", "17bx128e", 48, 5120, 128},  {"gpt_oss", "20b", 24, 2880, 32},
     {"gpt_oss", "120b", 36, 2880, 128},
 }};
 

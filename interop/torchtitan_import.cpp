@@ -12,12 +12,12 @@
 //   for DDP / one device, fp32 with TP or PP and no FSDP (torchtitan disables mixed precision there).
 // The model is not read (the caller gives it); [model] name/flavor only tell the layer count
 // where torchtitan derives the pipeline split or the every-N-th-block checkpointing from it.
+#include <toml++/toml.h>
 #include <algorithm>
 #include <cctype>
 #include <cmath>
 #include <optional>
 #include <sstream>
-#include <toml++/toml.h>
 
 #include "config_import_detail.hpp"
 #include "simulator/errors.hpp"
@@ -211,13 +211,14 @@ void read_batch(const Section& tr, const Section& par, const ImportContext& ctx,
   if (c.pp > 1) {
     micro = par.integer(tf::pp_microbatch_size, 1).value_or(1);
     if (local % micro != 0)
-      par.fail(tf::pp_microbatch_size, "a divisor of training.local_batch_size (" + std::to_string(local) + "), got " +
-                                           std::to_string(micro));
+      par.fail(tf::pp_microbatch_size,
+               "a divisor of training.local_batch_size (" + std::to_string(local) + "), got " + std::to_string(micro));
   }
   if (ctx.micro_batch_size > 0 && micro != ctx.micro_batch_size)
-    (c.pp > 1 ? par : tr).fail(c.pp > 1 ? tf::pp_microbatch_size : tf::local_batch_size,
-                               "the micro-batch size given to the import (" + std::to_string(ctx.micro_batch_size) +
-                                   "), got " + std::to_string(micro));
+    (c.pp > 1 ? par : tr)
+        .fail(c.pp > 1 ? tf::pp_microbatch_size : tf::local_batch_size, "the micro-batch size given to the import (" +
+                                                                            std::to_string(ctx.micro_batch_size) +
+                                                                            "), got " + std::to_string(micro));
   c.micro_batch_size = static_cast<int>(micro);
   c.global_batch_size = static_cast<int>(global);
   c.seq_len = static_cast<int>(tr.integer(tf::seq_len, 1).value_or(ctx.seq_len));
@@ -241,7 +242,8 @@ void read_precision(const Section& tr, const Dims& d, sim::ParallelConfig& c, Wa
   if (dtype == tf::bfloat16) {
     c.precision = sim::Precision::bf16;
     c.mixed_precision = sim::MixedPrecision::master_weights;
-    w.push_back(tr.where(tf::dtype) + " = \"bfloat16\" is pure bf16 training (no fp32 master weights): modelled as "
+    w.push_back(tr.where(tf::dtype) +
+                " = \"bfloat16\" is pure bf16 training (no fp32 master weights): modelled as "
                 "bf16 with an fp32 master, which overstates its optimizer memory");
   } else if (param == tf::float32) {
     c.precision = sim::Precision::fp32;
@@ -250,7 +252,8 @@ void read_precision(const Section& tr, const Dims& d, sim::ParallelConfig& c, Wa
     c.mixed_precision = sim::MixedPrecision::master_weights;
   } else if (c.tp > 1 || c.pp > 1) {
     c.precision = sim::Precision::fp32;
-    w.push_back(tr.where(tf::mixed_precision_param) + " = \"bfloat16\" has no effect with TP or PP and no FSDP "
+    w.push_back(tr.where(tf::mixed_precision_param) +
+                " = \"bfloat16\" has no effect with TP or PP and no FSDP "
                 "(torchtitan disables mixed precision there): modelled as fp32");
   } else {
     c.precision = sim::Precision::bf16;  // DDP / one device: torch.autocast over fp32 weights
@@ -261,12 +264,14 @@ void read_precision(const Section& tr, const Dims& d, sim::ParallelConfig& c, Wa
 void read_offload(const Section& tr, const Dims& d, sim::ParallelConfig& c, Warnings& w) {
   if (!tr.boolean(tf::enable_cpu_offload).value_or(false)) return;
   if (!d.fsdp(c.cp)) {
-    w.push_back(tr.where(tf::enable_cpu_offload) + " has no effect without FSDP (FSDP2's "
+    w.push_back(tr.where(tf::enable_cpu_offload) +
+                " has no effect without FSDP (FSDP2's "
                 "CPUOffloadPolicy); ignored");
     return;
   }
   c.offload_optimizer = true;
-  w.push_back(tr.where(tf::enable_cpu_offload) + " also keeps parameters and gradients on the "
+  w.push_back(tr.where(tf::enable_cpu_offload) +
+              " also keeps parameters and gradients on the "
               "host (FSDP2 CPUOffloadPolicy): modelled as optimizer offload");
 }
 
@@ -297,7 +302,8 @@ std::vector<int> listed_split(const Section& par) {
   if (!n->is_array()) par.fail(tf::pp_fqns, "an array of arrays of module names, got " + value_text(*n));
   std::vector<int> counts;
   for (const auto& part : *n->as_array()) {
-    if (!part.is_array()) par.fail(tf::pp_fqns, "an array of arrays of module names, got an element " + value_text(part));
+    if (!part.is_array())
+      par.fail(tf::pp_fqns, "an array of arrays of module names, got an element " + value_text(part));
     int blocks = 0;
     for (const auto& fqn : *part.as_array()) {
       if (!fqn.is_string()) par.fail(tf::pp_fqns, "module names (strings), got " + value_text(fqn));
@@ -331,8 +337,10 @@ std::vector<int> pipeline_split(const Section& par, const tf::Flavor* flavor, bo
   const int out = static_cast<int>(par.integer(tf::pp_last_less, 0).value_or(1));
   const auto per_stage = par.integer(tf::pp_layers_per_stage, 1);
   if (!flavor) {
-    w.push_back(par.where(tf::pp) + ": the layer split depends on the model's layer count, and [model] names no "
-                "known flavor: assumed even, " + std::to_string(single ? 1 : 2) + " stage(s) per rank");
+    w.push_back(par.where(tf::pp) +
+                ": the layer split depends on the model's layer count, and [model] names no "
+                "known flavor: assumed even, " +
+                std::to_string(single ? 1 : 2) + " stage(s) per rank");
     return {};
   }
   int stages = pp * (single ? 1 : 2);  // pipeline_parallel.py:110-115
@@ -341,7 +349,8 @@ std::vector<int> pipeline_split(const Section& par, const tf::Flavor* flavor, bo
     if (stages % pp != 0 || (single && stages != pp) || (!single && stages < 2 * pp))
       par.fail(tf::pp_layers_per_stage, "a count giving " + std::string(single ? "1" : ">= 2") +
                                             " stage(s) on each of the " + std::to_string(pp) + " ranks (" +
-                                            std::to_string(flavor->n_layers) + " layers), got " + std::to_string(*per_stage));
+                                            std::to_string(flavor->n_layers) + " layers), got " +
+                                            std::to_string(*per_stage));
   }
   return generated_split(stages, flavor->n_layers, in, out, par);
 }
@@ -354,7 +363,8 @@ void read_pipeline(const Section& par, const tf::Flavor* flavor, sim::ParallelCo
   }
   c.schedule = schedule_of(par);
   if (!par.string(tf::pp_schedule_csv).value_or("").empty())
-    w.push_back(par.where(tf::pp_schedule_csv) + " (a custom schedule) is not modelled; the "
+    w.push_back(par.where(tf::pp_schedule_csv) +
+                " (a custom schedule) is not modelled; the "
                 "named schedule is used");
   const bool single = c.schedule != sim::PipelineSchedule::interleaved;
   split = pipeline_split(par, flavor, single, c.pp, w);
@@ -381,11 +391,13 @@ void read_recompute(const Section& ac, const std::vector<int>& split, sim::Paral
   }
   if (mode == tf::ac_memory_budget) {
     c.recompute = sim::Recompute::selective;
-    w.push_back(ac.where(tf::ac_mode) + " = \"memory_budget\" (the compiler's partitioner chooses): modelled as "
+    w.push_back(ac.where(tf::ac_mode) +
+                " = \"memory_budget\" (the compiler's partitioner chooses): modelled as "
                 "selective recompute");
     return;
   }
-  if (mode != tf::ac_selective) ac.fail(tf::ac_mode, "\"none\", \"selective\", \"full\" or \"memory_budget\", got \"" + mode + "\"");
+  if (mode != tf::ac_selective)
+    ac.fail(tf::ac_mode, "\"none\", \"selective\", \"full\" or \"memory_budget\", got \"" + mode + "\"");
   if (option == tf::ac_option_op) {
     c.recompute = sim::Recompute::selective;
     return;
@@ -396,8 +408,10 @@ void read_recompute(const Section& ac, const std::vector<int>& split, sim::Paral
   c.recompute = sim::Recompute::full;
   if (every <= 1) return;  // 0 and 1 checkpoint every block (activation_checkpoint.py:40)
   if (split.empty()) {
-    w.push_back(ac.where(tf::ac_selective_option) + " = \"" + option + "\" checkpoints every " + option + "-th block; "
-                "the layer count is unknown ([model] names no known flavor): modelled as full recompute of every block");
+    w.push_back(
+        ac.where(tf::ac_selective_option) + " = \"" + option + "\" checkpoints every " + option +
+        "-th block; "
+        "the layer count is unknown ([model] names no known flavor): modelled as full recompute of every block");
     return;
   }
   double mean = 0;
@@ -406,9 +420,10 @@ void read_recompute(const Section& ac, const std::vector<int>& split, sim::Paral
   c.recompute_num_layers = std::max(1, static_cast<int>(std::lround(mean / static_cast<double>(every))));
   const bool exact = std::all_of(split.begin(), split.end(), [&](int l) { return l % every == 0; });
   if (!exact)
-    w.push_back(ac.where(tf::ac_selective_option) + " = \"" + option + "\": every " + option + "-th block is not a "
-                "whole count per stage: modelled as the first " + std::to_string(c.recompute_num_layers) +
-                " blocks of each stage");
+    w.push_back(ac.where(tf::ac_selective_option) + " = \"" + option + "\": every " + option +
+                "-th block is not a "
+                "whole count per stage: modelled as the first " +
+                std::to_string(c.recompute_num_layers) + " blocks of each stage");
 }
 
 sim::Fp8Recipe float8_recipe(const Section& f8, const Dims& d, sim::ParallelConfig& c, Warnings& w) {
@@ -436,8 +451,9 @@ void read_fp8(const Section& root, const Section& model, const Dims& d, sim::Par
   for (const auto& conv : converters)
     if (conv != tf::converter_float8 && conv != tf::converter_float8_v01 && conv != tf::converter_mx)
       w.push_back(source + ": converter '" + conv + "' in '" + model.path(tf::converters) +
-                  (conv.rfind(tf::converter_grouped_mm, 0) == 0 ? "' (MoE grouped GEMMs) is not modelled; ignored"
-                                                                  : "' is not a torchtitan converter shardplan models; ignored"));
+                  (conv.rfind(tf::converter_grouped_mm, 0) == 0
+                       ? "' (MoE grouped GEMMs) is not modelled; ignored"
+                       : "' is not a torchtitan converter shardplan models; ignored"));
   const Section f8 = root.child(tf::quantize).child(tf::quantize_linear).child(tf::float8);
   if (has(tf::converter_float8)) {
     c.fp8 = float8_recipe(f8, d, c, w);
@@ -465,15 +481,16 @@ void read_async_tp(const Section& par, const Section& compile, sim::ParallelConf
                               : std::vector<std::string>{std::string(tf::compile_model), std::string(tf::compile_loss)};
   const bool model = std::find(components.begin(), components.end(), tf::compile_model) != components.end();
   if (!compile.boolean(tf::compile_enable).value_or(false) || !model)
-    par.fail(tf::async_tp, "compile.enable = true with \"model\" in compile.components alongside it (torchtitan "
-                           "raises: async TP needs torch.compile)");
+    par.fail(tf::async_tp,
+             "compile.enable = true with \"model\" in compile.components alongside it (torchtitan "
+             "raises: async TP needs torch.compile)");
   c.tp_comm_overlap = true;
 }
 
 void warn_sections(const toml::table& root, const std::string& source, Warnings& w) {
-  static constexpr std::array<std::string_view, 8> read = {tf::model, tf::training, tf::parallelism,
-                                                          tf::activation_checkpoint, tf::compile, tf::quantize,
-                                                          tf::fault_tolerance, tf::float8};
+  static constexpr std::array<std::string_view, 8> read = {
+      tf::model,   tf::training, tf::parallelism,     tf::activation_checkpoint,
+      tf::compile, tf::quantize, tf::fault_tolerance, tf::float8};
   for (const auto& [k, v] : root) {
     (void)v;
     if (!listed(read, k.str()) && !listed(tf::silent_sections, k.str()))

@@ -24,14 +24,14 @@ std::vector<std::string> log_format_names();
 
 // One logged iteration (or logging interval). Absent figures stay nullopt.
 struct LogStep {
-  long long iteration = 0;                   // the framework's step counter (the interval's last)
-  int line = 0;                              // 1-based line in the log
-  std::optional<double> step_s;              // wall time of one iteration (interval average)
-  std::optional<double> tokens_per_s;        // whole job
+  long long iteration = 0;             // the framework's step counter (the interval's last)
+  int line = 0;                        // 1-based line in the log
+  std::optional<double> step_s;        // wall time of one iteration (interval average)
+  std::optional<double> tokens_per_s;  // whole job
   std::optional<double> tokens_per_s_per_device;
-  std::optional<double> samples_per_s;       // whole job
+  std::optional<double> samples_per_s;           // whole job
   std::optional<double> flops_per_s_per_device;  // the framework's own model-FLOP/s figure
-  std::optional<double> peak_bytes;          // the framework's peak-memory figure, this device
+  std::optional<double> peak_bytes;              // the framework's peak-memory figure, this device
   std::optional<double> loss;
 };
 
@@ -39,7 +39,7 @@ struct LogStep {
 struct LogSummary {
   int line = 0;
   std::optional<double> runtime_s;
-  std::optional<double> samples_per_s;      // whole job
+  std::optional<double> samples_per_s;  // whole job
   std::optional<double> steps_per_s;
   std::optional<double> peak_bytes;
 };
@@ -59,10 +59,10 @@ TrainingLog load_training_log(const std::string& path, LogFormat format);
 
 // What a run measured, as one `shardplan.runs/1` figure.
 struct MeasuredFigure {
-  std::string key;      // "step_seconds" | "tokens_per_second" | "tokens_per_second_per_device" | "samples_per_second"
-  double value = 0;     // in that key's unit
-  int steps_used = 0;   // logged iterations behind it (0: a summary line)
-  std::string how;      // one line: which lines, which statistic
+  std::string key;     // "step_seconds" | "tokens_per_second" | "tokens_per_second_per_device" | "samples_per_second"
+  double value = 0;    // in that key's unit
+  int steps_used = 0;  // logged iterations behind it (0: a summary line)
+  std::string how;     // one line: which lines, which statistic
   std::optional<double> peak_bytes;
 };
 
@@ -88,8 +88,7 @@ void shardrun_line(std::string_view text, int line, TrainingLog& log);
 std::optional<double> leading_number(std::string_view s);
 // The number after `key` in `text` (the first occurrence); nullopt when the key is absent;
 // InputError (line named) when the key is there without a number after it.
-std::optional<double> number_after(std::string_view text, std::string_view key, const std::string& source,
-                                   int line);
+std::optional<double> number_after(std::string_view text, std::string_view key, const std::string& source, int line);
 }  // namespace log_detail
 
 }  // namespace shardplan::interop

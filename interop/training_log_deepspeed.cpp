@@ -16,7 +16,8 @@ void deepspeed_line(std::string_view text, int line, TrainingLog& log) {
   const auto step = number_after(text, "global_step=", log.source, line);
   const auto current = number_after(text, "CurrSamplesPerSec=", log.source, line);
   if (!step || !current || *current <= 0)
-    fail_line(log.source, line, "expected 'global_step=N' and a positive 'CurrSamplesPerSec=' (DeepSpeed throughput line)");
+    fail_line(log.source, line,
+              "expected 'global_step=N' and a positive 'CurrSamplesPerSec=' (DeepSpeed throughput line)");
   LogStep s;
   s.iteration = std::llround(*step);
   s.line = line;

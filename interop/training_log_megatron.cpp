@@ -25,8 +25,9 @@ void megatron_line(std::string_view text, int line, TrainingLog& log) {
   const auto iteration = number_after(text, " iteration ", log.source, line);
   const auto ms = number_after(text, "elapsed time per iteration (ms):", log.source, line);
   if (!iteration || !ms || *ms <= 0)
-    fail_line(log.source, line, "expected 'iteration N/M' and a positive 'elapsed time per iteration (ms):' "
-                                "(Megatron training log line)");
+    fail_line(log.source, line,
+              "expected 'iteration N/M' and a positive 'elapsed time per iteration (ms):' "
+              "(Megatron training log line)");
   LogStep s;
   s.iteration = std::llround(*iteration);
   s.line = line;

@@ -54,11 +54,10 @@ std::string gib(double bytes) {
   return buf;
 }
 
-void require_values(const std::vector<double>& v, std::size_t n, const char* field,
-                    const char* per) {
+void require_values(const std::vector<double>& v, std::size_t n, const char* field, const char* per) {
   if (v.size() != n) {
-    throw sim::InputError("partition." + std::string(field) + ": expected " + std::to_string(n) +
-                          " entries (one per " + per + "), got " + std::to_string(v.size()));
+    throw sim::InputError("partition." + std::string(field) + ": expected " + std::to_string(n) + " entries (one per " +
+                          per + "), got " + std::to_string(v.size()));
   }
   for (std::size_t i = 0; i < n; ++i) {
     if (!std::isfinite(v[i]) || v[i] < 0) {
@@ -69,14 +68,12 @@ void require_values(const std::vector<double>& v, std::size_t n, const char* fie
 }
 
 void validate(const PartitionInput& in) {
-  if (in.stages < 1) {
-    throw sim::InputError("partition.stages: expected >= 1, got " + std::to_string(in.stages));
-  }
+  if (in.stages < 1) { throw sim::InputError("partition.stages: expected >= 1, got " + std::to_string(in.stages)); }
   const std::size_t layers = in.layer_time_s.size();
   const auto stages = static_cast<std::size_t>(in.stages);
   if (layers < stages) {
-    throw sim::InputError("partition.layer_time_s: expected at least stages (" +
-                          std::to_string(stages) + ") layers, got " + std::to_string(layers));
+    throw sim::InputError("partition.layer_time_s: expected at least stages (" + std::to_string(stages) +
+                          ") layers, got " + std::to_string(layers));
   }
   require_values(in.layer_time_s, layers, "layer_time_s", "layer");
   require_values(in.layer_state_bytes, layers, "layer_state_bytes", "layer");
@@ -85,15 +82,13 @@ void validate(const PartitionInput& in) {
   require_values(in.stage_extra_bytes, stages, "stage_extra_bytes", "stage");
   require_values(in.stage_in_flight, stages, "stage_in_flight", "stage");
   if (!(in.memory_weight >= 0 && in.memory_weight <= 1)) {
-    throw sim::InputError("partition.memory_weight: expected a value in [0, 1], got " +
-                          num(in.memory_weight));
+    throw sim::InputError("partition.memory_weight: expected a value in [0, 1], got " + num(in.memory_weight));
   }
   if (!std::isfinite(in.memory_cap_bytes) || in.memory_cap_bytes < 0) {
     throw sim::InputError("partition.memory_cap_bytes: expected a finite value >= 0 (0 = no cap), got " +
                           num(in.memory_cap_bytes));
   }
-  if (in.goal != PartitionGoal::speed && in.goal != PartitionGoal::memory &&
-      in.goal != PartitionGoal::blend) {
+  if (in.goal != PartitionGoal::speed && in.goal != PartitionGoal::memory && in.goal != PartitionGoal::blend) {
     throw sim::InputError("partition.goal: expected speed, memory or blend");
   }
 }
@@ -116,8 +111,7 @@ class Costs {
         act_(prefix_sums(in.layer_activation_bytes)) {
     const double p = in.stages;
     const double t0 = (time_.back() + sum(in.stage_extra_time_s)) / p;
-    const double m0 = (state_.back() + sum(in.stage_in_flight) / p * act_.back() +
-                       sum(in.stage_extra_bytes)) / p;
+    const double m0 = (state_.back() + sum(in.stage_in_flight) / p * act_.back() + sum(in.stage_extra_bytes)) / p;
     time_weight_ = t0 > 0 ? (1.0 - in.memory_weight) / t0 : 0.0;
     memory_weight_ = m0 > 0 ? in.memory_weight / m0 : 0.0;
   }
@@ -125,14 +119,16 @@ class Costs {
   int layers() const { return static_cast<int>(in_.layer_time_s.size()); }
   double time(int s, int a, int b) const { return in_.stage_extra_time_s[s] + (time_[b] - time_[a]); }
   double memory(int s, int a, int b) const {
-    return in_.stage_extra_bytes[s] + (state_[b] - state_[a]) +
-           in_.stage_in_flight[s] * (act_[b] - act_[a]);
+    return in_.stage_extra_bytes[s] + (state_[b] - state_[a]) + in_.stage_in_flight[s] * (act_[b] - act_[a]);
   }
   double measure(Measure m, int s, int a, int b) const {
     switch (m) {
-      case Measure::time: return time(s, a, b);
-      case Measure::memory: return memory(s, a, b);
-      case Measure::blend: break;
+      case Measure::time:
+        return time(s, a, b);
+      case Measure::memory:
+        return memory(s, a, b);
+      case Measure::blend:
+        break;
     }
     return time_weight_ * time(s, a, b) + memory_weight_ * memory(s, a, b);
   }
@@ -212,9 +208,12 @@ std::vector<int> even_pass(const Costs& c, const std::vector<Bound>& bounds) {
 
 std::vector<Measure> objectives(PartitionGoal goal) {
   switch (goal) {
-    case PartitionGoal::speed: return {Measure::time, Measure::memory};
-    case PartitionGoal::memory: return {Measure::memory, Measure::time};
-    case PartitionGoal::blend: break;
+    case PartitionGoal::speed:
+      return {Measure::time, Measure::memory};
+    case PartitionGoal::memory:
+      return {Measure::memory, Measure::time};
+    case PartitionGoal::blend:
+      break;
   }
   return {Measure::blend, Measure::time, Measure::memory};
 }
@@ -232,8 +231,8 @@ PartitionResult costs_of(const Costs& c, double cap, const std::vector<int>& spl
     r.max_stage_bytes = std::max(r.max_stage_bytes, r.stage_bytes.back());
     if (cap > 0 && r.stage_bytes.back() > cap && r.feasible) {
       r.feasible = false;
-      r.reason = "memory_cap_bytes: stage " + std::to_string(s) + " needs " +
-                 gib(r.stage_bytes.back()) + " > cap " + gib(cap);
+      r.reason =
+          "memory_cap_bytes: stage " + std::to_string(s) + " needs " + gib(r.stage_bytes.back()) + " > cap " + gib(cap);
     }
     a = b;
   }
@@ -250,8 +249,8 @@ PartitionResult auto_partition(const PartitionInput& in) {
     const double least = minmax_pass(c, Measure::memory, bounds);
     if (least > in.memory_cap_bytes) {
       PartitionResult r;
-      r.reason = "memory_cap_bytes: no split fits; smallest achievable max stage memory is " +
-                 gib(least) + " > cap " + gib(in.memory_cap_bytes);
+      r.reason = "memory_cap_bytes: no split fits; smallest achievable max stage memory is " + gib(least) + " > cap " +
+                 gib(in.memory_cap_bytes);
       return r;
     }
     bounds.push_back({Measure::memory, in.memory_cap_bytes});
@@ -275,15 +274,14 @@ PartitionResult evaluate_partition(const PartitionInput& in, const std::vector<i
   long long total = 0;
   for (std::size_t s = 0; s < layers_per_stage.size(); ++s) {
     if (layers_per_stage[s] < 1) {
-      throw sim::InputError("partition.layers_per_stage[" + std::to_string(s) +
-                            "]: expected >= 1 layer, got " + std::to_string(layers_per_stage[s]));
+      throw sim::InputError("partition.layers_per_stage[" + std::to_string(s) + "]: expected >= 1 layer, got " +
+                            std::to_string(layers_per_stage[s]));
     }
     total += layers_per_stage[s];
   }
   if (total != static_cast<long long>(in.layer_time_s.size())) {
     throw sim::InputError("partition.layers_per_stage: expected entries summing to " +
-                          std::to_string(in.layer_time_s.size()) + " layers, got " +
-                          std::to_string(total));
+                          std::to_string(in.layer_time_s.size()) + " layers, got " + std::to_string(total));
   }
   return costs_of(Costs(in), in.memory_cap_bytes, layers_per_stage);
 }

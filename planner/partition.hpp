@@ -22,15 +22,15 @@ struct PartitionInput {
   std::vector<double> stage_extra_bytes;
   std::vector<double> stage_in_flight;
   PartitionGoal goal = PartitionGoal::speed;
-  double memory_weight = 0.5;  // blend: score = (1-w) * time/T0 + w * memory/M0
-  double memory_cap_bytes = 0; // > 0: every stage must fit, else infeasible
+  double memory_weight = 0.5;   // blend: score = (1-w) * time/T0 + w * memory/M0
+  double memory_cap_bytes = 0;  // > 0: every stage must fit, else infeasible
 };
 
 struct PartitionResult {
   bool feasible = false;
-  std::string reason;                  // why not, when infeasible
-  std::vector<int> layers_per_stage;   // sums to L, each >= 1
-  std::vector<double> stage_time_s;    // per micro-batch
+  std::string reason;                 // why not, when infeasible
+  std::vector<int> layers_per_stage;  // sums to L, each >= 1
+  std::vector<double> stage_time_s;   // per micro-batch
   std::vector<double> stage_bytes;
   double max_stage_time_s = 0;
   double max_stage_bytes = 0;

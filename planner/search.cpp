@@ -2,6 +2,7 @@
 // Legend: D devices, L layers, tp/pp/dp degrees, z ZeRO stage, N sharding group, m micro-batches.
 #include "search.hpp"
 
+#include <unistd.h>
 #include <algorithm>
 #include <chrono>
 #include <cstdio>
@@ -9,7 +10,6 @@
 #include <mutex>
 #include <optional>
 #include <thread>
-#include <unistd.h>
 
 #include "search_point.hpp"
 #include "search_result.hpp"
@@ -47,7 +47,8 @@ std::vector<int> cp_degrees(const sim::ModelSpec& m, const SearchSpace& sp, int 
   for (int cp : sp.context_parallel) {
     if (cp < 1 || (D / tp) % cp) continue;
     if (cp > 1) {
-      if (sp.seq_len % sim::cp_sequence_chunks(m, cp, sp.cp_kind) || sp.attention != sim::AttentionKind::flash) continue;
+      if (sp.seq_len % sim::cp_sequence_chunks(m, cp, sp.cp_kind) || sp.attention != sim::AttentionKind::flash)
+        continue;
       if (sp.packed_document_tokens > 0) continue;  // packed documents: cp 1 (check_packing)
       if (sp.cp_kind == sim::CpKind::all_to_all && !sim::cp_heads_divide(m, tp, cp)) continue;
     }
@@ -81,34 +82,34 @@ std::vector<Block> enumerate_blocks(const sim::ModelSpec& m, const sim::Hardware
     for (int tp = 1; tp <= std::min(max_tp, D); tp *= 2) {
       if (D % tp || m.num_heads % tp || m.num_kv_heads % tp) continue;
       for (int cp : cp_degrees(m, sp, D, tp))
-      for (int pp : divisors(D / (tp * cp))) {
-        if (pp > m.num_layers || (!sp.uneven_pipeline && m.num_layers % pp)) continue;
-        const int dp = D / (tp * cp * pp);
-        for (const auto& [ep, etp] : expert_layouts(m, sp, tp, tp * cp * dp))
-        for (int z : sp.zero_stages) {
-
-          std::vector<int> shards{dp};
-          if (z > 0 && sp.mics)
-            for (int s = 2; s < dp; s *= 2)
-              if (dp % s == 0) shards.push_back(s);
-          for (int shard : shards)
-            for (int gbs : sp.global_batch_sizes)
-              for (auto prec : sp.precisions)
-                for (auto f8 : sp.fp8_recipes)
-                  for (bool off : sp.offload_optimizer) {
-                    if (hw.device.peak(prec) <= 0 || (gbs > 0 && gbs % dp)) continue;
-                    // FP8 GEMMs need FP8 tensor cores and a 16-bit run around them.
-                    if (f8 != sim::Fp8Recipe::none && (!hw.device.has_fp8() || prec == sim::Precision::fp32)) continue;
-                    if (off && z == 0) continue;            // ZeRO-Offload needs a ZeRO stage
-                    // Nothing to shard (one data-parallel rank, no cp, one expert replica): stage 0.
-                    const bool one_replica = dp * cp == 1 && (!m.is_moe() || tp * cp * dp == ep * etp);
-                    if (one_replica && z > 0 && !off) continue;
-                    if (one_replica && z > 1) continue;  // stages coincide with one rank
-                    blocks.push_back({static_cast<int>(ni), nodes, tp, pp, dp, z, z > 0 ? shard : dp, gbs, cp, ep,
-                                      etp, prec, f8, off});
-                  }
+        for (int pp : divisors(D / (tp * cp))) {
+          if (pp > m.num_layers || (!sp.uneven_pipeline && m.num_layers % pp)) continue;
+          const int dp = D / (tp * cp * pp);
+          for (const auto& [ep, etp] : expert_layouts(m, sp, tp, tp * cp * dp))
+            for (int z : sp.zero_stages) {
+              std::vector<int> shards{dp};
+              if (z > 0 && sp.mics)
+                for (int s = 2; s < dp; s *= 2)
+                  if (dp % s == 0) shards.push_back(s);
+              for (int shard : shards)
+                for (int gbs : sp.global_batch_sizes)
+                  for (auto prec : sp.precisions)
+                    for (auto f8 : sp.fp8_recipes)
+                      for (bool off : sp.offload_optimizer) {
+                        if (hw.device.peak(prec) <= 0 || (gbs > 0 && gbs % dp)) continue;
+                        // FP8 GEMMs need FP8 tensor cores and a 16-bit run around them.
+                        if (f8 != sim::Fp8Recipe::none && (!hw.device.has_fp8() || prec == sim::Precision::fp32))
+                          continue;
+                        if (off && z == 0) continue;  // ZeRO-Offload needs a ZeRO stage
+                        // Nothing to shard (one data-parallel rank, no cp, one expert replica): stage 0.
+                        const bool one_replica = dp * cp == 1 && (!m.is_moe() || tp * cp * dp == ep * etp);
+                        if (one_replica && z > 0 && !off) continue;
+                        if (one_replica && z > 1) continue;  // stages coincide with one rank
+                        blocks.push_back({static_cast<int>(ni), nodes, tp, pp, dp, z, z > 0 ? shard : dp, gbs, cp, ep,
+                                          etp, prec, f8, off});
+                      }
+            }
         }
-      }
     }
   }
   return blocks;
@@ -145,8 +146,8 @@ void report_block(Shared& sh, const sim::Evaluator& ev, double price, const std:
   if (shown) {
     sim::ParallelConfig cfg = detail::config_of(*shown, *sh.model, *sh.space, *sh.constraints);
     const int nodes = ev.cluster().nodes;
-    prog.candidate = Candidate{ev.cluster(), cfg, shown->estimate, shown->score, shown->usd_per_token,
-                               describe(cfg, nodes)};
+    prog.candidate =
+        Candidate{ev.cluster(), cfg, shown->estimate, shown->score, shown->usd_per_token, describe(cfg, nodes)};
   }
   std::lock_guard lock(sh.on_block_mutex);
   prog.blocks_done = ++sh.done;
@@ -198,8 +199,8 @@ void evaluate_point(BlockRun& r, const sim::ParallelConfig& cfg, const sim::Conf
   pt.estimate = r.ev.estimate(ctx);
   pt.time_per_token = 1.0 / (pt.estimate.tokens_per_s * pt.estimate.goodput);  // incl. failures
   pt.usd_per_token = r.price / 3600.0 * pt.time_per_token;
-  pt.score = objective_score(r.sh.options->objective, pt.estimate.tokens_per_s, r.price,
-                             pt.estimate.worst_memory_bytes, pt.estimate.goodput);
+  pt.score = objective_score(r.sh.options->objective, pt.estimate.tokens_per_s, r.price, pt.estimate.worst_memory_bytes,
+                             pt.estimate.goodput);
   const bool allowed = r.price_ok && detail::meets(pt.key, *r.sh.constraints);
   r.tally.add(pt, allowed, r.usable);
   if (pt.estimate.fits && allowed) {
@@ -319,9 +320,11 @@ SearchResult search(const sim::ModelSpec& model, const sim::HardwareProfile& hw,
   if (space.node_counts.empty()) throw sim::InputError("--nodes: expected at least one node count");
   if (space.micro_batch_sizes.empty()) throw sim::InputError("--micro-batch-sizes: expected at least one size");
   for (const auto& f : constraints.require)
-    if (!detail::known_feature(f)) throw sim::InputError("--require: unknown feature '" + f + "' (" + detail::feature_list() + ")");
+    if (!detail::known_feature(f))
+      throw sim::InputError("--require: unknown feature '" + f + "' (" + detail::feature_list() + ")");
   for (const auto& f : constraints.forbid)
-    if (!detail::known_feature(f)) throw sim::InputError("--forbid: unknown feature '" + f + "' (" + detail::feature_list() + ")");
+    if (!detail::known_feature(f))
+      throw sim::InputError("--forbid: unknown feature '" + f + "' (" + detail::feature_list() + ")");
   const auto t0 = std::chrono::steady_clock::now();
   std::vector<sim::Evaluator> evaluators;
   for (int nodes : space.node_counts) {

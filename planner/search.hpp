@@ -33,12 +33,12 @@ struct Constraints;
 
 struct SearchSpace {
   std::vector<int> node_counts{1};
-  int devices_per_node = 0;                 // 0 = the profile's
-  std::vector<int> global_batch_sizes{0};   // sequences per step; 0 = smallest valid (mbs x dp)
+  int devices_per_node = 0;                // 0 = the profile's
+  std::vector<int> global_batch_sizes{0};  // sequences per step; 0 = smallest valid (mbs x dp)
   int seq_len = 2048;
   std::vector<int> micro_batch_sizes{1, 2, 4, 8};
   std::vector<int> zero_stages{0, 1, 2, 3};
-  bool mics = true;                         // also try sharding groups smaller than dp
+  bool mics = true;  // also try sharding groups smaller than dp
   std::vector<simulator::PipelineSchedule> schedules{simulator::PipelineSchedule::one_f_one_b,
                                                      simulator::PipelineSchedule::gpipe,
                                                      simulator::PipelineSchedule::interleaved};
@@ -61,7 +61,7 @@ struct SearchSpace {
   // `expert_tp_search`, else etp = tp (Megatron-Core's default).
   std::vector<int> expert_parallel{1};
   bool expert_tp_search = true;
-  simulator::LoraConfig lora;               // fixed by the user
+  simulator::LoraConfig lora;                                                             // fixed by the user
   simulator::MixedPrecision mixed_precision = simulator::MixedPrecision::master_weights;  // the framework's recipe
   // Fixed, not searched: the kind the user's framework runs (`--attention`); flash by default,
   // what Megatron-Core, torchtitan, DeepSpeed, FSDP and Hugging Face use on GPUs today.
@@ -77,7 +77,7 @@ struct SearchSpace {
   // --tp-comm-overlap); applies to the points with sequence parallelism.
   bool tp_comm_overlap = false;
   std::string rank_order = "tp-dp-pp";
-  bool uneven_pipeline = true;              // pp not dividing layers, via auto-partition
+  bool uneven_pipeline = true;  // pp not dividing layers, via auto-partition
 
   // A configuration with the fields the space fixes (sequence length, LoRA, mixed precision,
   // attention, fusion, packing, CP kind, rank order) and the constraints' memory headroom; the
@@ -89,9 +89,9 @@ struct SearchSpace {
 };
 
 struct Constraints {
-  int max_nodes = 0;              // 0 = no limit
-  double max_usd_per_hour = 0;    // whole cluster; 0 = no limit
-  int max_tp = 0;                 // 0 = devices per node (TP inside a node)
+  int max_nodes = 0;            // 0 = no limit
+  double max_usd_per_hour = 0;  // whole cluster; 0 = no limit
+  int max_tp = 0;               // 0 = devices per node (TP inside a node)
   bool tp_across_nodes = false;
   double memory_headroom = 0.05;
   std::vector<std::string> require;  // features: pp, tp, zero, zero3, offload, recompute, lora, sp, interleaved
@@ -99,12 +99,12 @@ struct Constraints {
 };
 
 struct Candidate {
-  simulator::ClusterSpec cluster;   // nodes x profile
-  simulator::ParallelConfig config; // validated
+  simulator::ClusterSpec cluster;    // nodes x profile
+  simulator::ParallelConfig config;  // validated
   simulator::Estimate estimate;
-  double score = 0;                 // lower is better, by the objective
+  double score = 0;  // lower is better, by the objective
   double usd_per_token = 0;
-  std::string key;                  // canonical text of the configuration (ties, determinism)
+  std::string key;  // canonical text of the configuration (ties, determinism)
 };
 
 struct Ranked {
@@ -114,10 +114,10 @@ struct Ranked {
 };
 
 struct RegionReport {
-  std::string region;   // e.g. "pp=1", "tp=8 pp=2"
+  std::string region;  // e.g. "pp=1", "tp=8 pp=2"
   long long evaluated = 0;
   long long infeasible = 0;
-  std::string reason;   // one line for a fully rejected region
+  std::string reason;  // one line for a fully rejected region
 };
 
 struct SearchResult {
@@ -133,9 +133,9 @@ struct SearchResult {
 
 // What a running search has done so far (front ends: progress bars, streaming tables).
 struct SearchProgress {
-  std::size_t blocks_done = 0;   // outer-loop blocks (nodes x tp x pp x dp x ZeRO ...) finished
+  std::size_t blocks_done = 0;  // outer-loop blocks (nodes x tp x pp x dp x ZeRO ...) finished
   std::size_t blocks_total = 0;
-  long long considered = 0;      // points evaluated or pruned so far
+  long long considered = 0;  // points evaluated or pruned so far
   // The block just finished: its best point that fits and meets the constraints (by the
   // objective, analytical estimate), else the one closest to fitting (estimate.fits false).
   std::optional<Candidate> candidate;
@@ -143,18 +143,18 @@ struct SearchProgress {
 
 struct SearchOptions {
   Objective objective = Objective::throughput;
-  double train_tokens = 0;   // time-to-train / cost objectives report for this many tokens
+  double train_tokens = 0;  // time-to-train / cost objectives report for this many tokens
   int top_k = 10;
-  int threads = 0;           // 0 = hardware concurrency
-  bool progress = false;     // progress bar on stderr
+  int threads = 0;                            // 0 = hardware concurrency
+  bool progress = false;                      // progress bar on stderr
   const std::atomic<bool>* cancel = nullptr;  // set to stop early (Ctrl-C): best so far
   // Called after every block from the search threads, one call at a time; may be empty. The
   // result does not depend on it (it may set *cancel).
   std::function<void(const SearchProgress&)> on_block;
 };
 
-SearchResult search(const simulator::ModelSpec& model, const simulator::HardwareProfile& hw,
-                    const SearchSpace& space, const Constraints& constraints, const SearchOptions& options);
+SearchResult search(const simulator::ModelSpec& model, const simulator::HardwareProfile& hw, const SearchSpace& space,
+                    const Constraints& constraints, const SearchOptions& options);
 
 // Lower is better: seconds per token (throughput, time to train), USD per token (cost), or
 // device memory with speed as the tie-break (memory). Used for estimates and full predictions.

@@ -4,8 +4,8 @@
 #include <cstdio>
 
 #include "search_result.hpp"
-#include "stage_partition.hpp"
 #include "simulator/errors.hpp"
+#include "stage_partition.hpp"
 
 namespace shardplan::planner {
 
@@ -42,8 +42,12 @@ std::vector<Ranked> rescore(const sim::ModelSpec& model, const std::vector<sim::
     }
     if (!pred.feasible) continue;
     const double price = ev.cluster().hardware.price.usd_per_hour * ev.cluster().nodes;
-    Candidate cand{ev.cluster(), cfg, p.estimate, objective_score(o.objective, pred.tokens_per_s, price, pred.worst.total(), pred.goodput.goodput),
-                   price / 3600.0 / pred.tokens_per_s, describe(cfg, ev.cluster().nodes)};
+    Candidate cand{ev.cluster(),
+                   cfg,
+                   p.estimate,
+                   objective_score(o.objective, pred.tokens_per_s, price, pred.worst.total(), pred.goodput.goodput),
+                   price / 3600.0 / pred.tokens_per_s,
+                   describe(cfg, ev.cluster().nodes)};
     ranked.push_back({std::move(cand), pred, 0});
     ranked.back().score = ranked.back().candidate.score;
   }
@@ -74,13 +78,12 @@ std::string region_reason(const sim::ModelSpec& model, const std::vector<sim::Ev
     try {
       sim::validate_config(model, ev.cluster(), cfg);
       detail_line = ev.simulate(cfg).infeasible_reason;
-    } catch (const sim::InputError& e) {
-      detail_line = e.what();
-    }
+    } catch (const sim::InputError& e) { detail_line = e.what(); }
     const double usable = ev.cluster().hardware.device.memory_bytes * (1.0 - c.memory_headroom);
     if (r.min_excess > 0)
-      return "all " + name + " configurations exceed the " + fmt_gib(usable) + " usable per device by >= " +
-             fmt_gib(r.min_excess) + "; closest (" + describe(cfg, ev.cluster().nodes) + "): " + detail_line;
+      return "all " + name + " configurations exceed the " + fmt_gib(usable) +
+             " usable per device by >= " + fmt_gib(r.min_excess) + "; closest (" + describe(cfg, ev.cluster().nodes) +
+             "): " + detail_line;
     return "no " + name + " configuration fits; closest (" + describe(cfg, ev.cluster().nodes) + "): " + detail_line;
   }
   if (r.price_rejected) return "all " + name + " configurations that fit exceed --max-usd-per-hour";
@@ -92,10 +95,14 @@ std::string region_reason(const sim::ModelSpec& model, const std::vector<sim::Ev
 double objective_score(Objective o, double tokens_per_s, double usd_per_hour, double worst_memory_bytes,
                        double goodput) {
   switch (o) {
-    case Objective::throughput: return 1.0 / tokens_per_s;
-    case Objective::time_to_train: return 1.0 / (tokens_per_s * goodput);
-    case Objective::cost: return usd_per_hour / 3600.0 / (tokens_per_s * goodput);
-    case Objective::memory: return worst_memory_bytes + 1e-3 / tokens_per_s;  // tie: faster
+    case Objective::throughput:
+      return 1.0 / tokens_per_s;
+    case Objective::time_to_train:
+      return 1.0 / (tokens_per_s * goodput);
+    case Objective::cost:
+      return usd_per_hour / 3600.0 / (tokens_per_s * goodput);
+    case Objective::memory:
+      return worst_memory_bytes + 1e-3 / tokens_per_s;  // tie: faster
   }
   return 0;
 }
@@ -164,8 +171,8 @@ SearchResult finish(const sim::ModelSpec& model, const std::vector<sim::Evaluato
   for (const auto& [k, acc] : regions) {
     if (acc.evaluated == 0 || acc.allowed > 0) continue;
     const std::string name = region_name(k.first, k.second);
-    r.rejected.push_back({name, acc.evaluated, acc.evaluated - acc.allowed,
-                          region_reason(model, evaluators, space, c, name, acc)});
+    r.rejected.push_back(
+        {name, acc.evaluated, acc.evaluated - acc.allowed, region_reason(model, evaluators, space, c, name, acc)});
   }
   return r;
 }
@@ -176,9 +183,7 @@ std::string why_not(const sim::ModelSpec& model, const sim::ClusterSpec& cluster
                     const SearchResult& result, const Constraints& c, Objective objective) {
   try {
     sim::validate_config(model, cluster, cfg);
-  } catch (const sim::InputError& e) {
-    return std::string("invalid: ") + e.what();
-  }
+  } catch (const sim::InputError& e) { return std::string("invalid: ") + e.what(); }
   const sim::Prediction p = sim::simulate(model, cluster, cfg);
   const std::string name = describe(cfg, cluster.nodes);
   if (!p.feasible) return name + ": does not fit: " + p.infeasible_reason;

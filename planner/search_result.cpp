@@ -13,8 +13,8 @@ namespace sim = shardplan::simulator;
 
 namespace {
 
-constexpr const char* kFeatures[] = {"pp",        "tp", "zero", "zero3", "mics", "offload", "recompute", "sp",
-                                     "interleaved", "fp8", "cp", "ep"};
+constexpr const char* kFeatures[] = {"pp",        "tp", "zero",        "zero3", "mics", "offload",
+                                     "recompute", "sp", "interleaved", "fp8",   "cp",   "ep"};
 
 bool has_feature(const PointKey& k, const std::string& f) {
   if (f == "pp") return k.pp > 1;
@@ -73,14 +73,25 @@ void apply(const PointKey& k, sim::ParallelConfig& c) {
 }
 
 PointKey key_of(const sim::ParallelConfig& c, int nodes) {
-  return PointKey{.nodes = nodes, .tp = c.tp, .pp = c.pp, .dp = c.dp, .zero = c.zero_stage,
-                  .shard = c.shard_group(), .gbs = c.global_batch_size, .mbs = c.micro_batch_size,
-                  .schedule = static_cast<int>(c.schedule), .virtual_stages = c.virtual_stages,
-                  .recompute = static_cast<int>(c.recompute), .sp = c.sequence_parallel ? 1 : 0,
+  return PointKey{.nodes = nodes,
+                  .tp = c.tp,
+                  .pp = c.pp,
+                  .dp = c.dp,
+                  .zero = c.zero_stage,
+                  .shard = c.shard_group(),
+                  .gbs = c.global_batch_size,
+                  .mbs = c.micro_batch_size,
+                  .schedule = static_cast<int>(c.schedule),
+                  .virtual_stages = c.virtual_stages,
+                  .recompute = static_cast<int>(c.recompute),
+                  .sp = c.sequence_parallel ? 1 : 0,
                   .offload_optimizer = c.offload_optimizer ? 1 : 0,
                   .offload_activations = c.offload_activations ? 1 : 0,
-                  .precision = static_cast<int>(c.precision), .fp8 = static_cast<int>(c.fp8), .cp = c.cp,
-                  .ep = c.ep, .etp = c.expert_tp()};
+                  .precision = static_cast<int>(c.precision),
+                  .fp8 = static_cast<int>(c.fp8),
+                  .cp = c.cp,
+                  .ep = c.ep,
+                  .etp = c.expert_tp()};
 }
 
 bool known_feature(const std::string& f) {
@@ -132,8 +143,8 @@ void RegionAcc::merge(const RegionAcc& o) {
   fits += o.fits;
   allowed += o.allowed;
   price_rejected |= o.price_rejected;
-  if (o.have_closest && (!have_closest || o.min_excess < min_excess ||
-                         (o.min_excess == min_excess && o.closest < closest))) {
+  if (o.have_closest &&
+      (!have_closest || o.min_excess < min_excess || (o.min_excess == min_excess && o.closest < closest))) {
     min_excess = o.min_excess;
     closest = o.closest;
     node_index = o.node_index;

@@ -39,8 +39,8 @@ class ThreadState {
   explicit ThreadState(int capacity) : capacity_(capacity) {}
   void offer(const Point& p);
   void record_block(int nodes, int tp, int pp, int zero, const BlockTally& t, bool price_ok);
-  std::vector<Point> best;   // max-heap by `better` (worst on top), size <= capacity
-  std::vector<Point> front;  // non-dominated in (time/token, usd/token, memory)
+  std::vector<Point> best;                           // max-heap by `better` (worst on top), size <= capacity
+  std::vector<Point> front;                          // non-dominated in (time/token, usd/token, memory)
   std::map<std::pair<int, int>, RegionAcc> regions;  // (dimension, value)
 
  private:

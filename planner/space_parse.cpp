@@ -25,8 +25,7 @@ int to_int(const std::string& flag, const std::string& item, const std::string& 
     std::size_t used = 0;
     const int v = std::stoi(item, &used);
     if (used == item.size()) return v;
-  } catch (const std::exception&) {
-  }
+  } catch (const std::exception&) {}
   throw sim::InputError(flag + ": expected comma-separated integers, got '" + whole + "'");
 }
 
@@ -147,8 +146,10 @@ std::pair<sim::ClusterSpec, sim::ParallelConfig> parse_config_spec(const std::st
     if (k == "nodes") cluster.nodes = num();
     else if (k == "tp") cfg.tp = num();
     else if (k == "pp") cfg.pp = num();
-    else if (k == "dp") { cfg.dp = num(); dp_given = true; }
-    else if (k == "zero") cfg.zero_stage = num();
+    else if (k == "dp") {
+      cfg.dp = num();
+      dp_given = true;
+    } else if (k == "zero") cfg.zero_stage = num();
     else if (k == "shard") cfg.sharding_degree = num();
     else if (k == "mbs") cfg.micro_batch_size = num();
     else if (k == "gbs") cfg.global_batch_size = num();
@@ -164,9 +165,11 @@ std::pair<sim::ClusterSpec, sim::ParallelConfig> parse_config_spec(const std::st
     else if (k == "sp") cfg.sequence_parallel = true;
     else if (k == "offload-optimizer") cfg.offload_optimizer = true;
     else if (k == "offload-activations") cfg.offload_activations = true;
-    else throw sim::InputError("--why: unknown field '" + k + "' (expected nodes, tp, pp, dp, zero, shard, mbs, gbs, "
-                               "schedule, v, recompute, precision, attention, fp8, cp, ep, etp, sp, offload-optimizer, "
-                               "offload-activations)");
+    else
+      throw sim::InputError("--why: unknown field '" + k +
+                            "' (expected nodes, tp, pp, dp, zero, shard, mbs, gbs, "
+                            "schedule, v, recompute, precision, attention, fp8, cp, ep, etp, sp, offload-optimizer, "
+                            "offload-activations)");
   }
   space.complete_config(cfg);
   if (!dp_given && cfg.tp > 0 && cfg.pp > 0 && cfg.cp > 0)

@@ -37,8 +37,10 @@ std::vector<int> ep_search_list(const std::string& s, const simulator::ModelSpec
 // "nodes=1,tp=8,pp=1,zero=1,mbs=2,gbs=64,schedule=1f1b,v=2,recompute=full,sp,offload-optimizer,
 // offload-activations,shard=4,precision=bf16,attention=eager": unspecified fields come from the
 // search space (SearchSpace::base_config).
-std::pair<simulator::ClusterSpec, simulator::ParallelConfig> parse_config_spec(
-    const std::string& spec, const simulator::ModelSpec& model, const simulator::HardwareProfile& hw,
-    const SearchSpace& space, const Constraints& constraints);
+std::pair<simulator::ClusterSpec, simulator::ParallelConfig> parse_config_spec(const std::string& spec,
+                                                                               const simulator::ModelSpec& model,
+                                                                               const simulator::HardwareProfile& hw,
+                                                                               const SearchSpace& space,
+                                                                               const Constraints& constraints);
 
 }  // namespace shardplan::planner

@@ -9,8 +9,8 @@
 namespace shardplan::planner {
 
 // The partition input of `cfg` (pipeline stages, v == 1) under the simulator's model.
-PartitionInput partition_input(const simulator::Evaluator& ev, const simulator::ParallelConfig& cfg,
-                               PartitionGoal goal, double memory_weight);
+PartitionInput partition_input(const simulator::Evaluator& ev, const simulator::ParallelConfig& cfg, PartitionGoal goal,
+                               double memory_weight);
 
 // The best layers-per-stage for `cfg` (capped at the usable device memory); nullopt when pp == 1,
 // interleaved, or no split fits.

@@ -103,7 +103,7 @@ std::string ExitStatus::describe() const {
 }
 
 void install_signal_handlers() {
-  struct sigaction sa{};
+  struct sigaction sa {};
   sa.sa_handler = on_signal;
   sigemptyset(&sa.sa_mask);
   sa.sa_flags = 0;  // no SA_RESTART: sleeps and waits notice the interrupt

@@ -28,11 +28,11 @@ struct ExitStatus {
 };
 
 struct ChildOptions {
-  std::string output_path;        // empty: inherit stdout and stderr; else both into this file (truncated)
-  bool stdin_null = false;        // read /dev/null instead of inheriting stdin
-  double timeout_s = 0;           // stop it after this long; 0 = no deadline
+  std::string output_path;                    // empty: inherit stdout and stderr; else both into this file (truncated)
+  bool stdin_null = false;                    // read /dev/null instead of inheriting stdin
+  double timeout_s = 0;                       // stop it after this long; 0 = no deadline
   const std::atomic<bool>* cancel = nullptr;  // stop it once this is set
-  double grace_s = 10;            // from the stop to SIGKILL of the group
+  double grace_s = 10;                        // from the stop to SIGKILL of the group
   // A cancel or timeout sends SIGTERM to the child alone (mpirun forwards it to its ranks) or to
   // the whole group; a received interrupt always goes to the whole group.
   bool terminate_group = true;

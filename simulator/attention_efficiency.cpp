@@ -32,8 +32,9 @@ EfficiencyCurve efficiency_curve(const nlohmann::json& obj, const char* key, con
 std::vector<FlashAttentionCurves::HeadDim> parse_mask(const nlohmann::json& obj, const char* mask,
                                                       const JsonContext& parent) {
   if (!obj.is_object() || obj.empty())
-    parent.fail(mask, "an object {\"head_dim_64\": {\"forward\": [[seq_len, efficiency], ...], "
-                      "\"backward\": [...]}, ...}");
+    parent.fail(mask,
+                "an object {\"head_dim_64\": {\"forward\": [[seq_len, efficiency], ...], "
+                "\"backward\": [...]}, ...}");
   const JsonContext ctx = parent.child(mask);
   std::vector<FlashAttentionCurves::HeadDim> out;
   for (const auto& [name, curves] : obj.items()) {
@@ -87,7 +88,7 @@ nlohmann::json to_json(const FlashAttentionCurves& c) {
   for (int m = 0; m < 2; ++m)
     for (const auto& h : c.by_mask[static_cast<std::size_t>(m)])
       j[kMasks[m]]["head_dim_" + std::to_string(h.head_dim)] = {{"forward", to_json(h.forward)},
-                                                                 {"backward", to_json(h.backward)}};
+                                                                {"backward", to_json(h.backward)}};
   return j;
 }
 

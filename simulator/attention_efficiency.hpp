@@ -16,7 +16,7 @@ namespace shardplan::simulator {
 struct FlashAttentionCurves {
   struct HeadDim {
     int head_dim = 0;
-    EfficiencyCurve forward;   // fraction of peak, by sequence length (tokens)
+    EfficiencyCurve forward;  // fraction of peak, by sequence length (tokens)
     EfficiencyCurve backward;
   };
   // [0] without a mask, [1] causal; each ascending in head_dim; either may be empty.

@@ -30,8 +30,7 @@ double hierarchical(double bytes, double phases, CollectiveKind kind, const Grou
     // ring gets B_nic / per_node of the network; it carries S / r.
     const double nic = hw.network.bandwidth_Bps * hw.network.efficiency;
     const double per_rank_bw = nic / std::max(1, per_node);
-    t += phases * (n_nodes - 1.0) / n_nodes * (bytes / r) / per_rank_bw +
-         phases * (n_nodes - 1) * hw.network.latency_s;
+    t += phases * (n_nodes - 1.0) / n_nodes * (bytes / r) / per_rank_bw + phases * (n_nodes - 1) * hw.network.latency_s;
     // NCCL's ring runs through every rank: n-1 steps per phase, N-1 of them across the network
     // and n-N over intra-node links (NVIDIA/nccl src/graph/tuning.cc, ncclTopoTuneModel:
     // latency = (nsteps - nInterSteps) * intraLat + nInterSteps * interLat). The r-1 intra steps
@@ -71,7 +70,8 @@ double all_to_all_s(double bytes, const GroupPlacement& g, const HardwareProfile
   if (g.size <= 1 || bytes <= 0) return 0.0;
   const double n = g.size, r = g.ranks_per_node;
   double intra = 0, inter = 0;
-  if (r > 1) intra = (r - 1) / n * bytes / intra_node_bandwidth(hw, g.ranks_per_node, per_node) + hw.node.intra.latency_s;
+  if (r > 1)
+    intra = (r - 1) / n * bytes / intra_node_bandwidth(hw, g.ranks_per_node, per_node) + hw.node.intra.latency_s;
   if (g.nodes > 1) {
     const double nic = hw.network.bandwidth_Bps * hw.network.efficiency;
     inter = (n - r) / n * bytes / (nic / std::max(1, per_node)) + hw.network.latency_s;

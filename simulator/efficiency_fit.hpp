@@ -27,8 +27,7 @@ struct CurveFit {
 // distinct sizes), sampled at `points_per_decade` over the samples' range and clamped to
 // [0.005, 1]; `monotone` makes it non-decreasing (GEMMs get no slower per FLOP as they grow).
 // InputError when there are no samples.
-CurveFit fit_efficiency_curve(const std::vector<EfficiencySample>& samples, bool monotone,
-                              int points_per_decade = 2);
+CurveFit fit_efficiency_curve(const std::vector<EfficiencySample>& samples, bool monotone, int points_per_decade = 2);
 
 // One timed collective: `hops` latency-bound steps and `wire_bytes` each rank sends on the
 // busiest link (ring algorithms: all-reduce 2(n-1) hops and 2(n-1)/n * S; all-gather and

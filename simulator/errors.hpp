@@ -22,7 +22,7 @@ class SimulatorError : public std::logic_error {
 
 }  // namespace shardplan::simulator
 
-#define SHARDPLAN_CHECK(cond, msg)                                                       \
-  do {                                                                                   \
+#define SHARDPLAN_CHECK(cond, msg)                                                        \
+  do {                                                                                    \
     if (!(cond)) throw ::shardplan::simulator::SimulatorError((msg), __FILE__, __LINE__); \
   } while (0)

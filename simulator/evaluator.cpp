@@ -28,7 +28,7 @@ ChunkShape chunk_shape(const ModelSpec& m, const ParallelConfig& cfg, int chunk,
 
 // One stage, all its chunks: per-micro-batch time and memory shape.
 struct StageSummary {
-  ChunkTime sum;            // summed over chunks
+  ChunkTime sum;  // summed over chunks
   double max_chunk_stored = 0;
   int layers = 0, dense_layers = 0;
   bool embedding = false, head = false;
@@ -90,8 +90,8 @@ Evaluator::Evaluator(ModelSpec model, ClusterSpec cluster, LoraConfig lora) {
         if (mc_.lora.enabled() && lora_target_matches(mc_.expert_linears[i].module, t)) mc_.expert_lora_mask[i] = 1;
     for (std::size_t i = 0; i < mc_.expert_linears.size(); ++i)
       if (mc_.expert_lora_mask[i])  // A (r x d_in) and B (d_out x r) per expert
-        mc_.expert_lora_params_per_layer += mc_.model.moe.num_experts * mc_.lora.rank *
-                                            (mc_.expert_linears[i].d_in + mc_.expert_linears[i].d_out);
+        mc_.expert_lora_params_per_layer +=
+            mc_.model.moe.num_experts * mc_.lora.rank * (mc_.expert_linears[i].d_in + mc_.expert_linears[i].d_out);
     if (mc_.model.moe.first_dense_layers > 0) {
       mc_.dense_linears = mc_.model.dense_block_linears();
       mc_.dense_lora_mask.assign(mc_.dense_linears.size(), 0);
@@ -136,7 +136,8 @@ Estimate Evaluator::estimate(const ConfigContext& c) const {
     }
     const StageSummary st = summarize_stage(c, s);
     const double T = st.sum.forward_s + st.sum.backward_s;
-    if (uneven_middle && n_seen < static_cast<int>(seen.size())) seen[static_cast<std::size_t>(n_seen++)] = {layers, dense, T};
+    if (uneven_middle && n_seen < static_cast<int>(seen.size()))
+      seen[static_cast<std::size_t>(n_seen++)] = {layers, dense, T};
     const int copies = (uniform && s == 1 && p > 2) ? p - 2 : 1;
     sum_T += copies * T;
     max_T = std::max(max_T, T);
@@ -146,8 +147,8 @@ Estimate Evaluator::estimate(const ConfigContext& c) const {
     // optimizer step and tail cannot be the worst (the search's hot path skips them).
     if (uniform && s == 1 && p > 2 && !c.mc->model.is_moe()) continue;
 
-    StageShape shape{s, st.layers, st.embedding, st.head, in_flight_micro_batches(cfg.schedule, p, s, m, v), 0,
-                     st.max_chunk_stored};
+    StageShape shape{s, st.layers,          st.embedding, st.head, in_flight_micro_batches(cfg.schedule, p, s, m, v),
+                     0, st.max_chunk_stored};
     shape.peak_stored_bytes = std::max(st.max_chunk_stored, shape.in_flight * st.sum.stored_bytes / v);
     shape.dense_layers = st.dense_layers;
     const StageMemory mem = stage_memory(c, shape);
@@ -178,8 +179,7 @@ Estimate Evaluator::estimate(const ConfigContext& c) const {
   return e;
 }
 
-Prediction simulate(const ModelSpec& model, const ClusterSpec& cluster, ParallelConfig& cfg,
-                    const TrainingGoal& goal) {
+Prediction simulate(const ModelSpec& model, const ClusterSpec& cluster, ParallelConfig& cfg, const TrainingGoal& goal) {
   validate_config(model, cluster, cfg);
   Evaluator ev(model, cluster, cfg.lora);
   return ev.simulate(cfg, goal);

@@ -44,15 +44,16 @@ struct GoodputPrediction {
   double restart_s = 0;           // R
   double young_interval_s = 0;
   double daly_interval_s = 0;
-  int64_t interval_steps = 0;     // Daly's interval rounded to whole steps (>= 1)
-  double interval_s = 0;          // interval_steps x step time
+  int64_t interval_steps = 0;  // Daly's interval rounded to whole steps (>= 1)
+  double interval_s = 0;       // interval_steps x step time
   double waste_per_failure_s = 0;
-  double goodput = 1;             // at interval_s
+  double goodput = 1;  // at interval_s
 };
 
 // Bytes of one checkpoint: every trainable parameter's weight (training precision) plus its
 // optimizer state (fp32 master + Adam moments: 12 bytes, 8 when the weights are fp32 — an fp32
-// or autocast run — where the weight is the master). A frozen LoRA base is not saved (it is re-created from its source).
+// or autocast run — where the weight is the master). A frozen LoRA base is not saved (it is re-created from its
+// source).
 double checkpoint_bytes(double trainable_parameters, const ParallelConfig& cfg);
 
 // Goodput figures of one configuration (allocation-free: the search calls it per point).

@@ -97,7 +97,8 @@ DeviceProfile parse_device(const nlohmann::json& d, const JsonContext& ctx) {
     dev.gemm_efficiency_fp8 = parse_curve(d, "gemm_efficiency_fp8_by_flop", ctx);
   dev.memory_efficiency = parse_curve(d, "memory_efficiency_by_bytes", ctx);
   if (auto it = d.find("gemm_efficiency_by_precision"); it != d.end() && !it->is_null()) {
-    if (!it->is_object()) ctx.fail("gemm_efficiency_by_precision", "an object {\"bf16\": [[FLOP, efficiency], ...], ...}");
+    if (!it->is_object())
+      ctx.fail("gemm_efficiency_by_precision", "an object {\"bf16\": [[FLOP, efficiency], ...], ...}");
     auto cctx = ctx.child("gemm_efficiency_by_precision");
     for (const auto& [key, curve] : it->items()) {
       int index = -1;
@@ -108,12 +109,12 @@ DeviceProfile parse_device(const nlohmann::json& d, const JsonContext& ctx) {
     }
   }
   dev.kernel_launch_s = get_quantity(d, "kernel_launch", Quantity::seconds, ctx, false, true).value_or(0.0);
-  dev.runtime_reserved_bytes =
-      get_quantity(d, "runtime_reserved", Quantity::bytes, ctx, false, true).value_or(0.0);
+  dev.runtime_reserved_bytes = get_quantity(d, "runtime_reserved", Quantity::bytes, ctx, false, true).value_or(0.0);
   dev.op_costs = parse_op_costs(d, ctx);
   dev.flash_attention = parse_flash_attention_curves(d, ctx);
   if (auto it = d.find("fused_attention"); it != d.end() && !it->is_null()) {
-    if (!it->is_boolean()) ctx.fail("fused_attention", "true or false (whether flash attention runs as one fused kernel)");
+    if (!it->is_boolean())
+      ctx.fail("fused_attention", "true or false (whether flash attention runs as one fused kernel)");
     dev.fused_attention = it->get<bool>();
   }
   dev.last_level_cache_bytes = get_quantity(d, "last_level_cache", Quantity::bytes, ctx, false, true).value_or(0.0);
@@ -141,7 +142,8 @@ ResilienceProfile parse_resilience(const nlohmann::json& r, const JsonContext& c
   const double hours = get_number_or(r, "node_mtbf_hours", kDefaultNodeMtbfHours, ctx);
   if (!(hours > 0)) ctx.fail("node_mtbf_hours", "a number of hours > 0");
   out.node_mtbf_s = hours * 3600;
-  if (auto bw = get_quantity(r, "checkpoint_write", Quantity::bytes_per_second, ctx, false)) out.checkpoint_write_Bps = *bw;
+  if (auto bw = get_quantity(r, "checkpoint_write", Quantity::bytes_per_second, ctx, false))
+    out.checkpoint_write_Bps = *bw;
   if (auto s = get_quantity(r, "restart", Quantity::seconds, ctx, false, true)) out.restart_s = *s;
   return out;
 }
@@ -228,7 +230,8 @@ HardwareProfile parse_profile(const nlohmann::json& j, const JsonContext& ctx) {
     ictx.fail("rank_speed_gap_fraction", "a fraction from 0 to 10");
   const long long gap_ranks = get_int_or(intra, "rank_speed_gap_ranks", 0, ictx);
   if (hw.node.intra.rank_speed_gap_fraction > 0 && (gap_ranks < 2 || gap_ranks > 4096))
-    ictx.fail("rank_speed_gap_ranks", "the number of ranks profiled at once (2 to 4096) beside rank_speed_gap_fraction");
+    ictx.fail("rank_speed_gap_ranks",
+              "the number of ranks profiled at once (2 to 4096) beside rank_speed_gap_fraction");
   hw.node.intra.rank_speed_gap_ranks = static_cast<int>(std::clamp<long long>(gap_ranks, 0, 4096));
   if (auto it = intra.find("collective_busbw_bytes_per_s_by_bytes"); it != intra.end())
     parse_busbw(*it, hw.node.intra, ictx.child("collective_busbw_bytes_per_s_by_bytes"));
@@ -305,11 +308,9 @@ nlohmann::json resolve_json(const std::string& path, std::set<std::string>& seen
   if (it == j.end() || it->is_null()) return j;
   if (!it->is_string()) throw InputError(path + ": field 'base': expected a profile name or path");
   std::string base = it->get<std::string>();
-  std::string base_path = looks_like_path(base)
-                              ? (std::filesystem::path(path).parent_path() / base).string()
-                              : builtin_path(base);
-  if (!std::filesystem::exists(base_path))
-    throw InputError(path + ": field 'base': unknown profile '" + base + "'");
+  std::string base_path =
+      looks_like_path(base) ? (std::filesystem::path(path).parent_path() / base).string() : builtin_path(base);
+  if (!std::filesystem::exists(base_path)) throw InputError(path + ": field 'base': unknown profile '" + base + "'");
   nlohmann::json merged = resolve_json(base_path, seen);
   merged.erase("sources");  // the overlay's figures need their own sources
   nlohmann::json patch = j;
@@ -325,20 +326,28 @@ const char* to_string(Precision p) { return name_of(p); }
 
 const char* to_string(CollectiveKind k) {
   switch (k) {
-    case CollectiveKind::all_reduce: return "all_reduce";
-    case CollectiveKind::all_gather: return "all_gather";
-    case CollectiveKind::reduce_scatter: return "reduce_scatter";
-    case CollectiveKind::send_recv: return "send_recv";
+    case CollectiveKind::all_reduce:
+      return "all_reduce";
+    case CollectiveKind::all_gather:
+      return "all_gather";
+    case CollectiveKind::reduce_scatter:
+      return "reduce_scatter";
+    case CollectiveKind::send_recv:
+      return "send_recv";
   }
   return "?";
 }
 
 const char* to_string(IntraTopology t) {
   switch (t) {
-    case IntraTopology::switch_fabric: return "switch";
-    case IntraTopology::pcie: return "pcie";
-    case IntraTopology::all_to_all: return "all_to_all";
-    case IntraTopology::torus: return "torus";
+    case IntraTopology::switch_fabric:
+      return "switch";
+    case IntraTopology::pcie:
+      return "pcie";
+    case IntraTopology::all_to_all:
+      return "all_to_all";
+    case IntraTopology::torus:
+      return "torus";
   }
   return "?";
 }
@@ -355,51 +364,55 @@ HardwareProfile hardware_from_json(const nlohmann::json& j, const std::string& s
 
 nlohmann::json to_json(const HardwareProfile& hw) {
   const auto& d = hw.device;
-  nlohmann::json j = {{"schema", "shardplan.hardware/1"},
-          {"name", hw.name},
-          {"description", hw.description},
-          {"measured", hw.measured},
-          {"device",
-           {{"name", d.name},
-            {"memory_bytes", d.memory_bytes},
-            {"memory_bandwidth_bytes_per_s", d.memory_bandwidth_Bps},
-            {"peak_TFLOPs", {{"fp32", d.peak(Precision::fp32) / 1e12}, {"fp16", d.peak(Precision::fp16) / 1e12},
-                             {"bf16", d.peak(Precision::bf16) / 1e12}}},
-            {"gemm_efficiency_by_flop", to_json(d.gemm_efficiency)},
-            {"memory_efficiency_by_bytes", to_json(d.memory_efficiency)},
-            {"kernel_launch_s", d.kernel_launch_s},
-            {"runtime_reserved_bytes", d.runtime_reserved_bytes}}},
-          {"node",
-           {{"devices_per_node", hw.node.devices_per_node},
-            {"intra_node",
-             {{"topology", to_string(hw.node.topology)},
-              {"bandwidth_bytes_per_s", hw.node.intra.bandwidth_Bps},
-              {"latency_s", hw.node.intra.latency_s},
-              {"efficiency", hw.node.intra.efficiency},
-              {"compute_overlap", hw.node.intra.compute_overlap},
-              {"sync_skew_fraction", hw.node.intra.sync_skew_fraction},
-              {"rank_speed_gap_fraction", hw.node.intra.rank_speed_gap_fraction},
-              {"rank_speed_gap_ranks", hw.node.intra.rank_speed_gap_ranks}}}}},
-          {"network",
-           {{"bandwidth_bytes_per_s", hw.network.bandwidth_Bps},
-            {"latency_s", hw.network.latency_s},
-            {"efficiency", hw.network.efficiency}}},
-          {"host",
-           {{"memory_bytes", hw.host.memory_bytes},
-            {"memory_bandwidth_bytes_per_s", hw.host.memory_bandwidth_Bps},
-            {"link_bandwidth_bytes_per_s", hw.host.link_bandwidth_Bps},
-            {"cpu_cores", hw.host.cpu_cores}}},
-          {"price", {{"usd_per_hour", hw.price.usd_per_hour}, {"as_of", hw.price.as_of}, {"note", hw.price.note}}},
-          {"resilience",
-           {{"node_mtbf_hours", hw.resilience.node_mtbf_s / 3600},
-            {"checkpoint_write_bytes_per_s", hw.resilience.checkpoint_write_Bps},
-            {"restart_s", hw.resilience.restart_s}}}};
+  nlohmann::json j = {
+      {"schema", "shardplan.hardware/1"},
+      {"name", hw.name},
+      {"description", hw.description},
+      {"measured", hw.measured},
+      {"device",
+       {{"name", d.name},
+        {"memory_bytes", d.memory_bytes},
+        {"memory_bandwidth_bytes_per_s", d.memory_bandwidth_Bps},
+        {"peak_TFLOPs",
+         {{"fp32", d.peak(Precision::fp32) / 1e12},
+          {"fp16", d.peak(Precision::fp16) / 1e12},
+          {"bf16", d.peak(Precision::bf16) / 1e12}}},
+        {"gemm_efficiency_by_flop", to_json(d.gemm_efficiency)},
+        {"memory_efficiency_by_bytes", to_json(d.memory_efficiency)},
+        {"kernel_launch_s", d.kernel_launch_s},
+        {"runtime_reserved_bytes", d.runtime_reserved_bytes}}},
+      {"node",
+       {{"devices_per_node", hw.node.devices_per_node},
+        {"intra_node",
+         {{"topology", to_string(hw.node.topology)},
+          {"bandwidth_bytes_per_s", hw.node.intra.bandwidth_Bps},
+          {"latency_s", hw.node.intra.latency_s},
+          {"efficiency", hw.node.intra.efficiency},
+          {"compute_overlap", hw.node.intra.compute_overlap},
+          {"sync_skew_fraction", hw.node.intra.sync_skew_fraction},
+          {"rank_speed_gap_fraction", hw.node.intra.rank_speed_gap_fraction},
+          {"rank_speed_gap_ranks", hw.node.intra.rank_speed_gap_ranks}}}}},
+      {"network",
+       {{"bandwidth_bytes_per_s", hw.network.bandwidth_Bps},
+        {"latency_s", hw.network.latency_s},
+        {"efficiency", hw.network.efficiency}}},
+      {"host",
+       {{"memory_bytes", hw.host.memory_bytes},
+        {"memory_bandwidth_bytes_per_s", hw.host.memory_bandwidth_Bps},
+        {"link_bandwidth_bytes_per_s", hw.host.link_bandwidth_Bps},
+        {"cpu_cores", hw.host.cpu_cores}}},
+      {"price", {{"usd_per_hour", hw.price.usd_per_hour}, {"as_of", hw.price.as_of}, {"note", hw.price.note}}},
+      {"resilience",
+       {{"node_mtbf_hours", hw.resilience.node_mtbf_s / 3600},
+        {"checkpoint_write_bytes_per_s", hw.resilience.checkpoint_write_Bps},
+        {"restart_s", hw.resilience.restart_s}}}};
   for (Precision p : {Precision::fp32, Precision::fp16, Precision::bf16}) {
     const auto& c = d.gemm_efficiency_by_precision[static_cast<std::size_t>(p)];
     if (!c.log10_x.empty()) j["device"]["gemm_efficiency_by_precision"][to_string(p)] = to_json(c);
   }
   if (d.has_fp8()) j["device"]["peak_TFLOPs"]["fp8"] = d.peak_fp8_flops / 1e12;
-  if (!d.gemm_efficiency_fp8.log10_x.empty()) j["device"]["gemm_efficiency_fp8_by_flop"] = to_json(d.gemm_efficiency_fp8);
+  if (!d.gemm_efficiency_fp8.log10_x.empty())
+    j["device"]["gemm_efficiency_fp8_by_flop"] = to_json(d.gemm_efficiency_fp8);
   if (nlohmann::json ops = to_json(d.op_costs); !ops.is_null()) j["device"]["op_costs"] = ops;
   if (nlohmann::json fa = to_json(d.flash_attention); !fa.is_null())
     j["device"]["flash_attention_efficiency_by_seq_len"] = fa;
@@ -446,7 +459,9 @@ HardwareProfile load_hardware_with_overrides(const std::string& name_or_path, co
   return hw;
 }
 
-HardwareProfile load_hardware(const std::string& name_or_path) { return load_hardware_file(profile_file(name_or_path)); }
+HardwareProfile load_hardware(const std::string& name_or_path) {
+  return load_hardware_file(profile_file(name_or_path));
+}
 
 std::vector<std::string> builtin_hardware_names() {
   std::vector<std::string> names;

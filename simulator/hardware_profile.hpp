@@ -9,8 +9,8 @@
 #include <vector>
 
 #include "attention_efficiency.hpp"
-#include "enum_names.hpp"
 #include "efficiency_curve.hpp"
+#include "enum_names.hpp"
 #include "host_overhead.hpp"
 #include "op_costs.hpp"
 
@@ -19,7 +19,8 @@ namespace shardplan::simulator {
 enum class Precision { fp32, fp16, bf16 };
 template <>
 struct EnumNames<Precision> {
-  static constexpr NameTable<Precision, 3> table{{{Precision::bf16, "bf16"}, {Precision::fp16, "fp16"}, {Precision::fp32, "fp32"}}};
+  static constexpr NameTable<Precision, 3> table{
+      {{Precision::bf16, "bf16"}, {Precision::fp16, "fp16"}, {Precision::fp32, "fp32"}}};
 };
 enum class IntraTopology { switch_fabric, pcie, all_to_all, torus };
 
@@ -37,10 +38,10 @@ struct DeviceProfile {
   // 0 = none (A100, A10G: FP8 runs are refused); its own GEMM curve by FLOP, else the 16-bit one.
   double peak_fp8_flops = 0;
   EfficiencyCurve gemm_efficiency_fp8;
-  EfficiencyCurve memory_efficiency;   // by bytes moved
-  double kernel_launch_s = 0;          // fixed cost per kernel
-  double runtime_reserved_bytes = 0;   // context, library workspaces, allocator slack
-  OpCostTable op_costs{};              // measured non-GEMM ops (op_costs.hpp); none = roofline
+  EfficiencyCurve memory_efficiency;     // by bytes moved
+  double kernel_launch_s = 0;            // fixed cost per kernel
+  double runtime_reserved_bytes = 0;     // context, library workspaces, allocator slack
+  OpCostTable op_costs{};                // measured non-GEMM ops (op_costs.hpp); none = roofline
   FlashAttentionCurves flash_attention;  // fused attention kernel by seq len; none = GEMM curve
   // Whether flash attention runs as one fused kernel (FlashAttention-2, SDPA: every GPU profile);
   // false where the framework runs the same algorithm as separate ops (shardrun on a CPU: the
@@ -54,7 +55,7 @@ struct DeviceProfile {
   // FMAs (GPUs): a GEMM takes the longer of its compute and its memory time (the roofline).
   double gemm_operand_stream_Bps = 0;
   FlashV1Slowdown flash_attention_v1_slowdown;  // attention kind flash1 against the curve above
-  HostOverhead host_overhead;          // measured framework host time per block (host_overhead.hpp); none = 0
+  HostOverhead host_overhead;                   // measured framework host time per block (host_overhead.hpp); none = 0
   [[nodiscard]] double peak(Precision p) const { return peak_flops[static_cast<int>(p)]; }
   // The measured cost of op `k` in precision `p`, or nullptr (use the memory roofline).
   [[nodiscard]] const OpCost* op_cost(Precision p, OpKind k) const {
@@ -76,7 +77,7 @@ enum class CollectiveKind { all_reduce, all_gather, reduce_scatter, send_recv };
 struct LinkProfile {
   double bandwidth_Bps = 0;  // per device (intra) or per node (network), one direction
   double latency_s = 0;
-  double efficiency = 1.0;   // achievable fraction of bandwidth for large messages
+  double efficiency = 1.0;  // achievable fraction of bandwidth for large messages
   // Measured bus bandwidth by buffer size, per collective kind (`shardrun profile`, nccl-tests'
   // convention: the bytes each rank puts on the wire / the time, latency included). Where a
   // kind has one it replaces bandwidth, efficiency and latency for that kind inside a node.
@@ -110,10 +111,10 @@ struct NodeProfile {
 };
 
 struct HostProfile {
-  double memory_bytes = 0;            // per node
-  double memory_bandwidth_Bps = 0;    // per node
-  double link_bandwidth_Bps = 0;      // host<->device, per device, one direction
-  int cpu_cores = 0;                  // per node
+  double memory_bytes = 0;          // per node
+  double memory_bandwidth_Bps = 0;  // per node
+  double link_bandwidth_Bps = 0;    // host<->device, per device, one direction
+  int cpu_cores = 0;                // per node
 };
 
 struct PriceInfo {
@@ -128,7 +129,7 @@ inline constexpr double kDefaultNodeMtbfHours = 6300;     // Llama 3 (Dubey et a
 inline constexpr double kDefaultCheckpointWriteGBps = 1;  // per node, to shared storage (SCHEMA.md)
 inline constexpr double kDefaultRestartSeconds = 300;     // detect + reschedule + reload
 struct ResilienceProfile {
-  double node_mtbf_s = kDefaultNodeMtbfHours * 3600;              // mean time between failures of one node
+  double node_mtbf_s = kDefaultNodeMtbfHours * 3600;                // mean time between failures of one node
   double checkpoint_write_Bps = kDefaultCheckpointWriteGBps * 1e9;  // per node
   double restart_s = kDefaultRestartSeconds;                        // failure to training again
 };

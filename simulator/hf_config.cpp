@@ -75,7 +75,8 @@ void read_experts(ModelSpec& m, const nlohmann::json& j, const JsonContext& ctx,
   m.moe.num_experts = get_positive_int(j, experts_key, ctx);
   m.moe.top_k = get_positive_int(j, "num_experts_per_tok", ctx);
   if (m.moe.top_k > m.moe.num_experts)
-    ctx.fail("num_experts_per_tok", "at most " + std::string(experts_key) + " (" + std::to_string(m.moe.num_experts) + ")");
+    ctx.fail("num_experts_per_tok",
+             "at most " + std::string(experts_key) + " (" + std::to_string(m.moe.num_experts) + ")");
   m.moe.expert_ffn_hidden = get_positive_int(j, width_key, ctx);
 }
 
@@ -136,7 +137,8 @@ ModelSpec deepseek_v3(const nlohmann::json& j, const JsonContext& ctx) {
   m.moe.shared_ffn_hidden = shared * m.moe.expert_ffn_hidden;
   m.moe.first_dense_layers = get_int_or(j, "first_k_dense_replace", 0, ctx);
   if (m.moe.first_dense_layers < 0 || m.moe.first_dense_layers >= m.num_layers)
-    ctx.fail("first_k_dense_replace", "an integer from 0 to num_hidden_layers - 1 (" + std::to_string(m.num_layers - 1) + ")");
+    ctx.fail("first_k_dense_replace",
+             "an integer from 0 to num_hidden_layers - 1 (" + std::to_string(m.num_layers - 1) + ")");
   if (get_int_or(j, "moe_layer_freq", 1, ctx) != 1)
     ctx.fail("moe_layer_freq", "1 (dense blocks between MoE blocks are not modelled)");
   // transformers' DeepseekV3TopkRouter registers e_score_correction_bias as a buffer, not a
@@ -244,8 +246,11 @@ ModelSpec parse_hf_config(const nlohmann::json& j, const JsonContext& ctx) {
   else if (t == "gptj") m = gptj(j, ctx);
   else if (t == "gpt_neox") m = neox(j, ctx);
   else if (t == "bert") m = bert(j, ctx);
-  else ctx.fail("model_type", "one of llama, mistral, mixtral, qwen2, qwen2_moe, qwen3, qwen3_moe, deepseek_v3, gpt2, "
-                "gptj, gpt_neox, bert (got '" + t + "')");
+  else
+    ctx.fail("model_type",
+             "one of llama, mistral, mixtral, qwen2, qwen2_moe, qwen3, qwen3_moe, deepseek_v3, gpt2, "
+             "gptj, gpt_neox, bert (got '" +
+                 t + "')");
   m.name = get_string_or(j, "_name_or_path", "", ctx);
   if (auto pos = m.name.rfind('/'); pos != std::string::npos) m.name = m.name.substr(pos + 1);
   return m;

@@ -1,22 +1,22 @@
 #include "json_fields.hpp"
 
-#include <cmath>
-#include <cstdio>
 #include <fcntl.h>
 #include <sys/stat.h>
+#include <unistd.h>
+#include <cmath>
+#include <cstdio>
 #include <filesystem>
 #include <fstream>
 #include <sstream>
-#include <unistd.h>
 
 #include "errors.hpp"
 
 namespace shardplan::simulator {
 
 namespace {
-constexpr const char* kUnitSuffixes[] = {"bytes", "KiB",  "MiB",  "GiB",   "KB",    "MB",         "GB",
-                                         "TB",    "GBps", "GiBps", "MBps", "TBps", "Gbps", "bytes_per_s",
-                                         "s",     "ms",   "us",   "ns",    "TFLOPs", "GFLOPs", "PFLOPs", "FLOPs"};
+constexpr const char* kUnitSuffixes[] = {"bytes", "KiB",   "MiB",    "GiB",    "KB",     "MB",          "GB", "TB",
+                                         "GBps",  "GiBps", "MBps",   "TBps",   "Gbps",   "bytes_per_s", "s",  "ms",
+                                         "us",    "ns",    "TFLOPs", "GFLOPs", "PFLOPs", "FLOPs"};
 }  // namespace
 
 std::string quantity_base(const std::string& key) {
@@ -34,19 +34,16 @@ struct UnitScale {
   double to_si;
 };
 
-constexpr UnitScale kBytes[] = {{"bytes", 1.0},          {"KiB", 1024.0},
-                                {"MiB", 1048576.0},      {"GiB", 1073741824.0},
-                                {"KB", 1e3},             {"MB", 1e6},
-                                {"GB", 1e9},             {"TB", 1e12}};
+constexpr UnitScale kBytes[] = {{"bytes", 1.0}, {"KiB", 1024.0}, {"MiB", 1048576.0}, {"GiB", 1073741824.0},
+                                {"KB", 1e3},    {"MB", 1e6},     {"GB", 1e9},        {"TB", 1e12}};
 constexpr UnitScale kBandwidth[] = {{"GBps", 1e9},  {"GiBps", 1073741824.0}, {"MBps", 1e6},
                                     {"TBps", 1e12}, {"Gbps", 1e9 / 8.0},     {"bytes_per_s", 1.0}};
 constexpr UnitScale kSeconds[] = {{"s", 1.0}, {"ms", 1e-3}, {"us", 1e-6}, {"ns", 1e-9}};
 constexpr UnitScale kFlops[] = {{"TFLOPs", 1e12}, {"GFLOPs", 1e9}, {"PFLOPs", 1e15}, {"FLOPs", 1.0}};
 
 template <std::size_t N>
-std::optional<double> find_scaled(const nlohmann::json& obj, std::string_view base,
-                                  const UnitScale (&units)[N], const JsonContext& ctx,
-                                  std::string* found_key) {
+std::optional<double> find_scaled(const nlohmann::json& obj, std::string_view base, const UnitScale (&units)[N],
+                                  const JsonContext& ctx, std::string* found_key) {
   std::optional<double> out;
   for (const auto& u : units) {
     std::string key = std::string(base) + "_" + u.suffix;
@@ -115,16 +112,14 @@ long long get_positive_int(const nlohmann::json& obj, std::string_view key, cons
   return v.get<long long>();
 }
 
-long long get_int_or(const nlohmann::json& obj, std::string_view key, long long fallback,
-                     const JsonContext& ctx) {
+long long get_int_or(const nlohmann::json& obj, std::string_view key, long long fallback, const JsonContext& ctx) {
   auto it = obj.find(std::string(key));
   if (it == obj.end() || it->is_null()) return fallback;
   if (!it->is_number_integer()) ctx.fail(key, "an integer");
   return it->get<long long>();
 }
 
-double get_number_or(const nlohmann::json& obj, std::string_view key, double fallback,
-                     const JsonContext& ctx) {
+double get_number_or(const nlohmann::json& obj, std::string_view key, double fallback, const JsonContext& ctx) {
   auto it = obj.find(std::string(key));
   if (it == obj.end() || it->is_null()) return fallback;
   return get_number(obj, key, ctx);
@@ -151,8 +146,8 @@ std::string get_string_or(const nlohmann::json& obj, std::string_view key, std::
   return it->get<std::string>();
 }
 
-std::optional<double> get_quantity(const nlohmann::json& obj, std::string_view base, Quantity q,
-                                   const JsonContext& ctx, bool required, bool allow_zero) {
+std::optional<double> get_quantity(const nlohmann::json& obj, std::string_view base, Quantity q, const JsonContext& ctx,
+                                   bool required, bool allow_zero) {
   if (!obj.is_object()) ctx.fail(base, "a JSON object around it");
   std::string key;
   std::optional<double> v;

@@ -29,10 +29,8 @@ double get_number(const nlohmann::json& obj, std::string_view key, const JsonCon
 double get_positive(const nlohmann::json& obj, std::string_view key, const JsonContext& ctx);
 double get_non_negative(const nlohmann::json& obj, std::string_view key, const JsonContext& ctx);
 long long get_positive_int(const nlohmann::json& obj, std::string_view key, const JsonContext& ctx);
-long long get_int_or(const nlohmann::json& obj, std::string_view key, long long fallback,
-                     const JsonContext& ctx);
-double get_number_or(const nlohmann::json& obj, std::string_view key, double fallback,
-                     const JsonContext& ctx);
+long long get_int_or(const nlohmann::json& obj, std::string_view key, long long fallback, const JsonContext& ctx);
+double get_number_or(const nlohmann::json& obj, std::string_view key, double fallback, const JsonContext& ctx);
 bool get_bool_or(const nlohmann::json& obj, std::string_view key, bool fallback, const JsonContext& ctx);
 std::string get_string(const nlohmann::json& obj, std::string_view key, const JsonContext& ctx);
 std::string get_string_or(const nlohmann::json& obj, std::string_view key, std::string fallback,
@@ -65,9 +63,8 @@ std::string quantity_base(const std::string& key);
 //   bytes_per_second:  _GBps, _GiBps, _MBps, _Gbps (bits), _bytes_per_s
 //   seconds:           _s, _ms, _us, _ns
 //   flops_per_second:  _TFLOPs, _GFLOPs, _FLOPs
-std::optional<double> get_quantity(const nlohmann::json& obj, std::string_view base, Quantity q,
-                                   const JsonContext& ctx, bool required = true,
-                                   bool allow_zero = false);
+std::optional<double> get_quantity(const nlohmann::json& obj, std::string_view base, Quantity q, const JsonContext& ctx,
+                                   bool required = true, bool allow_zero = false);
 
 // Parse a whole JSON file; errors name the file and the line.
 nlohmann::json read_json_file(const std::string& path);

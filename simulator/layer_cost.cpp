@@ -394,15 +394,15 @@ double block_activation_bytes(const CostEnv& env, Recompute recompute) {
   // FP8 linears keep their input for wgrad as the FP8 copy (1 byte; TE saves the quantised
   // tensor), unless LoRA adapters read the same input in 16-bit.
   const bool fp8_inputs = env.fp8 != Fp8Recipe::none && !env.lora;
-  const double li = fp8_inputs ? 1.0 : e;                    // bytes per stored linear input
+  const double li = fp8_inputs ? 1.0 : e;  // bytes per stored linear input
   const std::array<bool, 4> kept = kept_linear_inputs(env);
-  const bool one_norm = m.norms_per_layer == 1;              // parallel residual: one norm feeds both
+  const bool one_norm = m.norms_per_layer == 1;  // parallel residual: one norm feeds both
   double bytes = 0;
-  bytes += e * M * h * rep;                                  // norm1 input
+  bytes += e * M * h * rep;                                         // norm1 input
   if (kept[0] || (one_norm && kept[2])) bytes += li * M * h * rep;  // qkv input (norm1 output)
-  bytes += e * M * (m.q_dim() + m.kv_dim()) / t;             // q, k for q @ k^T
-  if (m.qk_norm) bytes += e * M * (m.q_dim() + m.kv_dim()) / t;  // q, k before their norms
-  bytes += e * M * m.v_dim() / t;                            // v for p @ v
+  bytes += e * M * (m.q_dim() + m.kv_dim()) / t;                    // q, k for q @ k^T
+  if (m.qk_norm) bytes += e * M * (m.q_dim() + m.kv_dim()) / t;     // q, k before their norms
+  bytes += e * M * m.v_dim() / t;                                   // v for p @ v
   // The output projection's input; flash attention keeps it anyway (its O, for backward's D).
   if (kept[1] || fused(env.attention)) bytes += e * M * m.attn_out_dim() / t;
   if (fp8_inputs && fused(env.attention)) bytes += M * m.attn_out_dim() / t;  // O kept 16-bit for flash too
@@ -418,21 +418,21 @@ double block_activation_bytes(const CostEnv& env, Recompute recompute) {
     bytes += 4 * env.b * (m.num_heads / t) * env.s;
   } else if (recompute == Recompute::none) {  // eager: Korthikanti et al. 2022, §4.1 (its 5·a·s²·b terms)
     const double scores = env.b * (m.num_heads / t) * env.s * env.s_full;  // Ulysses: a/cp heads x s_full^2
-    bytes += e * scores;                                     // softmax output
-    if (m.attention_dropout > 0) bytes += (1 + e) * scores;  // dropout mask + dropout output
+    bytes += e * scores;                                                   // softmax output
+    if (m.attention_dropout > 0) bytes += (1 + e) * scores;                // dropout mask + dropout output
   }
-  if (hidden_drop) bytes += M * h * rep;                     // attention residual dropout mask
+  if (hidden_drop) bytes += M * h * rep;                                         // attention residual dropout mask
   if (m.norms_per_layer == 2 && !m.parallel_residual) bytes += e * M * h * rep;  // norm2 input
-  if (m.norms_per_layer == 2 && kept[2]) bytes += li * M * h * rep;  // MLP input (norm2 output)
-  if (env.moe) bytes += moe_activation_bytes(env);           // router, routed tokens, experts
+  if (m.norms_per_layer == 2 && kept[2]) bytes += li * M * h * rep;              // MLP input (norm2 output)
+  if (env.moe) bytes += moe_activation_bytes(env);                               // router, routed tokens, experts
   // The dense MLP, or the MoE block's shared expert (none: nothing more).
   const double f_local = (env.moe ? m.moe.shared_ffn_hidden : m.ffn_hidden) / t;
   // Activation in/out: SwiGLU eager keeps gate, up, silu(gate) and the product (FC2's input);
   // fused, the fc1 output [gate|up] and the product (silu recomputed); GELU its input and output.
   const bool fused_swiglu = m.ffn_kind == FfnKind::swiglu && env.fusion == Fusion::megatron;
   bytes += (m.ffn_kind == FfnKind::swiglu ? (fused_swiglu ? 3.0 : 4.0) : 2.0) * e * M * f_local;
-  bytes -= (kept[3] ? e - li : e) * M * f_local;             // the output (FC2's input): FP8, or not kept
-  if (hidden_drop) bytes += M * h * rep;                     // MLP dropout mask
+  bytes -= (kept[3] ? e - li : e) * M * f_local;  // the output (FC2's input): FP8, or not kept
+  if (hidden_drop) bytes += M * h * rep;          // MLP dropout mask
   if (env.lora) {
     for (std::size_t i = 0; i < env.linears->size(); ++i) {
       if (!(*env.lora_mask)[i]) continue;
@@ -690,13 +690,13 @@ PartCost head_cost(const CostEnv& env) {
     elementwise(env, a, 6 * e * M * h);
     c.stored_activation_bytes += 3 * e * M * h;
   }
-  linear(env, a, M, h, V / t, head_trains);       // logits: (M, V/t)
+  linear(env, a, M, h, V / t, head_trains);  // logits: (M, V/t)
   weight_cast(env, a, h * V / t, head_trains);
-  c.stored_activation_bytes += e * M * h * rep;   // LM-head input
+  c.stored_activation_bytes += e * M * h * rep;  // LM-head input
   // Vocab-parallel cross-entropy in fp32 (Korthikanti et al. 2022, §4.3: 4sbv/t).
   elementwise(env, a, (e + 4 + 4) * M * V / t);
   c.stored_activation_bytes += 4 * M * V / t;
-  c.transient_bytes = e * M * V / t;              // the logits, alive beside the fp32 softmax
+  c.transient_bytes = e * M * V / t;  // the logits, alive beside the fp32 softmax
   c.forward_s = a.fwd_s;
   c.backward_s = a.bwd_s;
   c.forward_flops = a.fwd_flops;

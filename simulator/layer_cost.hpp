@@ -34,19 +34,19 @@ struct CostEnv {
   bool moe = false;
   double ep = 1, etp = 1;
   GroupPlacement ep_group, etp_group;
-  double moe_capacity_factor = 0;  // 0 = dropless
+  double moe_capacity_factor = 0;                           // 0 = dropless
   const std::vector<LinearDesc>* expert_linears = nullptr;  // one routed expert's
   const std::vector<char>* expert_lora_mask = nullptr;      // parallel to it: adapted under LoRA
-  bool sp = false;              // sequence parallel
-  bool tp_overlap = false;      // SP collectives pipelined with the GEMMs (tp_comm_overlap)
+  bool sp = false;                                          // sequence parallel
+  bool tp_overlap = false;                                  // SP collectives pipelined with the GEMMs (tp_comm_overlap)
   Recompute recompute = Recompute::none;
   AttentionKind attention = AttentionKind::flash;
   Fusion fusion = Fusion::eager;  // Megatron-Core fuses q/k/v and gate/up GEMMs and SwiGLU
-  bool causal = true;           // decoder: causal mask (a fused kernel skips the masked blocks)
+  bool causal = true;             // decoder: causal mask (a fused kernel skips the masked blocks)
   Precision precision = Precision::bf16;
-  bool casts_weights = false;   // autocast mixed precision: fp32 weights cast per use
-  double act_bytes = 2;         // bytes per activation element (2 for bf16/fp16, 4 for fp32)
-  double peak_flops = 0;        // device peak for the precision
+  bool casts_weights = false;                   // autocast mixed precision: fp32 weights cast per use
+  double act_bytes = 2;                         // bytes per activation element (2 for bf16/fp16, 4 for fp32)
+  double peak_flops = 0;                        // device peak for the precision
   const EfficiencyCurve* gemm_curve = nullptr;  // the device's GEMM curve for the precision
   // FP8 (ParallelConfig::fp8): the blocks' linears run e4m3/e5m2 GEMMs at the FP8 peak.
   Fp8Recipe fp8 = Fp8Recipe::none;
@@ -58,9 +58,9 @@ struct CostEnv {
   double fp8_weight_casts = 1;
   double fp8_weight_bytes = 2;  // bytes per weight element read by its cast (1 with fp8_param_gather)
   const std::vector<LinearDesc>* linears = nullptr;  // the block's linears (precomputed)
-  bool lora = false;            // base weights frozen; adapters where lora_mask[i] != 0
-  bool nf4_base = false;        // QLoRA: base linears stored in NF4, dequantised at every use
-  const std::vector<char>* lora_mask = nullptr;     // parallel to *linears
+  bool lora = false;                                 // base weights frozen; adapters where lora_mask[i] != 0
+  bool nf4_base = false;                             // QLoRA: base linears stored in NF4, dequantised at every use
+  const std::vector<char>* lora_mask = nullptr;      // parallel to *linears
   double lora_rank = 0;
   double lora_dropout = 0;
 };
@@ -81,14 +81,14 @@ CostEnv make_cost_env(const ModelSpec& m, const ClusterSpec& c, const ParallelCo
 PassSeconds block_host_overhead_s(const CostEnv& env);
 
 struct PartCost {
-  double forward_s = 0;            // compute of the forward pass (excl. TP, CP and EP communication)
-  double backward_s = 0;           // compute of the backward pass (dgrad + wgrad + elementwise)
-  double recompute_s = 0;          // forward recomputed during backward (compute + its TP comm)
-  double tp_comm_forward_s = 0;    // exposed TP collectives in forward
-  double tp_comm_backward_s = 0;   // exposed TP collectives in backward
-  double cp_comm_forward_s = 0;    // exposed context-parallel exchange (ring KV p2p or all-to-alls)
+  double forward_s = 0;           // compute of the forward pass (excl. TP, CP and EP communication)
+  double backward_s = 0;          // compute of the backward pass (dgrad + wgrad + elementwise)
+  double recompute_s = 0;         // forward recomputed during backward (compute + its TP comm)
+  double tp_comm_forward_s = 0;   // exposed TP collectives in forward
+  double tp_comm_backward_s = 0;  // exposed TP collectives in backward
+  double cp_comm_forward_s = 0;   // exposed context-parallel exchange (ring KV p2p or all-to-alls)
   double cp_comm_backward_s = 0;
-  double ep_comm_forward_s = 0;    // exposed expert-parallel dispatch/combine (all-to-all, etp gathers)
+  double ep_comm_forward_s = 0;  // exposed expert-parallel dispatch/combine (all-to-all, etp gathers)
   double ep_comm_backward_s = 0;
   double forward_flops = 0;
   double backward_flops = 0;

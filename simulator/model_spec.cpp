@@ -39,8 +39,8 @@ void add_mla_attention(std::vector<LinearDesc>& v, const ModelSpec& m) {
   } else {
     v.push_back({"self_attn.q_proj", m.hidden, m.q_dim(), false, TpSplit::column});
   }
-  v.push_back({"self_attn.kv_a_proj_with_mqa", m.hidden, a.kv_lora_rank + a.qk_rope_head_dim, m.qkv_bias,
-               TpSplit::replicated});
+  v.push_back(
+      {"self_attn.kv_a_proj_with_mqa", m.hidden, a.kv_lora_rank + a.qk_rope_head_dim, m.qkv_bias, TpSplit::replicated});
   const int64_t kv_b = m.num_heads * (m.head_dim - a.qk_rope_head_dim + a.v_head_dim);  // k_nope and v per head
   v.push_back({"self_attn.kv_b_proj", a.kv_lora_rank, kv_b, false, TpSplit::column});
   v.push_back({"self_attn.o_proj", m.attn_out_dim(), m.hidden, m.out_proj_bias, TpSplit::row});
@@ -62,7 +62,8 @@ std::vector<LinearDesc> llama_linears(const ModelSpec& m, bool moe_block) {
   if (!moe_block) {
     add_mlp(v, m, "mlp.", m.ffn_hidden, m.mlp_bias);
   } else if (m.moe.shared_ffn_hidden > 0) {
-    add_mlp(v, m, m.family == "deepseek" ? "mlp.shared_experts." : "mlp.shared_expert.", m.moe.shared_ffn_hidden, false);
+    add_mlp(v, m, m.family == "deepseek" ? "mlp.shared_experts." : "mlp.shared_expert.", m.moe.shared_ffn_hidden,
+            false);
   }
   return v;
 }
@@ -109,8 +110,7 @@ bool has_fusable_layers(const ModelSpec& m) {
 
 bool lora_target_matches(const std::string& module, const std::string& target) {
   if (module == target) return true;
-  return module.size() > target.size() && module.ends_with(target) &&
-         module[module.size() - target.size() - 1] == '.';
+  return module.size() > target.size() && module.ends_with(target) && module[module.size() - target.size() - 1] == '.';
 }
 
 std::vector<LinearDesc> ModelSpec::block_linears() const {
@@ -137,9 +137,7 @@ std::vector<LinearDesc> ModelSpec::expert_linears() const {
   return v;
 }
 
-int64_t per_rank(int64_t total, int64_t sharded, int64_t tp) {
-  return (total - sharded) + sharded / tp;
-}
+int64_t per_rank(int64_t total, int64_t sharded, int64_t tp) { return (total - sharded) + sharded / tp; }
 
 namespace {
 
@@ -239,8 +237,7 @@ void validate_model(const ModelSpec& m, const std::string& src) {
   if (m.hidden <= 0) bad("hidden_size", "an integer > 0");
   if (m.num_heads <= 0) bad("num_attention_heads", "an integer > 0");
   if (m.num_kv_heads <= 0 || m.num_heads % m.num_kv_heads != 0)
-    bad("num_key_value_heads", "an integer > 0 dividing num_attention_heads (" +
-                                   std::to_string(m.num_heads) + ")");
+    bad("num_key_value_heads", "an integer > 0 dividing num_attention_heads (" + std::to_string(m.num_heads) + ")");
   if (m.head_dim <= 0) bad("head_dim", "an integer > 0");
   if (m.ffn_hidden <= 0) bad("ffn_hidden_size", "an integer > 0");
   if (m.vocab_size <= 0) bad("vocab_size", "an integer > 0");
@@ -355,35 +352,36 @@ ModelSpec model_from_json(const nlohmann::json& j, const std::string& source) {
 ModelSpec load_model_file(const std::string& path) { return model_from_json(read_json_file(path), path); }
 
 nlohmann::json to_card_json(const ModelSpec& m) {
-  nlohmann::json j = {{"schema", "shardplan.model/1"},
-          {"name", m.name},
-          {"family", m.family},
-          {"kind", name_of(m.kind)},
-          {"num_layers", m.num_layers},
-          {"hidden_size", m.hidden},
-          {"num_attention_heads", m.num_heads},
-          {"num_key_value_heads", m.num_kv_heads},
-          {"head_dim", m.head_dim},
-          {"ffn_hidden_size", m.ffn_hidden},
-          {"ffn_kind", name_of(m.ffn_kind)},
-          {"vocab_size", m.vocab_size},
-          {"max_position_embeddings", m.max_positions},
-          {"norm", name_of(m.norm_kind)},
-          {"positional", name_of(m.positional)},
-          {"rotary_dim", m.rotary_dim},
-          {"tied_embeddings", m.tied_embeddings},
-          {"bias", {{"qkv", m.qkv_bias}, {"out_proj", m.out_proj_bias}, {"mlp", m.mlp_bias}, {"lm_head", m.lm_head_bias}}},
-          {"fused_qkv", m.fused_qkv},
-          {"qk_norm", m.qk_norm},
-          {"parallel_residual", m.parallel_residual},
-          {"norms_per_layer", m.norms_per_layer},
-          {"final_norm", m.final_norm},
-          {"embedding_norm", m.embedding_norm},
-          {"type_vocab_size", m.type_vocab_size},
-          {"mlm_head", m.mlm_head},
-          {"pooler", m.pooler},
-          {"nsp_head", m.nsp_head},
-          {"dropout", {{"attention", m.attention_dropout}, {"hidden", m.hidden_dropout}}}};
+  nlohmann::json j = {
+      {"schema", "shardplan.model/1"},
+      {"name", m.name},
+      {"family", m.family},
+      {"kind", name_of(m.kind)},
+      {"num_layers", m.num_layers},
+      {"hidden_size", m.hidden},
+      {"num_attention_heads", m.num_heads},
+      {"num_key_value_heads", m.num_kv_heads},
+      {"head_dim", m.head_dim},
+      {"ffn_hidden_size", m.ffn_hidden},
+      {"ffn_kind", name_of(m.ffn_kind)},
+      {"vocab_size", m.vocab_size},
+      {"max_position_embeddings", m.max_positions},
+      {"norm", name_of(m.norm_kind)},
+      {"positional", name_of(m.positional)},
+      {"rotary_dim", m.rotary_dim},
+      {"tied_embeddings", m.tied_embeddings},
+      {"bias", {{"qkv", m.qkv_bias}, {"out_proj", m.out_proj_bias}, {"mlp", m.mlp_bias}, {"lm_head", m.lm_head_bias}}},
+      {"fused_qkv", m.fused_qkv},
+      {"qk_norm", m.qk_norm},
+      {"parallel_residual", m.parallel_residual},
+      {"norms_per_layer", m.norms_per_layer},
+      {"final_norm", m.final_norm},
+      {"embedding_norm", m.embedding_norm},
+      {"type_vocab_size", m.type_vocab_size},
+      {"mlm_head", m.mlm_head},
+      {"pooler", m.pooler},
+      {"nsp_head", m.nsp_head},
+      {"dropout", {{"attention", m.attention_dropout}, {"hidden", m.hidden_dropout}}}};
   if (m.moe.enabled())
     j["moe"] = {{"num_experts", m.moe.num_experts},
                 {"top_k", m.moe.top_k},
@@ -402,8 +400,7 @@ nlohmann::json to_card_json(const ModelSpec& m) {
 
 ModelSpec load_model(const std::string& name_or_path) {
   if (looks_like_path(name_or_path)) {
-    if (!std::filesystem::exists(name_or_path))
-      throw InputError("--model: file '" + name_or_path + "' does not exist");
+    if (!std::filesystem::exists(name_or_path)) throw InputError("--model: file '" + name_or_path + "' does not exist");
     return load_model_file(name_or_path);
   }
   std::string path = data_dir() + "/models/" + name_or_path + ".json";

@@ -24,7 +24,8 @@ struct EnumNames<NormKind> {
 enum class PositionalKind { learned, rotary };
 template <>
 struct EnumNames<PositionalKind> {
-  static constexpr NameTable<PositionalKind, 2> table{{{PositionalKind::learned, "learned"}, {PositionalKind::rotary, "rotary"}}};
+  static constexpr NameTable<PositionalKind, 2> table{
+      {{PositionalKind::learned, "learned"}, {PositionalKind::rotary, "rotary"}}};
 };
 // decoder: causal LM (GPT, Llama). encoder: bidirectional masked LM (BERT).
 enum class ModelKind { decoder, encoder };
@@ -102,13 +103,13 @@ struct ModelSpec {
   PositionalKind positional = PositionalKind::learned;
   bool tied_embeddings = false;
 
-  bool qkv_bias = false;        // biases of q/k/v (or fused qkv)
-  bool out_proj_bias = false;   // bias of the attention output projection
-  bool mlp_bias = false;        // biases of the MLP linears
-  bool fused_qkv = false;       // one qkv linear (GPT-2 c_attn, NeoX query_key_value)
-  bool qk_norm = false;         // Qwen3: a norm over each head's q and k (head_dim weights each)
+  bool qkv_bias = false;           // biases of q/k/v (or fused qkv)
+  bool out_proj_bias = false;      // bias of the attention output projection
+  bool mlp_bias = false;           // biases of the MLP linears
+  bool fused_qkv = false;          // one qkv linear (GPT-2 c_attn, NeoX query_key_value)
+  bool qk_norm = false;            // Qwen3: a norm over each head's q and k (head_dim weights each)
   bool parallel_residual = false;  // GPT-J / NeoX: attention and MLP read the same input
-  int norms_per_layer = 2;      // GPT-J shares one norm (ln_1) between attention and MLP
+  int norms_per_layer = 2;         // GPT-J shares one norm (ln_1) between attention and MLP
   bool final_norm = true;
   bool embedding_norm = false;  // BERT: LayerNorm after the embeddings
   bool lm_head_bias = false;    // GPT-J lm_head has a bias
@@ -133,9 +134,7 @@ struct ModelSpec {
   [[nodiscard]] bool is_moe() const { return moe.enabled(); }
   // Blocks with routed experts (all but the first dense ones).
   [[nodiscard]] int64_t moe_layers() const { return moe.enabled() ? num_layers - moe.first_dense_layers : 0; }
-  [[nodiscard]] int64_t norm_params() const {
-    return norm_kind == NormKind::layernorm ? 2 * hidden : hidden;
-  }
+  [[nodiscard]] int64_t norm_params() const { return norm_kind == NormKind::layernorm ? 2 * hidden : hidden; }
   // The q and k norms of one block (replicated over tp ranks: one head_dim vector each).
   [[nodiscard]] int64_t qk_norm_params() const {
     return qk_norm ? 2 * (norm_kind == NormKind::layernorm ? 2 : 1) * head_dim : 0;
@@ -162,18 +161,18 @@ struct ModelSpec {
 
 // Parameter counts, split the way tensor parallelism splits them.
 struct ParameterCounts {
-  int64_t per_layer = 0;            // one repeated block (an MoE block with all its routed experts)
+  int64_t per_layer = 0;             // one repeated block (an MoE block with all its routed experts)
   int64_t per_layer_tp_sharded = 0;  // part of per_layer split over tp ranks (routed experts excluded)
-  int64_t per_layer_experts = 0;    // of per_layer, the routed experts (split over ep x etp ranks)
-  int64_t per_expert = 0;           // one routed expert
-  int64_t dense_layer = 0;          // one of an MoE model's first dense blocks
+  int64_t per_layer_experts = 0;     // of per_layer, the routed experts (split over ep x etp ranks)
+  int64_t per_expert = 0;            // one routed expert
+  int64_t dense_layer = 0;           // one of an MoE model's first dense blocks
   int64_t dense_layer_tp_sharded = 0;
-  int64_t embedding = 0;            // word + position + token-type (+ embedding norm)
+  int64_t embedding = 0;             // word + position + token-type (+ embedding norm)
   int64_t embedding_tp_sharded = 0;  // vocab-parallel word embedding
-  int64_t head = 0;                 // final norm + untied lm head (+ bias) + MLM head + pooler
-  int64_t head_tp_sharded = 0;      // vocab-parallel lm head (+ its bias)
-  int64_t total = 0;                // what Hugging Face's num_parameters() reports
-  int64_t active = 0;               // what one token runs through (total less the experts it skips)
+  int64_t head = 0;                  // final norm + untied lm head (+ bias) + MLM head + pooler
+  int64_t head_tp_sharded = 0;       // vocab-parallel lm head (+ its bias)
+  int64_t total = 0;                 // what Hugging Face's num_parameters() reports
+  int64_t active = 0;                // what one token runs through (total less the experts it skips)
 };
 
 ParameterCounts count_parameters(const ModelSpec& m);

@@ -33,8 +33,8 @@ MoeLayerCost moe_layer_cost(const CostEnv& env, bool trainable) {
   const DeviceProfile& dev = hw.device;
   const double T = moe_tokens(env), k = m.moe.top_k, E = m.moe.num_experts, h = m.hidden, e = env.act_bytes;
   const double E_l = E / env.ep, lambda = moe_load_imbalance(env);
-  const double routed = T * k;                             // copies this rank routes
-  const double handled = env.etp * routed * lambda;        // copies this rank's experts run (busiest rank)
+  const double routed = T * k;                       // copies this rank routes
+  const double handled = env.etp * routed * lambda;  // copies this rank's experts run (busiest rank)
   MoeLayerCost c;
   c.load_imbalance = lambda;
   // Router: (T, h) @ (h, E) logits, softmax/sigmoid + top-k over fp32 scores (3 passes).
@@ -64,7 +64,8 @@ MoeLayerCost moe_layer_cost(const CostEnv& env, bool trainable) {
       // The expert's adapter: x A^T (d_in -> r), then B (r -> d_out), per expert one kernel each
       // (shardrun runs them expert by expert); backward computes both inputs' and weights' grads.
       const double r = env.lora_rank;
-      const double tl = E_l * (block_gemm_time_s(env, per_expert, d_in, r) + block_gemm_time_s(env, per_expert, r, d_out));
+      const double tl =
+          E_l * (block_gemm_time_s(env, per_expert, d_in, r) + block_gemm_time_s(env, per_expert, r, d_out));
       const double fl = 2 * env.etp * routed * r * (d_in + d_out);
       c.forward_s += tl;
       c.backward_s += 2 * tl;
@@ -73,7 +74,8 @@ MoeLayerCost moe_layer_cost(const CostEnv& env, bool trainable) {
     }
     if (lin.split == TpSplit::row) f_local = d_in;
     if (env.fp8 != Fp8Recipe::none)  // the routed input / output gradient cast to FP8 (TE cast-transpose)
-      c.forward_s += memory_time_s(env, handled * d_in * (e + 2)), c.backward_s += memory_time_s(env, handled * d_out * (e + 2));
+      c.forward_s += memory_time_s(env, handled * d_in * (e + 2)),
+          c.backward_s += memory_time_s(env, handled * d_out * (e + 2));
   }
   // Activation over the experts' intermediate (silu(gate) * up, or gelu); backward ~2x the bytes.
   const double act = (m.ffn_kind == FfnKind::swiglu ? 5.0 : 2.0) * e * handled * f_local;
@@ -96,14 +98,14 @@ double moe_activation_bytes(const CostEnv& env) {
   const ModelSpec& m = *env.model;
   const double T = moe_tokens(env), k = m.moe.top_k, E = m.moe.num_experts, h = m.hidden, e = env.act_bytes;
   const double lambda = moe_load_imbalance(env);
-  const double copies = T * k * lambda;                // per rank, expert-width-sharded rows
+  const double copies = T * k * lambda;                    // per rank, expert-width-sharded rows
   const double li = env.fp8 != Fp8Recipe::none ? 1.0 : e;  // FP8 GEMM inputs kept as FP8 copies
   const double f = static_cast<double>(m.moe.expert_ffn_hidden);
-  double bytes = 4 * T * E + 12 * T * k;                // fp32 router probabilities; top-k indices and weights
-  bytes += li * env.etp * copies * h;                  // permuted (etp-gathered) tokens: FC1's input
+  double bytes = 4 * T * E + 12 * T * k;  // fp32 router probabilities; top-k indices and weights
+  bytes += li * env.etp * copies * h;     // permuted (etp-gathered) tokens: FC1's input
   bytes += (m.ffn_kind == FfnKind::swiglu ? 4.0 : 2.0) * e * copies * f;  // gate/up outputs, activation in/out
-  bytes -= (e - li) * copies * f;                      // the activation's output (FC2's input) in FP8
-  bytes += e * copies * h;                             // expert outputs, for the weighted combine's backward
+  bytes -= (e - li) * copies * f;  // the activation's output (FC2's input) in FP8
+  bytes += e * copies * h;         // expert outputs, for the weighted combine's backward
   return bytes;
 }
 

@@ -10,9 +10,9 @@ struct MoeLayerCost {
   double forward_s = 0, backward_s = 0;            // compute: router, permutes, expert GEMMs, activation
   double forward_flops = 0, backward_flops = 0;    // at balanced load (what the model needs)
   double comm_forward_s = 0, comm_backward_s = 0;  // dispatch + combine all-to-alls (+ etp gather/scatter)
-  double dispatch_bytes = 0;   // one dispatch all-to-all: what this rank sends (its T*k routed copies)
-  double load_imbalance = 1;   // the busiest expert-parallel rank's tokens over the mean (<= capacity)
-  double stored_bytes = 0;     // activations kept for backward (no recompute)
+  double dispatch_bytes = 0;  // one dispatch all-to-all: what this rank sends (its T*k routed copies)
+  double load_imbalance = 1;  // the busiest expert-parallel rank's tokens over the mean (<= capacity)
+  double stored_bytes = 0;    // activations kept for backward (no recompute)
 };
 
 // Tokens that enter the MoE layer on this rank: its s/cp x b tokens, split over tp by sequence

@@ -8,16 +8,26 @@ namespace shardplan::simulator {
 
 const char* op_kind_name(OpKind k) {
   switch (k) {
-    case OpKind::dropout: return "dropout";
-    case OpKind::causal_softmax: return "causal_softmax";
-    case OpKind::layer_norm: return "layer_norm";
-    case OpKind::rms_norm: return "rms_norm";
-    case OpKind::gelu_tanh: return "gelu_tanh";
-    case OpKind::swiglu: return "swiglu";
-    case OpKind::rotary: return "rotary";
-    case OpKind::weight_cast: return "weight_cast";
-    case OpKind::adamw: return "adamw";
-    case OpKind::attention_gemms: return "attention_gemms";
+    case OpKind::dropout:
+      return "dropout";
+    case OpKind::causal_softmax:
+      return "causal_softmax";
+    case OpKind::layer_norm:
+      return "layer_norm";
+    case OpKind::rms_norm:
+      return "rms_norm";
+    case OpKind::gelu_tanh:
+      return "gelu_tanh";
+    case OpKind::swiglu:
+      return "swiglu";
+    case OpKind::rotary:
+      return "rotary";
+    case OpKind::weight_cast:
+      return "weight_cast";
+    case OpKind::adamw:
+      return "adamw";
+    case OpKind::attention_gemms:
+      return "attention_gemms";
   }
   return "?";
 }
@@ -33,7 +43,9 @@ OpCostTable parse_op_costs(const nlohmann::json& device, const JsonContext& ctx)
     for (int k = 0; k < kOpKinds; ++k)
       if (name == op_kind_name(static_cast<OpKind>(k))) kind = k;
     if (kind < 0)
-      octx.fail(name, "an op name: dropout, causal_softmax, layer_norm, rms_norm, gelu_tanh, swiglu, rotary, weight_cast, adamw or attention_gemms");
+      octx.fail(name,
+                "an op name: dropout, causal_softmax, layer_norm, rms_norm, gelu_tanh, swiglu, rotary, weight_cast, "
+                "adamw or attention_gemms");
     if (!by_precision.is_object()) octx.fail(name, "an object keyed by precision (fp32, fp16, bf16)");
     const JsonContext kctx = octx.child(name);
     for (const auto& [prec, cost] : by_precision.items()) {
@@ -41,14 +53,19 @@ OpCostTable parse_op_costs(const nlohmann::json& device, const JsonContext& ctx)
       for (int i = 0; i < 3; ++i)
         if (prec == to_string(static_cast<Precision>(i))) p = i;
       if (p < 0) kctx.fail(prec, "a precision name: fp32, fp16 or bf16");
-      if (!cost.is_object()) kctx.fail(prec, "an object {forward_seconds_per_element_by_elements, backward_seconds_per_element_by_elements}");
+      if (!cost.is_object())
+        kctx.fail(prec,
+                  "an object {forward_seconds_per_element_by_elements, backward_seconds_per_element_by_elements}");
       const JsonContext c = kctx.child(prec);
       OpCost& oc = t[static_cast<std::size_t>(p)][static_cast<std::size_t>(kind)];
-      oc.forward_s_per_element = parse_positive_curve(cost, "forward_seconds_per_element_by_elements", "[elements, seconds per element]", "elements", c);
+      oc.forward_s_per_element = parse_positive_curve(cost, "forward_seconds_per_element_by_elements",
+                                                      "[elements, seconds per element]", "elements", c);
       if (cost.contains("backward_seconds_per_element_by_elements"))
-        oc.backward_s_per_element = parse_positive_curve(cost, "backward_seconds_per_element_by_elements", "[elements, seconds per element]", "elements", c);
+        oc.backward_s_per_element = parse_positive_curve(cost, "backward_seconds_per_element_by_elements",
+                                                         "[elements, seconds per element]", "elements", c);
       if (cost.contains("backward_warm_seconds_per_element_by_elements"))
-        oc.backward_warm_s_per_element = parse_positive_curve(cost, "backward_warm_seconds_per_element_by_elements", "[elements, seconds per element]", "elements", c);
+        oc.backward_warm_s_per_element = parse_positive_curve(cost, "backward_warm_seconds_per_element_by_elements",
+                                                              "[elements, seconds per element]", "elements", c);
     }
   }
   return t;

@@ -21,13 +21,22 @@ namespace shardplan::simulator {
 // optimizer step per parameter of the rank's shard (gradient norm, clipping, AdamW;
 // executor/engine/zero_optimizer.cpp), fp32, forward only.
 enum class OpKind {
-  dropout, causal_softmax, layer_norm, rms_norm, gelu_tanh, swiglu, rotary, weight_cast, adamw, attention_gemms
+  dropout,
+  causal_softmax,
+  layer_norm,
+  rms_norm,
+  gelu_tanh,
+  swiglu,
+  rotary,
+  weight_cast,
+  adamw,
+  attention_gemms
 };
 inline constexpr int kOpKinds = 10;
 const char* op_kind_name(OpKind k);  // as in the profile's keys: "dropout", ...
 
 struct OpCost {
-  EfficiencyCurve forward_s_per_element;   // values: seconds per element, by elements
+  EfficiencyCurve forward_s_per_element;  // values: seconds per element, by elements
   EfficiencyCurve backward_s_per_element;
   // Backward with what forward saved still in the cache (a CPU profile times it after forward,
   // with no sweep between); empty: not measured, backward is always the cold figure above.

@@ -34,7 +34,8 @@ void check_shapes(const ModelSpec& m, const ClusterSpec& c, ParallelConfig& cfg)
   if (cfg.tp_comm_overlap && (!cfg.sequence_parallel || cfg.tp < 2))
     bad("--tp-comm-overlap", "expected --sequence-parallel and --tp >= 2 with it (it overlaps SP's collectives)");
   if (cfg.sequence_parallel && cfg.seq_len % cfg.tp != 0)
-    bad("--sequence-parallel", "needs --seq-len divisible by --tp (" + str(cfg.seq_len) + " % " + str(cfg.tp) + " != 0)");
+    bad("--sequence-parallel",
+        "needs --seq-len divisible by --tp (" + str(cfg.seq_len) + " % " + str(cfg.tp) + " != 0)");
 }
 
 void check_zero(ParallelConfig& cfg) {
@@ -50,9 +51,9 @@ void check_zero(ParallelConfig& cfg) {
   if (cfg.zero3_fetch != Zero3Fetch::prefetch && cfg.zero_stage != 3)
     bad("--zero3-fetch", "per_tensor_sync needs --zero 3 (only stage 3 gathers parameters)");
   if (cfg.fp32_grad_accum() && !fp32_grad_accum_applies(cfg))
-    bad("--grad-accum-dtype", cfg.zero_stage > 1
-                                  ? "fp32 expected --zero 0 or 1 (stages 2 and 3 reduce each micro-batch's gradients)"
-                                  : "fp32 expected a 16-bit precision with master weights (the gradients are fp32 already)");
+    bad("--grad-accum-dtype",
+        cfg.zero_stage > 1 ? "fp32 expected --zero 0 or 1 (stages 2 and 3 reduce each micro-batch's gradients)"
+                           : "fp32 expected a 16-bit precision with master weights (the gradients are fp32 already)");
 }
 
 void check_batch(ParallelConfig& cfg) {
@@ -60,8 +61,8 @@ void check_batch(ParallelConfig& cfg) {
   if (cfg.global_batch_size == 0) cfg.global_batch_size = cfg.micro_batch_size * cfg.dp;
   const int per_step = cfg.micro_batch_size * cfg.dp;
   if (cfg.global_batch_size < per_step || cfg.global_batch_size % per_step != 0)
-    bad("--global-batch-size", "expected a multiple of micro-batch-size x dp = " + str(per_step) + ", got " +
-                                   str(cfg.global_batch_size));
+    bad("--global-batch-size",
+        "expected a multiple of micro-batch-size x dp = " + str(per_step) + ", got " + str(cfg.global_batch_size));
 }
 
 void check_recompute(const ModelSpec& m, const ParallelConfig& cfg) {
@@ -85,7 +86,8 @@ void check_pipeline(const ModelSpec& m, ParallelConfig& cfg) {
   }
   const long long chunks = static_cast<long long>(cfg.pp) * v;
   if (!cfg.partition.empty()) {
-    if (static_cast<long long>(cfg.partition.size()) != cfg.pp && static_cast<long long>(cfg.partition.size()) != chunks)
+    if (static_cast<long long>(cfg.partition.size()) != cfg.pp &&
+        static_cast<long long>(cfg.partition.size()) != chunks)
       bad("--partition", "expected " + str(cfg.pp) + " (or pp x virtual stages = " + str(chunks) +
                              ") layer counts, got " + str(static_cast<long long>(cfg.partition.size())));
     if (v > 1 && static_cast<long long>(cfg.partition.size()) != chunks)
@@ -151,8 +153,9 @@ void validate_packing(int l, int seq_len, AttentionKind attention) {
   if (l >= seq_len)
     bad("--packed-document-tokens", "expected fewer tokens than --seq-len (" + str(seq_len) + "), got " + str(l));
   if (!fused(attention))
-    bad("--packed-document-tokens", "expected --attention flash or flash1 with it (an explicit softmax computes the "
-                                    "whole s x s block)");
+    bad("--packed-document-tokens",
+        "expected --attention flash or flash1 with it (an explicit softmax computes the "
+        "whole s x s block)");
 }
 
 void validate_packing(const ParallelConfig& cfg) {
@@ -180,19 +183,23 @@ void check_experts(const ModelSpec& m, ParallelConfig& cfg) {
     bad("--ep", "expected a divisor of the model's " + str(m.moe.num_experts) + " experts, got " + str(cfg.ep));
   const int stage_ranks = cfg.tp * cfg.cp * cfg.dp;
   if (stage_ranks % (cfg.ep * cfg.etp) != 0)
-    bad("--ep", "expected ep x etp (" + str(cfg.ep) + " x " + str(cfg.etp) + ") to divide tp x cp x dp = " +
-                    str(stage_ranks) + " (experts fold onto a pipeline stage's ranks)");
+    bad("--ep", "expected ep x etp (" + str(cfg.ep) + " x " + str(cfg.etp) +
+                    ") to divide tp x cp x dp = " + str(stage_ranks) + " (experts fold onto a pipeline stage's ranks)");
   if (m.moe.expert_ffn_hidden % cfg.etp != 0)
-    bad("--etp", "expected a divisor of the experts' FFN width " + str(m.moe.expert_ffn_hidden) + ", got " + str(cfg.etp));
+    bad("--etp",
+        "expected a divisor of the experts' FFN width " + str(m.moe.expert_ffn_hidden) + ", got " + str(cfg.etp));
   if (cfg.tp > 1 && !cfg.sequence_parallel)
-    bad("--sequence-parallel", "expected with --tp > 1 on a mixture-of-experts model (Megatron-Core routes the "
-                               "sequence-parallel tokens)");
+    bad("--sequence-parallel",
+        "expected with --tp > 1 on a mixture-of-experts model (Megatron-Core routes the "
+        "sequence-parallel tokens)");
   if (cfg.moe_capacity_factor != 0 && cfg.moe_capacity_factor < 1)
-    bad("--moe-capacity-factor", "expected 0 (dropless) or a number >= 1, got " + std::to_string(cfg.moe_capacity_factor));
+    bad("--moe-capacity-factor",
+        "expected 0 (dropless) or a number >= 1, got " + std::to_string(cfg.moe_capacity_factor));
 }
 
 void check_fp8(const ClusterSpec& c, const ParallelConfig& cfg) {
-  if (cfg.fp8_param_gather && !cfg.uses_fp8()) bad("--fp8-param-gather", "expected --fp8 delayed, tensorwise or blockwise with it (FP8-held weights)");
+  if (cfg.fp8_param_gather && !cfg.uses_fp8())
+    bad("--fp8-param-gather", "expected --fp8 delayed, tensorwise or blockwise with it (FP8-held weights)");
   if (cfg.fp8_param_gather && cfg.zero_stage == 0)
     bad("--fp8-param-gather", "expected --zero 1, 2 or 3 with it (the sharded optimizer's parameter gather in FP8)");
   if (cfg.fp8_param_gather && cfg.lora.enabled())
@@ -214,13 +221,19 @@ std::optional<LoraBase> lora_base_from_string(const std::string& name) { return 
 const char* to_string(Fp8Recipe v) { return name_of(v); }
 std::optional<Fp8Recipe> fp8_recipe_from_string(const std::string& name) { return enum_from_name<Fp8Recipe>(name); }
 const char* to_string(MixedPrecision v) { return name_of(v); }
-std::optional<MixedPrecision> mixed_precision_from_string(const std::string& name) { return enum_from_name<MixedPrecision>(name); }
+std::optional<MixedPrecision> mixed_precision_from_string(const std::string& name) {
+  return enum_from_name<MixedPrecision>(name);
+}
 const char* to_string(AttentionKind v) { return name_of(v); }
-std::optional<AttentionKind> attention_kind_from_string(const std::string& name) { return enum_from_name<AttentionKind>(name); }
+std::optional<AttentionKind> attention_kind_from_string(const std::string& name) {
+  return enum_from_name<AttentionKind>(name);
+}
 const char* to_string(Fusion v) { return name_of(v); }
 std::optional<Fusion> fusion_from_string(const std::string& name) { return enum_from_name<Fusion>(name); }
 const char* to_string(GradAccumDtype v) { return name_of(v); }
-std::optional<GradAccumDtype> grad_accum_dtype_from_string(const std::string& name) { return enum_from_name<GradAccumDtype>(name); }
+std::optional<GradAccumDtype> grad_accum_dtype_from_string(const std::string& name) {
+  return enum_from_name<GradAccumDtype>(name);
+}
 const char* to_string(Zero3Fetch v) { return name_of(v); }
 std::optional<Zero3Fetch> zero3_fetch_from_string(const std::string& name) { return enum_from_name<Zero3Fetch>(name); }
 const char* to_string(Recompute v) { return name_of(v); }

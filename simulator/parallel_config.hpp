@@ -16,7 +16,8 @@ namespace shardplan::simulator {
 enum class Recompute { none, selective, full };
 template <>
 struct EnumNames<Recompute> {
-  static constexpr NameTable<Recompute, 3> table{{{Recompute::none, "none"}, {Recompute::selective, "selective"}, {Recompute::full, "full"}}};
+  static constexpr NameTable<Recompute, 3> table{
+      {{Recompute::none, "none"}, {Recompute::selective, "selective"}, {Recompute::full, "full"}}};
 };
 const char* to_string(Recompute r);
 
@@ -28,7 +29,8 @@ const char* to_string(Recompute r);
 enum class MixedPrecision { master_weights, autocast };
 template <>
 struct EnumNames<MixedPrecision> {
-  static constexpr NameTable<MixedPrecision, 2> table{{{MixedPrecision::master_weights, "master_weights"}, {MixedPrecision::autocast, "autocast"}}};
+  static constexpr NameTable<MixedPrecision, 2> table{
+      {{MixedPrecision::master_weights, "master_weights"}, {MixedPrecision::autocast, "autocast"}}};
 };
 const char* to_string(MixedPrecision m);
 // The recipe named `name` ("master_weights" | "autocast"); nullopt for anything else.
@@ -52,7 +54,8 @@ inline bool fp32_weights(Precision p, MixedPrecision m) {
 enum class AttentionKind { flash, flash1, eager };
 template <>
 struct EnumNames<AttentionKind> {
-  static constexpr NameTable<AttentionKind, 3> table{{{AttentionKind::flash, "flash"}, {AttentionKind::flash1, "flash1"}, {AttentionKind::eager, "eager"}}};
+  static constexpr NameTable<AttentionKind, 3> table{
+      {{AttentionKind::flash, "flash"}, {AttentionKind::flash1, "flash1"}, {AttentionKind::eager, "eager"}}};
 };
 // One fused kernel per pass (flash or flash1): no s x s tensor stored, scores recomputed in backward.
 inline bool fused(AttentionKind k) { return k != AttentionKind::eager; }
@@ -89,7 +92,10 @@ std::optional<Fusion> fusion_from_string(const std::string& name);
 enum class Fp8Recipe { none, delayed, tensorwise, blockwise };
 template <>
 struct EnumNames<Fp8Recipe> {
-  static constexpr NameTable<Fp8Recipe, 4> table{{{Fp8Recipe::none, "none"}, {Fp8Recipe::delayed, "delayed"}, {Fp8Recipe::tensorwise, "tensorwise"}, {Fp8Recipe::blockwise, "blockwise"}}};
+  static constexpr NameTable<Fp8Recipe, 4> table{{{Fp8Recipe::none, "none"},
+                                                  {Fp8Recipe::delayed, "delayed"},
+                                                  {Fp8Recipe::tensorwise, "tensorwise"},
+                                                  {Fp8Recipe::blockwise, "blockwise"}}};
 };
 const char* to_string(Fp8Recipe r);
 // The recipe named `name` ("none" | "delayed" | "tensorwise" | "blockwise"); nullopt otherwise.
@@ -107,7 +113,8 @@ std::optional<Fp8Recipe> fp8_recipe_from_string(const std::string& name);
 enum class Zero3Fetch { prefetch, per_tensor_sync };
 template <>
 struct EnumNames<Zero3Fetch> {
-  static constexpr NameTable<Zero3Fetch, 2> table{{{Zero3Fetch::prefetch, "prefetch"}, {Zero3Fetch::per_tensor_sync, "per_tensor_sync"}}};
+  static constexpr NameTable<Zero3Fetch, 2> table{
+      {{Zero3Fetch::prefetch, "prefetch"}, {Zero3Fetch::per_tensor_sync, "per_tensor_sync"}}};
 };
 const char* to_string(Zero3Fetch f);
 // The fetch named `name` ("prefetch" | "per_tensor_sync"); nullopt for anything else.
@@ -125,7 +132,8 @@ std::optional<Zero3Fetch> zero3_fetch_from_string(const std::string& name);
 enum class GradAccumDtype { param, fp32 };
 template <>
 struct EnumNames<GradAccumDtype> {
-  static constexpr NameTable<GradAccumDtype, 2> table{{{GradAccumDtype::param, "param"}, {GradAccumDtype::fp32, "fp32"}}};
+  static constexpr NameTable<GradAccumDtype, 2> table{
+      {{GradAccumDtype::param, "param"}, {GradAccumDtype::fp32, "fp32"}}};
 };
 const char* to_string(GradAccumDtype d);
 std::optional<GradAccumDtype> grad_accum_dtype_from_string(const std::string& name);
@@ -199,13 +207,13 @@ struct ParallelConfig {
   int tp = 1;
   int pp = 1;
   int dp = 1;
-  int cp = 1;                   // context parallel: the sequence split over cp ranks
+  int cp = 1;  // context parallel: the sequence split over cp ranks
   CpKind cp_kind = CpKind::ring;
   // Expert parallelism (MoE models), Megatron-Core's "parallel folding" (Liu et al. 2025, MoE
   // Parallel Folding): a stage's tp x cp x dp ranks are regrouped for the expert layers as
   // etp (expert tensor parallel, fastest) x ep (expert parallel) x edp (expert data parallel).
   int ep = 1;
-  int etp = 0;                  // 0 = tp (Megatron's default for --expert-tensor-parallel-size)
+  int etp = 0;  // 0 = tp (Megatron's default for --expert-tensor-parallel-size)
   // Tokens an expert takes per micro-batch, as a multiple of the balanced share (GShard,
   // Lepikhin et al. 2021, §2.2): the rest are dropped. 0 = dropless (Megatron-Core's default).
   double moe_capacity_factor = 0;
@@ -235,7 +243,7 @@ struct ParallelConfig {
   // The block linears' weights are held in FP8 (no 16-bit copy) and gathered in FP8 by the
   // sharded optimizer (Megatron --fp8-param-gather; FSDP2 float8 all-gather): needs fp8 and ZeRO.
   bool fp8_param_gather = false;
-  Zero3Fetch zero3_fetch = Zero3Fetch::prefetch;  // zero_stage 3 only
+  Zero3Fetch zero3_fetch = Zero3Fetch::prefetch;            // zero_stage 3 only
   GradAccumDtype grad_accum_dtype = GradAccumDtype::param;  // zero_stage 0/1, 16-bit only
   // Sequences packed from documents of this many tokens on average, each attending only within
   // itself (fine-tuning sets packed with cu_seqlens: Megatron-Core's THD PackedSeqParams through
@@ -270,9 +278,7 @@ struct ParallelConfig {
   // The dense weights' ZeRO shard group: the sharding group over dp, times cp (Megatron's
   // distributed optimizer shards over the data-parallel group with context parallelism).
   [[nodiscard]] int dense_shard_group() const { return shard_group() * cp; }
-  [[nodiscard]] int micro_batches() const {
-    return global_batch_size / (micro_batch_size * dp);
-  }
+  [[nodiscard]] int micro_batches() const { return global_batch_size / (micro_batch_size * dp); }
   // Of a model chunk of `layers` blocks, how many are fully recomputed in backward.
   [[nodiscard]] int recomputed_blocks(int layers) const {
     return simulator::recomputed_blocks(recompute, recompute_num_layers, layers);

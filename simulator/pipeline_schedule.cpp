@@ -20,8 +20,7 @@ namespace {
 
 using Op = PipelineOp;
 
-void require_times(const std::vector<double>& t, std::size_t n, const char* field,
-                   bool allow_empty) {
+void require_times(const std::vector<double>& t, std::size_t n, const char* field, bool allow_empty) {
   if (allow_empty && t.empty()) return;
   if (t.size() != n) {
     throw InputError("pipeline." + std::string(field) + ": expected " + std::to_string(n) +
@@ -29,19 +28,16 @@ void require_times(const std::vector<double>& t, std::size_t n, const char* fiel
   }
   for (double x : t) {
     if (!std::isfinite(x) || x < 0) {
-      throw InputError("pipeline." + std::string(field) +
-                       ": expected finite non-negative values, got " + std::to_string(x));
+      throw InputError("pipeline." + std::string(field) + ": expected finite non-negative values, got " +
+                       std::to_string(x));
     }
   }
 }
 
 void validate(const PipelineInput& in) {
-  if (in.stages < 1) {
-    throw InputError("pipeline.stages: expected >= 1, got " + std::to_string(in.stages));
-  }
+  if (in.stages < 1) { throw InputError("pipeline.stages: expected >= 1, got " + std::to_string(in.stages)); }
   if (in.micro_batches < 1) {
-    throw InputError("pipeline.micro_batches: expected >= 1, got " +
-                     std::to_string(in.micro_batches));
+    throw InputError("pipeline.micro_batches: expected >= 1, got " + std::to_string(in.micro_batches));
   }
   if (in.schedule == PipelineSchedule::interleaved) {
     if (in.virtual_stages < 2) {
@@ -53,22 +49,20 @@ void validate(const PipelineInput& in) {
                        std::to_string(in.stages) + "), got " + std::to_string(in.micro_batches));
     }
   } else if (in.virtual_stages != 1) {
-    throw InputError(std::string("pipeline.virtual_stages: schedule ") + to_string(in.schedule) +
-                     " needs 1, got " + std::to_string(in.virtual_stages));
+    throw InputError(std::string("pipeline.virtual_stages: schedule ") + to_string(in.schedule) + " needs 1, got " +
+                     std::to_string(in.virtual_stages));
   }
   // Op indices are ints: keep 2 * p * v * m well inside int range.
   const double pairs = static_cast<double>(in.stages) * in.virtual_stages * in.micro_batches;
   if (pairs > std::numeric_limits<int>::max() / 4) {
-    throw InputError("pipeline: stages * virtual_stages * micro_batches too large (" +
-                     std::to_string(pairs) + ")");
+    throw InputError("pipeline: stages * virtual_stages * micro_batches too large (" + std::to_string(pairs) + ")");
   }
   const auto n = static_cast<std::size_t>(in.stages) * static_cast<std::size_t>(in.virtual_stages);
   require_times(in.forward_s, n, "forward_s", false);
   require_times(in.backward_s, n, "backward_s", false);
   require_times(in.stored_activation_bytes, n, "stored_activation_bytes", true);
   if (!std::isfinite(in.p2p_s) || in.p2p_s < 0) {
-    throw InputError("pipeline.p2p_s: expected a finite non-negative time, got " +
-                     std::to_string(in.p2p_s));
+    throw InputError("pipeline.p2p_s: expected a finite non-negative time, got " + std::to_string(in.p2p_s));
   }
 }
 
@@ -128,12 +122,17 @@ std::vector<Op> stage_order(const PipelineInput& in, int s) {
 class Simulation {
  public:
   explicit Simulation(const PipelineInput& in)
-      : in_(in), p_(in.stages), v_(in.virtual_stages), m_(in.micro_batches),
+      : in_(in),
+        p_(in.stages),
+        v_(in.virtual_stages),
+        m_(in.micro_batches),
         ops_per_stage_(2 * static_cast<std::size_t>(v_) * static_cast<std::size_t>(m_)),
-        order_(static_cast<std::size_t>(p_)), next_(order_.size(), 0),
+        order_(static_cast<std::size_t>(p_)),
+        next_(order_.size(), 0),
         stage_free_(order_.size(), 0.0),
         f_end_(static_cast<std::size_t>(p_) * ops_per_stage_ / 2, kNotDone),
-        b_end_(f_end_.size(), kNotDone), events_(order_.size() * ops_per_stage_) {
+        b_end_(f_end_.size(), kNotDone),
+        events_(order_.size() * ops_per_stage_) {
     for (int s = 0; s < p_; ++s) {
       order_[idx(s)] = stage_order(in, s);
       SHARDPLAN_CHECK(order_[idx(s)].size() == ops_per_stage_, "pipeline op list has wrong size");
@@ -162,9 +161,8 @@ class Simulation {
       }
     }
     for (int s = 0; s < p_; ++s) {
-      SHARDPLAN_CHECK(next_[idx(s)] == ops_per_stage_,
-                      "pipeline schedule deadlocked: stage " + std::to_string(s) +
-                          " blocked at op " + std::to_string(next_[idx(s)]));
+      SHARDPLAN_CHECK(next_[idx(s)] == ops_per_stage_, "pipeline schedule deadlocked: stage " + std::to_string(s) +
+                                                           " blocked at op " + std::to_string(next_[idx(s)]));
     }
     return std::move(events_);
   }
@@ -174,9 +172,7 @@ class Simulation {
 
   static std::size_t idx(int i) { return static_cast<std::size_t>(i); }
   std::size_t vs(int chunk, int stage) const { return idx(chunk * p_ + stage); }
-  std::size_t slot(int chunk, int stage, int mb) const {
-    return vs(chunk, stage) * idx(m_) + idx(mb);
-  }
+  std::size_t slot(int chunk, int stage, int mb) const { return vs(chunk, stage) * idx(m_) + idx(mb); }
 
   struct Dep {
     int stage = -1;    // stage the dependency ran on; -1 when the op has none
@@ -212,8 +208,7 @@ class Simulation {
     const double end = start + dur;
     stage_free_[idx(s)] = end;
     (op.backward ? b_end_ : f_end_)[slot(op.chunk, s, op.mb)] = end;
-    events_[idx(s) * ops_per_stage_ + next_[idx(s)]] = {s, op.chunk, op.mb, op.backward, start,
-                                                        end};
+    events_[idx(s) * ops_per_stage_ + next_[idx(s)]] = {s, op.chunk, op.mb, op.backward, start, end};
     ++next_[idx(s)];
     return true;
   }
@@ -271,12 +266,13 @@ std::vector<PipelineOp> pipeline_stage_order(PipelineSchedule schedule, int stag
   in.backward_s.assign(n, 0.0);
   validate(in);
   if (stage < 0 || stage >= stages) {
-    throw InputError("pipeline: stage " + std::to_string(stage) + " outside 0.." +
-                     std::to_string(stages - 1));
+    throw InputError("pipeline: stage " + std::to_string(stage) + " outside 0.." + std::to_string(stages - 1));
   }
   switch (schedule) {
-    case PipelineSchedule::gpipe: return gpipe_order(micro_batches);
-    case PipelineSchedule::one_f_one_b: return one_f_one_b_order(stages, micro_batches, stage);
+    case PipelineSchedule::gpipe:
+      return gpipe_order(micro_batches);
+    case PipelineSchedule::one_f_one_b:
+      return one_f_one_b_order(stages, micro_batches, stage);
     case PipelineSchedule::interleaved:
       return interleaved_order(stages, micro_batches, virtual_stages, stage);
   }
@@ -310,20 +306,23 @@ double bubble_fraction(PipelineSchedule s, int stages, int micro_batches, int vi
 }
 
 // Warmup depth + 1 of Megatron-LM's schedules (1f1b warmup p-s-1; interleaved (p-s-1)*2+(v-1)*p).
-int in_flight_micro_batches(PipelineSchedule s, int stages, int stage, int micro_batches,
-                            int virtual_stages) {
+int in_flight_micro_batches(PipelineSchedule s, int stages, int stage, int micro_batches, int virtual_stages) {
   if (stages < 1 || micro_batches < 1 || virtual_stages < 1 || stage < 0 || stage >= stages) {
-    throw InputError("in_flight_micro_batches: expected stages, micro_batches, virtual_stages >= 1"
-                     " and 0 <= stage < stages");
+    throw InputError(
+        "in_flight_micro_batches: expected stages, micro_batches, virtual_stages >= 1"
+        " and 0 <= stage < stages");
   }
   const std::int64_t total = static_cast<std::int64_t>(micro_batches) * virtual_stages;
   std::int64_t held = 0;
   switch (s) {
-    case PipelineSchedule::gpipe: held = total; break;
-    case PipelineSchedule::one_f_one_b: held = std::min(stages - stage, micro_batches); break;
+    case PipelineSchedule::gpipe:
+      held = total;
+      break;
+    case PipelineSchedule::one_f_one_b:
+      held = std::min(stages - stage, micro_batches);
+      break;
     case PipelineSchedule::interleaved:
-      held = std::min<std::int64_t>(
-          (stages - stage - 1) * 2LL + (virtual_stages - 1LL) * stages + 1, total);
+      held = std::min<std::int64_t>((stages - stage - 1) * 2LL + (virtual_stages - 1LL) * stages + 1, total);
       break;
   }
   return static_cast<int>(held);

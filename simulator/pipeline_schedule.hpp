@@ -15,14 +15,16 @@ namespace shardplan::simulator {
 enum class PipelineSchedule { gpipe, one_f_one_b, interleaved };
 template <>
 struct EnumNames<PipelineSchedule> {
-  static constexpr NameTable<PipelineSchedule, 3> table{{{PipelineSchedule::gpipe, "gpipe"}, {PipelineSchedule::one_f_one_b, "1f1b"}, {PipelineSchedule::interleaved, "interleaved"}}};
+  static constexpr NameTable<PipelineSchedule, 3> table{{{PipelineSchedule::gpipe, "gpipe"},
+                                                         {PipelineSchedule::one_f_one_b, "1f1b"},
+                                                         {PipelineSchedule::interleaved, "interleaved"}}};
 };
 const char* to_string(PipelineSchedule s);
 
 struct PipelineInput {
-  int stages = 1;           // p
-  int micro_batches = 1;    // m
-  int virtual_stages = 1;   // v (model chunks per stage); 1 unless interleaved
+  int stages = 1;          // p
+  int micro_batches = 1;   // m
+  int virtual_stages = 1;  // v (model chunks per stage); 1 unless interleaved
   PipelineSchedule schedule = PipelineSchedule::one_f_one_b;
   // Per model chunk, indexed [chunk * stages + stage] (size p * v): time of one micro-batch's
   // forward / backward (backward includes any recompute) through that chunk.
@@ -52,13 +54,13 @@ struct PipelineEvent {
 };
 
 struct PipelineResult {
-  double makespan_s = 0;                 // first forward start -> last backward end
-  std::vector<double> stage_busy_s;      // sum of op durations per stage
-  std::vector<double> stage_end_s;       // when each stage finishes its last backward
-  std::vector<int> max_in_flight;        // per stage: max (chunk, micro-batch) pairs whose
-                                         // forward started and backward has not finished
+  double makespan_s = 0;                             // first forward start -> last backward end
+  std::vector<double> stage_busy_s;                  // sum of op durations per stage
+  std::vector<double> stage_end_s;                   // when each stage finishes its last backward
+  std::vector<int> max_in_flight;                    // per stage: max (chunk, micro-batch) pairs whose
+                                                     // forward started and backward has not finished
   std::vector<double> peak_stored_activation_bytes;  // per stage
-  std::vector<PipelineEvent> events;     // in execution order per stage, stage-major
+  std::vector<PipelineEvent> events;                 // in execution order per stage, stage-major
   // Bubble: makespan minus the busiest stage's busy time.
   [[nodiscard]] double bubble_s() const;
 };
@@ -78,7 +80,6 @@ std::vector<PipelineOp> pipeline_stage_order(PipelineSchedule schedule, int stag
 double bubble_fraction(PipelineSchedule s, int stages, int micro_batches, int virtual_stages);
 // Micro-batches (in units of model-chunk micro-batches) stage `stage` holds at most:
 // gpipe m*v; 1f1b min(p - stage, m); interleaved Megatron warmup + 1, capped at m*v.
-int in_flight_micro_batches(PipelineSchedule s, int stages, int stage, int micro_batches,
-                            int virtual_stages);
+int in_flight_micro_batches(PipelineSchedule s, int stages, int stage, int micro_batches, int virtual_stages);
 
 }  // namespace shardplan::simulator

@@ -10,7 +10,7 @@
 
 namespace shardplan::simulator {
 
-struct MemoryBreakdown {  // bytes on one device
+struct MemoryBreakdown {        // bytes on one device
   double parameters = 0;        // base model weights held (frozen ones included)
   double gradients = 0;         // base model gradients
   double optimizer_states = 0;  // fp32 master + Adam moments of base weights (on device)
@@ -26,14 +26,14 @@ struct MemoryBreakdown {  // bytes on one device
 
 struct StagePrediction {
   int stage = 0;
-  int layers = 0;                // transformer blocks on this stage (all its chunks)
+  int layers = 0;  // transformer blocks on this stage (all its chunks)
   bool has_embedding = false;
   bool has_head = false;
   int64_t parameters_per_device = 0;  // before ZeRO sharding (per tp rank)
   int in_flight_micro_batches = 0;    // in units of model-chunk micro-batches
-  double forward_s = 0;          // one micro-batch, all chunks of the stage
-  double backward_s = 0;         // incl. recompute
-  double host_bytes = 0;         // offloaded optimizer states / activations, per device
+  double forward_s = 0;               // one micro-batch, all chunks of the stage
+  double backward_s = 0;              // incl. recompute
+  double host_bytes = 0;              // offloaded optimizer states / activations, per device
   MemoryBreakdown memory;
 };
 
@@ -42,19 +42,19 @@ struct TimeBreakdown {  // seconds per training step, along the critical stage
   double forward_compute_s = 0;
   double backward_compute_s = 0;
   double recompute_s = 0;
-  double tp_comm_s = 0;            // exposed tensor-parallel collectives
-  double cp_comm_s = 0;            // exposed context-parallel exchanges (ring KV p2p, Ulysses all-to-alls)
-  double ep_comm_s = 0;            // exposed expert-parallel dispatch/combine all-to-alls (+ etp gathers)
-  double pipeline_bubble_s = 0;    // idle time of the busiest stage (incl. p2p waits)
-  double dp_exposed_comm_s = 0;    // DP / ZeRO communication not hidden behind compute
-  double offload_exposed_s = 0;    // host<->device transfers not hidden behind compute
-  double optimizer_s = 0;          // optimizer step (device or host)
-  double sync_wait_s = 0;          // waiting at collectives for the slowest rank (measured skew)
+  double tp_comm_s = 0;          // exposed tensor-parallel collectives
+  double cp_comm_s = 0;          // exposed context-parallel exchanges (ring KV p2p, Ulysses all-to-alls)
+  double ep_comm_s = 0;          // exposed expert-parallel dispatch/combine all-to-alls (+ etp gathers)
+  double pipeline_bubble_s = 0;  // idle time of the busiest stage (incl. p2p waits)
+  double dp_exposed_comm_s = 0;  // DP / ZeRO communication not hidden behind compute
+  double offload_exposed_s = 0;  // host<->device transfers not hidden behind compute
+  double optimizer_s = 0;        // optimizer step (device or host)
+  double sync_wait_s = 0;        // waiting at collectives for the slowest rank (measured skew)
   double step_s = 0;
   // Informational (already inside the parts above):
-  double pp_p2p_s = 0;             // what p2p transfers add to the makespan
-  double dp_overlapped_comm_s = 0; // DP / ZeRO communication hidden behind compute
-  double dp_total_comm_s = 0;      // DP / ZeRO communication, all of it
+  double pp_p2p_s = 0;              // what p2p transfers add to the makespan
+  double dp_overlapped_comm_s = 0;  // DP / ZeRO communication hidden behind compute
+  double dp_total_comm_s = 0;       // DP / ZeRO communication, all of it
 };
 
 struct Prediction {
@@ -68,14 +68,14 @@ struct Prediction {
   std::string infeasible_reason;  // one line, empty when feasible
 
   int64_t total_parameters = 0;
-  int64_t active_parameters = 0;    // what one token runs through (== total unless MoE)
+  int64_t active_parameters = 0;  // what one token runs through (== total unless MoE)
   int64_t trainable_parameters = 0;
 
   std::vector<StagePrediction> stages;
-  int worst_stage = 0;              // stage with the largest device memory total
-  MemoryBreakdown worst;            // == stages[worst_stage].memory
+  int worst_stage = 0;    // stage with the largest device memory total
+  MemoryBreakdown worst;  // == stages[worst_stage].memory
   double device_capacity_bytes = 0;
-  double usable_bytes = 0;          // capacity x (1 - headroom)
+  double usable_bytes = 0;  // capacity x (1 - headroom)
   double headroom = 0;
   double host_bytes_per_node = 0;
   double host_capacity_bytes = 0;
@@ -85,23 +85,23 @@ struct Prediction {
   double tokens_per_step = 0;
   double tokens_per_s = 0;
   double samples_per_s = 0;
-  double model_flops_per_step = 0;      // what the math needs (no recompute)
-  double hardware_flops_per_step = 0;   // what the devices execute (incl. recompute)
+  double model_flops_per_step = 0;        // what the math needs (no recompute)
+  double hardware_flops_per_step = 0;     // what the devices execute (incl. recompute)
   double achieved_tflops_per_device = 0;  // hardware FLOP/s per device / 1e12
-  double mfu = 0;                       // model FLOP/s / (devices x peak)
+  double mfu = 0;                         // model FLOP/s / (devices x peak)
 
   // Time-to-train, when a token budget was given.
   std::optional<double> train_tokens;
   std::optional<double> train_time_s;
   std::optional<double> train_cost_usd;
-  double price_usd_per_hour = 0;        // whole cluster
+  double price_usd_per_hour = 0;  // whole cluster
   // Failures (simulator/goodput.hpp): expected goodput at the optimal checkpoint interval, and
   // time and cost to train including failures (time / goodput), when a token budget was given.
   GoodputPrediction goodput;
   std::optional<double> train_time_with_failures_s;
   std::optional<double> train_cost_with_failures_usd;
 
-  PipelineResult pipeline;              // event trace (for timelines)
+  PipelineResult pipeline;  // event trace (for timelines)
 };
 
 // The fast analytical screen: allocation-free, no event simulation.

@@ -45,11 +45,12 @@ nlohmann::json to_json(const ParallelConfig& c) {
       {"partition", c.partition},
   };
   if (c.lora.enabled())
-    j["lora"] = {{"rank", c.lora.rank},         {"alpha", c.lora.alpha},
-                 {"dropout", c.lora.dropout},   {"targets", c.lora.targets},
+    j["lora"] = {{"rank", c.lora.rank},
+                 {"alpha", c.lora.alpha},
+                 {"dropout", c.lora.dropout},
+                 {"targets", c.lora.targets},
                  {"base", to_string(c.lora.base)}};
-  else
-    j["lora"] = nullptr;
+  else j["lora"] = nullptr;
   return j;
 }
 
@@ -120,9 +121,9 @@ ParallelConfig config_from_json(const nlohmann::json& j, const std::string& sour
 }
 
 nlohmann::json to_json(const MemoryBreakdown& m) {
-  return {{"parameters", m.parameters}, {"gradients", m.gradients},      {"optimizer_states", m.optimizer_states},
-          {"activations", m.activations}, {"lora", m.lora},            {"comm_buffers", m.comm_buffers},
-          {"workspace", m.workspace},   {"total", m.total()}};
+  return {{"parameters", m.parameters},   {"gradients", m.gradients}, {"optimizer_states", m.optimizer_states},
+          {"activations", m.activations}, {"lora", m.lora},           {"comm_buffers", m.comm_buffers},
+          {"workspace", m.workspace},     {"total", m.total()}};
 }
 
 namespace {

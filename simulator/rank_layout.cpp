@@ -8,8 +8,9 @@ namespace shardplan::simulator {
 namespace {
 
 [[noreturn]] void bad_order(const std::string& order) {
-  throw InputError("--rank-order: '" + order +
-                   "': expected a permutation of tp, dp, pp (and optionally cp) joined by '-' (e.g. tp-dp-pp, tp-cp-dp-pp)");
+  throw InputError(
+      "--rank-order: '" + order +
+      "': expected a permutation of tp, dp, pp (and optionally cp) joined by '-' (e.g. tp-dp-pp, tp-cp-dp-pp)");
 }
 
 // The order's dimensions fastest first, cp inserted after tp when the order omits it.

@@ -47,12 +47,12 @@ std::string infeasible_reason(const Prediction& pr) {
   if (st.memory.total() > pr.usable_bytes) {
     const MemoryBreakdown& m = st.memory;
     std::pair<double, const char*> parts[] = {
-        {m.parameters, "parameters"},         {m.gradients, "gradients"}, {m.optimizer_states, "optimizer states"},
-        {m.activations, "activations"},       {m.lora, "LoRA adapters"}, {m.comm_buffers, "communication buffers"},
+        {m.parameters, "parameters"},   {m.gradients, "gradients"}, {m.optimizer_states, "optimizer states"},
+        {m.activations, "activations"}, {m.lora, "LoRA adapters"},  {m.comm_buffers, "communication buffers"},
         {m.workspace, "workspace"}};
     auto big = *std::max_element(std::begin(parts), std::end(parts));
-    std::snprintf(buf, sizeof buf, "stage %d needs %s per device > %s usable (%s x %.2f); largest: %s %s",
-                  st.stage, format_bytes(m.total()).c_str(), format_bytes(pr.usable_bytes).c_str(),
+    std::snprintf(buf, sizeof buf, "stage %d needs %s per device > %s usable (%s x %.2f); largest: %s %s", st.stage,
+                  format_bytes(m.total()).c_str(), format_bytes(pr.usable_bytes).c_str(),
                   format_bytes(pr.device_capacity_bytes).c_str(), 1.0 - pr.headroom, big.second,
                   format_bytes(big.first).c_str());
     return buf;
@@ -76,8 +76,7 @@ Prediction prediction_frame(const ConfigContext& c) {
   pr.micro_batches = cfg.micro_batches();
   pr.total_parameters = mc.counts.total;
   pr.active_parameters = mc.counts.active;
-  pr.trainable_parameters =
-      mc.lora.enabled() ? static_cast<int64_t>(mc.lora_parameters()) : mc.counts.total;
+  pr.trainable_parameters = mc.lora.enabled() ? static_cast<int64_t>(mc.lora_parameters()) : mc.counts.total;
   pr.device_capacity_bytes = hw.device.memory_bytes;
   pr.headroom = cfg.memory_headroom;
   pr.usable_bytes = hw.device.memory_bytes * (1.0 - cfg.memory_headroom);
@@ -128,8 +127,16 @@ StageTails simulate_stages(const ConfigContext& c, const std::vector<ChunkTime>&
     shape.peak_stored_bytes = pr.pipeline.peak_stored_activation_bytes[s];
     const StageMemory mem = stage_memory(c, shape);
     r.trainable = mem.trainable_per_device;
-    r.pred = {s, shape.layers, shape.embedding, shape.head, static_cast<int64_t>(mem.params_per_device),
-              shape.in_flight, r.sum.forward_s, r.sum.backward_s, mem.host_bytes, mem.device};
+    r.pred = {s,
+              shape.layers,
+              shape.embedding,
+              shape.head,
+              static_cast<int64_t>(mem.params_per_device),
+              shape.in_flight,
+              r.sum.forward_s,
+              r.sum.backward_s,
+              mem.host_bytes,
+              mem.device};
     host_per_device = std::max(host_per_device, mem.host_bytes);
     const StepTail t = step_tail(c, mem, r.sum.backward_s / v);
     const double slack = pr.pipeline.makespan_s - pr.pipeline.stage_end_s[s];
@@ -176,10 +183,8 @@ void break_down_time(const std::vector<StageRun>& runs, int m, const StageTails&
   t.step_s = pr.pipeline.makespan_s + tail + opt;
   t.dp_overlapped_comm_s = std::max(0.0, t.dp_total_comm_s - t.dp_exposed_comm_s);
   SHARDPLAN_CHECK(std::abs(t.forward_compute_s + t.backward_compute_s + t.recompute_s + t.tp_comm_s + t.cp_comm_s +
-                           t.ep_comm_s +
-                           t.dp_exposed_comm_s + t.offload_exposed_s + t.pipeline_bubble_s + t.optimizer_s +
-                           t.sync_wait_s -
-                           t.step_s) <= 1e-9 * t.step_s + 1e-12,
+                           t.ep_comm_s + t.dp_exposed_comm_s + t.offload_exposed_s + t.pipeline_bubble_s +
+                           t.optimizer_s + t.sync_wait_s - t.step_s) <= 1e-9 * t.step_s + 1e-12,
                   "time breakdown does not add up to the step time");
 }
 

@@ -198,7 +198,8 @@ StageMemory stage_memory(const ConfigContext& c, const StageShape& s) {
   if (lora) {
     m.lora += cfg.zero_stage >= 3 ? w * adapters / N : w * adapters;
     m.lora += cfg.zero_stage >= 2 ? w * adapters / N : w * adapters;
-    const double adapter_opt = cfg.zero_stage >= 1 ? opt_bytes_per_param * adapters / N : opt_bytes_per_param * adapters;
+    const double adapter_opt =
+        cfg.zero_stage >= 1 ? opt_bytes_per_param * adapters / N : opt_bytes_per_param * adapters;
     if (cfg.offload_optimizer) out.host_bytes += adapter_opt;
     else m.lora += adapter_opt;
   }
@@ -207,7 +208,8 @@ StageMemory stage_memory(const ConfigContext& c, const StageShape& s) {
   if (cfg.offload_optimizer) {
     // ZeRO-Offload (Ren et al. 2021, §4): fp32 master weights, Adam moments and the fp32
     // gradient partition the CPU optimizer reads all live in host memory.
-    const double grad_partition = (lora ? adapters : params) / N + (lora ? moe_layers * c.expert_lora : experts) / c.expert_shard;
+    const double grad_partition =
+        (lora ? adapters : params) / N + (lora ? moe_layers * c.expert_lora : experts) / c.expert_shard;
     out.host_bytes += m.optimizer_states + 4.0 * grad_partition;
     m.optimizer_states = 0;
   }
@@ -222,8 +224,8 @@ StageMemory stage_memory(const ConfigContext& c, const StageShape& s) {
 
   // Communication buffers that live across the step: p2p activations and TP gather buffers.
   const double e = c.env.act_bytes, M = c.env.s * c.env.b, h = c.mc->model.hidden;
-  if (cfg.pp > 1) m.comm_buffers += 2 * e * M * h / cfg.tp;       // received activations + gradients
-  if (cfg.tp > 1) m.comm_buffers += e * M * h;                     // all-gathered / reduced (s, b, h)
+  if (cfg.pp > 1) m.comm_buffers += 2 * e * M * h / cfg.tp;  // received activations + gradients
+  if (cfg.tp > 1) m.comm_buffers += e * M * h;               // all-gathered / reduced (s, b, h)
 
   // Workspace: runtime reserve plus the largest transient, in forward or in backward.
   const UnitBuffers u = unit_buffers(c, s);

@@ -2,9 +2,9 @@
 // per weight/gradient element (2 with master weights, 4 fp32 or autocast), m micro-batches.
 // Model states (Rajbhandari et al. 2019, "ZeRO", §3): 2Ψ weights + 2Ψ gradients + 12Ψ
 // optimizer (fp32 master, momentum, variance) — 4Ψ + 4Ψ + 8Ψ when the weights are fp32; stage 1
-// shards the optimizer over N, stage 2 also the gradients, stage 3 also the weights. MiCS (Zhang et al. 2022) shards over a group
-// smaller than DP and replicates across groups. fp32 gradient accumulation (grad_accum_dtype) adds a
-// 4Ψ buffer, reduced in fp32.
+// shards the optimizer over N, stage 2 also the gradients, stage 3 also the weights. MiCS (Zhang et al. 2022) shards
+// over a group smaller than DP and replicates across groups. fp32 gradient accumulation (grad_accum_dtype) adds a 4Ψ
+// buffer, reduced in fp32.
 #include "step_model.hpp"
 
 #include "cache_reuse.hpp"
@@ -68,7 +68,8 @@ double gather_bytes(const ParallelConfig& config, double w, double params, doubl
 }  // namespace
 
 ConfigContext::ConfigContext(const ModelContext& m, const ParallelConfig& config)
-    : mc(&m), cfg(&config),
+    : mc(&m),
+      cfg(&config),
       layout(config.rank_order, config.tp, config.cp, config.dp, config.pp, m.cluster.per_node()) {
   const auto& counts = m.counts;
   const int tp = config.tp;
@@ -95,11 +96,11 @@ ConfigContext::ConfigContext(const ModelContext& m, const ParallelConfig& config
   }
   env = make_cost_env(m.model, m.cluster, config, m.linears, m.lora_mask, groups, moe ? &m.expert_linears : nullptr);
   if (moe) env.expert_lora_mask = &m.expert_lora_mask;
-  block_params = static_cast<double>(per_rank(counts.per_layer - counts.per_layer_experts, counts.per_layer_tp_sharded, tp));
-  env.warm_backward_fraction = warm_backward_fraction(
-      env.cache_share_bytes,
-      static_cast<double>(m.model.num_layers) / std::max(1, config.pp), block_activation_bytes(env, config.recompute),
-      (param_bytes + grad_bytes) * block_params);
+  block_params =
+      static_cast<double>(per_rank(counts.per_layer - counts.per_layer_experts, counts.per_layer_tp_sharded, tp));
+  env.warm_backward_fraction =
+      warm_backward_fraction(env.cache_share_bytes, static_cast<double>(m.model.num_layers) / std::max(1, config.pp),
+                             block_activation_bytes(env, config.recompute), (param_bytes + grad_bytes) * block_params);
   block_costs(env, config, block, block_kept);
   embedding = embedding_cost(env, m.model.tied_embeddings && config.pp == 1);
   head = head_cost(env);
@@ -298,9 +299,9 @@ void add_zero3_prefetched(const ConfigContext& c, const ChunkShape& sh, const Ch
   const double edge = (sh.embedding ? z.gather_embedding : 0) + (sh.head ? z.gather_head : 0);
   const double ov = hw.node.intra.compute_overlap;  // CPU ranks under MPI: nothing hides
   const double fwd_exposed = exposed_beside(g, c.block.forward_total_s(), ov);
-  const double block_bwd = L > 0 ? (recomputed * c.block.backward_total_s() +
-                                    (L - recomputed) * c.block_kept.backward_total_s()) / L
-                                 : c.block.backward_total_s();
+  const double block_bwd =
+      L > 0 ? (recomputed * c.block.backward_total_s() + (L - recomputed) * c.block_kept.backward_total_s()) / L
+            : c.block.backward_total_s();
   const double bwd_exposed = exposed_beside(g + rs, block_bwd, ov);
   const double exposed_f = L > 0 ? g + (L - 1) * fwd_exposed + edge : edge;
   const double exposed_b = L > 0 ? g + (L - 1) * bwd_exposed + rs + edge : edge;
@@ -343,8 +344,8 @@ void add_zero_comm(const ConfigContext& c, const ChunkShape& sh, const ChunkBloc
 }
 
 // Gradient accumulation between micro-batches (ZeRO 0/1 under eager fusion).
-void add_grad_accumulation(const ConfigContext& c, const ChunkShape& sh, const ChunkBlocks& k,
-                           const ChunkGrads& grads, ChunkTime& t) {
+void add_grad_accumulation(const ConfigContext& c, const ChunkShape& sh, const ChunkBlocks& k, const ChunkGrads& grads,
+                           ChunkTime& t) {
   const auto& cfg = *c.cfg;
   if (cfg.fusion == Fusion::eager && cfg.zero_stage <= 1 && cfg.fp32_grad_accum()) {
     // fp32 accumulation beside the 16-bit weights (DeepSpeed BF16_Optimizer.update_hp_grads:
@@ -419,7 +420,6 @@ ChunkTime chunk_time(const ConfigContext& c, const ChunkShape& sh) {
   return t;
 }
 
-
 namespace {
 
 // A stage's data-parallel synchronisation after its last backward, added into `t`.
@@ -486,8 +486,7 @@ void add_dense_sync(const TailSync& s, double W) {
 void add_tied_embedding_sync(const ConfigContext& c, const StageMemory& stage, StepTail& t) {
   const bool cross = c.layout.pp_ends_cross_nodes();
   const double tied = all_reduce_s(c.grad_bytes * stage.tied_sync_elements,
-                                   GroupPlacement{2, cross ? 2 : 1, cross ? 1 : 2}, c.mc->cluster.hardware,
-                                   c.per_node);
+                                   GroupPlacement{2, cross ? 2 : 1, cross ? 1 : 2}, c.mc->cluster.hardware, c.per_node);
   t.total_s += tied;
   t.exposed_s += tied;
 }
@@ -497,8 +496,8 @@ void add_tied_embedding_sync(const ConfigContext& c, const StageMemory& stage, S
 double optimizer_step_s(const ConfigContext& c, double trainable, double expert_trainable) {
   const auto& cfg = *c.cfg;
   const auto& hw = c.mc->cluster.hardware;
-  const double shard_params = cfg.zero_stage >= 1 ? trainable / c.shard + expert_trainable / c.expert_shard
-                                                  : trainable + expert_trainable;
+  const double shard_params =
+      cfg.zero_stage >= 1 ? trainable / c.shard + expert_trainable / c.expert_shard : trainable + expert_trainable;
   const double bytes = shard_params * (c.grad_bytes + c.param_bytes + 24.0);
   double optimizer_s;
   if (cfg.offload_optimizer) {

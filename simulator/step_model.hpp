@@ -24,7 +24,7 @@ struct ModelContext {
   std::vector<LinearDesc> expert_linears;
   std::vector<char> expert_lora_mask;  // parallel to expert_linears: PEFT targets that adapt experts
   ParameterCounts counts;
-  int64_t lora_params_per_layer = 0;   // the block's own linears (dense or attention + shared expert)
+  int64_t lora_params_per_layer = 0;         // the block's own linears (dense or attention + shared expert)
   int64_t expert_lora_params_per_layer = 0;  // every routed expert's adapters of one MoE block
   // All adapters of the model (LoRA's trainable parameters).
   [[nodiscard]] double lora_parameters() const {
@@ -36,7 +36,7 @@ struct ModelContext {
 struct ChunkTime {
   double forward_s = 0;
   double backward_s = 0;
-  double stored_bytes = 0;       // per micro-batch, kept until backward
+  double stored_bytes = 0;  // per micro-batch, kept until backward
   // Breakdown (one micro-batch):
   double fwd_compute_s = 0, bwd_compute_s = 0, recompute_s = 0, tp_comm_s = 0;
   double cp_comm_s = 0, ep_comm_s = 0;  // exposed context-parallel and expert-parallel exchanges
@@ -67,22 +67,22 @@ struct ConfigContext {
   // Routed experts of one MoE block on this rank: E/ep experts, 1/etp of each; ZeRO shards
   // their states over the expert data-parallel group (expert_shard ranks).
   double expert_params = 0;
-  double expert_lora = 0;       // their adapters when LoRA targets expert linears (PEFT suffix match)
+  double expert_lora = 0;  // their adapters when LoRA targets expert linears (PEFT suffix match)
   double expert_trainable = 0;
   double expert_gather_bytes = 0;
   int expert_shard = 1;
-  double param_bytes = 2;       // bytes per weight / gradient element
-  double grad_bytes = 2;        // bytes per gradient element as accumulated and reduced (4: fp32 grad_accum_dtype)
+  double param_bytes = 2;  // bytes per weight / gradient element
+  double grad_bytes = 2;   // bytes per gradient element as accumulated and reduced (4: fp32 grad_accum_dtype)
   int per_node = 1;
-  int shard = 1;                // ZeRO sharding group size (1 when zero_stage == 0)
-  double block_params = 0;      // per tp rank
-  double block_trainable = 0;   // per tp rank (adapters only under LoRA)
-  double block_lora = 0;        // adapter parameters per tp rank
-  double embedding_params = 0;  // per tp rank
-  double head_params = 0;       // per tp rank (incl. a tied-embedding copy when pp > 1)
+  int shard = 1;                    // ZeRO sharding group size (1 when zero_stage == 0)
+  double block_params = 0;          // per tp rank
+  double block_trainable = 0;       // per tp rank (adapters only under LoRA)
+  double block_lora = 0;            // adapter parameters per tp rank
+  double embedding_params = 0;      // per tp rank
+  double head_params = 0;           // per tp rank (incl. a tied-embedding copy when pp > 1)
   double block_linear_weights = 0;  // per tp rank: the block linears' weight elements (FP8 GEMM operands)
   double block_gather_bytes = 0;    // one block's parameters as ZeRO gathers them (FP8 linears with fp8_param_gather)
-  double p2p_s = 0;             // one micro-batch's activations to the next stage
+  double p2p_s = 0;                 // one micro-batch's activations to the next stage
   // Waits at collectives for the slowest rank, per second of compute (the profile's skew scaled
   // to the largest group the step synchronises; ConfigContext::set_sync_skew).
   double sync_skew = 0;
@@ -94,13 +94,12 @@ struct ConfigContext {
   // evaluates many chunk shapes per context). "block": the repeated (MoE or dense) block,
   // experts included; "dense": an MoE model's first dense blocks.
   struct ZeroUnits {
-    double pack_block = 0, pack_dense = 0, pack_embedding = 0, pack_head = 0;  // ZeRO >= 2 bucket copies
+    double pack_block = 0, pack_dense = 0, pack_embedding = 0, pack_head = 0;          // ZeRO >= 2 bucket copies
     double gather_block = 0, gather_dense = 0, gather_embedding = 0, gather_head = 0;  // ZeRO-3 prefetch
     double scatter_block = 0, scatter_dense = 0;
   } zero_units;
 
   ConfigContext(const ModelContext& mc, const ParallelConfig& cfg);
-
 
  private:
   void set_sync_skew(double two_rank_fraction);
@@ -119,7 +118,6 @@ struct ChunkShape {
 // ones (0 for dense models: every block is `block`).
 int dense_layers_in_chunk(const ModelSpec& m, const ParallelConfig& cfg, int chunk, int stage);
 
-
 ChunkTime chunk_time(const ConfigContext& c, const ChunkShape& shape);
 
 struct StageShape {
@@ -127,16 +125,16 @@ struct StageShape {
   int layers = 0;
   bool embedding = false;
   bool head = false;
-  int in_flight = 1;              // chunk micro-batches held at peak
-  double peak_stored_bytes = 0;   // activations at peak (event simulation or closed form)
-  double max_chunk_stored = 0;    // largest single chunk micro-batch
-  int dense_layers = 0;           // of `layers`, an MoE model's first dense blocks
+  int in_flight = 1;             // chunk micro-batches held at peak
+  double peak_stored_bytes = 0;  // activations at peak (event simulation or closed form)
+  double max_chunk_stored = 0;   // largest single chunk micro-batch
+  int dense_layers = 0;          // of `layers`, an MoE model's first dense blocks
 };
 
 struct StageMemory {
   MemoryBreakdown device;
   double host_bytes = 0;
-  double params_per_device = 0;   // per tp rank, before ZeRO sharding
+  double params_per_device = 0;  // per tp rank, before ZeRO sharding
   double trainable_per_device = 0;
   double fp8_weights_per_device = 0;  // of those, held in FP8 (fp8_param_gather), per tp rank
   // Of params/trainable, the routed experts' (reduced over the expert data-parallel group).
@@ -150,8 +148,8 @@ struct StageMemory {
 StageMemory stage_memory(const ConfigContext& c, const StageShape& s);
 
 struct StepTail {
-  double exposed_s = 0;   // DP/ZeRO communication after the last backward, not hidden
-  double total_s = 0;     // all of it
+  double exposed_s = 0;  // DP/ZeRO communication after the last backward, not hidden
+  double total_s = 0;    // all of it
   double optimizer_s = 0;
 };
 

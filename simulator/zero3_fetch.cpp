@@ -95,7 +95,8 @@ Zero3SyncTime per_tensor_sync_time(const ConfigContext& c, const ChunkShape& sh)
   const bool lora = c.mc->lora.enabled();
   double fetch_edge = 0, reduce_edge = 0;
   if (sh.embedding) fetch_edge += fetch(c.embedding_params), reduce_edge += lora ? 0.0 : reduce(c.embedding_params);
-  if (sh.head && c.head_params > 0) fetch_edge += fetch(c.head_params), reduce_edge += lora ? 0.0 : reduce(c.head_params);
+  if (sh.head && c.head_params > 0)
+    fetch_edge += fetch(c.head_params), reduce_edge += lora ? 0.0 : reduce(c.head_params);
   // A fully recomputed block runs its modules' forward hooks again in backward: fetched again.
   const double refetched = c.cfg->recomputed_blocks(sh.layers);
   Zero3SyncTime t;

@@ -208,8 +208,7 @@ struct TransformerImpl : torch::nn::Module {
     if (c.final_norm) norm_f = register_module("norm_f", Norm(c.hidden, c.rmsnorm));
     if (!c.tied) lm_head = register_module("lm_head", linear(c.hidden, c.vocab, c.bias_lm_head));
     if (c.rotary) {
-      const auto inv_freq =
-          1.0 / torch::pow(10000.0, torch::arange(0, c.rotary_dim, 2, torch::kFloat) / c.rotary_dim);
+      const auto inv_freq = 1.0 / torch::pow(10000.0, torch::arange(0, c.rotary_dim, 2, torch::kFloat) / c.rotary_dim);
       const auto freqs = torch::outer(torch::arange(c.max_pos, torch::kFloat), inv_freq);
       const auto emb = torch::cat({freqs, freqs}, -1);
       rope_cos = register_buffer("rope_cos", emb.cos());
@@ -281,7 +280,10 @@ Args parse_args(int argc, char** argv) {
   Args a;
   for (int i = 1; i < argc; ++i) {
     const std::string flag = argv[i];
-    if (flag == "--json") { a.json = true; continue; }
+    if (flag == "--json") {
+      a.json = true;
+      continue;
+    }
     if (flag == "-h" || flag == "--help") usage("help requested");
     if (i + 1 >= argc) usage("missing value for " + flag);
     const std::string value = argv[++i];
@@ -290,8 +292,7 @@ Args parse_args(int argc, char** argv) {
         std::size_t used = 0;
         const auto n = std::stoll(value, &used);
         if (used == value.size() && n >= 0) return n;
-      } catch (const std::exception&) {
-      }
+      } catch (const std::exception&) {}
       usage("bad value for " + flag + ": " + value);
     };
     if (flag == "--model") a.model = value;
@@ -343,12 +344,9 @@ int main(int argc, char** argv) try {
   for (const auto& p : params) n_params += p.numel();
 
   // Synthetic data: fresh random tokens for every step, drawn up front from the same generator.
-  const auto tokens = torch::randint(card.vocab, {args.steps, args.micro_batch, args.seq_len + 1},
-                                     torch::kLong);
-  torch::optim::AdamW opt(params, torch::optim::AdamWOptions(3e-4)
-                                      .betas(std::make_tuple(0.9, 0.95))
-                                      .eps(1e-8)
-                                      .weight_decay(0.1));
+  const auto tokens = torch::randint(card.vocab, {args.steps, args.micro_batch, args.seq_len + 1}, torch::kLong);
+  torch::optim::AdamW opt(
+      params, torch::optim::AdamWOptions(3e-4).betas(std::make_tuple(0.9, 0.95)).eps(1e-8).weight_decay(0.1));
 
   std::vector<double> step_s;
   double loss_first = 0.0, loss_last = 0.0;
@@ -375,22 +373,27 @@ int main(int argc, char** argv) try {
   const double tokens_per_s = static_cast<double>(args.micro_batch * args.seq_len) / median;
 
   if (args.json) {
-    const nlohmann::json out = {
-        {"impl", "bare_libtorch"},        {"model", card.name},
-        {"tokens_per_second", tokens_per_s}, {"step_seconds_median", median},
-        {"parameters", n_params},         {"threads", args.threads},
-        {"seq_len", args.seq_len},        {"micro_batch", args.micro_batch},
-        {"steps", args.steps},            {"warmup", args.warmup},
-        {"openblas_threads", blas_threads}, {"loss_first", loss_first},
-        {"loss_last", loss_last},         {"torch_version", TORCH_VERSION}};
+    const nlohmann::json out = {{"impl", "bare_libtorch"},
+                                {"model", card.name},
+                                {"tokens_per_second", tokens_per_s},
+                                {"step_seconds_median", median},
+                                {"parameters", n_params},
+                                {"threads", args.threads},
+                                {"seq_len", args.seq_len},
+                                {"micro_batch", args.micro_batch},
+                                {"steps", args.steps},
+                                {"warmup", args.warmup},
+                                {"openblas_threads", blas_threads},
+                                {"loss_first", loss_first},
+                                {"loss_last", loss_last},
+                                {"torch_version", TORCH_VERSION}};
     std::cout << out.dump() << "\n";
   } else {
-    std::printf("bare_libtorch  model %s  parameters %lld  threads %d (openblas %d)\n",
-                card.name.c_str(), static_cast<long long>(n_params), args.threads, blas_threads);
+    std::printf("bare_libtorch  model %s  parameters %lld  threads %d (openblas %d)\n", card.name.c_str(),
+                static_cast<long long>(n_params), args.threads, blas_threads);
     std::printf("seq_len %lld  micro_batch %lld  steps %lld (warm-up %lld)  loss %.4f -> %.4f\n",
                 static_cast<long long>(args.seq_len), static_cast<long long>(args.micro_batch),
-                static_cast<long long>(args.steps), static_cast<long long>(args.warmup), loss_first,
-                loss_last);
+                static_cast<long long>(args.steps), static_cast<long long>(args.warmup), loss_first, loss_last);
     std::printf("median step %.4f s  tokens/s %.1f\n", median, tokens_per_s);
   }
   return 0;

@@ -5,8 +5,8 @@
 // Exit codes: 0 done, 2 bad input (printed once, by rank 0), 3 internal error, 4 communication
 // failure (the job is aborted so no rank waits), 130 interrupted (checkpoint written if a
 // directory was given).
-#include <CLI/CLI.hpp>
 #include <c10/util/Exception.h>
+#include <CLI/CLI.hpp>
 #include <csignal>
 #include <iostream>
 
@@ -34,8 +34,10 @@ void add_profile_options(CLI::App& app, ex::ProfileOptions& o) {
   app.add_option("--dtypes", o.dtypes, "GEMM dtypes, comma-separated, fp32 first (default fp32,bf16; +fp16 on CUDA)");
   app.add_option("--device", o.device, "auto | cpu | cuda");
   app.add_option("--min-time", o.min_time_s, "Seconds each measurement runs (after a warm-up call)");
-  app.add_option("--repeats", o.repeats, "Passes over the kernels and the host overhead, minutes apart; each "
-                 "figure is their median (a noisy machine: 3)")->check(CLI::Range(1, 9));
+  app.add_option("--repeats", o.repeats,
+                 "Passes over the kernels and the host overhead, minutes apart; each "
+                 "figure is their median (a noisy machine: 3)")
+      ->check(CLI::Range(1, 9));
   app.add_option("--threads", o.threads, "Threads per rank (0 = cores / ranks on the node)");
   app.add_option("--comm-timeout", o.comm_timeout_s, "Seconds before a collective is declared hung");
   app.add_flag("--quick", o.quick, "Small grids and short timings (a smoke test, not a profile to plan with)");
@@ -105,9 +107,10 @@ void add_options(CLI::App& app, ex::RunOptions& o) {
   app.add_option("--save-nf4-base", o.save_nf4_base,
                  "QLoRA: write the frozen NF4 base (bitsandbytes' Linear4bit serialisation) to this .safetensors");
   app.add_option("--checkpoint-dir", o.checkpoint_dir, "Sharded checkpoints go here");
-  app.add_option("--checkpoint-every", o.checkpoint_every,
-                 "Checkpoint every N steps (and at the end); default: the plan's optimal interval (checkpoint.interval_steps), "
-                 "0 = only at the end");
+  app.add_option(
+      "--checkpoint-every", o.checkpoint_every,
+      "Checkpoint every N steps (and at the end); default: the plan's optimal interval (checkpoint.interval_steps), "
+      "0 = only at the end");
   app.add_option("--keep-last", o.keep_last, "Complete checkpoints to keep (0 = all)");
   app.add_option("--resume", o.resume, "none | auto (latest valid in --checkpoint-dir) | a checkpoint directory");
   app.add_option("--stop-after", o.stop_after, "Leave after this many steps, as an interrupted job would");
@@ -119,10 +122,13 @@ void add_options(CLI::App& app, ex::RunOptions& o) {
                  "names its phase and exits 75 (restartable); both <= 0 disable it");
   app.add_option("--stall-min-s", o.stall_min_s, "Watchdog: the shortest stall limit, seconds");
   app.add_flag("--quiet", o.quiet, "No progress lines");
-  app.add_option("--inject-fault", o.inject_fault, "Resilience testing: hang:RANK:STEP, exit:RANK:STEP (SIGKILL), "
+  app.add_option("--inject-fault", o.inject_fault,
+                 "Resilience testing: hang:RANK:STEP, exit:RANK:STEP (SIGKILL), "
                  "stall:RANK:STEP (no progress outside any collective, first attempt only), overflow:RANK:STEP, "
                  "or ckptkill:RANK:STEP (SIGKILL while writing the checkpoint of STEP)");
-  app.add_option("--trace", o.trace, "Write rank 0's per-op time table (op, input shapes, calls, self seconds per step) of the steps after the first here (JSON)");
+  app.add_option("--trace", o.trace,
+                 "Write rank 0's per-op time table (op, input shapes, calls, self seconds per step) of the steps after "
+                 "the first here (JSON)");
 }
 
 }  // namespace
@@ -158,12 +164,13 @@ int main(int argc, char** argv) {
   } catch (const ex::CommError& e) {
     std::cerr << "shardrun: rank " << runtime.world_rank() << ": error: " << e.what() << "; aborting the job\n";
     ex::MpiRuntime::abort(4);
- } catch (const c10::Error& e) {
+  } catch (const c10::Error& e) {
     std::cerr << "shardrun: rank " << runtime.world_rank() << ": internal error: " << e.what_without_backtrace()
               << "; aborting the job\n";
     ex::MpiRuntime::abort(3);
   } catch (const std::exception& e) {
-    std::cerr << "shardrun: rank " << runtime.world_rank() << ": internal error: " << e.what() << "; aborting the job\n";
+    std::cerr << "shardrun: rank " << runtime.world_rank() << ": internal error: " << e.what()
+              << "; aborting the job\n";
     ex::MpiRuntime::abort(3);
   }
 }

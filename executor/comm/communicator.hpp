@@ -115,10 +115,10 @@ class Communicator {
       sent += send_rows[i];
       received += recv_rows[i];
     }
-    EXECUTOR_CHECK(in.defined() && out.defined() && in.dim() >= 1 && out.dim() >= 1 &&
-                       in.scalar_type() == out.scalar_type() && in.size(0) == sent && out.size(0) == received &&
-                       in.sizes().slice(1) == out.sizes().slice(1),
-                   "all_to_all_v: in must have sum(send_rows) rows, out sum(recv_rows), both the same row shape and dtype");
+    EXECUTOR_CHECK(
+        in.defined() && out.defined() && in.dim() >= 1 && out.dim() >= 1 && in.scalar_type() == out.scalar_type() &&
+            in.size(0) == sent && out.size(0) == received && in.sizes().slice(1) == out.sizes().slice(1),
+        "all_to_all_v: in must have sum(send_rows) rows, out sum(recv_rows), both the same row shape and dtype");
     int64_t row = 1;
     for (int64_t d = 1; d < in.dim(); ++d) row *= in.size(d);
     return row;

@@ -18,21 +18,29 @@ void check(int rc, const char* what, const std::string& group) {
   char text[MPI_MAX_ERROR_STRING];
   int len = 0;
   MPI_Error_string(rc, text, &len);
-  throw CommError("MPI " + std::string(what) + " on group '" + group + "' failed: " +
-                  std::string(text, static_cast<size_t>(len)));
+  throw CommError("MPI " + std::string(what) + " on group '" + group +
+                  "' failed: " + std::string(text, static_cast<size_t>(len)));
 }
 
 // The MPI type for arithmetic on dtype `d` (16-bit floats are reduced in fp32 by the caller).
 MPI_Datatype mpi_type(torch::ScalarType d) {
   switch (d) {
-    case torch::kFloat: return MPI_FLOAT;
-    case torch::kDouble: return MPI_DOUBLE;
-    case torch::kLong: return MPI_INT64_T;
-    case torch::kInt: return MPI_INT32_T;
-    case torch::kByte: return MPI_UINT8_T;
-    case torch::kChar: return MPI_INT8_T;
-    case torch::kBool: return MPI_C_BOOL;
-    default: break;
+    case torch::kFloat:
+      return MPI_FLOAT;
+    case torch::kDouble:
+      return MPI_DOUBLE;
+    case torch::kLong:
+      return MPI_INT64_T;
+    case torch::kInt:
+      return MPI_INT32_T;
+    case torch::kByte:
+      return MPI_UINT8_T;
+    case torch::kChar:
+      return MPI_INT8_T;
+    case torch::kBool:
+      return MPI_C_BOOL;
+    default:
+      break;
   }
   EXECUTOR_CHECK(false, std::string("no MPI datatype for ") + c10::toString(d));
 }
@@ -84,10 +92,8 @@ void check_dense(const torch::Tensor& t, const char* what) {
 // A request plus what must stay alive (and be cast back) until it completes.
 class MpiWork final : public Work {
  public:
-  MpiWork(MpiCommunicator& comm, const char* what, torch::Tensor result, torch::Tensor staged,
-          torch::Tensor input)
-      : comm_(comm), what_(what), result_(std::move(result)), staged_(std::move(staged)),
-        input_(std::move(input)) {}
+  MpiWork(MpiCommunicator& comm, const char* what, torch::Tensor result, torch::Tensor staged, torch::Tensor input)
+      : comm_(comm), what_(what), result_(std::move(result)), staged_(std::move(staged)), input_(std::move(input)) {}
   MPI_Request* request() { return &req_; }
   void wait() override {
     if (done_) return;
@@ -141,8 +147,7 @@ void MpiCommunicator::wait(MPI_Request& req, const char* what) {
       const double waited = std::chrono::duration<double>(Clock::now() - start).count();
       if (waited > timeout_s_)
         throw CommError(std::string(what) + " on group '" + name_ + "' timed out after " +
-                        std::to_string(static_cast<int>(waited)) +
-                        " s (a peer rank died, hung, or diverged)");
+                        std::to_string(static_cast<int>(waited)) + " s (a peer rank died, hung, or diverged)");
       std::this_thread::yield();
     }
   }
@@ -155,8 +160,7 @@ std::unique_ptr<Work> MpiCommunicator::start_all_reduce(torch::Tensor t, ReduceO
   // non-blocking in-place all-reduce funnels everything through rank 0); below, a message is
   // latency-bound and MPI's binomial tree takes as many steps.
   constexpr int64_t kPairwiseMinBytes = 4096;
-  if (op == ReduceOp::sum && size_ > 1 && static_cast<int64_t>(t.nbytes()) >= kPairwiseMinBytes &&
-      t.numel() >= size_) {
+  if (op == ReduceOp::sum && size_ > 1 && static_cast<int64_t>(t.nbytes()) >= kPairwiseMinBytes && t.numel() >= size_) {
     count_call(static_cast<double>(t.nbytes()));
     return pairwise_all_reduce(*this, std::move(t));
   }
@@ -167,8 +171,8 @@ std::unique_ptr<Work> MpiCommunicator::start_all_reduce(torch::Tensor t, ReduceO
     *work->request() = MPI_REQUEST_NULL;
     return work;
   }
-  check(MPI_Iallreduce(MPI_IN_PLACE, staged.data_ptr(), checked_count(staged.numel(), "all_reduce"),
-                       wire_type(staged), wire_op(staged, op), comm_, work->request()),
+  check(MPI_Iallreduce(MPI_IN_PLACE, staged.data_ptr(), checked_count(staged.numel(), "all_reduce"), wire_type(staged),
+                       wire_op(staged, op), comm_, work->request()),
         "all_reduce", name_);
   return work;
 }
@@ -187,15 +191,12 @@ std::unique_ptr<Work> MpiCommunicator::all_gather_async(torch::Tensor out, torch
   auto work = std::make_unique<MpiWork>(*this, "all_gather", out, out, in);
   count_call(static_cast<double>(out.nbytes()));
   const int bytes = checked_count(static_cast<int64_t>(in.nbytes()), "all_gather");
-  check(MPI_Iallgather(in.data_ptr(), bytes, MPI_BYTE, out.data_ptr(), bytes, MPI_BYTE, comm_,
-                       work->request()),
+  check(MPI_Iallgather(in.data_ptr(), bytes, MPI_BYTE, out.data_ptr(), bytes, MPI_BYTE, comm_, work->request()),
         "all_gather", name_);
   return work;
 }
 
-void MpiCommunicator::all_gather(torch::Tensor& out, const torch::Tensor& in) {
-  all_gather_async(out, in)->wait();
-}
+void MpiCommunicator::all_gather(torch::Tensor& out, const torch::Tensor& in) { all_gather_async(out, in)->wait(); }
 
 // A balanced pairwise exchange, not MPI_Ireduce_scatter_block (mpi_pairwise.hpp says why).
 std::unique_ptr<Work> MpiCommunicator::reduce_scatter_async(torch::Tensor out, torch::Tensor in) {
@@ -214,8 +215,8 @@ void MpiCommunicator::reduce_scatter(torch::Tensor& out, const torch::Tensor& in
 void MpiCommunicator::broadcast(torch::Tensor& t, int root) {
   check_dense(t, "broadcast");
   MPI_Request req = MPI_REQUEST_NULL;
-  check(MPI_Ibcast(t.data_ptr(), checked_count(static_cast<int64_t>(t.nbytes()), "broadcast"), MPI_BYTE,
-                   root, comm_, &req),
+  check(MPI_Ibcast(t.data_ptr(), checked_count(static_cast<int64_t>(t.nbytes()), "broadcast"), MPI_BYTE, root, comm_,
+                   &req),
         "broadcast", name_);
   count_call(static_cast<double>(t.nbytes()));
   wait(req, "broadcast");
@@ -230,8 +231,8 @@ std::unique_ptr<Work> MpiCommunicator::send_async(torch::Tensor t, int peer, int
   EXECUTOR_CHECK(peer >= 0 && peer < size_ && peer != rank_, "send: peer " + std::to_string(peer) + " invalid");
   auto work = std::make_unique<MpiWork>(*this, "send", torch::Tensor(), torch::Tensor(), t);
   count_call(static_cast<double>(t.nbytes()));
-  check(MPI_Isend(t.data_ptr(), checked_count(static_cast<int64_t>(t.nbytes()), "send"), MPI_BYTE, peer, tag,
-                  comm_, work->request()),
+  check(MPI_Isend(t.data_ptr(), checked_count(static_cast<int64_t>(t.nbytes()), "send"), MPI_BYTE, peer, tag, comm_,
+                  work->request()),
         "send", name_);
   return work;
 }
@@ -241,8 +242,8 @@ std::unique_ptr<Work> MpiCommunicator::recv_async(torch::Tensor t, int peer, int
   EXECUTOR_CHECK(peer >= 0 && peer < size_ && peer != rank_, "recv: peer " + std::to_string(peer) + " invalid");
   auto work = std::make_unique<MpiWork>(*this, "recv", t, torch::Tensor(), torch::Tensor());
   count_call(0);
-  check(MPI_Irecv(t.data_ptr(), checked_count(static_cast<int64_t>(t.nbytes()), "recv"), MPI_BYTE, peer, tag,
-                  comm_, work->request()),
+  check(MPI_Irecv(t.data_ptr(), checked_count(static_cast<int64_t>(t.nbytes()), "recv"), MPI_BYTE, peer, tag, comm_,
+                  work->request()),
         "recv", name_);
   return work;
 }

@@ -55,8 +55,7 @@ int slot(int j, int me) { return j < me ? j : j - 1; }
 // One Ialltoallv in which rank `me` sends `send_len[j]` elements from element `send_at[j]` of
 // `send` to each peer j and receives `recv_len` elements from each into its slot of `recv`.
 void post_exchange(MpiCommunicator& comm, const void* send, const std::vector<int64_t>& send_at,
-                   const std::vector<int64_t>& send_len, void* recv, int64_t recv_len, int64_t elem,
-                   MPI_Request* req) {
+                   const std::vector<int64_t>& send_len, void* recv, int64_t recv_len, int64_t elem, MPI_Request* req) {
   const int p = comm.size(), me = comm.rank();
   const auto P = static_cast<size_t>(p);
   std::vector<int> sc(P, 0), sd(P, 0), rc(P, 0), rd(P, 0);
@@ -70,8 +69,8 @@ void post_exchange(MpiCommunicator& comm, const void* send, const std::vector<in
   }
   static char scratch[2] = {0, 0};  // MPI wants valid buffers even for zero bytes
   comm.check_rc(MPI_Ialltoallv(send != nullptr ? send : &scratch[0], sc.data(), sd.data(), MPI_BYTE,
-                            recv != nullptr ? recv : &scratch[1], rc.data(), rd.data(), MPI_BYTE, comm.comm(), req),
-             "reduce_scatter");
+                               recv != nullptr ? recv : &scratch[1], rc.data(), rd.data(), MPI_BYTE, comm.comm(), req),
+                "reduce_scatter");
 }
 
 // What both exchanges hold: the group, the request in flight, whether it is done. A work
@@ -98,7 +97,9 @@ class PairwiseWork : public Work {
 class ReduceScatterWork final : public PairwiseWork {
  public:
   ReduceScatterWork(MpiCommunicator& comm, torch::Tensor out, torch::Tensor in)
-      : PairwiseWork(comm), out_(out.view({-1})), in_(in.view({-1})),  // flat views: blocks of whatever shape
+      : PairwiseWork(comm),
+        out_(out.view({-1})),
+        in_(in.view({-1})),  // flat views: blocks of whatever shape
         recv_(static_cast<int64_t>(out_.nbytes()) * (comm.size() - 1)) {
     const int p = comm.size();
     const int64_t n = out_.numel();
@@ -127,7 +128,9 @@ class ReduceScatterWork final : public PairwiseWork {
 class AllReduceWork final : public PairwiseWork {
  public:
   AllReduceWork(MpiCommunicator& comm, torch::Tensor t)
-      : PairwiseWork(comm), t_(std::move(t)), N_(t_.numel()),
+      : PairwiseWork(comm),
+        t_(std::move(t)),
+        N_(t_.numel()),
         recv_(block_len(N_, comm.size(), comm.rank()) * static_cast<int64_t>(t_.element_size()) * (comm.size() - 1)) {
     const int p = comm.size();
     std::vector<int64_t> at(static_cast<size_t>(p)), len(static_cast<size_t>(p));
@@ -144,8 +147,7 @@ class AllReduceWork final : public PairwiseWork {
     comm_.wait(req_, "all_reduce");
     const int64_t n = block_len(N_, p, me);
     torch::Tensor flat = t_.view({N_});
-    add_peers(flat.narrow(0, block_start(N_, p, me), n),
-              torch::from_blob(recv_.data, {p - 1, n}, t_.options()));
+    add_peers(flat.narrow(0, block_start(N_, p, me), n), torch::from_blob(recv_.data, {p - 1, n}, t_.options()));
     // The summed blocks to every rank, in place: t's block j comes from rank j.
     const auto elem = static_cast<int64_t>(t_.element_size());
     std::vector<int> counts(static_cast<size_t>(p)), displs(static_cast<size_t>(p));
@@ -154,8 +156,8 @@ class AllReduceWork final : public PairwiseWork {
       displs[static_cast<size_t>(j)] = bytes_count(block_start(N_, p, j) * elem, "all_reduce");
     }
     comm_.check_rc(MPI_Iallgatherv(MPI_IN_PLACE, 0, MPI_BYTE, t_.data_ptr(), counts.data(), displs.data(), MPI_BYTE,
-                                comm_.comm(), &req_),
-                "all_reduce");
+                                   comm_.comm(), &req_),
+                   "all_reduce");
     comm_.wait(req_, "all_reduce");
     done_ = true;
   }

@@ -25,16 +25,25 @@ double since(Clock::time_point start) { return std::chrono::duration<double>(Clo
 // The NCCL type of dtype `d`; bool travels as uint8 (fine for data movement and max).
 ncclDataType_t nccl_type(torch::ScalarType d, const char* what) {
   switch (d) {
-    case torch::kFloat: return ncclFloat32;
-    case torch::kHalf: return ncclFloat16;
-    case torch::kBFloat16: return ncclBfloat16;
-    case torch::kDouble: return ncclFloat64;
-    case torch::kLong: return ncclInt64;
-    case torch::kInt: return ncclInt32;
+    case torch::kFloat:
+      return ncclFloat32;
+    case torch::kHalf:
+      return ncclFloat16;
+    case torch::kBFloat16:
+      return ncclBfloat16;
+    case torch::kDouble:
+      return ncclFloat64;
+    case torch::kLong:
+      return ncclInt64;
+    case torch::kInt:
+      return ncclInt32;
     case torch::kByte:
-    case torch::kBool: return ncclUint8;
-    case torch::kChar: return ncclInt8;
-    default: break;
+    case torch::kBool:
+      return ncclUint8;
+    case torch::kChar:
+      return ncclInt8;
+    default:
+      break;
   }
   EXECUTOR_CHECK(false, std::string(what) + ": no NCCL datatype for " + c10::toString(d));
 }
@@ -206,8 +215,8 @@ void NcclCommunicator::abort_comm() {
 }
 
 void NcclCommunicator::fail(const char* what, int nccl_result) {
-  std::string message = "NCCL " + std::string(what) + " on group '" + name_ + "' failed: " +
-                        ncclGetErrorString(static_cast<ncclResult_t>(nccl_result));
+  std::string message = "NCCL " + std::string(what) + " on group '" + name_ +
+                        "' failed: " + ncclGetErrorString(static_cast<ncclResult_t>(nccl_result));
   const char* last = ncclGetLastError(comm_);
   if (last != nullptr && *last != '\0') message += " (" + std::string(last) + ")";
   abort_comm();
@@ -223,8 +232,8 @@ void NcclCommunicator::timed_out(const char* what, double waited) {
 
 void NcclCommunicator::check_cuda(int cuda_error, const char* what) {
   if (cuda_error == cudaSuccess) return;
-  throw CommError("CUDA " + std::string(what) + " on group '" + name_ + "' failed: " +
-                  cudaGetErrorString(static_cast<cudaError_t>(cuda_error)));
+  throw CommError("CUDA " + std::string(what) + " on group '" + name_ +
+                  "' failed: " + cudaGetErrorString(static_cast<cudaError_t>(cuda_error)));
 }
 
 void NcclCommunicator::check_usable(const char* what) const {
@@ -235,8 +244,8 @@ void NcclCommunicator::check_usable(const char* what) const {
 
 void NcclCommunicator::check_tensor(const torch::Tensor& t, const char* what) const {
   EXECUTOR_CHECK(t.defined() && t.is_cuda() && t.is_contiguous() && t.device().index() == device_,
-                 std::string(what) + ": the NCCL backend needs contiguous CUDA tensors on cuda:" +
-                     std::to_string(device_) + " (got " +
+                 std::string(what) +
+                     ": the NCCL backend needs contiguous CUDA tensors on cuda:" + std::to_string(device_) + " (got " +
                      (t.defined() ? t.device().str() + (t.is_contiguous() ? "" : ", non-contiguous") : "undefined") +
                      "); CPU tensors need the MPI backend");
 }
@@ -277,8 +286,8 @@ void NcclCommunicator::wait_event(CUevent_st* done, const char* what) {
 }
 
 template <class Enqueue>
-std::unique_ptr<NcclWork> NcclCommunicator::launch(const char* what, std::vector<torch::Tensor> keep,
-                                                   double bytes, bool count, Enqueue&& enqueue) {
+std::unique_ptr<NcclWork> NcclCommunicator::launch(const char* what, std::vector<torch::Tensor> keep, double bytes,
+                                                   bool count, Enqueue&& enqueue) {
   check_usable(what);
   const auto start = Clock::now();
   DeviceScope scope(device_);
@@ -290,9 +299,7 @@ std::unique_ptr<NcclWork> NcclCommunicator::launch(const char* what, std::vector
   else if (rc != ncclSuccess) fail(what, rc);
   check_cuda(cudaEventRecord(work->event_, stream), "cudaEventRecord");
   work->armed_ = true;
-  if (count) {
-    count_call(bytes);
-  }
+  if (count) { count_call(bytes); }
   stats_.seconds += since(start);
   return work;
 }
@@ -342,9 +349,7 @@ std::unique_ptr<Work> NcclCommunicator::all_gather_async(torch::Tensor out, torc
                 [&](cudaStream_t st) { return ncclAllGather(src, dst, n, type, comm_, st); });
 }
 
-void NcclCommunicator::all_gather(torch::Tensor& out, const torch::Tensor& in) {
-  all_gather_async(out, in)->wait();
-}
+void NcclCommunicator::all_gather(torch::Tensor& out, const torch::Tensor& in) { all_gather_async(out, in)->wait(); }
 
 std::unique_ptr<Work> NcclCommunicator::reduce_scatter_async(torch::Tensor out, torch::Tensor in) {
   check_tensor(out, "reduce_scatter");
@@ -409,7 +414,7 @@ std::unique_ptr<Work> NcclCommunicator::recv_async(torch::Tensor t, int peer, in
 }
 
 std::unique_ptr<Work> NcclCommunicator::send_recv_async(torch::Tensor send, int to, torch::Tensor recv, int from,
-                                                       int /*tag*/) {
+                                                        int /*tag*/) {
   check_tensor(send, "send_recv");
   check_tensor(recv, "send_recv");
   EXECUTOR_CHECK(to >= 0 && to < size_ && to != rank_ && from >= 0 && from < size_ && from != rank_,

@@ -29,8 +29,8 @@
 #include "communicator.hpp"
 
 // Opaque handles of nccl.h / CUDA's driver_types.h, so that this header needs neither.
-struct ncclComm;    // ncclComm_t  = ncclComm*
-struct CUevent_st;  // cudaEvent_t = CUevent_st*
+struct ncclComm;     // ncclComm_t  = ncclComm*
+struct CUevent_st;   // cudaEvent_t = CUevent_st*
 struct CUstream_st;  // cudaStream_t = CUstream_st*
 
 namespace shardplan::executor {
@@ -43,8 +43,7 @@ class NcclCommunicator final : public Communicator {
  public:
   // Collective over `comm` (every rank of it must construct one, in the same order). Takes
   // ownership of `comm` (freed on destruction) unless it is MPI_COMM_WORLD.
-  NcclCommunicator(MPI_Comm comm, std::string name, double timeout_s,
-                   NcclStream stream = NcclStream::legacy);
+  NcclCommunicator(MPI_Comm comm, std::string name, double timeout_s, NcclStream stream = NcclStream::legacy);
   ~NcclCommunicator() override;
   NcclCommunicator(const NcclCommunicator&) = delete;
   NcclCommunicator& operator=(const NcclCommunicator&) = delete;
@@ -53,9 +52,7 @@ class NcclCommunicator final : public Communicator {
   [[nodiscard]] int size() const override { return size_; }
   [[nodiscard]] const char* backend() const override { return "nccl"; }
   [[nodiscard]] const std::string& name() const override { return name_; }
-  [[nodiscard]] torch::Device device() const override {
-    return {torch::kCUDA, static_cast<c10::DeviceIndex>(device_)};
-  }
+  [[nodiscard]] torch::Device device() const override { return {torch::kCUDA, static_cast<c10::DeviceIndex>(device_)}; }
 
   void all_reduce(torch::Tensor& t, ReduceOp op) override;
   void all_gather(torch::Tensor& out, const torch::Tensor& in) override;
@@ -86,8 +83,8 @@ class NcclCommunicator final : public Communicator {
   // communicator's device, waits out ncclInProgress, records the completion event.
   // `keep`: tensors held until the op completes.
   template <class Enqueue>
-  std::unique_ptr<NcclWork> launch(const char* what, std::vector<torch::Tensor> keep, double bytes,
-                                   bool count, Enqueue&& enqueue);
+  std::unique_ptr<NcclWork> launch(const char* what, std::vector<torch::Tensor> keep, double bytes, bool count,
+                                   Enqueue&& enqueue);
   std::unique_ptr<NcclWork> start_all_reduce(torch::Tensor t, ReduceOp op);
   std::unique_ptr<NcclWork> alone(const char* what, double bytes);  // the op on a group of one
   // Blocks until the event `done` has fired (and NCCL reports no error) or throws CommError.
@@ -112,10 +109,10 @@ class NcclCommunicator final : public Communicator {
   int size_ = 1;
   int device_ = 0;
   ncclComm* comm_ = nullptr;
-  CUstream_st* side_ = nullptr;    // own non-blocking stream (NcclStream::side), else null
+  CUstream_st* side_ = nullptr;        // own non-blocking stream (NcclStream::side), else null
   CUevent_st* legacy_done_ = nullptr;  // recorded on the legacy stream before each side-stream op
-  bool broken_ = false;     // aborted after an error or timeout
-  torch::Tensor barrier_;   // one int32 on device_, allocated on first barrier()
+  bool broken_ = false;                // aborted after an error or timeout
+  torch::Tensor barrier_;              // one int32 on device_, allocated on first barrier()
 };
 
 }  // namespace shardplan::executor

@@ -24,8 +24,8 @@ MPI_Comm split(int color, int key) {
   return out;
 }
 
-std::unique_ptr<Communicator> make(MPI_Comm comm, const std::string& name, Backend backend,
-                                   double timeout_s, bool side_stream = false) {
+std::unique_ptr<Communicator> make(MPI_Comm comm, const std::string& name, Backend backend, double timeout_s,
+                                   bool side_stream = false) {
 #ifdef SHARDPLAN_WITH_NCCL
   if (backend == Backend::nccl)
     return std::make_unique<NcclCommunicator>(comm, name, timeout_s,
@@ -39,14 +39,14 @@ std::unique_ptr<Communicator> make(MPI_Comm comm, const std::string& name, Backe
 
 }  // namespace
 
-ProcessGroups::ProcessGroups(const MpiRuntime& runtime, const simulator::ParallelConfig& cfg,
-                             Backend backend, double timeout_s, const std::string& plan_source)
+ProcessGroups::ProcessGroups(const MpiRuntime& runtime, const simulator::ParallelConfig& cfg, Backend backend,
+                             double timeout_s, const std::string& plan_source)
     : backend_(backend) {
   const int world = runtime.world_size();
   if (cfg.devices() != world)
-    throw InputError(plan_source + ": field 'config': the plan needs " + std::to_string(cfg.devices()) +
-                     " ranks (tp " + std::to_string(cfg.tp) + " x cp " + std::to_string(cfg.cp) + " x dp " + std::to_string(cfg.dp) + " x pp " +
-                     std::to_string(cfg.pp) + ") but mpirun started " + std::to_string(world) +
+    throw InputError(plan_source + ": field 'config': the plan needs " + std::to_string(cfg.devices()) + " ranks (tp " +
+                     std::to_string(cfg.tp) + " x cp " + std::to_string(cfg.cp) + " x dp " + std::to_string(cfg.dp) +
+                     " x pp " + std::to_string(cfg.pp) + ") but mpirun started " + std::to_string(world) +
                      "; run mpirun -np " + std::to_string(cfg.devices()));
   const int shard_size = cfg.shard_group();
   if (shard_size < 1 || cfg.dp % shard_size != 0)
@@ -78,8 +78,8 @@ ProcessGroups::ProcessGroups(const MpiRuntime& runtime, const simulator::Paralle
   dp_ = make(split(dpcp_base, coords_.dp * cp + coords_.cp), cp > 1 ? "dp-cp" : "dp", backend, timeout_s);
   pp_ = make(split(base_without(Dim::pp), coords_.pp), "pp", backend, timeout_s);
   cp_ = make(split(base_without(Dim::cp), coords_.cp), "cp", backend, timeout_s);
-  shard_ = make(split(dpcp_base + coords_.replica * shard_size * dp_stride, coords_.shard), "shard", backend,
-                timeout_s);
+  shard_ =
+      make(split(dpcp_base + coords_.replica * shard_size * dp_stride, coords_.shard), "shard", backend, timeout_s);
   replica_ = make(split(dpcp_base + (coords_.dp % shard_size) * dp_stride + coords_.cp * cp_stride, coords_.replica),
                   "replica", backend, timeout_s);
   const bool end_stage = coords_.pp == 0 || coords_.pp == cfg.pp - 1;
@@ -106,13 +106,16 @@ void ProcessGroups::build_expert_groups(const simulator::ParallelConfig& cfg, co
   // must be the tp group) or whole on each rank (etp = 1, each tp rank routing its own tokens).
   const int etp_first = j - j % etp;
   if (etp != 1 && etp != cfg.tp)
-    throw InputError(plan_source + ": field 'config.expert_tensor_parallel': shardrun runs expert tensor parallelism "
-                     "equal to tp or 1 (etp " + std::to_string(etp) + ", tp " + std::to_string(cfg.tp) + ")");
+    throw InputError(plan_source +
+                     ": field 'config.expert_tensor_parallel': shardrun runs expert tensor parallelism "
+                     "equal to tp or 1 (etp " +
+                     std::to_string(etp) + ", tp " + std::to_string(cfg.tp) + ")");
   for (int i = 0; i < etp && etp > 1; ++i)
     if (world_of(etp_first + i) != r + (i - coords_.tp) * layout.stride(Dim::tp))
-      throw InputError(plan_source + ": field 'config.expert_tensor_parallel': shardrun runs expert tensor parallelism "
-                       "equal to tp over the tp group (etp " + std::to_string(etp) + ", tp " + std::to_string(cfg.tp) +
-                       ", rank order " + cfg.rank_order + ")");
+      throw InputError(plan_source +
+                       ": field 'config.expert_tensor_parallel': shardrun runs expert tensor parallelism "
+                       "equal to tp over the tp group (etp " +
+                       std::to_string(etp) + ", tp " + std::to_string(cfg.tp) + ", rank order " + cfg.rank_order + ")");
   etp_ = etp;
   const int t_idx = j % etp, e_idx = (j / etp) % ep, d_idx = j / (etp * ep);
   coords_.ep = e_idx;
@@ -138,8 +141,8 @@ void ProcessGroups::build_links(const simulator::ParallelConfig& cfg, int pipeli
     // Every rank takes part in every split (MPI_Comm_split is collective over the world).
     MPI_Comm link = split(member ? pipeline_id : MPI_UNDEFINED, me == sender ? 0 : 1);
     if (link == MPI_COMM_NULL) continue;
-    const std::string name = std::string(activation ? "pp-act-" : "pp-grad-") + std::to_string(sender) + ">" +
-                             std::to_string(receiver);
+    const std::string name =
+        std::string(activation ? "pp-act-" : "pp-grad-") + std::to_string(sender) + ">" + std::to_string(receiver);
     links_[static_cast<size_t>(l)] = make(link, name, backend_, timeout_s, true);
   }
 }
@@ -163,11 +166,12 @@ ProcessGroups::~ProcessGroups() = default;
 
 std::string ProcessGroups::describe() const {
   auto of = [](int i, const Communicator& c) { return std::to_string(i) + "/" + std::to_string(c.size()); };
-  return "rank " + std::to_string(coords_.world) + ": tp " + of(coords_.tp, *tp_) + ", dp " +
-         of(coords_.dp, *dp_) + (cp_->size() > 1 ? ", cp " + of(coords_.cp, *cp_) : "") + " (shard " + of(coords_.shard, *shard_) + ", replica " +
-         of(coords_.replica, *replica_) + "), pp " + of(coords_.pp, *pp_) +
-         (expert_->size() > 1 ? ", ep " + of(coords_.ep, *expert_) + " (expert data " + of(coords_.edp, *expert_data_) + ")"
-                              : "") +
+  return "rank " + std::to_string(coords_.world) + ": tp " + of(coords_.tp, *tp_) + ", dp " + of(coords_.dp, *dp_) +
+         (cp_->size() > 1 ? ", cp " + of(coords_.cp, *cp_) : "") + " (shard " + of(coords_.shard, *shard_) +
+         ", replica " + of(coords_.replica, *replica_) + "), pp " + of(coords_.pp, *pp_) +
+         (expert_->size() > 1
+              ? ", ep " + of(coords_.ep, *expert_) + " (expert data " + of(coords_.edp, *expert_data_) + ")"
+              : "") +
          ", backend " + world_->backend();
 }
 

@@ -64,8 +64,8 @@ struct RankCoordinates {
 class ProcessGroups {
  public:
   // Throws InputError when the plan's devices differ from the world size.
-  ProcessGroups(const MpiRuntime& runtime, const simulator::ParallelConfig& cfg, Backend backend,
-                double timeout_s, const std::string& plan_source);
+  ProcessGroups(const MpiRuntime& runtime, const simulator::ParallelConfig& cfg, Backend backend, double timeout_s,
+                const std::string& plan_source);
   ~ProcessGroups();
   ProcessGroups(const ProcessGroups&) = delete;
   ProcessGroups& operator=(const ProcessGroups&) = delete;
@@ -99,8 +99,8 @@ class ProcessGroups {
 
  private:
   void build_links(const simulator::ParallelConfig& cfg, int pipeline_id, double timeout_s);
-  void build_expert_groups(const simulator::ParallelConfig& cfg, const simulator::RankLayout& layout,
-                           double timeout_s, const std::string& plan_source);
+  void build_expert_groups(const simulator::ParallelConfig& cfg, const simulator::RankLayout& layout, double timeout_s,
+                           const std::string& plan_source);
 
   RankCoordinates coords_;
   Backend backend_;

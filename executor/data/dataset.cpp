@@ -54,9 +54,11 @@ int64_t tokenize_file(const std::string& file, const Tokenizer& tok, std::vector
 class TextDataset final : public Dataset {
  public:
   TextDataset(const std::vector<std::string>& files, const Tokenizer& tok, int seq_len) : seq_len_(seq_len) {
-    if (seq_len < 1) throw InputError("text dataset: seq_len: expected a positive integer, got " + std::to_string(seq_len));
+    if (seq_len < 1)
+      throw InputError("text dataset: seq_len: expected a positive integer, got " + std::to_string(seq_len));
     if (files.empty()) throw InputError("text dataset: no text files given");
-    if (tok.eos_id() < 0) throw InputError(tok.path() + ": tokenizer: has no </s> (EOS) piece; the text dataset needs one");
+    if (tok.eos_id() < 0)
+      throw InputError(tok.path() + ": tokenizer: has no </s> (EOS) piece; the text dataset needs one");
     int64_t documents = 0;
     for (const auto& file : files) documents += tokenize_file(file, tok, stream_);
     stream_.shrink_to_fit();
@@ -69,7 +71,8 @@ class TextDataset final : public Dataset {
     }
     describe_ = "text: " + std::to_string(files.size()) + " file(s), " + std::to_string(documents) + " documents, " +
                 std::to_string(stream_.size()) + " tokens -> " + std::to_string(samples_) + " samples of seq_len " +
-                std::to_string(seq_len) + " (tokenizer " + tok.path() + ", vocab " + std::to_string(tok.vocab_size()) + ")";
+                std::to_string(seq_len) + " (tokenizer " + tok.path() + ", vocab " + std::to_string(tok.vocab_size()) +
+                ")";
   }
 
   int64_t size() const override { return samples_; }

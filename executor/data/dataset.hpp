@@ -24,7 +24,7 @@ class Dataset {
   [[nodiscard]] virtual int64_t size() const = 0;             // number of samples
   [[nodiscard]] virtual Sample get(int64_t index) const = 0;  // deterministic; index in [0, size)
   [[nodiscard]] virtual int seq_len() const = 0;
-  [[nodiscard]] virtual std::string describe() const = 0;     // one line for logs
+  [[nodiscard]] virtual std::string describe() const = 0;  // one line for logs
 };
 
 // Plain text. A document is a paragraph: lines up to the next blank line (or end of file); its
@@ -33,8 +33,7 @@ class Dataset {
 // stream, cut into non-overlapping windows of seq_len + 1 tokens (the tail is dropped). Sample i:
 // input = stream[i(S+1) .. i(S+1)+S), labels = stream[i(S+1)+1 .. i(S+1)+S]. InputError if a
 // file cannot be read, or the text makes no full window (names the files, tokens found/needed).
-std::unique_ptr<Dataset> make_text_dataset(const std::vector<std::string>& files, const Tokenizer& tok,
-                                           int seq_len);
+std::unique_ptr<Dataset> make_text_dataset(const std::vector<std::string>& files, const Tokenizer& tok, int seq_len);
 
 // Alpaca JSONL: one object per non-blank line with "instruction" and "output" (strings) and an
 // optional "input" (string; empty or null = none). The prompt is the Stanford Alpaca template

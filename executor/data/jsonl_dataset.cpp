@@ -42,7 +42,8 @@ std::string string_field(const json& obj, const char* key, bool required, const 
 
 Example parse_example(const json& obj, const std::string& where) {
   if (!obj.is_object()) {
-    throw InputError(where + ": expected a JSON object with \"instruction\", \"output\" (and optional \"input\"), got " +
+    throw InputError(where +
+                     ": expected a JSON object with \"instruction\", \"output\" (and optional \"input\"), got " +
                      std::string(obj.type_name()));
   }
   return {string_field(obj, "instruction", true, where), string_field(obj, "input", false, where),
@@ -64,7 +65,8 @@ std::vector<Example> read_examples(const std::string& file) {
     } catch (const json::exception& e) {  // parse_error, or out_of_range 406 (a number beyond double)
       throw InputError(file + ": not valid JSON (" + simulator::json_error_text(e) + ")");
     }
-    for (size_t i = 0; i < array.size(); ++i) examples.push_back(parse_example(array[i], file + ": element " + std::to_string(i)));
+    for (size_t i = 0; i < array.size(); ++i)
+      examples.push_back(parse_example(array[i], file + ": element " + std::to_string(i)));
     return examples;
   }
   std::istringstream lines(text);
@@ -86,8 +88,10 @@ std::vector<Example> read_examples(const std::string& file) {
 class JsonlDataset final : public Dataset {
  public:
   JsonlDataset(const std::string& file, const Tokenizer& tok, int seq_len) : seq_len_(seq_len), pad_(tok.pad_id()) {
-    if (seq_len < 1) throw InputError(file + ": jsonl dataset: seq_len: expected a positive integer, got " + std::to_string(seq_len));
-    if (tok.eos_id() < 0) throw InputError(tok.path() + ": tokenizer: has no </s> (EOS) piece; the jsonl dataset needs one");
+    if (seq_len < 1)
+      throw InputError(file + ": jsonl dataset: seq_len: expected a positive integer, got " + std::to_string(seq_len));
+    if (tok.eos_id() < 0)
+      throw InputError(tok.path() + ": tokenizer: has no </s> (EOS) piece; the jsonl dataset needs one");
     const auto examples = read_examples(file);
     if (examples.empty()) throw InputError(file + ": no examples (expected one JSON object per line)");
     for (const auto& ex : examples) add(ex, tok);

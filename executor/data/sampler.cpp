@@ -43,8 +43,10 @@ std::vector<int64_t> make_permutation(int64_t n, uint64_t seed, int64_t epoch) {
 
 Sampler::Sampler(int64_t dataset_size, int64_t global_batch, uint64_t seed)
     : size_(dataset_size), batch_(global_batch), seed_(seed) {
-  if (dataset_size < 1) throw InputError("sampler: dataset size: expected at least 1 sample, got " + std::to_string(dataset_size));
-  if (global_batch < 1) throw InputError("sampler: global_batch_size: expected at least 1, got " + std::to_string(global_batch));
+  if (dataset_size < 1)
+    throw InputError("sampler: dataset size: expected at least 1 sample, got " + std::to_string(dataset_size));
+  if (global_batch < 1)
+    throw InputError("sampler: global_batch_size: expected at least 1, got " + std::to_string(global_batch));
 }
 
 Sampler::Sampler(const Sampler& other) : size_(other.size_), batch_(other.batch_), seed_(other.seed_) {}

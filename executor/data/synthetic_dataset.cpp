@@ -13,8 +13,10 @@ class SyntheticDataset final : public Dataset {
   SyntheticDataset(int64_t size, int seq_len, int vocab_size, uint64_t seed)
       : size_(size), seq_len_(seq_len), vocab_(vocab_size), seed_(seed) {
     if (size < 1) throw InputError("synthetic dataset: size: expected at least 1 sample, got " + std::to_string(size));
-    if (seq_len < 1) throw InputError("synthetic dataset: seq_len: expected a positive integer, got " + std::to_string(seq_len));
-    if (vocab_size < 2) throw InputError("synthetic dataset: vocab_size: expected at least 2, got " + std::to_string(vocab_size));
+    if (seq_len < 1)
+      throw InputError("synthetic dataset: seq_len: expected a positive integer, got " + std::to_string(seq_len));
+    if (vocab_size < 2)
+      throw InputError("synthetic dataset: vocab_size: expected at least 2, got " + std::to_string(vocab_size));
   }
 
   int64_t size() const override { return size_; }

@@ -36,8 +36,10 @@ class CachedDataset final : public Dataset {
     EXECUTOR_CHECK(index >= 0 && index < samples_, "token cache: index out of range");
     const size_t at = static_cast<size_t>(index) * static_cast<size_t>(seq_len_);
     Sample s;
-    s.input.assign(input_.begin() + static_cast<std::ptrdiff_t>(at), input_.begin() + static_cast<std::ptrdiff_t>(at + seq_len_));
-    s.labels.assign(labels_.begin() + static_cast<std::ptrdiff_t>(at), labels_.begin() + static_cast<std::ptrdiff_t>(at + seq_len_));
+    s.input.assign(input_.begin() + static_cast<std::ptrdiff_t>(at),
+                   input_.begin() + static_cast<std::ptrdiff_t>(at + seq_len_));
+    s.labels.assign(labels_.begin() + static_cast<std::ptrdiff_t>(at),
+                    labels_.begin() + static_cast<std::ptrdiff_t>(at + seq_len_));
     return s;
   }
 
@@ -46,9 +48,10 @@ class CachedDataset final : public Dataset {
     for (size_t i = 0; i < ids.size(); ++i) {
       const int64_t id = ids[i];
       if ((id >= 0 && id < vocab) || (labels && id == kIgnoreLabel)) continue;
-      throw InputError(path_ + ": tensor '" + tensor + "': sample " + std::to_string(i / static_cast<size_t>(seq_len_)) +
-                       ", position " + std::to_string(i % static_cast<size_t>(seq_len_)) + ": token id " +
-                       std::to_string(id) + " outside the model's vocabulary [0, " + std::to_string(vocab) + ")" +
+      throw InputError(path_ + ": tensor '" + tensor + "': sample " +
+                       std::to_string(i / static_cast<size_t>(seq_len_)) + ", position " +
+                       std::to_string(i % static_cast<size_t>(seq_len_)) + ": token id " + std::to_string(id) +
+                       " outside the model's vocabulary [0, " + std::to_string(vocab) + ")" +
                        (labels ? " (or -100, ignored)" : "") + "; expected a cache tokenised for this model");
     }
   }
@@ -89,9 +92,7 @@ std::map<std::string, std::string> token_cache_metadata(const std::string& path)
   if (!std::filesystem::exists(path, ec)) return {};
   try {
     return io::SafetensorsReader(path).metadata();
-  } catch (const std::exception&) {
-    return {};
-  }
+  } catch (const std::exception&) { return {}; }
 }
 
 }  // namespace shardplan::executor::data

@@ -95,15 +95,13 @@ Tokenizer Tokenizer::load(const std::string& model_path) {
     throw InputError(model_path + ": tokenizer: cannot load (no such file or not readable)");
   }
   if (const auto status = sp->Load(model_path); !status.ok()) {
-    throw InputError(model_path + ": tokenizer: cannot load (not a SentencePiece model: " +
-                     status.ToString() + ")");
+    throw InputError(model_path + ": tokenizer: cannot load (not a SentencePiece model: " + status.ToString() + ")");
   }
   if (sp->GetPieceSize() <= 0) throw InputError(model_path + ": tokenizer: cannot load (empty vocabulary)");
   return Tokenizer(std::move(sp), model_path);
 }
 
-void Tokenizer::train(const std::vector<std::string>& text_files, const std::string& model_prefix,
-                      int vocab_size) {
+void Tokenizer::train(const std::vector<std::string>& text_files, const std::string& model_prefix, int vocab_size) {
   if (vocab_size <= 0) {
     throw InputError(model_prefix + ": tokenizer training: vocab_size must be positive, got " +
                      std::to_string(vocab_size));
@@ -132,8 +130,8 @@ std::string Tokenizer::decode(const std::vector<int>& ids) const {
   const int n = vocab_size();
   for (const int id : ids) {
     if (id < 0 || id >= n) {
-      throw InputError(path_ + ": tokenizer: cannot decode id " + std::to_string(id) +
-                       ": expected an id in [0, " + std::to_string(n) + ")");
+      throw InputError(path_ + ": tokenizer: cannot decode id " + std::to_string(id) + ": expected an id in [0, " +
+                       std::to_string(n) + ")");
     }
   }
   std::string text;

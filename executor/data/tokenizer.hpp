@@ -19,14 +19,12 @@ class Tokenizer {
   static Tokenizer load(const std::string& model_path);
 
   // Trains a BPE SentencePiece model on the text files (every non-empty line is one training
-  // sentence; lines over 64 KiB are ignored) and writes <model_prefix>.model and <model_prefix>.vocab. `vocab_size` is an upper
-  // bound (hard_vocab_limit=false): BPE stops early when a small corpus has no more merges.
-  // Ids: <unk>=0, <s>=1, </s>=2, then 256 byte pieces <0x00>..<0xFF>, then learned pieces; no
-  // pad piece (pad_id() falls back to </s>). Deterministic: one thread, input in file order, no
-  // sampling or shuffling, fixed random seed -> identical .model bytes for identical input.
-  // InputError naming the file if one cannot be read, or if training fails.
-  static void train(const std::vector<std::string>& text_files, const std::string& model_prefix,
-                    int vocab_size);
+  // sentence; lines over 64 KiB are ignored) and writes <model_prefix>.model and <model_prefix>.vocab. `vocab_size` is
+  // an upper bound (hard_vocab_limit=false): BPE stops early when a small corpus has no more merges. Ids: <unk>=0,
+  // <s>=1, </s>=2, then 256 byte pieces <0x00>..<0xFF>, then learned pieces; no pad piece (pad_id() falls back to
+  // </s>). Deterministic: one thread, input in file order, no sampling or shuffling, fixed random seed -> identical
+  // .model bytes for identical input. InputError naming the file if one cannot be read, or if training fails.
+  static void train(const std::vector<std::string>& text_files, const std::string& model_prefix, int vocab_size);
 
   [[nodiscard]] std::vector<int> encode(const std::string& text) const;
   [[nodiscard]] std::string decode(const std::vector<int>& ids) const;

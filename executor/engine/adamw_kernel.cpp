@@ -15,7 +15,9 @@ namespace {
 // same whatever the thread count.
 constexpr int64_t kBlock = int64_t{1} << 16;
 
-bool fused_ok(const torch::Tensor& t) { return t.device().is_cpu() && t.scalar_type() == torch::kFloat && t.is_contiguous(); }
+bool fused_ok(const torch::Tensor& t) {
+  return t.device().is_cpu() && t.scalar_type() == torch::kFloat && t.is_contiguous();
+}
 
 double block_squared_sum(const float* __restrict x, int64_t n) {
   // Eight independent double accumulators (the compiler keeps them in vector registers).
@@ -98,18 +100,17 @@ void adamw_update(torch::Tensor& p, const torch::Tensor& g, torch::Tensor& m, to
   if (!(adamw_is_fused(p, g) && fused_ok(m) && fused_ok(v))) return adamw_ops(p, g, m, v, s, spans);
   const torch::Tensor gf = g.scalar_type() == torch::kFloat ? g.contiguous() : g.to(torch::kFloat);
   const auto [bc1, bc2] = bias_corrections(s);
-  const FusedCoefficients c{static_cast<float>(s.beta1),       static_cast<float>(1.0 - s.beta1),
-                            static_cast<float>(s.beta2),       static_cast<float>(1.0 - s.beta2),
-                            static_cast<float>(s.eps),         static_cast<float>(1.0 / std::sqrt(bc2)),
-                            static_cast<float>(s.lr / bc1),    static_cast<float>(s.grad_scale)};
+  const FusedCoefficients c{static_cast<float>(s.beta1),    static_cast<float>(1.0 - s.beta1),
+                            static_cast<float>(s.beta2),    static_cast<float>(1.0 - s.beta2),
+                            static_cast<float>(s.eps),      static_cast<float>(1.0 / std::sqrt(bc2)),
+                            static_cast<float>(s.lr / bc1), static_cast<float>(s.grad_scale)};
   float *pp = p.data_ptr<float>(), *mp = m.data_ptr<float>(), *vp = v.data_ptr<float>();
   const float* gp = gf.data_ptr<float>();
   for (const DecaySpan& d : spans) {
     EXECUTOR_CHECK(d.begin >= 0 && d.length >= 0 && d.begin + d.length <= p.numel(), "AdamW: span outside the shard");
     const float decay = d.decay && s.weight_decay > 0 ? static_cast<float>(1.0 - s.lr * s.weight_decay) : 1.0F;
-    at::parallel_for(d.begin, d.begin + d.length, kBlock, [&](int64_t b, int64_t e) {
-      fused_span(pp + b, gp + b, mp + b, vp + b, e - b, c, decay);
-    });
+    at::parallel_for(d.begin, d.begin + d.length, kBlock,
+                     [&](int64_t b, int64_t e) { fused_span(pp + b, gp + b, mp + b, vp + b, e - b, c, decay); });
   }
 }
 

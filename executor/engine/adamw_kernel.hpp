@@ -38,8 +38,8 @@ struct DecaySpan {
 // AdamW on 1-d p (fp32), g (any float dtype), m, v (fp32), all of one length. `spans` are the
 // parameters' elements, each with its decay flag; the rest (padding) has zero gradients and
 // stays as it is (the fused pass skips it, the op-by-op form leaves it unchanged).
-void adamw_update(torch::Tensor& p, const torch::Tensor& g, torch::Tensor& m, torch::Tensor& v,
-                  const AdamWScalars& s, const std::vector<DecaySpan>& spans);
+void adamw_update(torch::Tensor& p, const torch::Tensor& g, torch::Tensor& m, torch::Tensor& v, const AdamWScalars& s,
+                  const std::vector<DecaySpan>& spans);
 
 // Whether adamw_update takes the fused CPU pass for these tensors (fp32, CPU, contiguous).
 [[nodiscard]] bool adamw_is_fused(const torch::Tensor& p, const torch::Tensor& g);

@@ -25,7 +25,8 @@ void FlatGroup::init(std::vector<Parameter>& params, int shard_size, int shard_r
   full = torch::zeros({padded}, options());
   {
     torch::NoGradGuard no_grad;
-    for (const ParamSlot& s : slots) full.narrow(0, s.offset, s.numel).copy_(params[static_cast<size_t>(s.index)].tensor.reshape({-1}));
+    for (const ParamSlot& s : slots)
+      full.narrow(0, s.offset, s.numel).copy_(params[static_cast<size_t>(s.index)].tensor.reshape({-1}));
   }
   for (const ParamSlot& s : slots) {
     Parameter& p = params[static_cast<size_t>(s.index)];
@@ -103,12 +104,8 @@ void FlatGroup::copy_master_to_params() {
   owned_params().copy_(master);
 }
 
-torch::Tensor FlatGroup::owned_params() const {
-  return stage == 3 ? shard_data : full.narrow(0, own_begin, shard);
-}
+torch::Tensor FlatGroup::owned_params() const { return stage == 3 ? shard_data : full.narrow(0, own_begin, shard); }
 
-torch::Tensor FlatGroup::owned_grads() const {
-  return stage < 2 ? grad_full.narrow(0, own_begin, shard) : grad_shard;
-}
+torch::Tensor FlatGroup::owned_grads() const { return stage < 2 ? grad_full.narrow(0, own_begin, shard) : grad_shard; }
 
 }  // namespace shardplan::executor

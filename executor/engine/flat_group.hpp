@@ -27,15 +27,15 @@ struct FlatGroup {
   int stage = 0;
   int64_t numel = 0;
   int64_t padded = 0;
-  int64_t shard = 0;      // owned elements (== padded at stage 0)
+  int64_t shard = 0;  // owned elements (== padded at stage 0)
   int64_t own_begin = 0;
-  torch::Tensor full;        // (padded): resident parameters (stage 3: only while gathered)
-  torch::Tensor shard_data;  // (shard): stage 3's persistent parameter shard
-  torch::Tensor grad_full;   // (padded): stage 0/1 gradients; params' .grad are views
-  torch::Tensor grad_shard;  // (shard): stage 2/3 reduced gradient shard
-  torch::Tensor exp_avg, exp_avg_sq;  // (shard): AdamW moments of the owned elements
-  torch::Tensor master;      // (shard): fp32 master of the owned elements (16-bit weights only)
-  torch::Device device{torch::kCPU};  // the parameters' device: every buffer lives there
+  torch::Tensor full;                       // (padded): resident parameters (stage 3: only while gathered)
+  torch::Tensor shard_data;                 // (shard): stage 3's persistent parameter shard
+  torch::Tensor grad_full;                  // (padded): stage 0/1 gradients; params' .grad are views
+  torch::Tensor grad_shard;                 // (shard): stage 2/3 reduced gradient shard
+  torch::Tensor exp_avg, exp_avg_sq;        // (shard): AdamW moments of the owned elements
+  torch::Tensor master;                     // (shard): fp32 master of the owned elements (16-bit weights only)
+  torch::Device device{torch::kCPU};        // the parameters' device: every buffer lives there
   torch::ScalarType dtype = torch::kFloat;  // the weights' (and gradients') dtype
 
   // Builds the buffers from the parameters' current values, converting them to `weight_dtype`
@@ -74,7 +74,7 @@ struct EngineUnit {
   Nf4FlatGroup nf4;  // stage 3 of a QLoRA run: the unit's NF4 bases, sharded (nf4_flat_group.hpp)
   int expected = 0;  // trainable parameters (gradient arrivals per backward)
   int arrived = 0;
-  bool has_input = false;   // the unit's input is wrapped (stage 3)
+  bool has_input = false;  // the unit's input is wrapped (stage 3)
   bool input_done = false;
   bool ready = false;
   bool resident = true;

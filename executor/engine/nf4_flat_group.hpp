@@ -34,9 +34,9 @@ struct Nf4Slot {
 
 struct Nf4FlatGroup {
   std::vector<Nf4Slot> slots;
-  int64_t bytes = 0;      // packed bytes before padding
-  int64_t padded = 0;     // multiple of the sharding group size and of 4
-  int64_t shard = 0;      // owned bytes
+  int64_t bytes = 0;   // packed bytes before padding
+  int64_t padded = 0;  // multiple of the sharding group size and of 4
+  int64_t shard = 0;   // owned bytes
   int64_t own_begin = 0;
   torch::Tensor full;        // uint8 (padded): resident only while the unit is gathered
   torch::Tensor shard_data;  // uint8 (shard): this rank's persistent bytes

@@ -57,7 +57,7 @@ class ZeroEngine final : public UnitHooks {
   ZeroEngine(const ZeroEngine&) = delete;
   ZeroEngine& operator=(const ZeroEngine&) = delete;
 
-  void begin_step();                      // zero gradients
+  void begin_step();  // zero gradients
   // One backward pass over units [first, end) (a model chunk; the whole model when pp = 1).
   // `last_micro_batch`: the chunk's last backward of the step (stages 0/1 reduce then).
   void begin_backward(int first_unit, int end_unit, bool last_micro_batch);

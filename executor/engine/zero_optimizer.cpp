@@ -137,7 +137,8 @@ StepOutcome ZeroEngine::step(double lr, double inv_scale) {
   out.grad_norm = std::sqrt(total.item<double>());
   out.finite = std::isfinite(out.grad_norm);
   if (!out.finite) return out;  // skip the update (fp16 overflow); gradients are zeroed next step
-  const double clip = opt_.clip_norm > 0 && out.grad_norm > opt_.clip_norm ? opt_.clip_norm / (out.grad_norm + 1e-6) : 1.0;
+  const double clip =
+      opt_.clip_norm > 0 && out.grad_norm > opt_.clip_norm ? opt_.clip_norm / (out.grad_norm + 1e-6) : 1.0;
   ++adam_step_;
   for (size_t u = 0; u < units_.size(); ++u) {
     if (units_[u]->train.slots.empty()) continue;

@@ -34,9 +34,7 @@ Fault parse_fault(const std::string& spec) {
   Fault f{spec.substr(0, colon), -1};
   try {
     if (colon != std::string::npos) f.rank = std::stoi(spec.substr(colon + 1));
-  } catch (const std::exception&) {
-    f.rank = -1;
-  }
+  } catch (const std::exception&) { f.rank = -1; }
   if ((f.kind != "hang" && f.kind != "fail") || f.rank < 0)
     throw InputError("--inject-fault: expected hang:RANK or fail:RANK, got '" + spec + "'");
   return f;
@@ -102,7 +100,8 @@ void print_rank(const nlohmann::json& r) {
                r["rank"].get<int>(), r["host"].get<std::string>().c_str(), d["device"].get<std::string>().c_str(),
                d["ok"].get<bool>() ? "ok" : "FAILED", 1e3 * d["seconds"].get<double>(),
                c["ok"].get<bool>() ? "ok" : "FAILED", c["bytes"].get<double>() / 1048576.0,
-               1e3 * c["seconds"].get<double>(), d.contains("error") ? ("; " + d["error"].get<std::string>()).c_str() : "",
+               1e3 * c["seconds"].get<double>(),
+               d.contains("error") ? ("; " + d["error"].get<std::string>()).c_str() : "",
                c.contains("error") ? ("; " + c["error"].get<std::string>()).c_str() : "");
 }
 

@@ -13,7 +13,7 @@ namespace shardplan::executor {
 
 struct HealthOptions {
   double comm_timeout_s = 30;
-  double allreduce_mib = 4;  // payload of the all-reduce check
+  double allreduce_mib = 4;     // payload of the all-reduce check
   std::string device = "auto";  // auto | cpu | cuda
   std::string out;              // JSON report (rank 0), optional
   // Testing: "hang:RANK" (the rank never joins the all-reduce) or "fail:RANK" (its device check

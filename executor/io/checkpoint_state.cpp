@@ -37,7 +37,8 @@ json to_json(const CheckpointState& s) {
 CheckpointState parse_checkpoint_state(const json& manifest, const std::string& dir, const json& expected_layout) {
   const auto it = manifest.is_object() ? manifest.find("state") : manifest.end();
   if (!manifest.is_object() || it == manifest.end() || !it->is_object()) {
-    throw InputError(dir + ": field 'state': expected an object with step, adam_step, loss_scale, good_steps and "
+    throw InputError(dir +
+                     ": field 'state': expected an object with step, adam_step, loss_scale, good_steps and "
                      "layout (manifest.json written by shardrun)");
   }
   const json& st = *it;

@@ -44,8 +44,7 @@ bool parse_entry_name(const std::string& name, int64_t& step, bool& partial) {
 bool is_safe_relative(const std::string& file) {
   const fs::path p(file);
   if (file.empty() || p.is_absolute() || file == kManifestFile) return false;
-  return std::all_of(p.begin(), p.end(),
-                     [](const fs::path& c) { return !c.empty() && c != "." && c != ".."; });
+  return std::all_of(p.begin(), p.end(), [](const fs::path& c) { return !c.empty() && c != "." && c != ".."; });
 }
 
 std::string hex32(uint32_t v) {
@@ -57,8 +56,7 @@ std::string hex32(uint32_t v) {
 // One shard line of a manifest, validated (it comes from disk).
 bool parse_shard(const json& s, size_t i, ShardRecord& out, std::string& why) {
   auto non_negative = [&](const char* key) {
-    return s.contains(key) && s[key].is_number_integer() &&
-           (s[key].is_number_unsigned() || s[key].get<int64_t>() >= 0);
+    return s.contains(key) && s[key].is_number_integer() && (s[key].is_number_unsigned() || s[key].get<int64_t>() >= 0);
   };
   const bool ok = s.is_object() && s.contains("file") && s["file"].is_string() && non_negative("bytes") &&
                   non_negative("crc32") && s["crc32"].get<uint64_t>() <= 0xffffffffULL;
@@ -69,8 +67,7 @@ bool parse_shard(const json& s, size_t i, ShardRecord& out, std::string& why) {
           s.dump();
     return false;
   }
-  out = {s["file"].get<std::string>(), s["bytes"].get<uint64_t>(),
-         static_cast<uint32_t>(s["crc32"].get<uint64_t>())};
+  out = {s["file"].get<std::string>(), s["bytes"].get<uint64_t>(), static_cast<uint32_t>(s["crc32"].get<uint64_t>())};
   if (!is_safe_relative(out.file)) {
     why = "manifest.json: shards[" + std::to_string(i) + "]: file '" + out.file +
           "' must be a relative path inside the checkpoint directory";
@@ -89,8 +86,8 @@ bool check_shard(const std::string& dir, const ShardRecord& r, std::string& why)
     return false;
   }
   if (size != r.bytes) {
-    why = "shard " + r.file + ": truncated or wrong size (expected " + std::to_string(r.bytes) +
-          " bytes, found " + std::to_string(size) + ")";
+    why = "shard " + r.file + ": truncated or wrong size (expected " + std::to_string(r.bytes) + " bytes, found " +
+          std::to_string(size) + ")";
     return false;
   }
   FileDigest d;
@@ -102,8 +99,7 @@ bool check_shard(const std::string& dir, const ShardRecord& r, std::string& why)
   }
   if (d.bytes != r.bytes || d.crc32 != r.crc32) {
     why = "shard " + r.file + ": checksum mismatch (expected crc32 " + hex32(r.crc32) + " over " +
-          std::to_string(r.bytes) + " bytes, found " + hex32(d.crc32) + " over " + std::to_string(d.bytes) +
-          ")";
+          std::to_string(r.bytes) + " bytes, found " + hex32(d.crc32) + " over " + std::to_string(d.bytes) + ")";
     return false;
   }
   return true;
@@ -115,9 +111,7 @@ CheckpointStore::CheckpointStore(std::string root) : root_(std::move(root)) {
   EXECUTOR_CHECK(!root_.empty(), "CheckpointStore: empty root directory");
 }
 
-std::string CheckpointStore::step_dir(int64_t step) const {
-  return (fs::path(root_) / step_name(step)).string();
-}
+std::string CheckpointStore::step_dir(int64_t step) const { return (fs::path(root_) / step_name(step)).string(); }
 
 std::string CheckpointStore::partial_dir(int64_t step) const { return step_dir(step) + kPartialSuffix; }
 
@@ -151,8 +145,7 @@ ShardRecord CheckpointStore::write_shard(int64_t step, const std::string& file, 
   return {file, written.bytes, written.crc32};
 }
 
-void CheckpointStore::commit(int64_t step, const std::vector<ShardRecord>& shards, const json& state,
-                             int keep_last) {
+void CheckpointStore::commit(int64_t step, const std::vector<ShardRecord>& shards, const json& state, int keep_last) {
   const std::string dir = partial_dir(step);
   if (!fs::is_directory(dir)) {
     throw InputError(dir + ": cannot commit step " + std::to_string(step) +
@@ -162,8 +155,7 @@ void CheckpointStore::commit(int64_t step, const std::vector<ShardRecord>& shard
   std::set<std::string> seen;
   for (const ShardRecord& r : shards) {
     EXECUTOR_CHECK(is_safe_relative(r.file), "CheckpointStore::commit: bad shard file '" + r.file + "'");
-    EXECUTOR_CHECK(seen.insert(r.file).second,
-                   "CheckpointStore::commit: shard '" + r.file + "' listed twice");
+    EXECUTOR_CHECK(seen.insert(r.file).second, "CheckpointStore::commit: shard '" + r.file + "' listed twice");
     const std::string path = (fs::path(dir) / r.file).string();
     std::error_code ec;
     const uint64_t size = fs::file_size(path, ec);
@@ -174,8 +166,7 @@ void CheckpointStore::commit(int64_t step, const std::vector<ShardRecord>& shard
     }
     list.push_back({{"file", r.file}, {"bytes", r.bytes}, {"crc32", r.crc32}});
   }
-  const json manifest = {
-      {"schema", kCheckpointSchema}, {"step", step}, {"shards", std::move(list)}, {"state", state}};
+  const json manifest = {{"schema", kCheckpointSchema}, {"step", step}, {"shards", std::move(list)}, {"state", state}};
   atomic_write_file((fs::path(dir) / kManifestFile).string(), manifest.dump(2) + "\n");  // last
   replace_dir(dir, step_dir(step));
   prune(step, keep_last);
@@ -194,14 +185,12 @@ std::vector<CheckpointStore::Entry> CheckpointStore::scan() const {
     }
   }
   // Ascending by step; for one step the partial sorts after the complete one.
-  std::sort(out.begin(), out.end(), [](const Entry& a, const Entry& b) {
-    return std::pair(a.step, a.partial) < std::pair(b.step, b.partial);
-  });
+  std::sort(out.begin(), out.end(),
+            [](const Entry& a, const Entry& b) { return std::pair(a.step, a.partial) < std::pair(b.step, b.partial); });
   return out;
 }
 
-std::optional<json> CheckpointStore::load_manifest(const std::string& dir, int64_t step,
-                                                   std::string& why) const {
+std::optional<json> CheckpointStore::load_manifest(const std::string& dir, int64_t step, std::string& why) const {
   const std::string path = (fs::path(dir) / kManifestFile).string();
   std::ifstream in(path, std::ios::binary);
   if (!in) {
@@ -241,8 +230,8 @@ std::vector<int64_t> CheckpointStore::complete_steps() const {
   return steps;
 }
 
-bool CheckpointStore::verify(const std::string& dir, const json& manifest,
-                             const std::vector<std::string>& only_files, std::string& why) const {
+bool CheckpointStore::verify(const std::string& dir, const json& manifest, const std::vector<std::string>& only_files,
+                             std::string& why) const {
   if (!manifest.is_object() || !manifest.contains("shards") || !manifest["shards"].is_array()) {
     why = "manifest.json: shards: expected an array";
     return false;
@@ -265,12 +254,11 @@ bool CheckpointStore::verify(const std::string& dir, const json& manifest,
     }
     targets.push_back(&it->second);
   }
-  return std::all_of(targets.begin(), targets.end(),
-                     [&](const ShardRecord* r) { return check_shard(dir, *r, why); });
+  return std::all_of(targets.begin(), targets.end(), [&](const ShardRecord* r) { return check_shard(dir, *r, why); });
 }
 
-std::optional<CheckpointStore::Loaded> CheckpointStore::latest_valid(
-    const std::vector<std::string>& only_files, std::vector<std::string>& warnings) const {
+std::optional<CheckpointStore::Loaded> CheckpointStore::latest_valid(const std::vector<std::string>& only_files,
+                                                                     std::vector<std::string>& warnings) const {
   const std::vector<Entry> entries = scan();
   for (auto it = entries.rbegin(); it != entries.rend(); ++it) {
     if (it->partial) {

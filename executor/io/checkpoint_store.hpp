@@ -61,8 +61,7 @@ class CheckpointStore {
   // step_dir(step) (replacing an existing one) and fsyncs <root>. Then prunes: keeps the newest
   // `keep_last` complete checkpoints by step (keep_last <= 0 keeps all; the one just committed
   // is always kept) and removes *.partial directories of older steps.
-  void commit(int64_t step, const std::vector<ShardRecord>& shards, const nlohmann::json& state,
-              int keep_last);
+  void commit(int64_t step, const std::vector<ShardRecord>& shards, const nlohmann::json& state, int keep_last);
 
   // Steps of complete checkpoints (manifest parses and matches the directory), ascending.
   [[nodiscard]] std::vector<int64_t> complete_steps() const;
@@ -81,8 +80,8 @@ class CheckpointStore {
 
   // Checks the manifest's shard list and the size + CRC-32 of the shards (those in
   // `only_files`, or all). On failure `why` is set to one line ("shard <file>: …").
-  bool verify(const std::string& dir, const nlohmann::json& manifest,
-              const std::vector<std::string>& only_files, std::string& why) const;
+  bool verify(const std::string& dir, const nlohmann::json& manifest, const std::vector<std::string>& only_files,
+              std::string& why) const;
 
  private:
   struct Entry {

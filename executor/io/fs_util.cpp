@@ -108,9 +108,7 @@ void make_dirs(const std::string& dir) {
   fs::create_directories(dir, ec);
   // Another rank may have created it between our check and mkdir: only a non-directory fails.
   std::error_code ec2;
-  if (!fs::is_directory(dir, ec2)) {
-    fail(dir, "cannot create directory", ec ? ec.value() : ENOTDIR);
-  }
+  if (!fs::is_directory(dir, ec2)) { fail(dir, "cannot create directory", ec ? ec.value() : ENOTDIR); }
 }
 
 void replace_dir(const std::string& from, const std::string& to) {
@@ -254,8 +252,8 @@ void ReadOnlyFile::pread_exact(void* dst, size_t bytes, uint64_t offset) const {
       fail(path_, "read failed at byte " + std::to_string(pos), err);
     }
     if (n == 0) {
-      throw InputError(path_ + ": file is truncated: expected " + std::to_string(bytes) +
-                       " more bytes at offset " + std::to_string(pos) + ", but the file ends there");
+      throw InputError(path_ + ": file is truncated: expected " + std::to_string(bytes) + " more bytes at offset " +
+                       std::to_string(pos) + ", but the file ends there");
     }
     p += n;
     pos += static_cast<uint64_t>(n);

@@ -102,16 +102,14 @@ ordered_json parse_json_rejecting_duplicates(const std::string& text, const std:
     if (duplicate_in.empty()) {
       throw InputError(path + ": tensor '" + duplicate + "': appears more than once in the header");
     }
-    throw InputError(path + ": tensor '" + duplicate_in + "': key '" + duplicate +
-                     "' appears more than once");
+    throw InputError(path + ": tensor '" + duplicate_in + "': key '" + duplicate + "' appears more than once");
   }
   if (!j.is_object()) throw InputError(path + ": header must be a JSON object, found " + j.type_name());
   return j;
 }
 
 std::vector<int64_t> parse_shape(const ordered_json& shape, const std::string& ctx) {
-  if (!shape.is_array())
-    throw InputError(ctx + ": shape: expected an array of integers, found " + shape.dump());
+  if (!shape.is_array()) throw InputError(ctx + ": shape: expected an array of integers, found " + shape.dump());
   std::vector<int64_t> out;
   for (const auto& d : shape) {
     if (!d.is_number_integer()) {
@@ -121,8 +119,7 @@ std::vector<int64_t> parse_shape(const ordered_json& shape, const std::string& c
       throw InputError(ctx + ": shape: dimension " + d.dump() + " is too large");
     }
     const auto v = d.get<int64_t>();
-    if (v < 0)
-      throw InputError(ctx + ": shape: dimension " + std::to_string(v) + " is negative; expected >= 0");
+    if (v < 0) throw InputError(ctx + ": shape: dimension " + std::to_string(v) + " is negative; expected >= 0");
     out.push_back(v);
   }
   return out;
@@ -138,22 +135,19 @@ TensorInfo parse_entry(const std::string& name, const ordered_json& e, const std
   }
   TensorInfo t;
   t.name = name;
-  if (!e["dtype"].is_string())
-    throw InputError(ctx + ": dtype: expected a string, found " + e["dtype"].dump());
+  if (!e["dtype"].is_string()) throw InputError(ctx + ": dtype: expected a string, found " + e["dtype"].dump());
   t.dtype = dtype_from_string(e["dtype"].get<std::string>(), ctx);
   t.shape = parse_shape(e["shape"], ctx);
   const auto& off = e["data_offsets"];
   if (!off.is_array() || off.size() != 2 || !off[0].is_number_unsigned() || !off[1].is_number_unsigned()) {
-    throw InputError(ctx + ": data_offsets: expected [begin, end] with two non-negative integers, found " +
-                     off.dump());
+    throw InputError(ctx + ": data_offsets: expected [begin, end] with two non-negative integers, found " + off.dump());
   }
   t.begin = off[0].get<uint64_t>();
   t.end = off[1].get<uint64_t>();
   if (t.begin > t.end) throw InputError(ctx + ": data_offsets " + off.dump() + ": begin is after end");
   uint64_t need = 0;
   if (!checked_bytes(t.shape, dtype_size(t.dtype), need)) {
-    throw InputError(ctx + ": shape " + shape_text(t.shape) + " of " + to_string(t.dtype) +
-                     ": size overflows 64 bits");
+    throw InputError(ctx + ": shape " + shape_text(t.shape) + " of " + to_string(t.dtype) + ": size overflows 64 bits");
   }
   if (t.end - t.begin != need) {
     throw InputError(ctx + ": data_offsets " + off.dump() + " hold " + std::to_string(t.end - t.begin) +
@@ -197,8 +191,8 @@ SafetensorsReader::SafetensorsReader(const std::string& path) : file_(path) {
                      std::to_string(kMaxHeaderBytes) + "); not a safetensors file?");
   }
   if (8 + n > size) {
-    throw InputError(path + ": file is truncated: the header needs " + std::to_string(8 + n) +
-                     " bytes, the file has " + std::to_string(size));
+    throw InputError(path + ": file is truncated: the header needs " + std::to_string(8 + n) + " bytes, the file has " +
+                     std::to_string(size));
   }
   data_start_ = 8 + n;
   data_size_ = size - data_start_;
@@ -224,10 +218,9 @@ void SafetensorsReader::parse_header(const std::string& header) {
     }
     TensorInfo t = parse_entry(key, value, p);
     if (t.end > data_size_) {
-      throw InputError(p + ": file is truncated: tensor '" + t.name + "' ends at byte " +
-                       std::to_string(t.end) + " of the data, so the file needs at least " +
-                       std::to_string(data_start_ + t.end) + " bytes, but it has " +
-                       std::to_string(file_.size()));
+      throw InputError(p + ": file is truncated: tensor '" + t.name + "' ends at byte " + std::to_string(t.end) +
+                       " of the data, so the file needs at least " + std::to_string(data_start_ + t.end) +
+                       " bytes, but it has " + std::to_string(file_.size()));
     }
     index_[t.name] = tensors_.size();
     tensors_.push_back(std::move(t));
@@ -247,8 +240,8 @@ void SafetensorsReader::check_layout() const {
   for (const TensorInfo* t : order) {
     if (reach != nullptr && t->begin < reach->end) {
       throw InputError(path() + ": tensors '" + reach->name + "' [" + std::to_string(reach->begin) + ", " +
-                       std::to_string(reach->end) + ") and '" + t->name + "' [" + std::to_string(t->begin) +
-                       ", " + std::to_string(t->end) + ") overlap in the data buffer");
+                       std::to_string(reach->end) + ") and '" + t->name + "' [" + std::to_string(t->begin) + ", " +
+                       std::to_string(t->end) + ") overlap in the data buffer");
     }
     if (reach == nullptr || t->end > reach->end) reach = t;
   }
@@ -269,27 +262,24 @@ void SafetensorsReader::read(const std::string& name, void* dst, size_t dst_byte
   const TensorInfo& t = at(name);
   if (dst_bytes != t.bytes()) {
     throw InputError(path() + ": tensor '" + name + "': has " + std::to_string(t.bytes()) + " bytes (shape " +
-                     shape_text(t.shape) + " of " + to_string(t.dtype) + "), expected " +
-                     std::to_string(dst_bytes));
+                     shape_text(t.shape) + " of " + to_string(t.dtype) + "), expected " + std::to_string(dst_bytes));
   }
   if (dst_bytes > 0) file_.pread_exact(dst, dst_bytes, data_start_ + t.begin);
 }
 
-void SafetensorsReader::read_range(const std::string& name, uint64_t byte_offset, void* dst,
-                                   size_t bytes) const {
+void SafetensorsReader::read_range(const std::string& name, uint64_t byte_offset, void* dst, size_t bytes) const {
   const TensorInfo& t = at(name);
   if (byte_offset > t.bytes() || bytes > t.bytes() - byte_offset) {
     throw InputError(path() + ": tensor '" + name + "': byte range [" + std::to_string(byte_offset) + ", " +
-                     std::to_string(byte_offset + bytes) + ") is outside its " + std::to_string(t.bytes()) +
-                     " bytes");
+                     std::to_string(byte_offset + bytes) + ") is outside its " + std::to_string(t.bytes()) + " bytes");
   }
   if (bytes > 0) file_.pread_exact(dst, bytes, data_start_ + t.begin + byte_offset);
 }
 
 // ---------------------------------------------------------------------------------------------
 
-void SafetensorsWriter::add(const std::string& name, DType dtype, std::vector<int64_t> shape,
-                            const void* data, size_t bytes) {
+void SafetensorsWriter::add(const std::string& name, DType dtype, std::vector<int64_t> shape, const void* data,
+                            size_t bytes) {
   auto owned = std::make_shared<std::vector<unsigned char>>(bytes);
   if (bytes > 0) {
     EXECUTOR_CHECK(data != nullptr, "SafetensorsWriter::add: null data for tensor '" + name + "'");
@@ -298,28 +288,23 @@ void SafetensorsWriter::add(const std::string& name, DType dtype, std::vector<in
   add_entry({name, dtype, std::move(shape), owned->data(), bytes, owned});
 }
 
-void SafetensorsWriter::add_borrowed(const std::string& name, DType dtype, std::vector<int64_t> shape,
-                                     const void* data, size_t bytes) {
-  EXECUTOR_CHECK(bytes == 0 || data != nullptr,
-                 "SafetensorsWriter::add_borrowed: null data for tensor '" + name + "'");
+void SafetensorsWriter::add_borrowed(const std::string& name, DType dtype, std::vector<int64_t> shape, const void* data,
+                                     size_t bytes) {
+  EXECUTOR_CHECK(bytes == 0 || data != nullptr, "SafetensorsWriter::add_borrowed: null data for tensor '" + name + "'");
   add_entry({name, dtype, std::move(shape), static_cast<const unsigned char*>(data), bytes, nullptr});
 }
 
 void SafetensorsWriter::add_entry(Entry entry) {
   const std::string& name = entry.name;
-  EXECUTOR_CHECK(!name.empty() && name != kMetadataKey,
-                 "SafetensorsWriter: invalid tensor name '" + name + "'");
-  EXECUTOR_CHECK(
-      std::none_of(entries_.begin(), entries_.end(), [&](const Entry& e) { return e.name == name; }),
-      "SafetensorsWriter: tensor '" + name + "' added twice");
-  EXECUTOR_CHECK(
-      std::all_of(entry.shape.begin(), entry.shape.end(), [](int64_t d) { return d >= 0; }),
-      "SafetensorsWriter: tensor '" + name + "' has a negative dimension " + shape_text(entry.shape));
+  EXECUTOR_CHECK(!name.empty() && name != kMetadataKey, "SafetensorsWriter: invalid tensor name '" + name + "'");
+  EXECUTOR_CHECK(std::none_of(entries_.begin(), entries_.end(), [&](const Entry& e) { return e.name == name; }),
+                 "SafetensorsWriter: tensor '" + name + "' added twice");
+  EXECUTOR_CHECK(std::all_of(entry.shape.begin(), entry.shape.end(), [](int64_t d) { return d >= 0; }),
+                 "SafetensorsWriter: tensor '" + name + "' has a negative dimension " + shape_text(entry.shape));
   uint64_t need = 0;
   EXECUTOR_CHECK(checked_bytes(entry.shape, dtype_size(entry.dtype), need) && need == entry.bytes,
-                 "SafetensorsWriter: tensor '" + name + "': " + std::to_string(entry.bytes) +
-                     " bytes given, shape " + shape_text(entry.shape) + " of " + to_string(entry.dtype) +
-                     " needs " + std::to_string(need));
+                 "SafetensorsWriter: tensor '" + name + "': " + std::to_string(entry.bytes) + " bytes given, shape " +
+                     shape_text(entry.shape) + " of " + to_string(entry.dtype) + " needs " + std::to_string(need));
   entries_.push_back(std::move(entry));
 }
 
@@ -332,16 +317,16 @@ std::string SafetensorsWriter::header_bytes() const {
   }
   uint64_t offset = 0;
   for (const auto& e : entries_) {
-    h[e.name] = ordered_json{
-        {"dtype", to_string(e.dtype)}, {"shape", e.shape}, {"data_offsets", {offset, offset + e.bytes}}};
+    h[e.name] =
+        ordered_json{{"dtype", to_string(e.dtype)}, {"shape", e.shape}, {"data_offsets", {offset, offset + e.bytes}}};
     offset += e.bytes;
   }
   std::string json;
   try {
     json = h.dump();
   } catch (const ordered_json::type_error& e) {
-    throw InputError(std::string("safetensors header: tensor names and metadata must be valid UTF-8 (") +
-                     e.what() + ")");
+    throw InputError(std::string("safetensors header: tensor names and metadata must be valid UTF-8 (") + e.what() +
+                     ")");
   }
   json.append((8 - json.size() % 8) % 8, ' ');
   return le_u64(json.size()) + json;

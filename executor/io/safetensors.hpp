@@ -75,8 +75,7 @@ class SafetensorsWriter {
   void add(const std::string& name, DType dtype, std::vector<int64_t> shape, const void* data, size_t bytes);
   // Same, without a copy: `data` must stay valid and unchanged until the last write() returns
   // (for multi-GB shards whose tensors already live in memory).
-  void add_borrowed(const std::string& name, DType dtype, std::vector<int64_t> shape, const void* data,
-                    size_t bytes);
+  void add_borrowed(const std::string& name, DType dtype, std::vector<int64_t> shape, const void* data, size_t bytes);
   void set_metadata(std::map<std::string, std::string> metadata) { metadata_ = std::move(metadata); }
 
   struct Written {

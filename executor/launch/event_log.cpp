@@ -20,10 +20,10 @@ double EventLog::elapsed_s() const {
 }
 
 void EventLog::emit(const std::string& event, nlohmann::json fields, const std::string& human) {
-  nlohmann::json j = {{"event", event},
-                      {"unix_time_s", std::chrono::duration<double>(
-                                          std::chrono::system_clock::now().time_since_epoch()).count()},
-                      {"elapsed_s", elapsed_s()}};
+  nlohmann::json j = {
+      {"event", event},
+      {"unix_time_s", std::chrono::duration<double>(std::chrono::system_clock::now().time_since_epoch()).count()},
+      {"elapsed_s", elapsed_s()}};
   for (auto& [k, v] : fields.items()) j[k] = v;
   if (out_.is_open()) {
     out_ << j.dump() << "\n";

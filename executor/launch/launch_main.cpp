@@ -24,14 +24,17 @@ std::vector<std::string> split_words(const std::string& s) {
 }  // namespace
 
 int main(int argc, char** argv) {
-  CLI::App app{"shardrun-launch: run a plan under mpirun; on a failure check health and resume from the latest checkpoint"};
+  CLI::App app{
+      "shardrun-launch: run a plan under mpirun; on a failure check health and resume from the latest checkpoint"};
   launch::LaunchOptions o;
   std::string mpirun = "mpirun";
   bool no_health = false;
   app.add_option("--plan", o.plan, "plan.json (its devices give -np)")->required();
-  app.add_option("--checkpoint-dir", o.checkpoint_dir, "Checkpoints; every relaunch resumes from the latest")->required();
+  app.add_option("--checkpoint-dir", o.checkpoint_dir, "Checkpoints; every relaunch resumes from the latest")
+      ->required();
   app.add_option("--ranks", o.ranks, "-np (default: the plan's devices)");
-  app.add_option("--mpirun", mpirun, "MPI launcher and its options, split on spaces (e.g. \"mpirun --allow-run-as-root\")");
+  app.add_option("--mpirun", mpirun,
+                 "MPI launcher and its options, split on spaces (e.g. \"mpirun --allow-run-as-root\")");
   app.add_option("--shardrun", o.shardrun, "shardrun executable (default: next to shardrun-launch)");
   app.add_option("--max-restarts", o.max_restarts, "Relaunches after failures before giving up");
   app.add_option("--backoff-s", o.backoff_s, "Wait before the first relaunch; doubles each time");

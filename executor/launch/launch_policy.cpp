@@ -7,10 +7,14 @@ namespace shardplan::executor::launch {
 
 const char* to_string(Verdict v) {
   switch (v) {
-    case Verdict::done: return "done";
-    case Verdict::bad_input: return "bad_input";
-    case Verdict::interrupted: return "interrupted";
-    case Verdict::retry: return "retry";
+    case Verdict::done:
+      return "done";
+    case Verdict::bad_input:
+      return "bad_input";
+    case Verdict::interrupted:
+      return "interrupted";
+    case Verdict::retry:
+      return "retry";
   }
   return "?";
 }

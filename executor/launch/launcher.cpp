@@ -10,9 +10,9 @@
 #include "event_log.hpp"
 #include "executor/errors.hpp"
 #include "executor/io/checkpoint_store.hpp"
-#include "launch_policy.hpp"
 #include "formats/plan.hpp"
 #include "formats/shell_quote.hpp"
+#include "launch_policy.hpp"
 #include "supervisor.hpp"
 
 namespace shardplan::executor::launch {
@@ -91,9 +91,9 @@ Attempt supervise(const std::vector<std::string>& cmd, double grace_s) {
 
 std::vector<std::string> attempt_command(const LaunchOptions& o, int ranks, const std::string& shardrun) {
   std::vector<std::string> c = o.mpirun;
-  for (const std::string& w : {std::string("-np"), std::to_string(ranks), shardrun, std::string("--plan"), o.plan,
-                               std::string("--checkpoint-dir"), o.checkpoint_dir, std::string("--resume"),
-                               std::string("auto")})
+  for (const std::string& w :
+       {std::string("-np"), std::to_string(ranks), shardrun, std::string("--plan"), o.plan,
+        std::string("--checkpoint-dir"), o.checkpoint_dir, std::string("--resume"), std::string("auto")})
     c.push_back(w);
   c.insert(c.end(), o.shardrun_args.begin(), o.shardrun_args.end());
   return c;
@@ -101,8 +101,9 @@ std::vector<std::string> attempt_command(const LaunchOptions& o, int ranks, cons
 
 std::vector<std::string> health_command(const LaunchOptions& o, int ranks, const std::string& shardrun) {
   std::vector<std::string> c = o.mpirun;
-  for (const std::string& w : {std::string("-np"), std::to_string(ranks), shardrun, std::string("health"),
-                               std::string("--comm-timeout"), std::to_string(o.health_timeout_s), std::string("--quiet")})
+  for (const std::string& w :
+       {std::string("-np"), std::to_string(ranks), shardrun, std::string("health"), std::string("--comm-timeout"),
+        std::to_string(o.health_timeout_s), std::string("--quiet")})
     c.push_back(w);
   return c;
 }
@@ -118,7 +119,9 @@ int run_launcher(const LaunchOptions& o) {
     const auto cmd = attempt_command(o, ranks, shardrun);
     const int64_t resume = latest_checkpoint(o.checkpoint_dir);
     log.emit("launch",
-             {{"attempt", attempt}, {"ranks", ranks}, {"resume_step", step_or_null(resume)},
+             {{"attempt", attempt},
+              {"ranks", ranks},
+              {"resume_step", step_or_null(resume)},
               {"command", formats::shell_join(cmd)}},
              "attempt " + std::to_string(attempt) + ": " + std::to_string(ranks) + " rank(s), " + from_where(resume));
     const Attempt a = supervise(cmd, o.grace_s);
@@ -130,8 +133,12 @@ int run_launcher(const LaunchOptions& o) {
     const Verdict v = classify(a.status);
     const bool stalled = a.status.signal == 0 && a.status.code == kStalledExitCode;  // shardrun's watchdog
     log.emit("exit",
-             {{"attempt", attempt}, {"code", a.status.code}, {"signal", a.status.signal}, {"seconds", a.seconds},
-              {"verdict", to_string(v)}, {"stalled", stalled}},
+             {{"attempt", attempt},
+              {"code", a.status.code},
+              {"signal", a.status.signal},
+              {"seconds", a.seconds},
+              {"verdict", to_string(v)},
+              {"stalled", stalled}},
              "attempt " + std::to_string(attempt) + " ended: " + a.status.describe() +
                  (stalled ? " (stalled: no training step in the watchdog's limit)" : "") + " after " +
                  seconds_text(a.seconds));
@@ -179,7 +186,9 @@ int run_launcher(const LaunchOptions& o) {
     }
     const int64_t from = latest_checkpoint(o.checkpoint_dir);
     log.emit("relaunch",
-             {{"restart", restarts}, {"max_restarts", o.max_restarts}, {"backoff_s", backoff_seconds(restarts, o.backoff_s, o.backoff_max_s)},
+             {{"restart", restarts},
+              {"max_restarts", o.max_restarts},
+              {"backoff_s", backoff_seconds(restarts, o.backoff_s, o.backoff_max_s)},
               {"resume_step", step_or_null(from)}},
              "relaunching (restart " + std::to_string(restarts) + " of " + std::to_string(o.max_restarts) + ") " +
                  from_where(from));

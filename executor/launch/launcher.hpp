@@ -12,19 +12,19 @@
 namespace shardplan::executor::launch {
 
 struct LaunchOptions {
-  std::string plan;                      // plan.json; its device count is -np unless `ranks` > 0
+  std::string plan;  // plan.json; its device count is -np unless `ranks` > 0
   int ranks = 0;
-  std::string checkpoint_dir;            // required: where --resume auto finds checkpoints
+  std::string checkpoint_dir;                 // required: where --resume auto finds checkpoints
   std::vector<std::string> mpirun{"mpirun"};  // launcher words before -np (e.g. --allow-run-as-root)
-  std::string shardrun;                  // executable; empty = next to shardrun-launch, else PATH
-  std::vector<std::string> shardrun_args;  // passed to every attempt after the launcher's own
+  std::string shardrun;                       // executable; empty = next to shardrun-launch, else PATH
+  std::vector<std::string> shardrun_args;     // passed to every attempt after the launcher's own
   int max_restarts = 3;
-  double backoff_s = 10;                 // before restart k: backoff_s * 2^(k-1), at most backoff_max_s
+  double backoff_s = 10;  // before restart k: backoff_s * 2^(k-1), at most backoff_max_s
   double backoff_max_s = 300;
   bool health_check = true;
-  double health_timeout_s = 30;          // shardrun health --comm-timeout
-  double grace_s = 30;                   // after forwarding an interrupt, before SIGKILL
-  std::string events;                    // JSON lines; empty = <checkpoint_dir>/launch-events.jsonl
+  double health_timeout_s = 30;  // shardrun health --comm-timeout
+  double grace_s = 30;           // after forwarding an interrupt, before SIGKILL
+  std::string events;            // JSON lines; empty = <checkpoint_dir>/launch-events.jsonl
   bool quiet = false;
 };
 

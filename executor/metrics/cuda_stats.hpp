@@ -23,8 +23,8 @@ class EventTimer {
   ~EventTimer();
   EventTimer(const EventTimer&) = delete;
   EventTimer& operator=(const EventTimer&) = delete;
-  void start();    // records the start event
-  double stop();   // records the stop event, waits for it, returns the seconds in between
+  void start();   // records the start event
+  double stop();  // records the stop event, waits for it, returns the seconds in between
 
  private:
   int device_;

@@ -21,8 +21,7 @@ std::atomic<int64_t> g_peak{0};
 void add(int64_t n) {
   const int64_t now = g_current.fetch_add(n) + n;
   int64_t peak = g_peak.load();
-  while (now > peak && !g_peak.compare_exchange_weak(peak, now)) {
-  }
+  while (now > peak && !g_peak.compare_exchange_weak(peak, now)) {}
 }
 
 // The data pointer is also the DataPtr's context (LibTorch's raw_allocate() insists on it), so

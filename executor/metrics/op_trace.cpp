@@ -37,7 +37,8 @@ std::string shapes_text(const std::vector<std::vector<int64_t>>& shapes) {
 // Pairs each push with its pop (ranges nest per thread) and charges each op its own time
 // less that of the ops it called; on CUDA the same for the device time between the events the
 // profiler records on the stream at push and pop (views and empties record none: zero).
-void add_thread(const std::vector<prof::LegacyEvent>& events, std::map<std::pair<std::string, std::string>, OpTotals>& out) {
+void add_thread(const std::vector<prof::LegacyEvent>& events,
+                std::map<std::pair<std::string, std::string>, OpTotals>& out) {
   struct Open {
     const prof::LegacyEvent* push;
     double child_us, child_cuda_us;

@@ -3,8 +3,8 @@
 // shapes): every ATen op's calls and self time, grouped by (op, input shapes), written as a
 // table sorted by self time; on a CUDA device also each op's device time (CUDA events on its
 // stream at the op's start and end: the kernels' time when the host runs ahead, plus the gaps
-// where the device waited for the host when it does not). It answers "where does a step's time go" op by op, the figures the
-// simulator's per-op costs (simulator/layer_cost.cpp) must reproduce.
+// where the device waited for the host when it does not). It answers "where does a step's time go" op by op, the
+// figures the simulator's per-op costs (simulator/layer_cost.cpp) must reproduce.
 #include <memory>
 #include <string>
 

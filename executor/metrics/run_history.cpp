@@ -60,8 +60,8 @@ nlohmann::json summarize_attempts(const MetricsLines& m) {
   double gap = 0;
   for (std::size_t i = 0; i < as.size(); ++i) {
     const AttemptSummary& a = as[i];
-    nlohmann::json j = {{"attempt", a.attempt}, {"first_step", a.first_step}, {"last_step", a.last_step},
-                        {"steps", a.steps}};
+    nlohmann::json j = {
+        {"attempt", a.attempt}, {"first_step", a.first_step}, {"last_step", a.last_step}, {"steps", a.steps}};
     run += a.steps;
     if (i > 0) {
       const AttemptSummary& prev = as[i - 1];
@@ -74,8 +74,12 @@ nlohmann::json summarize_attempts(const MetricsLines& m) {
     }
     per.push_back(std::move(j));
   }
-  return {{"count", as.size()},           {"steps_run", run},         {"steps_lost", lost},
-          {"restart_gap_seconds", gap},   {"unreadable_lines", m.unreadable}, {"per_attempt", per}};
+  return {{"count", as.size()},
+          {"steps_run", run},
+          {"steps_lost", lost},
+          {"restart_gap_seconds", gap},
+          {"unreadable_lines", m.unreadable},
+          {"per_attempt", per}};
 }
 
 }  // namespace shardplan::executor

@@ -18,22 +18,22 @@ struct StepRecord {
   double loss = 0;
   double lr = 0;
   double grad_norm = 0;
-  int64_t tokens = 0;           // target tokens in the global batch
+  int64_t tokens = 0;  // target tokens in the global batch
   double step_s = 0;
-  double compute_s = 0;         // step minus the communication below
-  double tp_comm_s = 0;         // time inside tensor-parallel collectives
-  double dp_comm_s = 0;         // time inside data-parallel / ZeRO collectives (incl. optimizer's)
-  double optimizer_s = 0;       // optimizer step without its communication
+  double compute_s = 0;    // step minus the communication below
+  double tp_comm_s = 0;    // time inside tensor-parallel collectives
+  double dp_comm_s = 0;    // time inside data-parallel / ZeRO collectives (incl. optimizer's)
+  double optimizer_s = 0;  // optimizer step without its communication
   double tokens_per_s = 0;
   double loss_scale = 1;
-  bool skipped = false;         // non-finite gradients: no update
-  int64_t peak_bytes = 0;       // this rank's peak tensor bytes so far
+  bool skipped = false;    // non-finite gradients: no update
+  int64_t peak_bytes = 0;  // this rank's peak tensor bytes so far
   // Pipeline, per stage (the slowest rank of each stage; one entry when pp = 1):
-  std::vector<double> stage_bubble_s;          // blocked waiting for activations / gradients
-  std::vector<double> stage_p2p_s;             // other point-to-point time
-  std::vector<double> stage_in_flight_bytes;   // activation bytes held between F and B, at most
-  std::vector<int> stage_max_in_flight;        // (chunk, micro-batch) pairs held at once
-  double pp_comm_s = 0;                        // this rank: bubble + p2p
+  std::vector<double> stage_bubble_s;         // blocked waiting for activations / gradients
+  std::vector<double> stage_p2p_s;            // other point-to-point time
+  std::vector<double> stage_in_flight_bytes;  // activation bytes held between F and B, at most
+  std::vector<int> stage_max_in_flight;       // (chunk, micro-batch) pairs held at once
+  double pp_comm_s = 0;                       // this rank: bubble + p2p
   // Context parallelism only (written when `cp`): rank 0's time inside the cp group's
   // exchanges (ring K,V and dK,dV steps, or the Ulysses all-to-alls), forward and backward.
   bool cp = false;
@@ -71,18 +71,18 @@ struct ReportInputs {
   std::string model;
   int world_size = 1;
   nlohmann::json layout;
-  nlohmann::json precision;  // {"compute", "weights", "optimizer"}: dtypes
-  nlohmann::json attention;  // {"planned", "ran", "reason"}: the plan's kind, what ran, why not the plan's
-  std::vector<StepRecord> steps;           // this run's steps (rank 0's view)
+  nlohmann::json precision;       // {"compute", "weights", "optimizer"}: dtypes
+  nlohmann::json attention;       // {"planned", "ran", "reason"}: the plan's kind, what ran, why not the plan's
+  std::vector<StepRecord> steps;  // this run's steps (rank 0's view)
   std::vector<int64_t> peak_bytes_per_rank;
-  std::string memory_source;               // "cpu-accounting-allocator" | "cuda-caching-allocator"
+  std::string memory_source;  // "cpu-accounting-allocator" | "cuda-caching-allocator"
   std::string device;
   int threads_per_rank = 1;
-  std::string blas_kernels;                // OpenBLAS's kernel set (run/threads.hpp); "": left out
-  std::string cpu_gemm;                    // what ran the fp32 CPU GEMMs (run/threads.hpp); "": left out
-  std::string schedule;                    // pipeline schedule run
+  std::string blas_kernels;  // OpenBLAS's kernel set (run/threads.hpp); "": left out
+  std::string cpu_gemm;      // what ran the fp32 CPU GEMMs (run/threads.hpp); "": left out
+  std::string schedule;      // pipeline schedule run
   simulator::Prediction prediction;
-  nlohmann::json attempts;                 // summarize_attempts() of metrics.jsonl; null: left out
+  nlohmann::json attempts;  // summarize_attempts() of metrics.jsonl; null: left out
   // The machine's speed while the run ran: a reference GEMM (profile/kernel_bench.hpp, the one
   // `shardrun profile` times before and after its kernels) timed before the first step and after
   // the last, mean over the ranks; 0: not timed (left out of the report).

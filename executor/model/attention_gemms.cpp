@@ -25,8 +25,7 @@ Heads heads(const torch::Tensor& t) { return {t.data_ptr<float>(), t.stride(0), 
 bool sgemm_path(std::initializer_list<const torch::Tensor*> ts) {
   if (!attention_gemms_use_sgemm()) return false;
   for (const torch::Tensor* t : ts)
-    if (!t->device().is_cpu() || t->scalar_type() != torch::kFloat || t->dim() != 4 || t->stride(3) != 1)
-      return false;
+    if (!t->device().is_cpu() || t->scalar_type() != torch::kFloat || t->dim() != 4 || t->stride(3) != 1) return false;
   return true;
 }
 
@@ -194,8 +193,7 @@ torch::Tensor attention_scores(const torch::Tensor& q, const torch::Tensor& k, b
 
 torch::Tensor attention_values(const torch::Tensor& p, const torch::Tensor& v, int64_t nh, bool causal) {
   const int64_t B = p.size(0), nkv = p.size(1), Sk = p.size(3), hd = v.size(3);
-  EXECUTOR_CHECK(v.size(0) == B && v.size(1) == nkv && v.size(2) == Sk && nh % nkv == 0 &&
-                     p.size(2) % (nh / nkv) == 0,
+  EXECUTOR_CHECK(v.size(0) == B && v.size(1) == nkv && v.size(2) == Sk && nh % nkv == 0 && p.size(2) % (nh / nkv) == 0,
                  "attention_values: bad shapes");
   const int64_t S = p.size(2) / (nh / nkv);
   if (sgemm_path({&p, &v})) return Values::apply(p, v, nh, causal && Sk == S ? causal_row_blocks(S) : 1);

@@ -32,14 +32,29 @@ std::string onednn_description() {
   const dnnl_version_t* v = dnnl_version();
   std::string isa;
   switch (dnnl_get_effective_cpu_isa()) {
-    case dnnl_cpu_isa_sse41: isa = "sse41"; break;
-    case dnnl_cpu_isa_avx: isa = "avx"; break;
-    case dnnl_cpu_isa_avx2: isa = "avx2"; break;
-    case dnnl_cpu_isa_avx512_core: isa = "avx512_core"; break;
-    case dnnl_cpu_isa_avx512_core_vnni: isa = "avx512_core_vnni"; break;
-    case dnnl_cpu_isa_avx512_core_bf16: isa = "avx512_core_bf16"; break;
-    case dnnl_cpu_isa_avx512_core_amx: isa = "avx512_core_amx"; break;
-    default: isa = "isa " + std::to_string(static_cast<int>(dnnl_get_effective_cpu_isa()));
+    case dnnl_cpu_isa_sse41:
+      isa = "sse41";
+      break;
+    case dnnl_cpu_isa_avx:
+      isa = "avx";
+      break;
+    case dnnl_cpu_isa_avx2:
+      isa = "avx2";
+      break;
+    case dnnl_cpu_isa_avx512_core:
+      isa = "avx512_core";
+      break;
+    case dnnl_cpu_isa_avx512_core_vnni:
+      isa = "avx512_core_vnni";
+      break;
+    case dnnl_cpu_isa_avx512_core_bf16:
+      isa = "avx512_core_bf16";
+      break;
+    case dnnl_cpu_isa_avx512_core_amx:
+      isa = "avx512_core_amx";
+      break;
+    default:
+      isa = "isa " + std::to_string(static_cast<int>(dnnl_get_effective_cpu_isa()));
   }
   return "oneDNN " + std::to_string(v->major) + "." + std::to_string(v->minor) + "." + std::to_string(v->patch) +
          " sgemm (" + isa + ")";
@@ -93,7 +108,8 @@ bool sgemm_available() { return onednn_available() || blas_available(); }
 void use_cpu_gemm(GemmBackend b, int threads) {
   EXECUTOR_CHECK(b != GemmBackend::onednn || onednn_available(),
                  "SHARDRUN_CPU_GEMM=onednn: this shardrun was built without oneDNN (libdnnl-dev)");
-  EXECUTOR_CHECK(b != GemmBackend::blas || blas_available(), "SHARDRUN_CPU_GEMM=blas: this shardrun was built without CBLAS");
+  EXECUTOR_CHECK(b != GemmBackend::blas || blas_available(),
+                 "SHARDRUN_CPU_GEMM=blas: this shardrun was built without CBLAS");
   g_backend = b;
   g_threads = std::max(1, threads);
 }
@@ -126,8 +142,8 @@ void sgemm(bool ta, bool tb, int64_t m, int64_t n, int64_t k, float alpha, const
 #endif
 #ifdef SHARDPLAN_HAVE_CBLAS
   cblas_sgemm(CblasRowMajor, ta ? CblasTrans : CblasNoTrans, tb ? CblasTrans : CblasNoTrans, static_cast<int>(m),
-              static_cast<int>(n), static_cast<int>(k), alpha, a, static_cast<int>(lda), b, static_cast<int>(ldb), beta, c,
-              static_cast<int>(ldc));
+              static_cast<int>(n), static_cast<int>(k), alpha, a, static_cast<int>(lda), b, static_cast<int>(ldb), beta,
+              c, static_cast<int>(ldc));
 #else
   EXECUTOR_CHECK(false, "CPU sgemm: built with neither oneDNN nor CBLAS");
 #endif
@@ -143,8 +159,9 @@ torch::Tensor mm(const torch::Tensor& a, const torch::Tensor& b) {
 
 void addmm_(const torch::Tensor& c, const torch::Tensor& a, const torch::Tensor& b) {
   const Operand A = operand(a), B = operand(b);
-  const bool fits = sgemm_available() && A.ok && B.ok && c.dim() == 2 && c.is_contiguous() && c.scalar_type() == torch::kFloat &&
-                    c.size(0) == a.size(0) && c.size(1) == b.size(1) && a.size(1) == b.size(0);
+  const bool fits = sgemm_available() && A.ok && B.ok && c.dim() == 2 && c.is_contiguous() &&
+                    c.scalar_type() == torch::kFloat && c.size(0) == a.size(0) && c.size(1) == b.size(1) &&
+                    a.size(1) == b.size(0);
   if (fits) gemm_into(c, a, A, b, B, 1.0F);
   else const_cast<torch::Tensor&>(c).addmm_(a, b);
 }
@@ -159,8 +176,8 @@ torch::Tensor matmul(const torch::Tensor& x, const torch::Tensor& b) {
 
 torch::Tensor bmm(const torch::Tensor& a, const torch::Tensor& b) {
   const int64_t d = a.dim();
-  const bool shapes = d >= 3 && b.dim() == d && a.size(-1) == b.size(-2) &&
-                      a.sizes().slice(0, d - 2) == b.sizes().slice(0, d - 2);
+  const bool shapes =
+      d >= 3 && b.dim() == d && a.size(-1) == b.size(-2) && a.sizes().slice(0, d - 2) == b.sizes().slice(0, d - 2);
   if (!sgemm_available() || !shapes || a.numel() == 0 || b.numel() == 0) return torch::matmul(a, b);
   const auto first_matrix = [](torch::Tensor t) {  // the layout of every matrix of the batch
     while (t.dim() > 2) t = t.select(0, 0);

@@ -72,8 +72,8 @@ void rms_norm_backward(const float* dy, const float* x, const float* w, const fl
     for (int64_t j = 0; j < hidden; ++j) dw[j] += partial[static_cast<size_t>(b * hidden + j)];
 }
 
-void rotary(HeadView x, HeadView y, const float* cos, const float* sin, int64_t B, int64_t heads, int64_t S,
-            int64_t hd, int64_t rot, bool inverse) {
+void rotary(HeadView x, HeadView y, const float* cos, const float* sin, int64_t B, int64_t heads, int64_t S, int64_t hd,
+            int64_t rot, bool inverse) {
   const int64_t half = rot / 2;
   at::parallel_for(0, B * heads * S, 256, [&](int64_t t0, int64_t t1) {
     for (int64_t t = t0; t < t1; ++t) {

@@ -28,8 +28,8 @@ struct HeadView {
 // `inverse` applies the transpose (the rotation by -theta): backward's dx from dy. x and y must
 // not overlap.
 // cos, sin: (S, rot) contiguous, row s for position s.
-void rotary(HeadView x, HeadView y, const float* cos, const float* sin, int64_t B, int64_t heads, int64_t S,
-            int64_t hd, int64_t rot, bool inverse);
+void rotary(HeadView x, HeadView y, const float* cos, const float* sin, int64_t B, int64_t heads, int64_t S, int64_t hd,
+            int64_t rot, bool inverse);
 
 // softmax(scale * x + causal mask) over rows of S keys (Megatron's ScaledUpperTriangMaskedSoftmax):
 // row r is query position i = r mod S (query groups stacked along the rows, as attention_core
@@ -47,8 +47,7 @@ void swiglu_backward(const float* dy, const float* g, const float* u, const floa
 
 // Cross-entropy forward over vocabulary rows: ez_rj = exp(z_rj - zmax_r) for the first `valid`
 // of V columns (0 in padded ones), sum_r = sum_j ez_rj. z, ez: (R, V) contiguous; zmax, sum: (R)
-void exp_shifted_rows(const float* z, const float* zmax, float* ez, float* sum, int64_t rows, int64_t V,
-                      int64_t valid);
+void exp_shifted_rows(const float* z, const float* zmax, float* ez, float* sum, int64_t rows, int64_t V, int64_t valid);
 
 // Its backward in place: grad_r = coef_r * ez_r, then grad_r[target_r] -= hit_r
 // (coef = dloss / sum, hit = dloss where the target is in this shard, else 0). ez: (R, V); coef,

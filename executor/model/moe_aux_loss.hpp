@@ -25,9 +25,9 @@
 namespace shardplan::executor {
 
 struct MoeAuxLoss {
-  double coeff = 0;                           // 0: no auxiliary loss
-  std::vector<Communicator*> route_groups;    // ranks routing other parts of the micro-batch
-  double replicas = 1;                        // ranks routing the same tokens (etp = tp: tp)
+  double coeff = 0;                         // 0: no auxiliary loss
+  std::vector<Communicator*> route_groups;  // ranks routing other parts of the micro-batch
+  double replicas = 1;                      // ranks routing the same tokens (etp = tp: tp)
   [[nodiscard]] bool enabled() const { return coeff > 0; }
 };
 

@@ -16,7 +16,6 @@ namespace shardplan::executor {
 
 namespace {
 
-
 void record_imbalance(const std::vector<int64_t>& counts, MoeRoutingStats& s) {
   int64_t total = 0, most = 0;
   for (int64_t c : counts) {
@@ -56,7 +55,7 @@ torch::Tensor capacity_keep_mask(const torch::Tensor& top_p, const torch::Tensor
   const torch::Tensor probs = torch::zeros({N, num_experts}, opt).scatter(1, top_e, top_p.to(torch::kFloat));
   const torch::Tensor best = std::get<1>(probs.topk(capacity, 0, /*largest=*/true, /*sorted=*/false));  // (C, E)
   const torch::Tensor kept = torch::zeros({N, num_experts}, opt).scatter(0, best, 1.0);                 // (N, E)
-  return kept.gather(1, top_e).gt(0.5);                                                                // (N, k)
+  return kept.gather(1, top_e).gt(0.5);                                                                 // (N, k)
 }
 
 torch::Tensor moe_routed_experts(const MoeMlp& m, const torch::Tensor& x, Communicator* ep, MoeRoutingStats* stats,
@@ -68,20 +67,20 @@ torch::Tensor moe_routed_experts(const MoeMlp& m, const torch::Tensor& x, Commun
   if (m.renormalize) top_p = top_p / top_p.sum(-1, /*keepdim=*/true);
   // The routed copies (token n's j-th pick is copy n*k + j): all of them (dropless), or those
   // within the experts' capacity (R of them, in copy order).
-  torch::Tensor flat_e = top_e.reshape({-1});                                          // (N k)
-  torch::Tensor flat_p = top_p.reshape({-1});                                          // (N k)
-  torch::Tensor copies;                                                                // (R) or undefined: all
+  torch::Tensor flat_e = top_e.reshape({-1});  // (N k)
+  torch::Tensor flat_p = top_p.reshape({-1});  // (N k)
+  torch::Tensor copies;                        // (R) or undefined: all
   if (m.capacity_factor > 0) {
     const int64_t capacity = expert_capacity(N, k, E, m.capacity_factor);
     copies = capacity_keep_mask(top_p, top_e, E, capacity).reshape({-1}).nonzero().squeeze(1);
-    flat_e = flat_e.index_select(0, copies);                                           // (R)
-    flat_p = flat_p.index_select(0, copies);                                           // (R)
+    flat_e = flat_e.index_select(0, copies);  // (R)
+    flat_p = flat_p.index_select(0, copies);  // (R)
   }
   // Dispatch: the copies sorted by expert; a stable sort keeps token order inside an expert, so
   // the combine adds a token's picks in the same order whatever the layout.
   const torch::Tensor order = std::get<1>(flat_e.sort(/*stable=*/true, 0, /*descending=*/false));
   const torch::Tensor token = (copies.defined() ? copies.index_select(0, order) : order).div(k, "floor");  // (R)
-  const torch::Tensor weight = flat_p.index_select(0, order);                          // (R)
+  const torch::Tensor weight = flat_p.index_select(0, order);                                              // (R)
   const ExpertDispatch plan(torch::bincount(flat_e, {}, E), E, ep);
   if (stats != nullptr) {
     record_imbalance(plan.counts(), *stats);
@@ -89,16 +88,16 @@ torch::Tensor moe_routed_experts(const MoeMlp& m, const torch::Tensor& x, Commun
     stats->dropped += N * k - flat_e.numel();
   }
   // Grouped experts: each local expert's SwiGLU MLP on its contiguous rows (Shazeer 2020, §2).
-  const torch::Tensor rows = plan.dispatch(x.index_select(0, token));                  // (Rl, H)
+  const torch::Tensor rows = plan.dispatch(x.index_select(0, token));  // (Rl, H)
   std::vector<torch::Tensor> outs;
   outs.reserve(m.experts.size());
   for (int64_t le = 0; le < static_cast<int64_t>(m.experts.size()); ++le) {
     const ExpertWeights& w = m.experts[static_cast<size_t>(le)];
     const torch::Tensor xe = rows.narrow(0, plan.rows_before(le), plan.rows_of(le));  // (n_e, H)
     const torch::Tensor h = swiglu(expert_linear(xe, w.gate, w.gate_lora), expert_linear(xe, w.up, w.up_lora));
-    outs.push_back(expert_linear(h, w.down, w.down_lora));                             // (n_e, H) partial
+    outs.push_back(expert_linear(h, w.down, w.down_lora));  // (n_e, H) partial
   }
-  const torch::Tensor y = plan.combine(torch::cat(outs));                               // (R, H) partial over tp
+  const torch::Tensor y = plan.combine(torch::cat(outs));  // (R, H) partial over tp
   // Weighted combine, cast to the activations' dtype first as Hugging Face does.
   const torch::Tensor weighted = y * weight.to(y.scalar_type()).unsqueeze(1);
   const torch::Tensor out = torch::zeros({N, H}, y.options()).index_add(0, token, weighted);  // (N, H)
@@ -156,7 +155,8 @@ void Transformer::build_moe(Block& b, const std::string& prefix) {
       torch::Tensor* slot = name.ends_with("gate_proj") || name.ends_with(".w1") ? &w.gate
                             : name.ends_with("up_proj") || name.ends_with(".w3") ? &w.up
                                                                                  : &w.down;
-      const ShardSpec shard = opt_.whole_experts ? ShardSpec{} : ShardSpec{d.split == simulator::TpSplit::column ? 0 : 1, {}, 0};
+      const ShardSpec shard =
+          opt_.whole_experts ? ShardSpec{} : ShardSpec{d.split == simulator::TpSplit::column ? 0 : 1, {}, 0};
       add_param(prefix + name + ".weight", slot, {d.d_out, d.d_in}, shard, b.expert_unit, false);
       params_.back().tp_partial_grad = false;  // whole experts differ over tp; split ones are shards
       auto& lora = slot == &w.gate ? w.gate_lora : slot == &w.up ? w.up_lora : w.down_lora;
@@ -204,7 +204,8 @@ torch::Tensor Transformer::moe_mlp(const Block& blk, const torch::Tensor& x, con
   const bool record = ctx.training && torch::GradMode::is_enabled();
   MoeRoutingStats* stats = record ? &moe_stats_ : nullptr;
   // The ranks routing other parts of this micro-batch: cp, and tp when each routes its shard.
-  const MoeAuxLoss aux{opt_.moe_aux_loss_coeff, {opt_.cp.group, opt_.whole_experts ? ctx.tp : nullptr},
+  const MoeAuxLoss aux{opt_.moe_aux_loss_coeff,
+                       {opt_.cp.group, opt_.whole_experts ? ctx.tp : nullptr},
                        opt_.whole_experts ? 1.0 : static_cast<double>(opt_.tp)};
   torch::Tensor out;
   if (opt_.whole_experts) {
@@ -212,13 +213,14 @@ torch::Tensor Transformer::moe_mlp(const Block& blk, const torch::Tensor& x, con
     // layer; the plan has SP whenever tp > 1 on an MoE card: simulator validation).
     EXECUTOR_CHECK(sp, "whole experts (etp 1) under tp > 1 need sequence parallelism");
     const int64_t B = x.size(0), S = x.size(1), H = x.size(2);
-    out = moe_routed_experts(*blk.moe, x.reshape({B * S, H}), opt_.ep_group, stats, &aux).view({B, S, H});  // (B, S/t, H)
+    out =
+        moe_routed_experts(*blk.moe, x.reshape({B * S, H}), opt_.ep_group, stats, &aux).view({B, S, H});  // (B, S/t, H)
   } else {
     // x: (B, Sx, H) -> every token of the micro-batch on every tp rank: (B, S, H)
     const torch::Tensor xin = sp ? gather_from_seq(x, tp) : copy_to_tp(x, tp);
     const int64_t B = xin.size(0), S = xin.size(1), H = xin.size(2);
     const torch::Tensor routed = moe_routed_experts(*blk.moe, xin.reshape({B * S, H}), opt_.ep_group, stats, &aux)
-                                     .view({B, S, H});                              // partial over tp
+                                     .view({B, S, H});                       // partial over tp
     out = sp ? reduce_scatter_seq(routed, tp) : reduce_from_tp(routed, tp);  // (B, Sx, H)
   }
   if (blk.gate.weight.defined()) {  // the shared expert (Qwen2MoeSparseMoeBlock.shared_expert)

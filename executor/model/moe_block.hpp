@@ -40,8 +40,8 @@
 #include <vector>
 
 #include "executor/comm/communicator.hpp"
-#include "moe_aux_loss.hpp"
 #include "executor/parallel/layers.hpp"
+#include "moe_aux_loss.hpp"
 
 namespace shardplan::executor {
 
@@ -69,9 +69,9 @@ struct MoeMlp {
   std::vector<ExpertWeights> experts;  // this ep rank's El experts
   int64_t num_experts = 0;
   int64_t top_k = 0;
-  int64_t first_expert = 0;            // global index of experts[0]
+  int64_t first_expert = 0;  // global index of experts[0]
   bool renormalize = false;
-  double capacity_factor = 0;          // 0: dropless; > 0: Megatron's per-expert capacity
+  double capacity_factor = 0;  // 0: dropless; > 0: Megatron's per-expert capacity
 };
 
 // Which routed copies (N, k) an expert keeps under capacity `capacity`: per expert, the
@@ -86,7 +86,7 @@ int64_t expert_capacity(int64_t tokens, int64_t top_k, int64_t num_experts, doub
 // (complete when t = 1). `ep`: the expert-parallel group (null or size 1: every expert local).
 // Adds this micro-batch's load imbalance (after the capacity) and drops to `stats` when given.
 // `aux`: the load-balancing auxiliary loss to attach (null or coeff 0: none).
-torch::Tensor moe_routed_experts(const MoeMlp& m, const torch::Tensor& x, Communicator* ep,
-                                 MoeRoutingStats* stats, const MoeAuxLoss* aux = nullptr);
+torch::Tensor moe_routed_experts(const MoeMlp& m, const torch::Tensor& x, Communicator* ep, MoeRoutingStats* stats,
+                                 const MoeAuxLoss* aux = nullptr);
 
 }  // namespace shardplan::executor

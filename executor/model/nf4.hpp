@@ -33,7 +33,7 @@
 
 namespace shardplan::executor {
 
-inline constexpr int64_t kNf4Block = 64;          // quantize_4bit's default blocksize
+inline constexpr int64_t kNf4Block = 64;           // quantize_4bit's default blocksize
 inline constexpr int64_t kNf4ConstantBlock = 256;  // quantize_4bit: quantize_blockwise(absmax, blocksize=256)
 inline constexpr uint8_t kNf4ZeroCode = 7;         // nf4[7] == 0.0 (the padding of an odd tail)
 

@@ -33,14 +33,13 @@ Nf4Tensor slice_agreed(const Nf4Tensor& full, const Parameter& p, Communicator* 
   Nf4Tensor out;
   try {
     out = nf4_slice(full, index, "weight '" + p.name + "'");
-  } catch (const InputError& e) {
-    error = e.what();
-  }
+  } catch (const InputError& e) { error = e.what(); }
   if (opt.tp > 1) {
     torch::Tensor failed = torch::tensor({error.empty() ? 0 : 1}, torch::kInt).to(tp->device());
     tp->all_reduce(failed, ReduceOp::max);
     if (failed.item<int>() != 0 && error.empty())
-      error = "weight '" + p.name + "': another tensor-parallel rank's shard of it does not hold whole 64-weight "
+      error = "weight '" + p.name +
+              "': another tensor-parallel rank's shard of it does not hold whole 64-weight "
               "NF4 blocks (its error names the run); plan another tensor_parallel or --lora-base bf16";
   }
   if (!error.empty()) throw InputError(error);
@@ -60,7 +59,8 @@ std::vector<const ParallelLinear*> block_linears(const Block& b) {
 Nf4BaseSummary quantize_base_nf4(Transformer& model, Communicator* tp) {
   const auto& opt = model.options();
   if (model.spec().is_moe())
-    throw InputError("model '" + model.spec().name + "': an NF4 base (QLoRA) of a mixture-of-experts model (experts "
+    throw InputError("model '" + model.spec().name +
+                     "': an NF4 base (QLoRA) of a mixture-of-experts model (experts "
                      "in NF4) is not run by this shardrun; plan with --lora-base bf16");
   torch::NoGradGuard no_grad;
   std::vector<Parameter>& params = model.parameters();
@@ -69,8 +69,8 @@ Nf4BaseSummary quantize_base_nf4(Transformer& model, Communicator* tp) {
   for (Block& b : model.blocks()) {
     for (ParallelLinear* l : block_linears(b)) {
       if (!l->weight.defined()) continue;
-      const auto it = std::find_if(params.begin(), params.end(),
-                                   [&](const Parameter& p) { return p.tensor.is_same(l->weight); });
+      const auto it =
+          std::find_if(params.begin(), params.end(), [&](const Parameter& p) { return p.tensor.is_same(l->weight); });
       EXECUTOR_CHECK(it != params.end(), "a block linear's weight is not a model parameter");
       const Parameter& p = *it;
       const Nf4Tensor full = nf4_quantize(gather_full_weight(p, tp, opt.tp));

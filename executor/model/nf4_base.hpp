@@ -19,9 +19,9 @@
 namespace shardplan::executor {
 
 struct Nf4BaseSummary {
-  int64_t linears = 0;        // NF4 bases on this rank
-  int64_t weights = 0;        // their local weight elements
-  int64_t bytes = 0;          // what their NF4 form holds (codes, constants, offsets, run tables)
+  int64_t linears = 0;  // NF4 bases on this rank
+  int64_t weights = 0;  // their local weight elements
+  int64_t bytes = 0;    // what their NF4 form holds (codes, constants, offsets, run tables)
 };
 
 // `tp`: the tensor-parallel group (may be null when the model's tp is 1). Collective over tp.

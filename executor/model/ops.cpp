@@ -207,8 +207,8 @@ struct ScaledCausalSoftmax : torch::autograd::Function<ScaledCausalSoftmax> {
                                    static_cast<float>(scale));
       return {dx, torch::Tensor(), torch::Tensor(), torch::Tensor(), torch::Tensor()};
     }
-    const torch::Tensor dz = at::_softmax_backward_data(g[0].to(torch::kFloat).contiguous(), y.to(torch::kFloat), -1,
-                                                        torch::kFloat);
+    const torch::Tensor dz =
+        at::_softmax_backward_data(g[0].to(torch::kFloat).contiguous(), y.to(torch::kFloat), -1, torch::kFloat);
     const auto x_dtype = static_cast<torch::ScalarType>(ctx->saved_data["x_dtype"].toInt());
     return {dz.mul_(scale).to(x_dtype), torch::Tensor(), torch::Tensor(), torch::Tensor(), torch::Tensor()};
   }

@@ -15,9 +15,9 @@
 namespace shardplan::executor {
 
 struct ShardSpec {
-  int dim = -1;                    // sharded dimension of the internal layout; -1 = replicated
-  std::vector<int64_t> segments;   // sizes along `dim` of fused parts (empty = one part)
-  int64_t padded = 0;              // size along `dim` after padding to a multiple of tp (vocab)
+  int dim = -1;                   // sharded dimension of the internal layout; -1 = replicated
+  std::vector<int64_t> segments;  // sizes along `dim` of fused parts (empty = one part)
+  int64_t padded = 0;             // size along `dim` after padding to a multiple of tp (vocab)
   [[nodiscard]] bool replicated() const { return dim < 0; }
 };
 
@@ -26,14 +26,14 @@ struct Parameter {
   torch::Tensor tensor;             // local shard, internal layout
   std::vector<int64_t> full_shape;  // internal layout, unpadded
   ShardSpec shard;
-  int unit = 0;                     // ZeRO unit (embedding, block i, head)
+  int unit = 0;  // ZeRO unit (embedding, block i, head)
   bool trainable = true;
-  bool lora = false;                // a LoRA adapter (lora_A / lora_B)
-  bool hf_transposed = false;       // stored (in, out) in Hugging Face files (GPT-2 Conv1D)
-  bool no_decay = false;            // biases and norm weights: no AdamW weight decay
-  bool tp_partial_grad = false;     // replicated over tp but its gradient is partial (SP)
-  bool tied_copy = false;           // the last pipeline stage's copy of a tied input embedding:
-                                    // kept equal to the first stage's, never exported
+  bool lora = false;             // a LoRA adapter (lora_A / lora_B)
+  bool hf_transposed = false;    // stored (in, out) in Hugging Face files (GPT-2 Conv1D)
+  bool no_decay = false;         // biases and norm weights: no AdamW weight decay
+  bool tp_partial_grad = false;  // replicated over tp but its gradient is partial (SP)
+  bool tied_copy = false;        // the last pipeline stage's copy of a tied input embedding:
+                                 // kept equal to the first stage's, never exported
 };
 
 // The local shard of `full` (internal layout, unpadded) for tp rank `rank` of `tp`.

@@ -13,11 +13,11 @@ using torch::autograd::variable_list;
 
 struct CheckpointState : torch::CustomClassHolder {
   RecomputeFn fn;
-  std::vector<torch::Tensor> kept;       // the inputs, detached (on the host when offloaded)
-  std::vector<torch::Device> devices;    // where each input lived
+  std::vector<torch::Tensor> kept;     // the inputs, detached (on the host when offloaded)
+  std::vector<torch::Device> devices;  // where each input lived
   std::vector<bool> needs_grad;
   bool has_rng = false;
-  DropoutRng rng;                        // generator state at the start of forward
+  DropoutRng rng;                             // generator state at the start of forward
   AutocastState cpu_autocast, cuda_autocast;  // at the start of forward
 };
 
@@ -93,8 +93,8 @@ struct Checkpoint : torch::autograd::Function<Checkpoint> {
 
 }  // namespace
 
-std::vector<torch::Tensor> checkpoint(const RecomputeFn& fn, const std::vector<torch::Tensor>& inputs,
-                                      DropoutRng* rng, bool offload) {
+std::vector<torch::Tensor> checkpoint(const RecomputeFn& fn, const std::vector<torch::Tensor>& inputs, DropoutRng* rng,
+                                      bool offload) {
   auto st = c10::make_intrusive<CheckpointState>();
   st->fn = fn;
   return Checkpoint::apply(st, offload, rng, at::TensorList(inputs));

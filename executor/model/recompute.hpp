@@ -26,7 +26,7 @@ using RecomputeFn = std::function<std::vector<torch::Tensor>(const std::vector<t
 
 // Outputs of fn(inputs), checkpointed. `rng` (may be null) is the live generator pair: forward
 // advances it exactly as running fn directly would.
-std::vector<torch::Tensor> checkpoint(const RecomputeFn& fn, const std::vector<torch::Tensor>& inputs,
-                                      DropoutRng* rng, bool offload);
+std::vector<torch::Tensor> checkpoint(const RecomputeFn& fn, const std::vector<torch::Tensor>& inputs, DropoutRng* rng,
+                                      bool offload);
 
 }  // namespace shardplan::executor

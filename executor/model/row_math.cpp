@@ -92,8 +92,8 @@ SHARDPLAN_AVX2 float exp_affine_sum_avx2(const float* x, float scale, float shif
   }
   if (j < n) {
     const __m256i k = tail_mask(n - j);
-    const __m256 e = _mm256_and_ps(Sleef_expf8_u10avx2(_mm256_fmsub_ps(_mm256_maskload_ps(x + j, k), a, b)),
-                                   _mm256_castsi256_ps(k));
+    const __m256 e =
+        _mm256_and_ps(Sleef_expf8_u10avx2(_mm256_fmsub_ps(_mm256_maskload_ps(x + j, k), a, b)), _mm256_castsi256_ps(k));
     _mm256_maskstore_ps(y + j, k, e);
     acc = _mm256_add_ps(acc, e);
   }
@@ -151,8 +151,8 @@ SHARDPLAN_AVX2 void swiglu_forward_row_avx2(const float* g, const float* u, floa
   if (j < n) swiglu_forward_row_plain(g + j, u + j, s + j, y + j, n - j);
 }
 
-SHARDPLAN_AVX2 void swiglu_backward_row_avx2(const float* dy, const float* g, const float* u, const float* s,
-                                             float* dg, float* du, int64_t n) {
+SHARDPLAN_AVX2 void swiglu_backward_row_avx2(const float* dy, const float* g, const float* u, const float* s, float* dg,
+                                             float* du, int64_t n) {
   const __m256 one = _mm256_set1_ps(1.0F);
   int64_t j = 0;
   for (; j + 8 <= n; j += 8) {

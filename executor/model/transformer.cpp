@@ -34,14 +34,16 @@ Transformer::Transformer(const simulator::ModelSpec& spec, const ModelOptions& o
   const std::string src = "model '" + spec.name + "'";
   if (spec.kind != simulator::ModelKind::decoder ||
       (spec.family != "gpt2" && spec.family != "llama" && spec.family != "mixtral"))
-    throw InputError(src + ": field 'family': shardrun builds decoder models of the gpt2, llama and mixtral families, "
-                           "got '" + spec.family + "'");
-  if (spec.mla.enabled())
-    throw InputError(src + ": shardrun does not build latent-attention (MLA) models yet");
+    throw InputError(src +
+                     ": field 'family': shardrun builds decoder models of the gpt2, llama and mixtral families, "
+                     "got '" +
+                     spec.family + "'");
+  if (spec.mla.enabled()) throw InputError(src + ": shardrun does not build latent-attention (MLA) models yet");
   if (spec.is_moe()) check_moe_options(spec, opt);  // moe_block.cpp
   if (spec.parallel_residual || spec.lm_head_bias || spec.embedding_norm || spec.type_vocab_size > 0 || spec.qk_norm)
-    throw InputError(src + ": shardrun does not build parallel-residual, lm-head-bias, embedding-norm or q/k-norm "
-                           "variants");
+    throw InputError(src +
+                     ": shardrun does not build parallel-residual, lm-head-bias, embedding-norm or q/k-norm "
+                     "variants");
   const int t = opt.tp;
   if (spec.num_heads % t != 0 || spec.num_kv_heads % t != 0 || spec.ffn_hidden % t != 0)
     throw InputError(src + ": tensor_parallel " + std::to_string(t) +
@@ -84,8 +86,8 @@ void Transformer::add_param(const std::string& name, torch::Tensor* slot, std::v
   // Under sequence parallelism a tp-replicated parameter sees only this rank's sequence chunk.
   const bool column_lora_a = is_lora && name.ends_with("lora_A.weight") && shard.replicated();
   const bool row_lora_b = is_lora && name.ends_with("lora_B.weight") && shard.replicated();
-  p.tp_partial_grad = opt_.sequence_parallel && opt_.tp > 1 && shard.replicated() &&
-                      (!is_lora || column_lora_a || row_lora_b);
+  p.tp_partial_grad =
+      opt_.sequence_parallel && opt_.tp > 1 && shard.replicated() && (!is_lora || column_lora_a || row_lora_b);
   *slot = p.tensor;
   params_.push_back(std::move(p));
 }

@@ -14,8 +14,8 @@
 // (`tied_copy`), kept equal to the first stage's by summing their gradients (Megatron's
 // embedding group).
 //
-// Legend: B batch, S sequence (this rank's S/cp under context parallelism; Sx = S/t under SP), H hidden, t = tp size, nh/nkv heads (local:
-// /t), hd head dim, L layers.
+// Legend: B batch, S sequence (this rank's S/cp under context parallelism; Sx = S/t under SP), H hidden, t = tp size,
+// nh/nkv heads (local: /t), hd head dim, L layers.
 #include <torch/torch.h>
 
 #include <memory>
@@ -37,17 +37,17 @@ struct ModelOptions {
   int tp = 1;
   int tp_rank = 0;
   bool sequence_parallel = false;
-  simulator::LoraConfig lora;           // rank 0 = none
-  double hidden_dropout = 0.0;          // from the card unless overridden
+  simulator::LoraConfig lora;   // rank 0 = none
+  double hidden_dropout = 0.0;  // from the card unless overridden
   double attention_dropout = 0.0;
   int pp = 1;
   int pp_rank = 0;
   int virtual_stages = 1;
-  std::vector<int> layers_per_chunk;    // [chunk * pp + stage], size pp * v; empty = all in one
+  std::vector<int> layers_per_chunk;  // [chunk * pp + stage], size pp * v; empty = all in one
   simulator::Recompute recompute = simulator::Recompute::none;
-  int recompute_num_layers = 0;         // full: 0 = every block, k = the first k of each chunk
-  bool offload_activations = false;     // checkpointed inputs to host (CUDA only)
-  torch::Device device{torch::kCPU};    // where parameters and activations live
+  int recompute_num_layers = 0;       // full: 0 = every block, k = the first k of each chunk
+  bool offload_activations = false;   // checkpointed inputs to host (CUDA only)
+  torch::Device device{torch::kCPU};  // where parameters and activations live
   // The plan's attention kind is flash: fused scaled_dot_product_attention (flash /
   // memory-efficient kernels) where it can run (attention_run); else the explicit path.
   bool fused_attention = true;
@@ -79,12 +79,12 @@ AttentionRun attention_run(const ModelOptions& o);
 
 struct Block {
   torch::Tensor norm1_w, norm1_b, norm2_w, norm2_b;  // *_b undefined for RMSNorm
-  ParallelLinear qkv;                  // fused (GPT-2 c_attn) — or:
-  ParallelLinear q, k, v;              // separate (Llama)
-  ParallelLinear out;                  // row-parallel
-  ParallelLinear fc, gate, up, down;   // GPT-2: fc + down(c_proj); Llama: gate, up, down
-  int layer = 0;                       // global layer index
-  int unit = 0;                        // local ZeRO unit
+  ParallelLinear qkv;                                // fused (GPT-2 c_attn) — or:
+  ParallelLinear q, k, v;                            // separate (Llama)
+  ParallelLinear out;                                // row-parallel
+  ParallelLinear fc, gate, up, down;                 // GPT-2: fc + down(c_proj); Llama: gate, up, down
+  int layer = 0;                                     // global layer index
+  int unit = 0;                                      // local ZeRO unit
   // MoE blocks: router and routed experts (gate/up/down above are then the shared expert, if
   // any); the experts live in a ZeRO unit of their own, reduced over the expert-data group.
   std::shared_ptr<MoeMlp> moe;
@@ -93,15 +93,15 @@ struct Block {
 
 // One model chunk of this stage.
 struct ModelChunk {
-  int virtual_stage = 0;               // chunk * pp + stage
-  int first_layer = 0;                 // global index of its first block
+  int virtual_stage = 0;  // chunk * pp + stage
+  int first_layer = 0;    // global index of its first block
   int layers = 0;
-  int block_begin = 0;                 // its first entry in this stage's blocks
-  bool first = false;                  // embedding here (input: token ids)
-  bool last = false;                   // final norm, head and loss here (output: loss)
-  int unit_begin = 0, unit_end = 0;    // its local ZeRO units [begin, end)
-  std::vector<int> embedding_units;    // first chunk: units of the word / position embeddings
-  std::vector<int> head_units;         // last chunk: units of the final norm and the head
+  int block_begin = 0;               // its first entry in this stage's blocks
+  bool first = false;                // embedding here (input: token ids)
+  bool last = false;                 // final norm, head and loss here (output: loss)
+  int unit_begin = 0, unit_end = 0;  // its local ZeRO units [begin, end)
+  std::vector<int> embedding_units;  // first chunk: units of the word / position embeddings
+  std::vector<int> head_units;       // last chunk: units of the final norm and the head
 };
 
 struct ChunkOutput {
@@ -164,14 +164,13 @@ class Transformer {
   [[nodiscard]] bool use_fused_attention(const torch::Tensor& q) const;
   torch::Tensor mlp(const Block& blk, const torch::Tensor& x, const TpContext& ctx) const;
   torch::Tensor block_forward(const Block& blk, const torch::Tensor& x, const TpContext& ctx) const;
-  void build_moe(Block& b, const std::string& prefix);                                       // moe_block.cpp
+  void build_moe(Block& b, const std::string& prefix);  // moe_block.cpp
   void build_expert_lora(std::optional<LoraAdapter>& lora, const simulator::LinearDesc& d, const std::string& name,
-                         int unit);                                                            // moe_block.cpp
-  static void check_moe_options(const simulator::ModelSpec& spec, const ModelOptions& opt);  // moe_block.cpp
+                         int unit);                                                             // moe_block.cpp
+  static void check_moe_options(const simulator::ModelSpec& spec, const ModelOptions& opt);     // moe_block.cpp
   torch::Tensor moe_mlp(const Block& blk, const torch::Tensor& x, const TpContext& ctx) const;  // moe_block.cpp
   torch::Tensor embed(const ModelChunk& c, const torch::Tensor& ids, TpContext& ctx, UnitHooks* hooks);
-  ChunkOutput head(const ModelChunk& c, torch::Tensor x, const torch::Tensor& labels, TpContext& ctx,
-                   UnitHooks* hooks);
+  ChunkOutput head(const ModelChunk& c, torch::Tensor x, const torch::Tensor& labels, TpContext& ctx, UnitHooks* hooks);
 
   simulator::ModelSpec spec_;
   ModelOptions opt_;
@@ -179,12 +178,12 @@ class Transformer {
   int64_t vocab_padded_ = 0;
   int num_units_ = 0;
   int tied_unit_ = -1;
-  VocabEmbedding wte_;              // first stage (or the tied copy on the last)
-  torch::Tensor wpe_;               // (P, H) learned positions (GPT-2), first stage
-  std::vector<Block> blocks_;       // this stage's blocks, chunk by chunk
+  VocabEmbedding wte_;         // first stage (or the tied copy on the last)
+  torch::Tensor wpe_;          // (P, H) learned positions (GPT-2), first stage
+  std::vector<Block> blocks_;  // this stage's blocks, chunk by chunk
   std::vector<ModelChunk> chunks_;
   torch::Tensor final_w_, final_b_;
-  torch::Tensor lm_head_;           // (V_pad/t, H); undefined when tied
+  torch::Tensor lm_head_;          // (V_pad/t, H); undefined when tied
   std::vector<Parameter> params_;  // their tensors share storage with the members above
   mutable MoeRoutingStats moe_stats_;
 };

@@ -85,7 +85,9 @@ torch::Tensor Transformer::context_attention(const torch::Tensor& q, const torch
   if (!cp.active()) return attention_core(q, k, v, ctx);
   const int64_t B = q.size(0), nh = q.size(1), S = q.size(2), hd = q.size(3);
   if (cp.kind == simulator::CpKind::ring)
-    return ring_attention(q, k, v, cp, 1.0 / std::sqrt(static_cast<double>(hd))).transpose(1, 2).reshape({B, S, nh * hd});
+    return ring_attention(q, k, v, cp, 1.0 / std::sqrt(static_cast<double>(hd)))
+        .transpose(1, 2)
+        .reshape({B, S, nh * hd});
   // Ulysses: (B, n, S/cp, hd) -> (B, n/cp, S, hd) each, attention over the whole sequence, back.
   const torch::Tensor ctx_h = attention_core(seq_to_heads(q, cp), seq_to_heads(k, cp), seq_to_heads(v, cp), ctx);
   const int64_t nl = nh / cp.size(), S_all = S * cp.size();
@@ -138,7 +140,7 @@ torch::Tensor Transformer::attention(const Block& blk, const torch::Tensor& x, c
 }
 
 torch::Tensor Transformer::mlp(const Block& blk, const torch::Tensor& x, const TpContext& ctx) const {
-  if (spec_.ffn_kind == simulator::FfnKind::swiglu) {  // Shazeer 2020, "GLU Variants", §2
+  if (spec_.ffn_kind == simulator::FfnKind::swiglu) {              // Shazeer 2020, "GLU Variants", §2
     const auto gu = column_forward({&blk.gate, &blk.up}, x, ctx);  // (B, S, F/t) each, one gather under SP
     const torch::Tensor& g = gu[0];
     const torch::Tensor& u = gu[1];
@@ -201,7 +203,7 @@ ChunkOutput Transformer::head(const ModelChunk& c, torch::Tensor x, const torch:
     }
   x = norm(x, final_w_, final_b_);
   const torch::Tensor xin = sp ? gather_from_seq(x, tp) : copy_to_tp(x, tp);  // (B, S, H)
-  const torch::Tensor& head = lm_head_.defined() ? lm_head_ : wte_.weight;   // (V_pad/t, H)
+  const torch::Tensor& head = lm_head_.defined() ? lm_head_ : wte_.weight;    // (V_pad/t, H)
   // An untied head's gradient goes straight into its flat buffer (zero_linear.hpp); a tied one
   // meets the embedding's in autograd, as stage_memory.cpp counts it.
   torch::Tensor logits = zero_linear(xin, head, {}, /*into_grad=*/lm_head_.defined());  // (B, S, V_pad/t)
@@ -229,8 +231,8 @@ ChunkOutput Transformer::forward_chunk(int chunk, const torch::Tensor& input, co
     const bool full = i < recomputed;
     if (ctx.rng) ctx.rng->reseed(blk.layer + 1);
     // An MoE block's routed experts are a unit of their own (expert_unit), managed alongside.
-    const std::vector<int> units = blk.expert_unit >= 0 ? std::vector<int>{blk.unit, blk.expert_unit}
-                                                        : std::vector<int>{blk.unit};
+    const std::vector<int> units =
+        blk.expert_unit >= 0 ? std::vector<int>{blk.unit, blk.expert_unit} : std::vector<int>{blk.unit};
     if (hooks)
       for (int u : units) {
         hooks->before_forward(u);

@@ -95,8 +95,8 @@ struct RingAttention : torch::autograd::Function<RingAttention> {
       const torch::Tensor ks = cur.k().narrow(2, part.kv.begin, part.kv.n);
       const torch::Tensor vs = cur.v().narrow(2, part.kv.begin, part.kv.n);
       const torch::Tensor visible = part.causal ? causal_visible(pos, pos).to(q.device()) : torch::Tensor();
-      const torch::Tensor s = scores(qs, ks, scale, visible);             // (B, g, G*Sq, Sk)
-      const torch::Tensor l = s.logsumexp(-1, true);                       // (B, g, G*Sq, 1)
+      const torch::Tensor s = scores(qs, ks, scale, visible);  // (B, g, G*Sq, Sk)
+      const torch::Tensor l = s.logsumexp(-1, true);           // (B, g, G*Sq, 1)
       const torch::Tensor o = cpu::bmm((s - l).exp(), vs.to(torch::kFloat)).view({B, n, part.q.n, hd});
       const torch::Tensor lv = l.view({B, n, part.q.n});
       if (i == 0) {  // the diagonal block: every query sees itself, so every row is finite
@@ -148,9 +148,9 @@ struct RingAttention : torch::autograd::Function<RingAttention> {
       const torch::Tensor ks = cur.k().narrow(2, part.kv.begin, nk), vs = cur.v().narrow(2, part.kv.begin, nk);
       const torch::Tensor visible = part.causal ? causal_visible(pos, pos).to(q.device()) : torch::Tensor();
       const torch::Tensor l = lse.narrow(2, part.q.begin, nq).reshape({B, g, G * nq, 1});
-      const torch::Tensor p = (scores(qs, ks, scale, visible) - l).exp();                  // (B, g, G*nq, nk)
+      const torch::Tensor p = (scores(qs, ks, scale, visible) - l).exp();  // (B, g, G*nq, nk)
       const torch::Tensor dog = dout.narrow(2, part.q.begin, nq).reshape({B, g, G * nq, hd});
-      const torch::Tensor dp = cpu::bmm(dog, vs.transpose(-2, -1));                   // (B, g, G*nq, nk)
+      const torch::Tensor dp = cpu::bmm(dog, vs.transpose(-2, -1));  // (B, g, G*nq, nk)
       const torch::Tensor ds = p * (dp - D.narrow(2, part.q.begin, nq).reshape({B, g, G * nq, 1}));
       dq.narrow(2, part.q.begin, nq).add_(cpu::bmm(ds, ks).view({B, n, nq, hd}) * scale);
       dkv[0].narrow(2, part.kv.begin, nk).add_(cpu::bmm(ds.transpose(-2, -1), qs.reshape({B, g, G * nq, hd})) * scale);

@@ -34,7 +34,7 @@ namespace shardplan::executor {
 struct CpContext {
   Communicator* group = nullptr;  // null or size 1: no context parallelism
   simulator::CpKind kind = simulator::CpKind::ring;
-  int chunks = 1;                 // the sequence is cut into `chunks` (2P for ring on a causal model)
+  int chunks = 1;  // the sequence is cut into `chunks` (2P for ring on a causal model)
   [[nodiscard]] int size() const { return group ? group->size() : 1; }
   [[nodiscard]] int rank() const { return group ? group->rank() : 0; }
   [[nodiscard]] bool active() const { return size() > 1; }

@@ -91,7 +91,8 @@ ExpertDispatch::ExpertDispatch(const torch::Tensor& counts, int64_t num_experts,
   // Received rows come source-major (each source's rows sorted by its experts); the experts
   // want them expert-major: row order (le, src, i).
   std::vector<int64_t> source_start(static_cast<size_t>(P), 0);
-  for (int p = 1; p < P; ++p) source_start[static_cast<size_t>(p)] = source_start[static_cast<size_t>(p - 1)] + recv_[static_cast<size_t>(p - 1)];
+  for (int p = 1; p < P; ++p)
+    source_start[static_cast<size_t>(p)] = source_start[static_cast<size_t>(p - 1)] + recv_[static_cast<size_t>(p - 1)];
   std::vector<int64_t> perm;
   for (int64_t le = 0; le < El; ++le)
     for (int p = 0; p < P; ++p) {
@@ -118,7 +119,7 @@ torch::Tensor ExpertDispatch::dispatch(const torch::Tensor& x) const {
 torch::Tensor ExpertDispatch::combine(const torch::Tensor& y) const {
   if (ep_ == nullptr) return y;
   const torch::Tensor back = y.index_select(0, to_source_major_.to(y.device()));  // source-major
-  return all_to_all_rows(back, recv_, send_, *ep_);                                // (R, H)
+  return all_to_all_rows(back, recv_, send_, *ep_);                               // (R, H)
 }
 
 }  // namespace shardplan::executor

@@ -106,8 +106,8 @@ torch::Tensor ParallelLinear::forward(const torch::Tensor& x, const TpContext& c
   if (bias.defined()) y = y + bias;
   if (lora) {
     torch::Tensor h = zero_linear(dropout(x, lora->dropout, ctx, true), lora->A);  // (B, S, r) partial
-    h = sp ? reduce_scatter_seq(h, tp) : reduce_from_tp(h, tp);                                     // (B, Sx, r)
-    y = y + lora->scale * zero_linear(h, lora->B);                                // (B, Sx, out)
+    h = sp ? reduce_scatter_seq(h, tp) : reduce_from_tp(h, tp);                    // (B, Sx, r)
+    y = y + lora->scale * zero_linear(h, lora->B);                                 // (B, Sx, out)
   }
   return y;
 }
@@ -198,8 +198,8 @@ struct VocabParallelCE : torch::autograd::Function<VocabParallelCE> {
     const torch::Tensor ignored = targets.eq(-100);
     const torch::Tensor here = (targets >= start) & (targets < start + valid) & ignored.logical_not();
     const torch::Tensor idx = (targets - start).masked_fill(here.logical_not(), 0);
-    torch::Tensor picked = (logits.gather(1, idx.unsqueeze(1)).squeeze(1).to(torch::kFloat) - zmax)
-                               .masked_fill(here.logical_not(), 0.0);
+    torch::Tensor picked =
+        (logits.gather(1, idx.unsqueeze(1)).squeeze(1).to(torch::kFloat) - zmax).masked_fill(here.logical_not(), 0.0);
     tp->all_reduce(picked, ReduceOp::sum);
     torch::Tensor loss = (sum.log() - picked).masked_fill(ignored, 0.0);
     // fused: exp(z - zmax) and its sum, normalised in backward's one pass; else the softmax.
@@ -232,8 +232,8 @@ struct VocabParallelCE : torch::autograd::Function<VocabParallelCE> {
 
 }  // namespace
 
-torch::Tensor vocab_parallel_cross_entropy(const torch::Tensor& logits, const torch::Tensor& targets,
-                                           int64_t start, int64_t valid, Communicator& tp) {
+torch::Tensor vocab_parallel_cross_entropy(const torch::Tensor& logits, const torch::Tensor& targets, int64_t start,
+                                           int64_t valid, Communicator& tp) {
   return VocabParallelCE::apply(logits, targets, start, valid, &tp);
 }
 

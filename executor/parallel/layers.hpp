@@ -31,8 +31,8 @@ namespace shardplan::executor {
 struct DropoutRng {
   at::Generator replicated;
   at::Generator sharded;
-  uint64_t key = 0;      // the micro-batch's key (seed, step, micro-batch, dp rank)
-  uint64_t tp_salt = 0;  // the tp rank: `sharded` differs per tp rank
+  uint64_t key = 0;                   // the micro-batch's key (seed, step, micro-batch, dp rank)
+  uint64_t tp_salt = 0;               // the tp rank: `sharded` differs per tp rank
   torch::Device device{torch::kCPU};  // the generators' (and the masked tensors') device
   void reseed(int64_t unit);
 };
@@ -48,9 +48,9 @@ struct TpContext {
 torch::Tensor dropout(const torch::Tensor& x, double p, const TpContext& ctx, bool sharded);
 
 struct LoraAdapter {
-  torch::Tensor A;  // (r, in) or (r, in/t)
-  torch::Tensor B;  // (out/t, r) or (out, r)
-  double scale = 1.0;    // alpha / r
+  torch::Tensor A;     // (r, in) or (r, in/t)
+  torch::Tensor B;     // (out/t, r) or (out, r)
+  double scale = 1.0;  // alpha / r
   double dropout = 0.0;
 };
 
@@ -93,7 +93,7 @@ struct VocabEmbedding {
 
 // Per-token losses (N) from local logits (N, V_pad/t) and targets (N) (-100 = ignored: loss 0).
 // Columns at or beyond `valid` are padding and never win the softmax.
-torch::Tensor vocab_parallel_cross_entropy(const torch::Tensor& logits, const torch::Tensor& targets,
-                                           int64_t start, int64_t valid, Communicator& tp);
+torch::Tensor vocab_parallel_cross_entropy(const torch::Tensor& logits, const torch::Tensor& targets, int64_t start,
+                                           int64_t valid, Communicator& tp);
 
 }  // namespace shardplan::executor

@@ -9,7 +9,6 @@ namespace {
 using torch::autograd::AutogradContext;
 using torch::autograd::variable_list;
 
-
 torch::Tensor all_reduced(const torch::Tensor& x, Communicator& comm) {
   torch::Tensor y = x.contiguous().clone();
   comm.all_reduce(y, ReduceOp::sum);
@@ -33,9 +32,7 @@ struct CopyToTp : torch::autograd::Function<CopyToTp> {
 };
 
 struct ReduceFromTp : torch::autograd::Function<ReduceFromTp> {
-  static torch::Tensor forward(AutogradContext*, torch::Tensor x, Communicator* comm) {
-    return all_reduced(x, *comm);
-  }
+  static torch::Tensor forward(AutogradContext*, torch::Tensor x, Communicator* comm) { return all_reduced(x, *comm); }
   static variable_list backward(AutogradContext*, variable_list g) { return {g[0], torch::Tensor()}; }
 };
 

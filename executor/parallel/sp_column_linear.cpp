@@ -18,16 +18,16 @@ struct SpColumnLinears : torch::autograd::Function<SpColumnLinears> {
   // x: (B, S/t, in), ws: n x (out_i/t, in) -> n x (B, S, out_i/t)
   static variable_list forward(AutogradContext* ctx, torch::Tensor x, at::TensorList ws, Communicator* tp) {
     const auto dt = compute_dtype(x);
-    const torch::Tensor xc = x.to(dt);                           // (B, S/t, in)
-    const torch::Tensor xin = all_gather_dim(xc, *tp, 1);        // (B, S, in), not saved
+    const torch::Tensor xc = x.to(dt);                     // (B, S/t, in)
+    const torch::Tensor xin = all_gather_dim(xc, *tp, 1);  // (B, S, in), not saved
     // The local input serves only the weights' gradients: none is kept when all are frozen (LoRA).
     const bool wgrad = std::any_of(ws.begin(), ws.end(), [](const torch::Tensor& w) { return w.requires_grad(); });
     variable_list saved{wgrad ? xc : torch::Tensor()};
     ctx->saved_data["compute_dtype"] = static_cast<int64_t>(dt);
     variable_list ys;
     for (const torch::Tensor& w : ws) {
-      saved.push_back(w);  // the parameter itself
-      ys.push_back(cpu::linear(xin, w.to(dt)));                  // (B, S, out_i/t)
+      saved.push_back(w);                        // the parameter itself
+      ys.push_back(cpu::linear(xin, w.to(dt)));  // (B, S, out_i/t)
     }
     ctx->save_for_backward(saved);
     ctx->saved_data["x_dtype"] = static_cast<int64_t>(x.scalar_type());
@@ -42,16 +42,16 @@ struct SpColumnLinears : torch::autograd::Function<SpColumnLinears> {
     const auto dt = static_cast<torch::ScalarType>(ctx->saved_data["compute_dtype"].toInt());
     torch::Tensor x2;  // (B*S, in), re-gathered for the weights' gradients
     if (xc.defined()) {
-      const torch::Tensor xin = all_gather_dim(xc, tp, 1);             // (B, S, in)
+      const torch::Tensor xin = all_gather_dim(xc, tp, 1);  // (B, S, in)
       x2 = xin.reshape({-1, xin.size(-1)});
     }
     const size_t n = saved.size() - 1;
     variable_list grads(n + 2);  // x, each weight, the communicator (none)
-    torch::Tensor dx_full;                                               // (B, S, in) partial sums
+    torch::Tensor dx_full;       // (B, S, in) partial sums
     for (size_t i = 0; i < n; ++i) {
       if (!gys[i].defined()) continue;
       const torch::Tensor& w = saved[i + 1];
-      const torch::Tensor gy = gys[i].to(dt);                            // (B, S, out_i/t)
+      const torch::Tensor gy = gys[i].to(dt);  // (B, S, out_i/t)
       if (ctx->needs_input_grad(0)) {
         torch::Tensor part = cpu::matmul(gy, w.to(dt));
         dx_full = dx_full.defined() ? dx_full + part : part;
@@ -60,8 +60,8 @@ struct SpColumnLinears : torch::autograd::Function<SpColumnLinears> {
         grads[i + 1] = cpu::mm(gy.reshape({-1, gy.size(-1)}).t(), x2).to(w.scalar_type());  // (out_i/t, in)
     }
     if (dx_full.defined())  // (B, S, in) -> (B, S/t, in), summed over the tp ranks
-      grads[0] = reduce_scatter_dim(dx_full, tp, 1)
-                     .to(static_cast<torch::ScalarType>(ctx->saved_data["x_dtype"].toInt()));
+      grads[0] =
+          reduce_scatter_dim(dx_full, tp, 1).to(static_cast<torch::ScalarType>(ctx->saved_data["x_dtype"].toInt()));
     return grads;
   }
 };

@@ -38,7 +38,7 @@ struct ZeroLinear : torch::autograd::Function<ZeroLinear> {
     torch::Tensor dx, dw;
     if (ctx->needs_input_grad(0))
       dx = cpu::matmul(gy, w.to(dt)).to(static_cast<torch::ScalarType>(ctx->saved_data["x_dtype"].toInt()));
-    if (ctx->needs_input_grad(1)) {  // frozen (LoRA base) weights skip their gradient GEMM
+    if (ctx->needs_input_grad(1)) {                            // frozen (LoRA base) weights skip their gradient GEMM
       const torch::Tensor g2 = gy.reshape({-1, gy.size(-1)});  // (N, out)
       torch::Tensor acc = w.grad();
       if (ctx->saved_data["into_grad"].toBool() && fp32_into(acc, g2)) {

@@ -111,7 +111,8 @@ std::string dims(std::initializer_list<int64_t> d) {
 }  // namespace
 
 double reported_last_level_cache_bytes() {
-  for (const char* path : {"/sys/devices/system/cpu/cpu0/cache/index3/size", "/sys/devices/system/cpu/cpu0/cache/index2/size"}) {
+  for (const char* path :
+       {"/sys/devices/system/cpu/cpu0/cache/index3/size", "/sys/devices/system/cpu/cpu0/cache/index2/size"}) {
     std::ifstream f(path);
     std::string v;
     if (!(f >> v) || v.empty()) continue;
@@ -144,14 +145,15 @@ namespace {
 // (and what --trace shows training's shardrun::sgemm calls run at). The grid spans cache-resident to
 // bandwidth- and compute-bound shapes.
 void gemms(Bench& b, torch::ScalarType t) {
-  std::vector<int64_t> grid = b.quick() ? std::vector<int64_t>{64, 512}
+  std::vector<int64_t> grid = b.quick()  ? std::vector<int64_t>{64, 512}
                               : b.cuda() ? std::vector<int64_t>{256, 1024, 4096, 8192}
                                          : std::vector<int64_t>{64, 256, 1024};
   std::vector<std::array<int64_t, 3>> shapes;
   for (int64_t m : grid)
     for (int64_t n : grid)
       for (int64_t k : grid) shapes.push_back({m, n, k});
-  if (!b.quick()) shapes.push_back(b.cuda() ? std::array<int64_t, 3>{16384, 8192, 8192} : std::array<int64_t, 3>{2048, 2048, 2048});
+  if (!b.quick())
+    shapes.push_back(b.cuda() ? std::array<int64_t, 3>{16384, 8192, 8192} : std::array<int64_t, 3>{2048, 2048, 2048});
   const double e = element_bytes(t);
   const double cache = b.cuda() ? 0.0 : cold_cache_bytes();
   for (const auto& [m, n, k] : shapes) {
@@ -165,10 +167,21 @@ void gemms(Bench& b, torch::ScalarType t) {
     }
     int i = 0;
     auto next = [&] { return i = (i + 1) % sets; };
-    auto sample = [&](const char* layout) { return gemm_sample("gemm", dtype_name(t), dims({m, n, k}) + layout, m, k, n, e); };
-    b.add(sample("/fwd"), [&] { const int j = next(); (void)cpu::linear(x[j], w[j]); });
-    b.add(sample("/dgrad"), [&] { const int j = next(); (void)cpu::mm(dy[j], w[j]); });
-    b.add(sample("/wgrad"), [&] { const int j = next(); (void)cpu::mm(dy[j].t(), x[j]); });
+    auto sample = [&](const char* layout) {
+      return gemm_sample("gemm", dtype_name(t), dims({m, n, k}) + layout, m, k, n, e);
+    };
+    b.add(sample("/fwd"), [&] {
+      const int j = next();
+      (void)cpu::linear(x[j], w[j]);
+    });
+    b.add(sample("/dgrad"), [&] {
+      const int j = next();
+      (void)cpu::mm(dy[j], w[j]);
+    });
+    b.add(sample("/wgrad"), [&] {
+      const int j = next();
+      (void)cpu::mm(dy[j].t(), x[j]);
+    });
   }
 }
 
@@ -186,8 +199,11 @@ void gemm_operand_stream(Bench& b) {
   const int64_t n = static_cast<int64_t>(std::ceil((b.quick() ? 2.0 : 3.0) * cold_cache_bytes() / (e * k)));
   const torch::Tensor w = torch::randn({n, k}, b.opts(torch::kFloat));
   for (int64_t m : b.quick() ? std::vector<int64_t>{32, 128} : std::vector<int64_t>{32, 128, 512}) {
-    const torch::Tensor x = torch::randn({m, k}, b.opts(torch::kFloat)), dy = torch::randn({m, n}, b.opts(torch::kFloat));
-    auto sample = [&](const char* layout) { return gemm_sample("gemm_stream", "fp32", dims({m, n, k}) + layout, m, k, n, e); };
+    const torch::Tensor x = torch::randn({m, k}, b.opts(torch::kFloat)),
+                        dy = torch::randn({m, n}, b.opts(torch::kFloat));
+    auto sample = [&](const char* layout) {
+      return gemm_sample("gemm_stream", "fp32", dims({m, n, k}) + layout, m, k, n, e);
+    };
     b.add(sample("/fwd"), [&] { (void)cpu::linear(x, w); });
     b.add(sample("/dgrad"), [&] { (void)cpu::mm(dy, w); });
     b.add(sample("/wgrad"), [&] { (void)cpu::mm(dy.t(), x); });
@@ -196,16 +212,19 @@ void gemm_operand_stream(Bench& b) {
 
 void attention(Bench& b, torch::ScalarType t) {
   const double e = element_bytes(t);
-  const std::vector<int64_t> seqs = b.quick() ? std::vector<int64_t>{128} : b.cuda() ? std::vector<int64_t>{512, 2048}
-                                                                            : std::vector<int64_t>{128, 512};
+  const std::vector<int64_t> seqs = b.quick()  ? std::vector<int64_t>{128}
+                                    : b.cuda() ? std::vector<int64_t>{512, 2048}
+                                               : std::vector<int64_t>{128, 512};
   for (int64_t s : seqs)
     for (int64_t d : {int64_t{64}, int64_t{128}}) {
       const int64_t B = b.cuda() ? 64 : 8;
       torch::Tensor q = torch::randn({B, s, d}, b.opts(t)), k = torch::randn({B, d, s}, b.opts(t));
       torch::Tensor p = torch::randn({B, s, s}, b.opts(t)), v = torch::randn({B, s, d}, b.opts(t));
       // q @ k^T: (B, s, s); p @ v: (B, s, d)
-      b.add(gemm_sample("attention_gemm", dtype_name(t), dims({B, s, s, d}), s, d, s, e, B), [&] { (void)torch::bmm(q, k); });
-      b.add(gemm_sample("attention_gemm", dtype_name(t), dims({B, s, d, s}), s, s, d, e, B), [&] { (void)torch::bmm(p, v); });
+      b.add(gemm_sample("attention_gemm", dtype_name(t), dims({B, s, s, d}), s, d, s, e, B),
+            [&] { (void)torch::bmm(q, k); });
+      b.add(gemm_sample("attention_gemm", dtype_name(t), dims({B, s, d, s}), s, s, d, e, B),
+            [&] { (void)torch::bmm(p, v); });
       if (d == 64)  // softmax over the scores: read + write (B, s, s)
         b.add({"softmax", dtype_name(t), dims({B, s, s}), 0, 2 * e * B * s * s, 0},
               [&] { (void)torch::softmax(p, -1); });
@@ -224,7 +243,8 @@ void memory_bound(Bench& b, torch::ScalarType t) {
   const std::vector<int64_t> tokens = b.quick() ? std::vector<int64_t>{512} : std::vector<int64_t>{512, 8192};
   for (int64_t M : tokens)
     for (int64_t h : {int64_t{256}, int64_t{1024}}) {
-      torch::Tensor x = torch::randn({M, h}, b.opts(t)), w = torch::ones({h}, b.opts(t)), bias = torch::zeros({h}, b.opts(t));
+      torch::Tensor x = torch::randn({M, h}, b.opts(t)), w = torch::ones({h}, b.opts(t)),
+                    bias = torch::zeros({h}, b.opts(t));
       b.add({"layer_norm", dtype_name(t), dims({M, h}), 0, 2 * e * M * h, 0},
             [&] { (void)torch::layer_norm(x, {h}, w, bias, 1e-5); });
       b.add({"rms_norm", dtype_name(t), dims({M, h}), 0, 2 * e * M * h, 0},
@@ -257,7 +277,7 @@ void optimizer(Bench& b) {
   // do), so a shard that fits the cache is not timed hot. On a GPU the grid goes on to 2^28
   // elements (4.3 GB of state): below ~2^26 the step's dozen kernels are launch-bound (an H200,
   // 2026-11-26: 0.037 ns/element at 2^24 against 0.016 measured on a 1.1 B-parameter step).
-  const std::vector<int64_t> sizes = b.quick() ? std::vector<int64_t>{1 << 18}
+  const std::vector<int64_t> sizes = b.quick()  ? std::vector<int64_t>{1 << 18}
                                      : b.cuda() ? std::vector<int64_t>{1 << 20, 1 << 22, 1 << 24, 1 << 26, 1 << 28}
                                                 : std::vector<int64_t>{1 << 18, 1 << 20, 1 << 22, 1 << 24};
   const double cache = b.cuda() ? 0.0 : cold_cache_bytes();
@@ -268,8 +288,14 @@ void optimizer(Bench& b) {
     for (int i = 0; i < sets; ++i)
       pool.push_back({torch::randn({n}, o), torch::randn({n}, o), torch::zeros({n}, o), torch::zeros({n}, o)});
     torch::NoGradGuard no_grad;
-    KernelSample s{simulator::op_kind_name(simulator::OpKind::adamw), "fp32", std::to_string(n), 0, 32.0 * n, 0,
-                   "forward", static_cast<double>(n)};
+    KernelSample s{simulator::op_kind_name(simulator::OpKind::adamw),
+                   "fp32",
+                   std::to_string(n),
+                   0,
+                   32.0 * n,
+                   0,
+                   "forward",
+                   static_cast<double>(n)};
     int i = 0;
     int64_t step = 0;
     b.add(s, [&] {
@@ -315,7 +341,7 @@ class OpBench {
   }
 
   void run() {
-    const std::vector<int64_t> sizes = b_.quick() ? std::vector<int64_t>{1 << 16}
+    const std::vector<int64_t> sizes = b_.quick()  ? std::vector<int64_t>{1 << 16}
                                        : b_.cuda() ? std::vector<int64_t>{1 << 20, 1 << 23, 1 << 26}
                                                    : std::vector<int64_t>{1 << 16, 1 << 18, 1 << 20, 1 << 22};
     const int64_t h = 256, S = 256, hd = 32, heads = 8;
@@ -329,8 +355,8 @@ class OpBench {
       pair(simulator::OpKind::gelu_tanh, n, rows, {x}, [&] { return gelu_tanh(x); });
       pair(simulator::OpKind::swiglu, n, rows, {g, u}, [&] { return swiglu(g, u); });
       auto scores = leaf({std::max<int64_t>(1, n / (S * S)), S, S});  // (B*heads, S, S)
-      pair(simulator::OpKind::causal_softmax, static_cast<double>(scores.numel()), dims({scores.size(0), S, S}), {scores},
-           [&] { return causal_softmax(scores, 1, 0.125, t_); });
+      pair(simulator::OpKind::causal_softmax, static_cast<double>(scores.numel()), dims({scores.size(0), S, S}),
+           {scores}, [&] { return causal_softmax(scores, 1, 0.125, t_); });
       auto q = leaf({std::max<int64_t>(1, n / (heads * S * hd)), heads, S, hd});  // (B, n, S, hd)
       pair(simulator::OpKind::rotary, static_cast<double>(q.numel()), dims({q.size(0), heads, S, hd}), {q},
            [&] { return rotary(q, hd); });
@@ -393,7 +419,7 @@ class OpBench {
   // are in the rate; over head dims 32..128 and a few lengths.
   void attention_gemms() {
     torch::AutoGradMode grad_on(true);
-    const std::vector<int64_t> seqs = b_.quick() ? std::vector<int64_t>{128}
+    const std::vector<int64_t> seqs = b_.quick()  ? std::vector<int64_t>{128}
                                       : b_.cuda() ? std::vector<int64_t>{512, 2048}
                                                   : std::vector<int64_t>{128, 256, 512};
     const int64_t B = b_.cuda() ? 128 : 16;  // micro-batch x heads
@@ -435,13 +461,11 @@ class OpBench {
   void weight_cast(int64_t n, const std::string& shape) {
     torch::NoGradGuard no_grad;
     const torch::Tensor w = torch::randn({n / 256, 256}, f32_), lo = w.to(t_);
-    emit(simulator::OpKind::weight_cast, shape, static_cast<double>(n), "forward",
-         b_.time([&] { (void)w.to(t_); }));
-    emit(simulator::OpKind::weight_cast, shape, static_cast<double>(n), "backward",
-         b_.time([&] {
-           (void)w.to(t_);
-           (void)lo.to(torch::kFloat);
-         }));
+    emit(simulator::OpKind::weight_cast, shape, static_cast<double>(n), "forward", b_.time([&] { (void)w.to(t_); }));
+    emit(simulator::OpKind::weight_cast, shape, static_cast<double>(n), "backward", b_.time([&] {
+      (void)w.to(t_);
+      (void)lo.to(torch::kFloat);
+    }));
   }
 
   void emit(simulator::OpKind k, const std::string& shape, double elements, const char* pass, double seconds) {
@@ -462,10 +486,14 @@ class OpBench {
 
 const char* dtype_name(torch::ScalarType t) {
   switch (t) {
-    case torch::kFloat: return "fp32";
-    case torch::kBFloat16: return "bf16";
-    case torch::kHalf: return "fp16";
-    default: return "?";
+    case torch::kFloat:
+      return "fp32";
+    case torch::kBFloat16:
+      return "bf16";
+    case torch::kHalf:
+      return "fp16";
+    default:
+      return "?";
   }
 }
 

@@ -19,7 +19,7 @@ struct BenchContext {
   torch::Device device{torch::kCPU};
   double min_time_s = 0.05;  // per measurement (after one warm-up call)
   int min_reps = 3;
-  bool quick = false;        // smaller grids (tests)
+  bool quick = false;  // smaller grids (tests)
   // Combines a per-rank time over all ranks (collective; profile.cpp: the slowest rank's, and it
   // keeps each timing's slowest / fastest; identity on one rank).
   std::function<double(double)> combine;

@@ -14,13 +14,14 @@
 
 namespace shardplan::executor {
 
-double median_call_seconds(const std::function<void()>& call, const std::function<void()>& before,
-                           double min_time_s, const std::function<bool(bool)>& more) {
+double median_call_seconds(const std::function<void()>& call, const std::function<void()>& before, double min_time_s,
+                           const std::function<bool(bool)>& more) {
   const auto begin = std::chrono::steady_clock::now();
-  std::vector<double> t = timed_calls(call, TimedCallHooks{before, {}, {}, more}, [&](const std::vector<double>& so_far) {
-    const double elapsed = std::chrono::duration<double>(std::chrono::steady_clock::now() - begin).count();
-    return so_far.size() < 5 || (elapsed < min_time_s && so_far.size() < 1000);
-  });
+  std::vector<double> t =
+      timed_calls(call, TimedCallHooks{before, {}, {}, more}, [&](const std::vector<double>& so_far) {
+        const double elapsed = std::chrono::duration<double>(std::chrono::steady_clock::now() - begin).count();
+        return so_far.size() < 5 || (elapsed < min_time_s && so_far.size() < 1000);
+      });
   return upper_median(std::move(t));
 }
 
@@ -64,22 +65,27 @@ std::vector<simulator::LinkSample> bench_links(Communicator& comm, torch::Device
       std::function<void()> fn;
     };
     const double k = n - 1.0;
-    std::vector<Op> ops{
-        {"all_reduce", 2 * k, 2 * k / n * S, 2 * k / n, [&] { comm.all_reduce(full); }},
-        {"all_gather", k, k / n * S, k / n, [&] { comm.all_gather(full, part); }},
-        {"reduce_scatter", k, k / n * S, k / n, [&] { comm.reduce_scatter(part, full); }},
-        // Pairs (0,1), (2,3), ...: one message each way per call, so a call is two transfers.
-        {"send_recv", 2, 2 * S, 1, [&] {
-           const int peer = r ^ 1;
-           if (peer >= n) return;
-           if (r % 2 == 0) { comm.send(full, peer); comm.recv(full, peer); }
-           else { comm.recv(full, peer); comm.send(full, peer); }
-         }}};
+    std::vector<Op> ops{{"all_reduce", 2 * k, 2 * k / n * S, 2 * k / n, [&] { comm.all_reduce(full); }},
+                        {"all_gather", k, k / n * S, k / n, [&] { comm.all_gather(full, part); }},
+                        {"reduce_scatter", k, k / n * S, k / n, [&] { comm.reduce_scatter(part, full); }},
+                        // Pairs (0,1), (2,3), ...: one message each way per call, so a call is two transfers.
+                        {"send_recv", 2, 2 * S, 1, [&] {
+                           const int peer = r ^ 1;
+                           if (peer >= n) return;
+                           if (r % 2 == 0) {
+                             comm.send(full, peer);
+                             comm.recv(full, peer);
+                           } else {
+                             comm.recv(full, peer);
+                             comm.send(full, peer);
+                           }
+                         }}};
     for (auto& op : ops) {
       if (o.stop_requested && o.stop_requested()) throw ProfileInterrupted{};
       op.fn();  // warm-up: first-touch of the buffers and MPI's own
       comm.barrier();
-      const double t = reduce_over_ranks(median_call_seconds(op.fn, before, o.quick ? 0.01 : o.min_time_s, more), MPI_MAX);
+      const double t =
+          reduce_over_ranks(median_call_seconds(op.fn, before, o.quick ? 0.01 : o.min_time_s, more), MPI_MAX);
       out.push_back({op.name, S, op.hops, op.wire, t});
       char line[160];
       const double per = std::string(op.name) == "send_recv" ? t / 2 : t;

@@ -25,8 +25,8 @@ struct LinkBenchOptions {
 // `before` (untimed, when set) then `call` (timed), over and over until at least 5 timed calls and
 // `min_time_s` have passed on every rank: `more` agrees on another round (collective: true when
 // any rank wants one; identity on one rank). Returns the median of this rank's timed calls.
-double median_call_seconds(const std::function<void()>& call, const std::function<void()>& before,
-                           double min_time_s, const std::function<bool(bool)>& more);
+double median_call_seconds(const std::function<void()>& call, const std::function<void()>& before, double min_time_s,
+                           const std::function<bool(bool)>& more);
 
 std::vector<simulator::LinkSample> bench_links(Communicator& comm, torch::Device dev, const LinkBenchOptions& o);
 

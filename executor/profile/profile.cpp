@@ -20,8 +20,8 @@
 #include "host_overhead_bench.hpp"
 #include "kernel_bench.hpp"
 #include "link_bench.hpp"
-#include "sync_skew.hpp"
 #include "simulator/hardware_profile.hpp"
+#include "sync_skew.hpp"
 #include "timing_statistics.hpp"
 #include "world_reduce.hpp"
 
@@ -40,7 +40,8 @@ std::vector<torch::ScalarType> parse_dtypes(const std::string& list, bool cuda) 
     if (d == "fp32") out.push_back(torch::kFloat);
     else if (d == "bf16") out.push_back(torch::kBFloat16);
     else if (d == "fp16" && cuda) out.push_back(torch::kHalf);
-    else if (d == "fp16") throw InputError("--dtypes: fp16 GEMMs are not profiled on CPU (shardrun refuses fp16 there)");
+    else if (d == "fp16")
+      throw InputError("--dtypes: fp16 GEMMs are not profiled on CPU (shardrun refuses fp16 there)");
     else throw InputError("--dtypes: unknown dtype '" + d + "' (expected fp32, bf16 or fp16)");
     start = end + 1;
   }
@@ -163,9 +164,7 @@ void resolve_profile_inputs(const MpiRuntime& rt, const ProfileOptions& o, Profi
     dtypes = parse_dtypes(o.dtypes, dev.is_cuda());
     run.base_name = o.base.empty() ? "local-cpu-2core" : o.base;
     run.base = simulator::load_hardware(run.base_name);
-  } catch (const std::exception& e) {
-    err = e.what();
-  }
+  } catch (const std::exception& e) { err = e.what(); }
   if (const std::string all = rt.agree(err); !all.empty()) throw InputError(all);
 }
 
@@ -190,10 +189,11 @@ void describe_profiled_machine(const MpiRuntime& rt, const ProfileOptions& o, to
   run.host_memory_bytes = static_cast<double>(sysconf(_SC_PHYS_PAGES)) * static_cast<double>(sysconf(_SC_PAGESIZE));
   run.date = today();
   run.name = o.name.empty() ? hostname() + "-measured" : o.name;
-  run.device_name = run.cuda ? "CUDA device " + std::to_string(dev.index())
-                             : std::to_string(threads.threads) + " thread(s) of " + cpu_model() + " (LibTorch, " +
-                                   (threads.openblas ? "OpenBLAS " + threads.blas_kernels + " kernels" : "no OpenBLAS") +
-                                   "; fp32 GEMMs: " + threads.cpu_gemm + ")";
+  run.device_name = run.cuda
+                        ? "CUDA device " + std::to_string(dev.index())
+                        : std::to_string(threads.threads) + " thread(s) of " + cpu_model() + " (LibTorch, " +
+                              (threads.openblas ? "OpenBLAS " + threads.blas_kernels + " kernels" : "no OpenBLAS") +
+                              "; fp32 GEMMs: " + threads.cpu_gemm + ")";
 }
 
 // How the kernels are timed across ranks; `kernel_gaps` collects each timing's slowest / fastest
@@ -228,12 +228,13 @@ BenchContext profile_bench_context(const MpiRuntime& rt, const ProfileOptions& o
 void measure_cache(ProfileRun& run, const Progress& progress) {
   const double reported = reported_last_level_cache_bytes();
   run.last_level_cache_bytes = reported > 0 ? reported : cold_cache_bytes();
-  run.last_level_cache_source = reported > 0
-      ? "the OS (/sys/devices/system/cpu/cpu0/cache, the highest level)"
-      : "not reported by the OS: one Zen 4/5 core complex's L3, assumed (profile/kernel_bench.cpp, cold_cache_bytes)";
+  run.last_level_cache_source = reported > 0 ? "the OS (/sys/devices/system/cpu/cpu0/cache, the highest level)"
+                                             : "not reported by the OS: one Zen 4/5 core complex's L3, assumed "
+                                               "(profile/kernel_bench.cpp, cold_cache_bytes)";
   char line[200];
-  std::snprintf(line, sizeof line, "cold operands and collectives: pools and cache sweeps of 2 x %.0f MiB (last-level cache %s)",
-                cold_cache_bytes() / (1024.0 * 1024.0), reported > 0 ? "from sysfs" : "not reported by the OS: assumed");
+  std::snprintf(
+      line, sizeof line, "cold operands and collectives: pools and cache sweeps of 2 x %.0f MiB (last-level cache %s)",
+      cold_cache_bytes() / (1024.0 * 1024.0), reported > 0 ? "from sysfs" : "not reported by the OS: assumed");
   progress(line);
 }
 
@@ -274,9 +275,10 @@ PassSkews measure_passes(const MpiRuntime& rt, const ProfileOptions& o, const Be
 // How far the machine's speed drifted over the kernels (the reference GEMM before and after).
 void report_drift(const ProfileRun& run, const Progress& progress) {
   char drift[160];
-  std::snprintf(drift, sizeof drift, "machine noise: a reference GEMM took %.3f ms before the kernels and %.3f ms after (%+.1f %%; medians of 5)",
-                run.reference_start_s * 1e3, run.reference_end_s * 1e3,
-                100 * (run.reference_end_s / run.reference_start_s - 1));
+  std::snprintf(
+      drift, sizeof drift,
+      "machine noise: a reference GEMM took %.3f ms before the kernels and %.3f ms after (%+.1f %%; medians of 5)",
+      run.reference_start_s * 1e3, run.reference_end_s * 1e3, 100 * (run.reference_end_s / run.reference_start_s - 1));
   progress(drift);
 }
 
@@ -296,7 +298,8 @@ void measure_links(const ProfileOptions& o, MpiCommunicator& world, torch::Devic
     for (double s : k.skews) line += " " + percent(s);
     line += ")";
   }
-  if (!k.gaps.empty()) line += "; the slowest rank's phase " + percent(upper_median(k.gaps)) + " longer than the fastest's";
+  if (!k.gaps.empty())
+    line += "; the slowest rank's phase " + percent(upper_median(k.gaps)) + " longer than the fastest's";
   progress(line);
   if (run.rank_speed_gap_fraction >= 0)
     progress("rank speeds   the slowest rank's kernel timing " + percent(run.rank_speed_gap_fraction) +
@@ -310,9 +313,7 @@ void write_measured_profile(const MpiRuntime& rt, const ProfileOptions& o, const
   if (rt.world_rank() == 0) {
     try {
       io::atomic_write_file(o.out, measured_profile_json(run).dump(2) + "\n");
-    } catch (const std::exception& e) {
-      write_err = e.what();
-    }
+    } catch (const std::exception& e) { write_err = e.what(); }
   }
   if (const std::string all = rt.agree(write_err); !all.empty()) throw InputError(all);
 }

@@ -14,20 +14,26 @@ namespace shardplan::executor {
 struct KernelSample {
   // Kernels leave pass and elements out (a constructor rather than aggregate initialisation,
   // which would flag every kernel's missing fields).
-  KernelSample(std::string kind_, std::string dtype_, std::string shape_, double flops_, double bytes_,
-               double seconds_, std::string pass_ = "", double elements_ = 0)
-      : kind(std::move(kind_)), dtype(std::move(dtype_)), shape(std::move(shape_)), flops(flops_), bytes(bytes_),
-        seconds(seconds_), pass(std::move(pass_)), elements(elements_) {}
-  std::string kind;   // gemm | gemm_stream | attention_gemm | lm_head | softmax | layer_norm | rms_norm |
-                      // elementwise | embedding | optimizer | launch | h2d | d2h, or with a
-                      // pass: one of the model's ops (simulator::op_kind_name: dropout, ...)
-  std::string dtype;  // fp32 | bf16 | fp16
-  std::string shape;  // e.g. "1024x1024x1024" (m x n x k), "65536" (elements)
-  double flops = 0;   // 0 for memory-bound kinds
-  double bytes = 0;   // bytes moved (memory-bound kinds; operands + result for GEMMs)
-  double seconds = 0; // median per call, the slowest rank's
-  std::string pass;   // "" for kernels; forward | backward for the model's ops
-  double elements = 0; // the model's ops: elements of the tensor the op is charged by
+  KernelSample(std::string kind_, std::string dtype_, std::string shape_, double flops_, double bytes_, double seconds_,
+               std::string pass_ = "", double elements_ = 0)
+      : kind(std::move(kind_)),
+        dtype(std::move(dtype_)),
+        shape(std::move(shape_)),
+        flops(flops_),
+        bytes(bytes_),
+        seconds(seconds_),
+        pass(std::move(pass_)),
+        elements(elements_) {}
+  std::string kind;     // gemm | gemm_stream | attention_gemm | lm_head | softmax | layer_norm | rms_norm |
+                        // elementwise | embedding | optimizer | launch | h2d | d2h, or with a
+                        // pass: one of the model's ops (simulator::op_kind_name: dropout, ...)
+  std::string dtype;    // fp32 | bf16 | fp16
+  std::string shape;    // e.g. "1024x1024x1024" (m x n x k), "65536" (elements)
+  double flops = 0;     // 0 for memory-bound kinds
+  double bytes = 0;     // bytes moved (memory-bound kinds; operands + result for GEMMs)
+  double seconds = 0;   // median per call, the slowest rank's
+  std::string pass;     // "" for kernels; forward | backward for the model's ops
+  double elements = 0;  // the model's ops: elements of the tensor the op is charged by
   // GEMMs (m x k) @ (k x n): bytes of A (m x k), B (k x n) and C (m x n), whole batch.
   std::array<double, 3> operand_bytes{};
 };
@@ -45,8 +51,8 @@ inline KernelSample gemm_sample(std::string kind, std::string dtype, std::string
 struct ProfileRun {
   simulator::HardwareProfile base;  // node/host/price figures not measured come from here
   std::string base_name;
-  std::string name;                 // of the measured profile
-  std::string device_name;          // e.g. "1 CPU core (AMD EPYC 7B13), LibTorch 1.13 + OpenBLAS"
+  std::string name;         // of the measured profile
+  std::string device_name;  // e.g. "1 CPU core (AMD EPYC 7B13), LibTorch 1.13 + OpenBLAS"
   bool cuda = false;
   // Whether shardrun's flash plans run a fused attention kernel here (model::attention_run on this
   // device and LibTorch, a model without attention dropout); the reason when not.
@@ -60,7 +66,7 @@ struct ProfileRun {
   int threads_per_rank = 1;
   int cpu_cores = 1;
   double host_memory_bytes = 0;
-  std::string date;                 // ISO date of the measurement
+  std::string date;  // ISO date of the measurement
   std::vector<KernelSample> kernels;
   std::vector<simulator::LinkSample> links;  // empty with one rank
   double sync_skew_fraction = -1;            // < 0: not measured (one rank)

@@ -62,8 +62,12 @@ double busy_seconds(const KernelSample& s, double launch_s) { return std::max(s.
 nlohmann::json samples_json(const ProfileRun& run) {
   nlohmann::json kernels = nlohmann::json::array(), links = nlohmann::json::array();
   for (const auto& s : run.kernels) {
-    kernels.push_back({{"kind", s.kind}, {"dtype", s.dtype}, {"shape", s.shape}, {"flops", s.flops},
-                       {"bytes", s.bytes}, {"seconds", s.seconds}});
+    kernels.push_back({{"kind", s.kind},
+                       {"dtype", s.dtype},
+                       {"shape", s.shape},
+                       {"flops", s.flops},
+                       {"bytes", s.bytes},
+                       {"seconds", s.seconds}});
     if (s.flops > 0) kernels.back()["operand_bytes"] = s.operand_bytes;
     if (!s.pass.empty()) {
       kernels.back()["pass"] = s.pass;
@@ -71,8 +75,8 @@ nlohmann::json samples_json(const ProfileRun& run) {
     }
   }
   for (const auto& l : run.links)
-    links.push_back({{"op", l.op}, {"bytes", l.bytes}, {"hops", l.hops}, {"wire_bytes", l.wire_bytes},
-                     {"seconds", l.seconds}});
+    links.push_back(
+        {{"op", l.op}, {"bytes", l.bytes}, {"hops", l.hops}, {"wire_bytes", l.wire_bytes}, {"seconds", l.seconds}});
   return {{"kernels", kernels}, {"collectives", links}};
 }
 
@@ -107,7 +111,8 @@ Fits fit_device(const ProfileRun& run) {
   if (stream.size() >= 2) f.stream = sim::fit_gemm_stream(stream);
   for (const auto& s : run.kernels) {
     const double busy = busy_seconds(s, f.launch_s);
-    if (is_gemm(s)) f.peak[s.dtype] = std::max(f.peak[s.dtype], s.flops / gemm_compute_seconds(s, busy, f.stream, share));
+    if (is_gemm(s))
+      f.peak[s.dtype] = std::max(f.peak[s.dtype], s.flops / gemm_compute_seconds(s, busy, f.stream, share));
     if (is_memory(s)) f.bandwidth = std::max(f.bandwidth, s.bytes / busy);
   }
   if (f.peak.count("fp32") == 0) throw sim::InputError("shardrun profile: no fp32 GEMM was measured");
@@ -140,8 +145,7 @@ ProfileDoc start_profile(const ProfileRun& run) {
   ProfileDoc doc;
   doc.j = sim::to_json(run.base);
   doc.by = "shardrun profile on " + run.date + " (" + std::to_string(run.world_size) + " rank(s) x " +
-           std::to_string(run.threads_per_rank) +
-           " thread(s), all ranks measuring at once, the slowest rank's time" +
+           std::to_string(run.threads_per_rank) + " thread(s), all ranks measuring at once, the slowest rank's time" +
            (run.repeats > 1 ? ", median of " + std::to_string(run.repeats) + " passes" : "") + "): ";
   nlohmann::json& j = doc.j;
   j["name"] = run.name;
@@ -189,14 +193,17 @@ void write_efficiency_curves(const ProfileRun& run, const Fits& f, ProfileDoc& d
   if (f.stream.stream_Bps > 0) {
     d["gemm_operand_stream_bytes_per_s"] = f.stream.stream_Bps;
     sources["device.gemm_operand_stream_bytes_per_s"] =
-        by + "t = FLOP / R + streamed bytes / B_stream fitted to the fp32 GEMMs with a weight 3x the cache "
+        by +
+        "t = FLOP / R + streamed bytes / B_stream fitted to the fp32 GEMMs with a weight 3x the cache "
         "(samples.kernels, kind gemm_stream; an operand streams when larger than the rank's share of the cache, " +
-        std::to_string(cache_share_bytes(run) / 1048576.0).substr(0, 5) + " MiB): R " + std::to_string(f.stream.flop_rate / 1e9).substr(0, 6) +
-        " GFLOP/s, " + gbps(f.stream.stream_Bps) + ", rms " + std::to_string(100 * f.stream.rms_relative_error).substr(0, 4) +
+        std::to_string(cache_share_bytes(run) / 1048576.0).substr(0, 5) + " MiB): R " +
+        std::to_string(f.stream.flop_rate / 1e9).substr(0, 6) + " GFLOP/s, " + gbps(f.stream.stream_Bps) + ", rms " +
+        std::to_string(100 * f.stream.rms_relative_error).substr(0, 4) +
         " %; the GEMM curves are fitted to each sample's time less its streamed bytes / B_stream";
   }
   d["memory_efficiency_by_bytes"] = sim::to_json(f.memory.curve);
-  sources["device.memory_efficiency_by_bytes"] = by + "degree-" + std::to_string(f.memory.degree) +
+  sources["device.memory_efficiency_by_bytes"] =
+      by + "degree-" + std::to_string(f.memory.degree) +
       " least-squares fit in log10(bytes) of the memory-bound samples / best (rms residual " +
       std::to_string(f.memory.rms_residual).substr(0, 5) + ")";
 }
@@ -208,7 +215,9 @@ void write_ops_and_overheads(const ProfileRun& run, const Fits& f, ProfileDoc& d
   auto& d = doc.j["device"];
   if (nlohmann::json ops = sim::to_json(fit_op_costs(run)); !ops.is_null()) {
     d["op_costs"] = ops;
-    sources["device.op_costs"] = by + "each of the model's non-GEMM ops (executor/model/ops.hpp) timed forward and "
+    sources["device.op_costs"] =
+        by +
+        "each of the model's non-GEMM ops (executor/model/ops.hpp) timed forward and "
         "backward with autograd on, as training runs it, over a range of sizes: seconds per element by elements; "
         "backward cold (after a sweep of the cache) and, on a CPU, warm (right after its forward)";
   }
@@ -218,16 +227,22 @@ void write_ops_and_overheads(const ProfileRun& run, const Fits& f, ProfileDoc& d
   }
   if (nlohmann::json host = sim::to_json(run.host_overhead); !host.is_null()) {
     d["host_overhead_seconds"] = host;
-    sources["device.host_overhead_seconds"] = by + "shardrun's own Transformer at micro shapes (hidden 32, sequence 64), "
+    sources["device.host_overhead_seconds"] =
+        by +
+        "shardrun's own Transformer at micro shapes (hidden 32, sequence 64), "
         "forward and forward + backward of a micro-batch: per block (1 vs 3 blocks), adapter (LoRA r4 on 0 vs 7 "
-        "linears), MoE expert (2 vs 8) and MoE layer; the host time beyond the kernels (profile/host_overhead_bench.hpp)";
+        "linears), MoE expert (2 vs 8) and MoE layer; the host time beyond the kernels "
+        "(profile/host_overhead_bench.hpp)";
   }
   d["fused_attention"] = run.fused_attention;
-  sources["device.fused_attention"] = run.fused_attention
-      ? "shardrun runs flash attention as PyTorch's fused scaled_dot_product_attention here, for models without "
-        "attention dropout (model/transformer_forward.cpp, attention_run)"
-      : "shardrun runs attention here as separate LibTorch ops, ring steps blockwise (model/transformer_forward.cpp, "
-        "parallel/context_parallel.cpp): no fused kernel (" + run.fused_attention_reason + ")";
+  sources["device.fused_attention"] =
+      run.fused_attention
+          ? "shardrun runs flash attention as PyTorch's fused scaled_dot_product_attention here, for models without "
+            "attention dropout (model/transformer_forward.cpp, attention_run)"
+          : "shardrun runs attention here as separate LibTorch ops, ring steps blockwise "
+            "(model/transformer_forward.cpp, "
+            "parallel/context_parallel.cpp): no fused kernel (" +
+                run.fused_attention_reason + ")";
   d["kernel_launch_s"] = f.launch_s;
   sources["device.kernel_launch_s"] = by + "median time of a one-element add";
 }
@@ -299,16 +314,18 @@ void write_intra_node_link(const ProfileRun& run, ProfileDoc& doc) {
   if (run.sync_skew_fraction >= 0) {
     intra["sync_skew_fraction"] = std::min(run.sync_skew_fraction, 0.99);
     sources["node.intra_node.sync_skew_fraction"] =
-        by + "(compute phase + one-element all-reduce) - the slowest rank's phase - all-reduce, each a mean over "
-             "200 interleaved iterations (a step pays every stall), relative to that phase (kernels are the slowest "
-             "rank's too); the median of the passes";
+        by +
+        "(compute phase + one-element all-reduce) - the slowest rank's phase - all-reduce, each a mean over "
+        "200 interleaved iterations (a step pays every stall), relative to that phase (kernels are the slowest "
+        "rank's too); the median of the passes";
   }
   if (run.rank_speed_gap_fraction >= 0) {
     intra["rank_speed_gap_fraction"] = run.rank_speed_gap_fraction;
     intra["rank_speed_gap_ranks"] = run.ranks_on_node;
     sources["node.intra_node.rank_speed_gap_fraction"] =
-        by + "each kernel timing's slowest rank / fastest rank - 1 (every rank times each kernel at once; the "
-             "kernels keep the slowest's), the median over all timings of all passes, over the " +
+        by +
+        "each kernel timing's slowest rank / fastest rank - 1 (every rank times each kernel at once; the "
+        "kernels keep the slowest's), the median over all timings of all passes, over the " +
         std::to_string(run.ranks_on_node) + " ranks profiled at once";
   }
   // On CPU ranks MPI progresses a non-blocking collective only inside MPI calls, and the
@@ -326,9 +343,13 @@ void write_provenance(const ProfileRun& run, ProfileDoc& doc) {
   nlohmann::json& j = doc.j;
   j["sources"] = doc.sources;
   j["fit"] = doc.fit;
-  j["profiled"] = {{"date", run.date}, {"world_size", run.world_size}, {"ranks_on_node", run.ranks_on_node},
-                   {"threads_per_rank", run.threads_per_rank}, {"device", run.cuda ? "cuda" : "cpu"},
-                   {"base", run.base_name}, {"repeats", run.repeats}};
+  j["profiled"] = {{"date", run.date},
+                   {"world_size", run.world_size},
+                   {"ranks_on_node", run.ranks_on_node},
+                   {"threads_per_rank", run.threads_per_rank},
+                   {"device", run.cuda ? "cuda" : "cpu"},
+                   {"base", run.base_name},
+                   {"repeats", run.repeats}};
   if (run.reference_start_s > 0 && run.reference_end_s > 0) {
     // How much the machine's speed drifted while it was profiled (kernel_bench.hpp).
     j["profiled"]["reference_gemm_seconds"] = {{"start", run.reference_start_s}, {"end", run.reference_end_s}};

@@ -29,8 +29,8 @@ void parse_checkpoint_fault(const std::string& spec, int& rank, int64_t& step) {
 [[noreturn]] void write_torn_shard_and_die(const std::string& path, const io::SafetensorsWriter& w, int rank) {
   const auto written = w.write(path);
   fs::resize_file(path, written.bytes / 2);
-  std::fprintf(stderr, "shardrun: rank %d: injected fault 'ckptkill': %s torn at %llu of %llu bytes; SIGKILL\n",
-               rank, path.c_str(), static_cast<unsigned long long>(written.bytes / 2),
+  std::fprintf(stderr, "shardrun: rank %d: injected fault 'ckptkill': %s torn at %llu of %llu bytes; SIGKILL\n", rank,
+               path.c_str(), static_cast<unsigned long long>(written.bytes / 2),
                static_cast<unsigned long long>(written.bytes));
   std::raise(SIGKILL);
   std::abort();
@@ -59,7 +59,10 @@ std::vector<std::string> all_gather_strings(Communicator& comm, const std::strin
 }
 
 Checkpointer::Checkpointer(const RunOptions& opt, const ProcessGroups& groups, nlohmann::json layout)
-    : dir_(opt.checkpoint_dir), resume_(opt.resume), keep_last_(opt.keep_last), groups_(groups),
+    : dir_(opt.checkpoint_dir),
+      resume_(opt.resume),
+      keep_last_(opt.keep_last),
+      groups_(groups),
       layout_(std::move(layout)) {
   parse_checkpoint_fault(opt.inject_fault, kill_rank_, kill_step_);
 }
@@ -71,14 +74,13 @@ void Checkpointer::save(ZeroEngine& engine, const TrainState& state) {
   if (world.rank() == 0) {
     try {
       store.prepare(state.step);
-    } catch (const std::exception& e) {
-      error = e.what();
-    }
+    } catch (const std::exception& e) { error = e.what(); }
   }
   world.barrier();
   std::string record;
   const bool killed_here = world.rank() == kill_rank_ && state.step == kill_step_;
-  if (killed_here && !engine.writes_checkpoint()) write_torn_shard_and_die(store.partial_dir(state.step) + "/torn", {}, world.rank());
+  if (killed_here && !engine.writes_checkpoint())
+    write_torn_shard_and_die(store.partial_dir(state.step) + "/torn", {}, world.rank());
   if (error.empty() && engine.writes_checkpoint()) {
     try {
       io::SafetensorsWriter writer;
@@ -89,9 +91,7 @@ void Checkpointer::save(ZeroEngine& engine, const TrainState& state) {
                                  world.rank());
       const auto rec = store.write_shard(state.step, engine.shard_key() + ".safetensors", writer);
       record = nlohmann::json{{"file", rec.file}, {"bytes", rec.bytes}, {"crc32", rec.crc32}}.dump();
-    } catch (const std::exception& e) {
-      error = e.what();
-    }
+    } catch (const std::exception& e) { error = e.what(); }
   }
   const auto records = all_gather_strings(world, error.empty() ? record : "ERROR:" + error);
   std::vector<io::ShardRecord> shards;

@@ -36,7 +36,7 @@ class Checkpointer {
   std::optional<TrainState> load(ZeroEngine& engine, const std::string& dir, const nlohmann::json& manifest);
   std::string dir_;
   std::string resume_;
-  int kill_rank_ = -1;       // --inject-fault ckptkill:RANK:STEP
+  int kill_rank_ = -1;  // --inject-fault ckptkill:RANK:STEP
   int64_t kill_step_ = -1;
   int keep_last_;
   const ProcessGroups& groups_;

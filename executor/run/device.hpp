@@ -17,8 +17,9 @@
 namespace shardplan::executor {
 
 // auto: CUDA device `local_rank` when LibTorch sees at least `local_size` devices (one GPU per
-// rank on the node), else the CPU; cuda: the same, an InputError when there are too few. `training`: also needs this build's CUDA support (the NCCL backend and metrics/cuda_stats);
-// a kernel benchmark (shardrun profile) only needs LibTorch's. Throws InputError naming
+// rank on the node), else the CPU; cuda: the same, an InputError when there are too few. `training`: also needs this
+// build's CUDA support (the NCCL backend and metrics/cuda_stats); a kernel benchmark (shardrun profile) only needs
+// LibTorch's. Throws InputError naming
 // --device for an unknown choice, or for `cuda` without a usable GPU.
 torch::Device pick_device(const std::string& want, int local_rank, int local_size, bool training);
 // Makes `d` the current CUDA device (no-op on the CPU): NCCL communicators bind to it.

@@ -50,19 +50,19 @@ Nf4Tensor gather_full_state(const Nf4Weight& w, Communicator& tp, int tp_rank, i
 }
 
 std::vector<Named> bnb_entries(const Nf4Weight& w, const Nf4Tensor& full) {
-  const nlohmann::json state = {{"quant_type", "nf4"},        {"blocksize", kNf4Block},
-                                {"dtype", "float32"},         {"shape", w.full_shape},
-                                {"nested_blocksize", kNf4ConstantBlock}, {"nested_dtype", "float32"},
+  const nlohmann::json state = {{"quant_type", "nf4"},
+                                {"blocksize", kNf4Block},
+                                {"dtype", "float32"},
+                                {"shape", w.full_shape},
+                                {"nested_blocksize", kNf4ConstantBlock},
+                                {"nested_dtype", "float32"},
                                 {"nested_offset", full.offset}};
   const std::string json = state.dump();
   torch::Tensor js = torch::empty({static_cast<int64_t>(json.size())}, torch::kByte);
   std::memcpy(js.data_ptr(), json.data(), json.size());
-  return {{w.name, full.codes.cpu().view({-1, 1})},
-          {w.name + ".absmax", full.qabsmax.cpu()},
-          {w.name + ".quant_map", nf4_code()},
-          {w.name + ".nested_absmax", full.absmax2.cpu()},
-          {w.name + ".nested_quant_map", dynamic_map()},
-          {w.name + ".quant_state.bitsandbytes__nf4", js}};
+  return {{w.name, full.codes.cpu().view({-1, 1})},      {w.name + ".absmax", full.qabsmax.cpu()},
+          {w.name + ".quant_map", nf4_code()},           {w.name + ".nested_absmax", full.absmax2.cpu()},
+          {w.name + ".nested_quant_map", dynamic_map()}, {w.name + ".quant_state.bitsandbytes__nf4", js}};
 }
 
 // Stage leads send their entries to stage 0's lead: a header (name length, dtype, rank, dims),
@@ -137,7 +137,8 @@ void export_nf4_base(const Transformer& model, ZeroEngine& engine, const Process
       writer.add(e.name, t.scalar_type() == torch::kByte ? io::DType::U8 : io::DType::F32, t.sizes().vec(),
                  t.data_ptr(), t.nbytes());
     }
-    writer.set_metadata({{"format", "pt"}, {"producer", "shardrun"},
+    writer.set_metadata({{"format", "pt"},
+                         {"producer", "shardrun"},
                          {"quantization", "bitsandbytes nf4, blocksize 64, double-quantised absmax (blocks of 256)"}});
     writer.write(path);
   }

@@ -12,7 +12,7 @@ struct RunOptions {
   int64_t steps = 20;
   // Data: "synthetic", text files (comma-separated .txt), or one Alpaca-style .jsonl.
   std::string data = "synthetic";
-  std::string tokenizer;              // sentencepiece tokenizer.model (text and jsonl data)
+  std::string tokenizer;  // sentencepiece tokenizer.model (text and jsonl data)
   int64_t synthetic_samples = 65536;
   // Weights: "seed" (seeded init) or Hugging Face safetensors (file or directory).
   std::string init = "seed";
@@ -41,11 +41,11 @@ struct RunOptions {
   // interval (plan prediction's goodput.interval_steps, simulator/goodput.hpp).
   int64_t checkpoint_every = -1;
   int keep_last = 2;
-  std::string resume = "none";        // none | auto | <checkpoint step directory>
-  int64_t stop_after = -1;            // leave after this many steps (as an interrupted job)
+  std::string resume = "none";  // none | auto | <checkpoint step directory>
+  int64_t stop_after = -1;      // leave after this many steps (as an interrupted job)
   // Runtime.
-  std::string device = "auto";        // auto | cpu | cuda (one GPU per rank on the node)
-  int threads = 0;                    // per rank; 0 = cores on the node / ranks on the node
+  std::string device = "auto";  // auto | cpu | cuda (one GPU per rank on the node)
+  int threads = 0;              // per rank; 0 = cores on the node / ranks on the node
   double comm_timeout_s = 300;
   // Progress watchdog (run/watchdog.hpp): no step for max(factor x predicted step, min) seconds
   // ends the rank with exit 75; both <= 0 disables it.
@@ -56,8 +56,8 @@ struct RunOptions {
   // that step; its peers' collectives time out), "exit:RANK:STEP" (the rank dies abruptly) or
   // "overflow:RANK:STEP" (the rank's gradients become infinite in that step, as on fp16 overflow)
   // or "stall:RANK:STEP" (the rank stops making progress outside any collective, in the run's
-  // first attempt only, for the watchdog to catch) or "ckptkill:RANK:STEP" (SIGKILL while the rank writes its shard of the step-STEP checkpoint,
-  // after part of it is on disk and before the manifest commits it; run/checkpointing.cpp).
+  // first attempt only, for the watchdog to catch) or "ckptkill:RANK:STEP" (SIGKILL while the rank writes its shard of
+  // the step-STEP checkpoint, after part of it is on disk and before the manifest commits it; run/checkpointing.cpp).
   std::string inject_fault;
   // Operator-level trace of rank 0's steps after the first (LibTorch's profiler, Chrome trace
   // format): where a step's time goes, op by op, to check the simulator's per-op costs.

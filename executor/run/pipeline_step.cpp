@@ -6,8 +6,8 @@
 #include <memory>
 #include <stdexcept>
 
-#include "executor/errors.hpp"
 #include "device.hpp"
+#include "executor/errors.hpp"
 #include "executor/model/autocast.hpp"
 #include "executor/seed_hash.hpp"
 #include "trainer_state.hpp"
@@ -32,8 +32,14 @@ class StageRunner {
  public:
   StageRunner(TrainerState& s, int64_t step, const std::vector<Batch>& batches, double global_tokens,
               const StepFaults& faults)
-      : s_(s), step_(step), batches_(batches), global_tokens_(global_tokens), faults_(faults),
-        cfg_(s.plan.config), p_(cfg_.pp), m_(static_cast<int>(batches.size())) {
+      : s_(s),
+        step_(step),
+        batches_(batches),
+        global_tokens_(global_tokens),
+        faults_(faults),
+        cfg_(s.plan.config),
+        p_(cfg_.pp),
+        m_(static_cast<int>(batches.size())) {
     const int64_t chunks = static_cast<int64_t>(p_) * s.model->chunks().size();
     EXECUTOR_CHECK(2 * chunks * m_ < 32767, "pipeline message tags exceed MPI's guaranteed tag range");
   }
@@ -43,8 +49,8 @@ class StageRunner {
     const auto t0 = Clock::now();
     for (size_t i = 0; i < ops.size(); ++i) {
       if (faults_.throw_at_op == static_cast<int>(i))
-        throw std::runtime_error("injected fault: stage " + std::to_string(s_.groups->coords().pp) +
-                                 " failed at op " + std::to_string(i) + " of step " + std::to_string(step_ + 1));
+        throw std::runtime_error("injected fault: stage " + std::to_string(s_.groups->coords().pp) + " failed at op " +
+                                 std::to_string(i) + " of step " + std::to_string(step_ + 1));
       const auto& op = ops[i];
       if (op.backward) backward(op.chunk, op.mb);
       else forward(op.chunk, op.mb);

@@ -2,8 +2,8 @@
 
 #include <filesystem>
 #include <fstream>
-#include <set>
 #include <nlohmann/json.hpp>
+#include <set>
 
 #include "executor/comm/process_groups.hpp"
 #include "executor/engine/zero_engine.hpp"
@@ -19,28 +19,44 @@ namespace fs = std::filesystem;
 
 torch::ScalarType torch_dtype(io::DType d, const std::string& context) {
   switch (d) {
-    case io::DType::F32: return torch::kFloat;
-    case io::DType::F16: return torch::kHalf;
-    case io::DType::BF16: return torch::kBFloat16;
-    case io::DType::F64: return torch::kDouble;
-    case io::DType::I64: return torch::kLong;
-    case io::DType::I32: return torch::kInt;
-    case io::DType::I8: return torch::kChar;
-    case io::DType::U8: return torch::kByte;
-    case io::DType::BOOL: return torch::kBool;
+    case io::DType::F32:
+      return torch::kFloat;
+    case io::DType::F16:
+      return torch::kHalf;
+    case io::DType::BF16:
+      return torch::kBFloat16;
+    case io::DType::F64:
+      return torch::kDouble;
+    case io::DType::I64:
+      return torch::kLong;
+    case io::DType::I32:
+      return torch::kInt;
+    case io::DType::I8:
+      return torch::kChar;
+    case io::DType::U8:
+      return torch::kByte;
+    case io::DType::BOOL:
+      return torch::kBool;
   }
   throw InputError(context + ": unsupported dtype");
 }
 
 io::DType file_dtype(torch::ScalarType t) {
   switch (t) {
-    case torch::kFloat: return io::DType::F32;
-    case torch::kHalf: return io::DType::F16;
-    case torch::kBFloat16: return io::DType::BF16;
-    case torch::kDouble: return io::DType::F64;
-    case torch::kLong: return io::DType::I64;
-    case torch::kInt: return io::DType::I32;
-    default: break;
+    case torch::kFloat:
+      return io::DType::F32;
+    case torch::kHalf:
+      return io::DType::F16;
+    case torch::kBFloat16:
+      return io::DType::BF16;
+    case torch::kDouble:
+      return io::DType::F64;
+    case torch::kLong:
+      return io::DType::I64;
+    case torch::kInt:
+      return io::DType::I32;
+    default:
+      break;
   }
   EXECUTOR_CHECK(false, std::string("no safetensors dtype for ") + c10::toString(t));
 }
@@ -100,7 +116,8 @@ torch::Tensor gather_full(const Parameter& p, Communicator& tp) {
   torch::Tensor all = torch::empty({tp.size() * local.numel()}, local.options());
   tp.all_gather(all, local.view({-1}));
   std::vector<torch::Tensor> shards;
-  for (int r = 0; r < tp.size(); ++r) shards.push_back(all.narrow(0, r * local.numel(), local.numel()).view(local.sizes()));
+  for (int r = 0; r < tp.size(); ++r)
+    shards.push_back(all.narrow(0, r * local.numel(), local.numel()).view(local.sizes()));
   return merge_shards(shards, p.shard, p.full_shape);
 }
 
@@ -113,8 +130,8 @@ void send_named(Communicator& pp, const std::string& name, const torch::Tensor& 
   header[1] = t.dim();
   for (int64_t d = 0; d < t.dim(); ++d) header[2 + d] = t.size(d);
   pp.send(header.to(pp.device()), 0);
-  torch::Tensor bytes = torch::from_blob(const_cast<char*>(name.data()), {static_cast<int64_t>(name.size())},
-                                         torch::kUInt8).clone();
+  torch::Tensor bytes =
+      torch::from_blob(const_cast<char*>(name.data()), {static_cast<int64_t>(name.size())}, torch::kUInt8).clone();
   pp.send(bytes.to(pp.device()), 0);
   pp.send(t.to(pp.device(), torch::kFloat).contiguous(), 0);
 }
@@ -214,8 +231,9 @@ void load_hf_weights(Transformer& model, const std::string& path) {
   for (Parameter& p : model.parameters()) {
     if (p.lora) continue;
     auto [reader, name] = ckpt.find(p.name);
-    if (!reader) throw InputError(path + ": tensor '" + p.name + "': not in the checkpoint (model '" +
-                                  model.spec().name + "' needs it)");
+    if (!reader)
+      throw InputError(path + ": tensor '" + p.name + "': not in the checkpoint (model '" + model.spec().name +
+                       "' needs it)");
     std::vector<int64_t> want = p.full_shape;
     if (p.hf_transposed) std::swap(want[0], want[1]);
     const auto& info = reader->at(name);
@@ -228,13 +246,11 @@ void load_hf_weights(Transformer& model, const std::string& path) {
   }
 }
 
-void export_full_weights(Transformer& model, ZeroEngine& engine, const ProcessGroups& groups,
-                         const std::string& path) {
+void export_full_weights(Transformer& model, ZeroEngine& engine, const ProcessGroups& groups, const std::string& path) {
   write_gathered(model, engine, groups, path, false, {{"format", "pt"}, {"producer", "shardrun"}});
 }
 
-void export_lora_adapter(Transformer& model, ZeroEngine& engine, const ProcessGroups& groups,
-                         const std::string& dir) {
+void export_lora_adapter(Transformer& model, ZeroEngine& engine, const ProcessGroups& groups, const std::string& dir) {
   const auto& lora = model.options().lora;
   EXECUTOR_CHECK(lora.enabled(), "export_lora_adapter on a model without LoRA");
   if (groups.coords().world == 0) io::make_dirs(dir);

@@ -28,9 +28,7 @@ void load_hf_weights(Transformer& model, const std::string& path);
 // Collective over the world: gathers every parameter (ZeRO-3 units and tp shards) and rank 0
 // writes them in Hugging Face naming and layout. `lora_only` writes the PEFT adapter instead
 // (path is a directory then).
-void export_full_weights(Transformer& model, ZeroEngine& engine, const ProcessGroups& groups,
-                         const std::string& path);
-void export_lora_adapter(Transformer& model, ZeroEngine& engine, const ProcessGroups& groups,
-                         const std::string& dir);
+void export_full_weights(Transformer& model, ZeroEngine& engine, const ProcessGroups& groups, const std::string& path);
+void export_lora_adapter(Transformer& model, ZeroEngine& engine, const ProcessGroups& groups, const std::string& dir);
 
 }  // namespace shardplan::executor

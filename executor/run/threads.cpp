@@ -12,7 +12,8 @@ namespace shardplan::executor {
 
 std::string ThreadSetup::describe() const {
   return std::to_string(threads) + " thread(s) per rank (LibTorch" +
-         (openblas ? " + OpenBLAS, " + blas_kernels + " kernels" : "; OpenBLAS not found") + "; fp32 GEMMs: " + cpu_gemm + ")";
+         (openblas ? " + OpenBLAS, " + blas_kernels + " kernels" : "; OpenBLAS not found") +
+         "; fp32 GEMMs: " + cpu_gemm + ")";
 }
 
 ThreadSetup configure_threads(int requested, int ranks_on_node) {

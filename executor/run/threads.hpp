@@ -8,9 +8,9 @@ namespace shardplan::executor {
 
 struct ThreadSetup {
   int threads = 1;
-  bool openblas = false;  // OpenBLAS found and set
+  bool openblas = false;     // OpenBLAS found and set
   std::string blas_kernels;  // OpenBLAS's kernel set ("Haswell", "SkylakeX", ...), "" without OpenBLAS
-  std::string cpu_gemm;      // what runs the fp32 CPU GEMMs (model/cpu_gemm.hpp), e.g. "oneDNN 2.6.3 sgemm (avx512_core)"
+  std::string cpu_gemm;  // what runs the fp32 CPU GEMMs (model/cpu_gemm.hpp), e.g. "oneDNN 2.6.3 sgemm (avx512_core)"
   [[nodiscard]] std::string describe() const;
 };
 

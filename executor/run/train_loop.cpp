@@ -1,25 +1,25 @@
 // The training loop and the end of a run (final checkpoint, report, exports).
 #include <algorithm>
 #include <atomic>
-#include <csignal>
 #include <chrono>
+#include <csignal>
 #include <cstdio>
 #include <filesystem>
 #include <iostream>
 #include <memory>
 #include <thread>
 
+#include "device.hpp"
 #include "executor/errors.hpp"
 #include "executor/io/fs_util.hpp"
 #include "executor/metrics/op_trace.hpp"
 #include "executor/metrics/run_history.hpp"
 #include "executor/profile/kernel_bench.hpp"
-#include "device.hpp"
+#include "moe_support.hpp"
 #include "nf4_export.hpp"
 #include "pipeline_step.hpp"
 #include "tensor_io.hpp"
 #include "trainer.hpp"
-#include "moe_support.hpp"
 #include "trainer_state.hpp"
 #include "watchdog.hpp"
 
@@ -73,9 +73,10 @@ Fault parse_fault(const std::string& spec) {
   const std::string k = std::sscanf(spec.c_str(), "%9[a-z]:%d:%lld", kind, &at_rank, &at_step) == 3 ? kind : "";
   if (k != "hang" && k != "exit" && k != "stall" && k != "overflow" && k != "throw" &&
       k != "ckptkill")  // ckptkill: the Checkpointer's
-    throw InputError("--inject-fault: expected hang:RANK:STEP, exit:RANK:STEP, stall:RANK:STEP, overflow:RANK:STEP, "
-                     "throw:RANK:STEP or ckptkill:RANK:STEP, got '" +
-                     spec + "'");
+    throw InputError(
+        "--inject-fault: expected hang:RANK:STEP, exit:RANK:STEP, stall:RANK:STEP, overflow:RANK:STEP, "
+        "throw:RANK:STEP or ckptkill:RANK:STEP, got '" +
+        spec + "'");
   return {kind, at_rank, at_step};
 }
 
@@ -88,7 +89,7 @@ void maybe_inject_fault(const Fault& f, int rank, int64_t step, int attempt) {
   if (!f.is("hang", rank, step) && !f.is("exit", rank, step) && !stall) return;
   std::fprintf(stderr, "shardrun: rank %d: injected fault '%s' at step %lld\n", rank, f.kind.c_str(),
                static_cast<long long>(f.step));
-  if (f.kind == "exit") std::raise(SIGKILL);  // as kill -9 would
+  if (f.kind == "exit") std::raise(SIGKILL);                      // as kill -9 would
   for (;;) std::this_thread::sleep_for(std::chrono::seconds(1));  // hang / stall: never join a collective again
 }
 
@@ -132,9 +133,11 @@ std::vector<Batch> load_step(TrainerState& s, int64_t step, double& global_token
 // Every rank's pipeline figures, reduced per stage (the slowest / fullest rank of each).
 void record_pipeline(TrainerState& s, const PipelineFigures& f, StepRecord& r) {
   const int world = s.groups->world().size(), stages = s.plan.config.pp;
-  torch::Tensor mine = torch::tensor({static_cast<double>(s.groups->coords().pp), f.bubble_s, f.p2p_s,
-                                      static_cast<double>(f.peak_in_flight_bytes), static_cast<double>(f.max_in_flight)},
-                                     torch::kDouble).to(s.device);
+  torch::Tensor mine =
+      torch::tensor({static_cast<double>(s.groups->coords().pp), f.bubble_s, f.p2p_s,
+                     static_cast<double>(f.peak_in_flight_bytes), static_cast<double>(f.max_in_flight)},
+                    torch::kDouble)
+          .to(s.device);
   torch::Tensor all = torch::empty({world * 5}, torch::TensorOptions().dtype(torch::kDouble).device(s.device));
   s.groups->world().all_gather(all, mine);
   all = all.cpu();
@@ -194,7 +197,7 @@ void Trainer::train() {
   TrainerState& s = *s_;
   const auto& c = s.groups->coords();
   const Fault fault = parse_fault(s.opt.inject_fault);
-  StepTimer timer(s.device);  // CUDA: events around the step
+  StepTimer timer(s.device);       // CUDA: events around the step
   std::unique_ptr<OpTrace> trace;  // rank 0, the steps after the first
   Watchdog watchdog(stall_limit_s(s.opt.stall_factor, s.plan.prediction.time.step_s, s.opt.stall_min_s), c.world);
   s.reference_gemm_start_s = reference_gemm(s);
@@ -291,7 +294,8 @@ void Trainer::finish() {
                   {"weights", s.weight_dtype() == torch::kFloat ? "fp32" : simulator::to_string(s.precision)},
                   {"optimizer", "fp32"}};
   const AttentionRun attention = attention_run(s.model->options());
-  in.attention = {{"planned", simulator::to_string(s.plan.config.attention)}, {"ran", attention.kind},
+  in.attention = {{"planned", simulator::to_string(s.plan.config.attention)},
+                  {"ran", attention.kind},
                   {"reason", attention.reason}};
   in.steps = s.records;
   for (int64_t i = 0; i < peaks.numel(); ++i) in.peak_bytes_per_rank.push_back(peaks[i].item<int64_t>());
@@ -319,10 +323,11 @@ void Trainer::finish() {
                  "  step time error %+.1f %% (predicted vs measured median); steps ran %.4f-%.4f s (10th-90th "
                  "percentile: the machine's noise, %.1f %% of the median)\n"
                  "  report: %s\n",
-                 static_cast<long long>(s.records.size()), me["first_loss"].get<double>(), me["final_loss"].get<double>(),
-                 "measured", "predicted", me["step_seconds"].get<double>(), pr["step_seconds"].get<double>(),
-                 me["tokens_per_second"].get<double>(), pr["tokens_per_second"].get<double>(),
-                 me["peak_memory_bytes"].get<double>() / 1048576.0, pr["peak_memory_bytes"].get<double>() / 1048576.0,
+                 static_cast<long long>(s.records.size()), me["first_loss"].get<double>(),
+                 me["final_loss"].get<double>(), "measured", "predicted", me["step_seconds"].get<double>(),
+                 pr["step_seconds"].get<double>(), me["tokens_per_second"].get<double>(),
+                 pr["tokens_per_second"].get<double>(), me["peak_memory_bytes"].get<double>() / 1048576.0,
+                 pr["peak_memory_bytes"].get<double>() / 1048576.0,
                  100 * (pr["step_seconds"].get<double>() / std::max(me["step_seconds"].get<double>(), 1e-12) - 1),
                  me["step_seconds_p10"].get<double>(), me["step_seconds_p90"].get<double>(),
                  100 * (me["step_seconds_p90"].get<double>() - me["step_seconds_p10"].get<double>()) /

@@ -6,10 +6,10 @@
 #include "data_source.hpp"
 #include "device.hpp"
 #include "executor/errors.hpp"
-#include "simulator/errors.hpp"
 #include "executor/model/nf4_base.hpp"
-#include "tensor_io.hpp"
 #include "moe_support.hpp"
+#include "simulator/errors.hpp"
+#include "tensor_io.hpp"
 #include "trainer_state.hpp"
 
 namespace shardplan::executor {
@@ -25,13 +25,9 @@ void phase(const MpiRuntime& rt, F&& f) {
   std::string error;
   try {
     f();
-  } catch (const InputError& e) {
-    error = e.what();
-  } catch (const CommError&) {
+  } catch (const InputError& e) { error = e.what(); } catch (const CommError&) {
     throw;
-  } catch (const std::exception& e) {
-    error = std::string("internal error: ") + e.what();
-  }
+  } catch (const std::exception& e) { error = std::string("internal error: ") + e.what(); }
   const std::string agreed = rt.agree(error);
   if (!agreed.empty()) throw InputError(agreed);
 }
@@ -50,7 +46,8 @@ simulator::MixedPrecision parse_mixed_precision(const std::string& s) {
 // the heads against tp x cp (simulator validation); shardrun's ring attention is causal.
 void check_cp_supported(const formats::Plan& plan, const std::string& src) {
   if (plan.config.cp_kind == simulator::CpKind::ring && plan.model.kind != simulator::ModelKind::decoder)
-    throw InputError(src + ": field 'config.context_parallel_kind': shardrun's ring attention is causal (decoders only)");
+    throw InputError(src +
+                     ": field 'config.context_parallel_kind': shardrun's ring attention is causal (decoders only)");
 }
 
 // What this executor runs: everything the planner outputs but optimizer offload on CUDA and FP8
@@ -58,16 +55,18 @@ void check_cp_supported(const formats::Plan& plan, const std::string& src) {
 void check_supported(const formats::Plan& plan, const std::string& src, Precision precision, torch::Device device) {
   const auto& c = plan.config;
   if (c.offload_optimizer && device.is_cuda())
-    throw InputError(src + ": field 'config.offload_optimizer': optimizer offload to host memory is not run by this "
-                           "shardrun on CUDA (plan with --forbid offload); on the CPU it is a no-op");
+    throw InputError(src +
+                     ": field 'config.offload_optimizer': optimizer offload to host memory is not run by this "
+                     "shardrun on CUDA (plan with --forbid offload); on the CPU it is a no-op");
   if (c.uses_fp8())
     throw InputError(src + ": field 'config.fp8': FP8 linears (" + simulator::to_string(c.fp8) +
                      ") are not run by this shardrun (LibTorch has no FP8 GEMM training path here); plan with --fp8 "
                      "none or --forbid fp8");
   if (c.cp > 1) check_cp_supported(plan, src);
   if (precision == Precision::fp16 && !device.is_cuda())
-    throw InputError(src + ": field 'config.precision': fp16 autocast needs a CUDA device; this rank runs on the CPU "
-                           "(use --precision bf16 or fp32)");
+    throw InputError(src +
+                     ": field 'config.precision': fp16 autocast needs a CUDA device; this rank runs on the CPU "
+                     "(use --precision bf16 or fp32)");
 }
 
 // The set-up phases after the plan is loaded and checked, in the order Trainer::setup runs them.
@@ -112,7 +111,8 @@ ModelOptions setup_model_options(const TrainerState& s) {
   if (cfg.cp > 1) {
     mo.cp = {&s.groups->cp(), cfg.cp_kind, simulator::cp_sequence_chunks(s.plan.model, cfg.cp, cfg.cp_kind)};
     if (cfg.cp_kind == simulator::CpKind::ring && mo.attention_dropout > 0)
-      throw InputError(o.plan_path + ": field 'model.attention_dropout': ring attention (context parallelism) runs "
+      throw InputError(o.plan_path +
+                       ": field 'model.attention_dropout': ring attention (context parallelism) runs "
                        "without attention dropout; pass --dropout 0 or plan with context_parallel_kind all_to_all");
   }
   return mo;
@@ -127,10 +127,9 @@ void setup_model(TrainerState& s) {
     ModelOptions mo = setup_model_options(s);
     try {
       mo.layers_per_chunk = simulator::layers_per_chunk(s.plan.model, cfg);
-      s.pipeline_ops = simulator::pipeline_stage_order(cfg.schedule, cfg.pp, cfg.micro_batches(), cfg.virtual_stages, c.pp);
-    } catch (const simulator::InputError& e) {
-      throw InputError(o.plan_path + ": field 'config': " + e.what());
-    }
+      s.pipeline_ops =
+          simulator::pipeline_stage_order(cfg.schedule, cfg.pp, cfg.micro_batches(), cfg.virtual_stages, c.pp);
+    } catch (const simulator::InputError& e) { throw InputError(o.plan_path + ": field 'config': " + e.what()); }
     s.model = std::make_unique<Transformer>(s.plan.model, mo);
     s.model->init_weights(o.seed);  // LoRA adapters keep this init under a loaded base
     if (o.init != "seed") load_hf_weights(*s.model, o.init);
@@ -149,7 +148,8 @@ void setup_data(TrainerState& s) {
     s.dataset = open_dataset(o, s.plan.model.vocab_size, cfg.seq_len);
     s.sampler = std::make_unique<data::Sampler>(s.dataset->size(), cfg.global_batch_size, o.seed);
     if (cfg.global_batch_size % (cfg.dp * cfg.micro_batch_size) != 0)
-      throw InputError(o.plan_path + ": field 'config.global_batch_size': expected a multiple of dp x micro_batch_size");
+      throw InputError(o.plan_path +
+                       ": field 'config.global_batch_size': expected a multiple of dp x micro_batch_size");
   });
 }
 
@@ -160,21 +160,30 @@ void setup_engine(TrainerState& s) {
   const auto& cfg = s.plan.config;
   OptimizerOptions oo{o.beta1, o.beta2, o.eps, o.weight_decay, o.clip_norm};
   s.engine = std::make_unique<ZeroEngine>(*s.model, *s.groups, cfg.zero_stage, oo, s.weight_dtype());
-  s.layout = {{"model", s.plan.model.name}, {"tp", cfg.tp}, {"dp", cfg.dp}, {"pp", cfg.pp},
-              {"zero_stage", cfg.zero_stage}, {"sharding_degree", cfg.shard_group()},
-              {"lora_rank", cfg.lora.rank}, {"init", o.init == "seed" ? "seed:" + std::to_string(o.seed) : o.init},
-              {"schedule", simulator::to_string(cfg.schedule)}, {"virtual_stages", cfg.virtual_stages},
-              {"partition", s.model->options().layers_per_chunk}, {"recompute", simulator::to_string(cfg.recompute)},
+  s.layout = {{"model", s.plan.model.name},
+              {"tp", cfg.tp},
+              {"dp", cfg.dp},
+              {"pp", cfg.pp},
+              {"zero_stage", cfg.zero_stage},
+              {"sharding_degree", cfg.shard_group()},
+              {"lora_rank", cfg.lora.rank},
+              {"init", o.init == "seed" ? "seed:" + std::to_string(o.seed) : o.init},
+              {"schedule", simulator::to_string(cfg.schedule)},
+              {"virtual_stages", cfg.virtual_stages},
+              {"partition", s.model->options().layers_per_chunk},
+              {"recompute", simulator::to_string(cfg.recompute)},
               {"offload_activations", !cfg.offload_activations ? "off"
-                                      : s.device.is_cuda() ? "checkpointed inputs to pinned host memory"
-                                                           : "no-op on the cpu (inputs already in host memory)"}};
+                                      : s.device.is_cuda()     ? "checkpointed inputs to pinned host memory"
+                                                               : "no-op on the cpu (inputs already in host memory)"}};
   if (cfg.ep > 1) s.layout["ep"] = cfg.ep;
   if (cfg.offload_optimizer) s.layout["offload_optimizer"] = "no-op on the cpu (states already in host memory)";
   if (cfg.cp > 1) s.layout["cp"] = {{"size", cfg.cp}, {"kind", simulator::to_string(cfg.cp_kind)}};
   s.checkpointer = std::make_unique<Checkpointer>(o, *s.groups, s.layout);
   if (cfg.lora.quantized_base())  // rank 0's NF4 base in report.json (not in checkpoints' layout: per rank)
-    s.layout["nf4_base"] = {{"linears", s.nf4_base.linears}, {"weights", s.nf4_base.weights},
-                            {"bytes", s.nf4_base.bytes}, {"source", o.init == "seed" ? "seeded init" : o.init}};
+    s.layout["nf4_base"] = {{"linears", s.nf4_base.linears},
+                            {"weights", s.nf4_base.weights},
+                            {"bytes", s.nf4_base.bytes},
+                            {"source", o.init == "seed" ? "seeded init" : o.init}};
   s.scaler.enabled = s.precision == Precision::fp16 || o.loss_scaling;
   s.scaler.scale = o.initial_loss_scale;
 }
@@ -219,12 +228,12 @@ void print_setup_summary(const TrainerState& s) {
             << s.dataset->describe() << "\n";
   std::cerr << "shardrun: " << s.groups->describe() << "; ZeRO-" << cfg.zero_stage << ", precision "
             << simulator::to_string(s.precision)
-            << (s.precision == Precision::fp32 ? ""
-                : s.weight_dtype() == torch::kFloat
-                    ? " (autocast: fp32 weights)"
-                    : " (16-bit weights and gradients, fp32 master weights)")
+            << (s.precision == Precision::fp32      ? ""
+                : s.weight_dtype() == torch::kFloat ? " (autocast: fp32 weights)"
+                                                    : " (16-bit weights and gradients, fp32 master weights)")
             << (s.start_step ? "; resumed at step " + std::to_string(s.start_step) : "")
-            << (s.attempt > 1 ? "; attempt " + std::to_string(s.attempt) + " (metrics.jsonl keeps the earlier ones)" : "")
+            << (s.attempt > 1 ? "; attempt " + std::to_string(s.attempt) + " (metrics.jsonl keeps the earlier ones)"
+                              : "")
             << "\n";
   if (cfg.pp > 1)
     std::cerr << "shardrun: pipeline: " << cfg.pp << " stages, schedule " << simulator::to_string(cfg.schedule)
@@ -288,8 +297,10 @@ void Trainer::setup() {
     check_moe_supported(s.plan, o.plan_path);
     if (o.steps <= 0) throw InputError("--steps: expected a positive number of steps");
     if (o.moe_aux_loss_coeff < 0 || (o.moe_aux_loss_coeff > 0 && !s.plan.model.is_moe()))
-      throw InputError("--moe-aux-loss-coeff: expected 0, or a positive coefficient with a mixture-of-experts model "
-                       "(the plan's is '" + s.plan.model.name + "')");
+      throw InputError(
+          "--moe-aux-loss-coeff: expected 0, or a positive coefficient with a mixture-of-experts model "
+          "(the plan's is '" +
+          s.plan.model.name + "')");
     if (!o.save_nf4_base.empty() && !s.plan.config.lora.quantized_base())
       throw InputError("--save-nf4-base: the plan's base is not NF4 (config.lora.base nf4, QLoRA)");
     if (o.checkpoint_every < 0) s.opt.checkpoint_every = s.plan.prediction.goodput.interval_steps;  // the plan's

@@ -12,7 +12,9 @@ double stall_limit_s(double stall_factor, double predicted_step_s, double stall_
 }
 
 Watchdog::Watchdog(double limit_s, int rank)
-    : limit_s_(limit_s), rank_(rank), last_progress_(Clock::now().time_since_epoch().count()),
+    : limit_s_(limit_s),
+      rank_(rank),
+      last_progress_(Clock::now().time_since_epoch().count()),
       phase_since_(Clock::now().time_since_epoch().count()) {
   if (limit_s_ > 0) thread_ = std::thread([this] { watch(); });
 }

@@ -31,8 +31,8 @@ class Watchdog {
   Watchdog(const Watchdog&) = delete;
   Watchdog& operator=(const Watchdog&) = delete;
 
-  void step_done();                 // a step completed: the clock restarts
-  void phase(const char* what);     // what the rank is doing now (a string literal)
+  void step_done();              // a step completed: the clock restarts
+  void phase(const char* what);  // what the rank is doing now (a string literal)
 
  private:
   void watch();

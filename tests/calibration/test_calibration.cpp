@@ -63,7 +63,7 @@ Plan make_plan(const Case& k, const sim::HardwareProfile& hw) {
   cfg.lora.rank = k.lora_rank;
   if (k.lora_rank > 0)
     cfg.lora.targets = std::string(k.model) == "tiny-gpt" ? std::vector<std::string>{"c_attn"}
-                                                           : std::vector<std::string>{"q_proj", "v_proj"};
+                                                          : std::vector<std::string>{"q_proj", "v_proj"};
   p.prediction = sim::simulate(p.model, p.cluster, cfg);
   return p;
 }
@@ -273,13 +273,20 @@ TEST(Calibration, NamedHoldOutAndItsMistakes) {
 
 // A validation file as `shardplan validate --json` writes it, plans saved next to it.
 nlohmann::json validation_json(const TempDir& dir, const std::vector<MeasuredRun>& runs) {
-  nlohmann::json j{{"schema", "shardplan.validation/1"}, {"hardware", "local-cpu-2core"},
-                   {"hardware_file", "../profile.json"}, {"steps", 8}, {"runs", nlohmann::json::array()}};
+  nlohmann::json j{{"schema", "shardplan.validation/1"},
+                   {"hardware", "local-cpu-2core"},
+                   {"hardware_file", "../profile.json"},
+                   {"steps", 8},
+                   {"runs", nlohmann::json::array()}};
   std::filesystem::create_directories(dir.path() / "v" / "plans");
   for (const auto& r : runs) {
     save_plan(r.plan, dir.file("v/plans/" + r.name + ".json"));
-    j["runs"].push_back({{"name", r.name}, {"status", "ran"}, {"reason", ""}, {"ranks", r.plan.config.devices()},
-                         {"time_judged", true}, {"plan_file", "plans/" + r.name + ".json"},
+    j["runs"].push_back({{"name", r.name},
+                         {"status", "ran"},
+                         {"reason", ""},
+                         {"ranks", r.plan.config.devices()},
+                         {"time_judged", true},
+                         {"plan_file", "plans/" + r.name + ".json"},
                          {"measured", {{"step_seconds", r.measured_step_s}}}});
   }
   return j;
@@ -313,9 +320,7 @@ TEST(Calibration, LoadsValidationFiles) {
     const std::string f = dir.write_json("v/bad.json", bad);
     try {
       load_measured_runs({f});
-    } catch (const sim::InputError& e) {
-      return std::string(e.what());
-    }
+    } catch (const sim::InputError& e) { return std::string(e.what()); }
     return std::string("no error");
   };
   nlohmann::json bad = j;

@@ -42,9 +42,7 @@ json file_with(const json& run) { return {{"schema", kRunsSchema}, {"runs", json
 std::string error_of(const json& j) {
   try {
     runs_from_json(j, "runs.json");
-  } catch (const sim::InputError& e) {
-    return e.what();
-  }
+  } catch (const sim::InputError& e) { return e.what(); }
   return "";
 }
 
@@ -85,8 +83,8 @@ TEST(RunsFile, PublishedFiguresConvertToStepSecondsOnce) {
 TEST(RunsFile, OverridesReachTheProfileAndTheInlineModelIsRead) {
   json r = one_run();
   r["hardware"]["overrides"] = {{"network", {{"bandwidth_Gbps", 1600}}}};
-  r["model"] = {{"model_type", "llama"},        {"hidden_size", 512}, {"intermediate_size", 1376},
-                {"num_attention_heads", 8},     {"num_hidden_layers", 4}, {"vocab_size", 1000},
+  r["model"] = {{"model_type", "llama"},          {"hidden_size", 512},     {"intermediate_size", 1376},
+                {"num_attention_heads", 8},       {"num_hidden_layers", 4}, {"vocab_size", 1000},
                 {"max_position_embeddings", 4096}};
   const RecordedRun back = runs_from_json(file_with(r), "t").runs[0];
   EXPECT_DOUBLE_EQ(back.plan.cluster.hardware.network.bandwidth_Bps, 1600e9 / 8);
@@ -160,7 +158,8 @@ TEST(RunsFile, LeaveOneSourceOutGivesOneRowPerSource) {
   ASSERT_EQ(rows.size(), sources.size());
   for (std::size_t i = 0; i < rows.size(); ++i) {
     EXPECT_EQ(rows[i].group, sources[i]);
-    EXPECT_EQ(rows[i].runs, std::count_if(a100.begin(), a100.end(), [&](const auto& r) { return r.source == sources[i]; }));
+    EXPECT_EQ(rows[i].runs,
+              std::count_if(a100.begin(), a100.end(), [&](const auto& r) { return r.source == sources[i]; }));
     EXPECT_EQ(rows[i].before.runs, rows[i].runs);
     EXPECT_TRUE(rows[i].fitted);
     // Each row has its own fit (without that source): a positive factor.

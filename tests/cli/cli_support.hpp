@@ -22,12 +22,10 @@
 
 #include <gtest/gtest.h>
 
-#include "support/temp_dir.hpp"
 #include <nlohmann/json.hpp>
-
+#include "support/temp_dir.hpp"
 
 namespace shardplan::testing::cli {
-
 
 namespace fs = std::filesystem;
 using nlohmann::json;
@@ -110,8 +108,7 @@ inline RunResult run_shardplan(const std::vector<std::string>& args) {
     }
   }
   int status = 0;
-  while (waitpid(pid, &status, 0) < 0 && errno == EINTR) {
-  }
+  while (waitpid(pid, &status, 0) < 0 && errno == EINTR) {}
   if (WIFEXITED(status)) {
     r.exit_code = WEXITSTATUS(status);
   } else if (WIFSIGNALED(status)) {
@@ -149,7 +146,7 @@ inline bool contains(const std::string& haystack, const std::string& needle) {
 // A bad-input run: exit code 2, stdout empty, stderr exactly one line naming every one of
 // `must_name` and saying what was expected, and no sign of a crash or a stack trace.
 inline void expect_one_line_error(const std::vector<std::string>& args, const std::vector<std::string>& must_name,
-                           bool must_say_expected = true) {
+                                  bool must_say_expected = true) {
   SCOPED_TRACE(describe(args));
   const RunResult r = run_shardplan(args);
   EXPECT_FALSE(r.signaled) << r;
@@ -159,8 +156,8 @@ inline void expect_one_line_error(const std::vector<std::string>& args, const st
   ASSERT_FALSE(r.err.empty()) << r;
   EXPECT_EQ(r.err.back(), '\n') << "the error line must end with a newline\n" << r;
   EXPECT_TRUE(r.err.rfind("shardplan: error: ", 0) == 0) << "expected a 'shardplan: error: ' line\n" << r;
-  for (const char* crash : {"internal error", "terminate called", "what():", "Aborted", "Segmentation", "#0 ",
-                            "[json.exception"})
+  for (const char* crash :
+       {"internal error", "terminate called", "what():", "Aborted", "Segmentation", "#0 ", "[json.exception"})
     EXPECT_FALSE(contains(r.err, crash)) << "looks like a crash or a stack trace: '" << crash << "'\n" << r;
   for (const auto& name : must_name)
     EXPECT_TRUE(contains(r.err, name)) << "the error line should name '" << name << "'\n" << r;
@@ -187,17 +184,19 @@ inline json run_json(const std::vector<std::string>& args) {
 
 using shardplan::testing::TempDir;
 
-inline json builtin_profile(const std::string& name) { return read_json(repo_root() + "/hardware_profiles/" + name + ".json"); }
+inline json builtin_profile(const std::string& name) {
+  return read_json(repo_root() + "/hardware_profiles/" + name + ".json");
+}
 inline json builtin_model(const std::string& name) { return read_json(repo_root() + "/models/" + name + ".json"); }
 
 inline const std::vector<std::string> kBuiltinModels = {
-    "bert-large",    "gpt-j-6b",   "gpt-neox-20b", "gpt2",      "gpt2-xl",      "gpt3-175b",  "llama2-13b",
-    "llama2-70b",    "llama2-7b",  "llama3.1-8b",  "llama3.1-70b", "llama3.1-405b", "mistral-7b", "qwen3-8b",
-    "tiny-gpt",      "tiny-llama", "tinyllama-1.1b", "mixtral-8x7b", "qwen3-30b-a3b", "qwen3-235b-a22b",
-    "deepseek-v3",   "tiny-moe"};
-inline const std::vector<std::string> kBuiltinHardware = {"local-cpu-2core", "p4d.24xlarge", "p4de.24xlarge", "p5.48xlarge",
-                                                   "p5e.48xlarge",    "g5.48xlarge",  "trn1.32xlarge",
-                                                   "trn1.32xlarge-neuroncore",       "gaudi2-hls2"};
-
+    "bert-large",    "gpt-j-6b",        "gpt-neox-20b", "gpt2",        "gpt2-xl",        "gpt3-175b",
+    "llama2-13b",    "llama2-70b",      "llama2-7b",    "llama3.1-8b", "llama3.1-70b",   "llama3.1-405b",
+    "mistral-7b",    "qwen3-8b",        "tiny-gpt",     "tiny-llama",  "tinyllama-1.1b", "mixtral-8x7b",
+    "qwen3-30b-a3b", "qwen3-235b-a22b", "deepseek-v3",  "tiny-moe"};
+inline const std::vector<std::string> kBuiltinHardware = {
+    "local-cpu-2core", "p4d.24xlarge", "p4de.24xlarge", "p5.48xlarge",
+    "p5e.48xlarge",    "g5.48xlarge",  "trn1.32xlarge", "trn1.32xlarge-neuroncore",
+    "gaudi2-hls2"};
 
 }  // namespace shardplan::testing::cli

@@ -27,10 +27,10 @@ struct Case {
 };
 
 const std::vector<Case> kCases{
-    {"a-llama-1rank", "tiny-llama", 1, 1, 0, 1, 4, 128},  {"b-llama-1rank-mbs4", "tiny-llama", 1, 1, 0, 4, 8, 256},
-    {"c-llama-dp2-z0", "tiny-llama", 1, 2, 0, 2, 8, 128}, {"d-llama-dp2-z1", "tiny-llama", 1, 2, 1, 1, 4, 256},
-    {"e-llama-tp2", "tiny-llama", 2, 1, 0, 2, 4, 128},    {"f-gpt-1rank-s64", "tiny-gpt", 1, 1, 0, 8, 16, 64},
-    {"g-gpt-dp2-z2", "tiny-gpt", 1, 2, 2, 2, 8, 256},     {"h-gpt-tp2-s512", "tiny-gpt", 2, 1, 0, 1, 2, 512},
+    {"a-llama-1rank", "tiny-llama", 1, 1, 0, 1, 4, 128},    {"b-llama-1rank-mbs4", "tiny-llama", 1, 1, 0, 4, 8, 256},
+    {"c-llama-dp2-z0", "tiny-llama", 1, 2, 0, 2, 8, 128},   {"d-llama-dp2-z1", "tiny-llama", 1, 2, 1, 1, 4, 256},
+    {"e-llama-tp2", "tiny-llama", 2, 1, 0, 2, 4, 128},      {"f-gpt-1rank-s64", "tiny-gpt", 1, 1, 0, 8, 16, 64},
+    {"g-gpt-dp2-z2", "tiny-gpt", 1, 2, 2, 2, 8, 256},       {"h-gpt-tp2-s512", "tiny-gpt", 2, 1, 0, 1, 2, 512},
     {"i-llama-1rank-s16", "tiny-llama", 1, 1, 0, 1, 1, 16}, {"j-gpt-dp2-s32", "tiny-gpt", 1, 2, 0, 1, 2, 32},
 };
 
@@ -85,12 +85,21 @@ class CalibrateCli : public ::testing::Test {
 
   // A `shardplan validate --json` file over runs [first, last).
   std::string validation(const std::string& file, std::size_t first, std::size_t last) {
-    nlohmann::json j{{"schema", "shardplan.validation/1"}, {"hardware", base_.name}, {"hardware_file", "profile.json"},
-                     {"steps", 8}, {"threads_per_rank", 1}, {"cores", 2}, {"runs", nlohmann::json::array()}};
+    nlohmann::json j{{"schema", "shardplan.validation/1"},
+                     {"hardware", base_.name},
+                     {"hardware_file", "profile.json"},
+                     {"steps", 8},
+                     {"threads_per_rank", 1},
+                     {"cores", 2},
+                     {"runs", nlohmann::json::array()}};
     const sim::HardwareProfile real = real_machine(base_);
     for (std::size_t i = first; i < last; ++i)
-      j["runs"].push_back({{"name", runs_[i].name}, {"status", "ran"}, {"reason", ""}, {"ranks", runs_[i].per_node},
-                           {"time_judged", true}, {"plan_file", "plans/" + runs_[i].name + ".json"},
+      j["runs"].push_back({{"name", runs_[i].name},
+                           {"status", "ran"},
+                           {"reason", ""},
+                           {"ranks", runs_[i].per_node},
+                           {"time_judged", true},
+                           {"plan_file", "plans/" + runs_[i].name + ".json"},
                            {"measured", {{"step_seconds", step_s(runs_[i], real)}}}});
     return dir_.write_json(file, j);
   }
@@ -153,8 +162,10 @@ TEST_F(CalibrateCli, WritesAProfileThatReproducesTheReportedPredictions) {
 TEST_F(CalibrateCli, MergesRunsFilesAndTakesNamedHoldOuts) {
   const std::string a = validation("a.json", 0, 4), b = validation("b.json", 4, runs_.size());
   const std::string report = dir_.file("report.json");
-  const auto r = shardplan("--runs " + a + " --runs " + b + " --hardware local-cpu-2core --holdout e-llama-tp2,a-llama-1rank"
-                           " --out " + dir_.file("cal.json") + " --json " + report);
+  const auto r = shardplan("--runs " + a + " --runs " + b +
+                           " --hardware local-cpu-2core --holdout e-llama-tp2,a-llama-1rank"
+                           " --out " +
+                           dir_.file("cal.json") + " --json " + report);
   ASSERT_EQ(r.status, 0) << r.out;
   const auto rep = sim::read_json_file(report);
   EXPECT_EQ(rep.at("runs").size(), runs_.size());
@@ -166,21 +177,23 @@ TEST_F(CalibrateCli, MergesRunsFilesAndTakesNamedHoldOuts) {
 TEST_F(CalibrateCli, BadInputExitsTwoWithOneLine) {
   const std::string v = validation("validation.json", 0, runs_.size());
   const std::string out = " --out " + dir_.file("cal.json");
-  EXPECT_NE(one_line_error("--runs " + dir_.file("absent.json") + out).find("--runs: file '" + dir_.file("absent.json") +
-                                                                          "' does not exist"),
+  EXPECT_NE(one_line_error("--runs " + dir_.file("absent.json") + out)
+                .find("--runs: file '" + dir_.file("absent.json") + "' does not exist"),
             std::string::npos);
 
   nlohmann::json j = sim::read_json_file(v);
   j["schema"] = "shardplan.validation/0";
   const std::string wrong = dir_.write_json("wrong.json", j);
-  EXPECT_NE(one_line_error("--runs " + wrong + out).find(wrong + ": field 'schema': expected \"shardplan.validation/1\""),
-            std::string::npos);
+  EXPECT_NE(
+      one_line_error("--runs " + wrong + out).find(wrong + ": field 'schema': expected \"shardplan.validation/1\""),
+      std::string::npos);
 
   j = sim::read_json_file(v);
   j["runs"][2]["plan_file"] = "plans/gone.json";
   const std::string missing = dir_.write_json("missing.json", j);
-  EXPECT_NE(one_line_error("--runs " + missing + out).find(missing + ": field 'runs[2].plan_file': expected an existing "
-                                                                     "plan file"),
+  EXPECT_NE(one_line_error("--runs " + missing + out)
+                .find(missing + ": field 'runs[2].plan_file': expected an existing "
+                                "plan file"),
             std::string::npos);
 
   EXPECT_NE(one_line_error("--runs " + v + out + " --holdout nobody").find("--holdout: no usable run named 'nobody'"),

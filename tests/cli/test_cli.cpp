@@ -60,8 +60,7 @@ TEST(CliBadInput, ProfileMissingMemoryBandwidth) {
   ASSERT_TRUE(j["device"].contains("memory_bandwidth_GBps"));
   j["device"].erase("memory_bandwidth_GBps");
   const std::string path = dir.write_json("no_bw.json", j);
-  expect_one_line_error({"simulate", "--model", "llama2-7b", "--hardware", path},
-                        {path, "device.memory_bandwidth_"});
+  expect_one_line_error({"simulate", "--model", "llama2-7b", "--hardware", path}, {path, "device.memory_bandwidth_"});
 }
 
 TEST(CliBadInput, ProfileMissingNetworkLatency) {
@@ -85,8 +84,8 @@ TEST(CliBadInput, ProfileMissingDevicesPerNode) {
 TEST(CliBadInput, ProfileMissingViaNullInOverlay) {
   // A JSON merge patch with null removes the field from the base profile.
   TempDir dir;
-  const std::string path = dir.write_json(
-      "null_lat.json", {{"base", "p4de.24xlarge"}, {"network", {{"latency_us", nullptr}}}});
+  const std::string path =
+      dir.write_json("null_lat.json", {{"base", "p4de.24xlarge"}, {"network", {{"latency_us", nullptr}}}});
   expect_one_line_error({"simulate", "--model", "llama2-7b", "--hardware", path}, {path, "network.latency_"});
 }
 
@@ -106,23 +105,22 @@ TEST(CliBadInput, MalformedModelJson) {
 
 TEST(CliBadInput, TpNotDividingAttentionHeads) {
   // 5 nodes x 8 = 40 devices = tp 5 x dp 8, so only the head count is wrong (llama2-7b has 32 heads).
-  expect_one_line_error({"simulate", "--model", "llama2-7b", "--hardware", "p4d.24xlarge", "--nodes", "5", "--tp",
-                         "5", "--dp", "8"},
-                        {"--tp", "32"});
+  expect_one_line_error(
+      {"simulate", "--model", "llama2-7b", "--hardware", "p4d.24xlarge", "--nodes", "5", "--tp", "5", "--dp", "8"},
+      {"--tp", "32"});
 }
 
 TEST(CliBadInput, TpNotDividingKeyValueHeads) {
   // llama2-70b: 64 attention heads but only 8 key/value heads; tp 16 divides the former only.
-  expect_one_line_error({"simulate", "--model", "llama2-70b", "--hardware", "p4d.24xlarge", "--nodes", "2", "--tp",
-                         "16"},
-                        {"--tp", "8"});
+  expect_one_line_error(
+      {"simulate", "--model", "llama2-70b", "--hardware", "p4d.24xlarge", "--nodes", "2", "--tp", "16"}, {"--tp", "8"});
 }
 
 TEST(CliBadInput, TpPpDpNotEqualToDevicesWithExplicitDp) {
   // 2 x 2 x 4 = 16 but one p4d node has 8 devices.
-  expect_one_line_error({"simulate", "--model", "llama2-7b", "--hardware", "p4d.24xlarge", "--tp", "2", "--pp", "2",
-                         "--dp", "4"},
-                        {"--dp", "8"});
+  expect_one_line_error(
+      {"simulate", "--model", "llama2-7b", "--hardware", "p4d.24xlarge", "--tp", "2", "--pp", "2", "--dp", "4"},
+      {"--dp", "8"});
 }
 
 TEST(CliBadInput, TpPpNotDividingDevicesWithoutDp) {
@@ -137,15 +135,15 @@ TEST(CliBadInput, NonPositiveTp) {
 }
 
 TEST(CliBadInput, ShardingDegreeNotDividingDp) {
-  expect_one_line_error({"simulate", "--model", "llama2-7b", "--hardware", "p4d.24xlarge", "--zero", "3",
-                         "--sharding-degree", "3"},
-                        {"--sharding-degree", "--dp"});
+  expect_one_line_error(
+      {"simulate", "--model", "llama2-7b", "--hardware", "p4d.24xlarge", "--zero", "3", "--sharding-degree", "3"},
+      {"--sharding-degree", "--dp"});
 }
 
 TEST(CliBadInput, ShardingDegreeLargerThanDp) {
-  expect_one_line_error({"simulate", "--model", "llama2-7b", "--hardware", "p4d.24xlarge", "--zero", "1",
-                         "--sharding-degree", "16"},
-                        {"--sharding-degree", "--dp"});
+  expect_one_line_error(
+      {"simulate", "--model", "llama2-7b", "--hardware", "p4d.24xlarge", "--zero", "1", "--sharding-degree", "16"},
+      {"--sharding-degree", "--dp"});
 }
 
 TEST(CliBadInput, LoraTargetNotInModel) {
@@ -156,9 +154,9 @@ TEST(CliBadInput, LoraTargetNotInModel) {
 
 TEST(CliBadInput, LoraTargetOfAnotherFamily) {
   // q_proj is a llama name; GPT-2 has c_attn/c_proj/c_fc.
-  expect_one_line_error({"simulate", "--model", "gpt2", "--hardware", "p4d.24xlarge", "--lora-rank", "4",
-                         "--lora-targets", "q_proj"},
-                        {"--lora-targets", "q_proj", "c_attn"});
+  expect_one_line_error(
+      {"simulate", "--model", "gpt2", "--hardware", "p4d.24xlarge", "--lora-rank", "4", "--lora-targets", "q_proj"},
+      {"--lora-targets", "q_proj", "c_attn"});
 }
 
 TEST(CliBadInput, InvalidChoices) {
@@ -173,9 +171,9 @@ TEST(CliBadInput, InvalidChoices) {
 TEST(CliBadInput, AttentionKind) {
   expect_one_line_error({"simulate", "--model", "llama2-7b", "--hardware", "p4d.24xlarge", "--attention", "bogus"},
                         {"--attention", "bogus", "flash, flash1 or eager"});
-  expect_one_line_error({"plan", "--model", "tiny-llama", "--hardware", "p4d.24xlarge", "--attention", "bogus",
-                         "--quiet"},
-                        {"--attention", "bogus", "flash, flash1 or eager"});
+  expect_one_line_error(
+      {"plan", "--model", "tiny-llama", "--hardware", "p4d.24xlarge", "--attention", "bogus", "--quiet"},
+      {"--attention", "bogus", "flash, flash1 or eager"});
 }
 
 TEST(CliBadInput, ArgumentParsingErrors) {

@@ -74,9 +74,9 @@ void expect_sane_prediction(const json& j) {
 }
 
 TEST(CliSimulateJson, FullTrainingHasAllKeysWithSaneValues) {
-  const std::vector<std::string> args = {"simulate",    "--model", "llama2-7b", "--hardware", "p4d.24xlarge",
-                                         "--zero",      "1",       "--global-batch-size", "64", "--seq-len",
-                                         "4096",        "--recompute", "full",   "--json"};
+  const std::vector<std::string> args = {
+      "simulate", "--model",   "llama2-7b", "--hardware",  "p4d.24xlarge", "--zero", "1", "--global-batch-size",
+      "64",       "--seq-len", "4096",      "--recompute", "full",         "--json"};
   const json j = run_json(args);
   SCOPED_TRACE(j.dump(2));
   expect_sane_prediction(j);
@@ -90,14 +90,14 @@ TEST(CliSimulateJson, FullTrainingHasAllKeysWithSaneValues) {
   // tokens/s is global-batch x seq-len / step.
   EXPECT_NEAR(number_at(j, "throughput.tokens_per_second"), 64.0 * 4096 / number_at(j, "time.step_seconds"),
               1e-6 * number_at(j, "throughput.tokens_per_second"));
-  EXPECT_EQ(j["feasible"], j["memory"]["per_device_bytes"]["total"].get<double>() <=
-                               j["memory"]["usable_bytes"].get<double>());
+  EXPECT_EQ(j["feasible"],
+            j["memory"]["per_device_bytes"]["total"].get<double>() <= j["memory"]["usable_bytes"].get<double>());
 }
 
 TEST(CliSimulateJson, LoraHasFewerTrainableParameters) {
   const json j = run_json({"simulate", "--model", "llama2-7b", "--hardware", "p4d.24xlarge", "--zero", "1",
-                           "--global-batch-size", "64", "--seq-len", "4096", "--recompute", "full", "--lora-rank",
-                           "8", "--lora-targets", "q_proj,v_proj", "--json"});
+                           "--global-batch-size", "64", "--seq-len", "4096", "--recompute", "full", "--lora-rank", "8",
+                           "--lora-targets", "q_proj,v_proj", "--json"});
   SCOPED_TRACE(j.dump(2));
   expect_sane_prediction(j);
   EXPECT_LT(j["trainable_parameters"].get<long long>(), j["total_parameters"].get<long long>());
@@ -143,9 +143,8 @@ TEST(CliSimulateJson, LoraTrainableParametersLlama2_7b) {
 TEST(CliSimulateJson, LoraTrainableParametersGroupedQueryAttention) {
   // llama2-70b: v_proj is 8192 -> 1024 (8 key/value heads), unlike q_proj 8192 -> 8192.
   const long long expected = expected_lora_parameters("llama2-70b", 16, {"q_proj", "v_proj"});
-  const json j = run_json({"simulate", "--model", "llama2-70b", "--hardware", "p4de.24xlarge", "--nodes", "2",
-                           "--tp", "8", "--zero", "3", "--lora-rank", "16", "--lora-targets", "q_proj,v_proj",
-                           "--json"});
+  const json j = run_json({"simulate", "--model", "llama2-70b", "--hardware", "p4de.24xlarge", "--nodes", "2", "--tp",
+                           "8", "--zero", "3", "--lora-rank", "16", "--lora-targets", "q_proj,v_proj", "--json"});
   ASSERT_TRUE(j.contains("trainable_parameters")) << j.dump(2);
   EXPECT_EQ(j["trainable_parameters"].get<long long>(), expected);
 }
@@ -162,8 +161,8 @@ TEST(CliSimulateJson, LoraTrainableParametersAllLinears) {
 TEST(CliSimulateJson, HuggingFaceConfigAsModel) {
   const std::string config = test_data("hf/llama2-7b.config.json");
   ASSERT_TRUE(fs::exists(config)) << config;
-  const json j = run_json({"simulate", "--model", config, "--hardware", "p4d.24xlarge", "--zero", "1",
-                           "--recompute", "full", "--json"});
+  const json j = run_json(
+      {"simulate", "--model", config, "--hardware", "p4d.24xlarge", "--zero", "1", "--recompute", "full", "--json"});
   SCOPED_TRACE(j.dump(2));
   expect_sane_prediction(j);
   // Same architecture as the built-in card, so the same parameter count.
@@ -176,8 +175,8 @@ TEST(CliSimulateJson, HuggingFaceConfigAsModel) {
 }
 
 TEST(CliSimulateJson, InfeasibleConfigurationIsReportedNotAnError) {
-  const json j = run_json({"simulate", "--model", "llama2-70b", "--hardware", "g5.48xlarge", "--nodes", "1", "--zero",
-                           "0", "--json"});
+  const json j = run_json(
+      {"simulate", "--model", "llama2-70b", "--hardware", "g5.48xlarge", "--nodes", "1", "--zero", "0", "--json"});
   ASSERT_TRUE(j.contains("feasible")) << j.dump(2);
   EXPECT_EQ(j["feasible"], false) << j.dump(2);
   ASSERT_TRUE(j.contains("infeasible_reason") && j["infeasible_reason"].is_string()) << j.dump(2);
@@ -226,9 +225,9 @@ TEST(CliSimulateJson, TraceIncludesPipelineEvents) {
 }
 
 TEST(CliSimulateJson, AttentionKindIsEchoedAndFlashIsTheDefault) {
-  const std::vector<std::string> base = {"simulate", "--model", "llama2-7b", "--hardware", "p4de.24xlarge",
-                                         "--tp", "2", "--zero", "1", "--global-batch-size", "8", "--seq-len",
-                                         "4096", "--json"};
+  const std::vector<std::string> base = {"simulate", "--model",   "llama2-7b", "--hardware", "p4de.24xlarge",
+                                         "--tp",     "2",         "--zero",    "1",          "--global-batch-size",
+                                         "8",        "--seq-len", "4096",      "--json"};
   const json flash = run_json(base);
   std::vector<std::string> eager_args = base;
   eager_args.insert(eager_args.end(), {"--attention", "eager"});

@@ -12,10 +12,30 @@ using namespace shardplan::testing::cli;  // NOLINT: the CLI test helpers
 // A plan for Llama 2 7B on 2 x p4de (16 A100): ZeRO-3 over 8 (HSDP), micro-batch 2, full recompute.
 std::string make_plan(const TempDir& tmp) {
   const std::string plan = tmp.file("plan.json");
-  const RunResult r = run_shardplan({"plan", "--model", "llama2-7b", "--hardware", "p4de.24xlarge", "--nodes", "2",
-                                     "--seq-len", "4096", "--global-batch-size", "64", "--micro-batch-sizes", "2",
-                                     "--zero-stages", "3", "--recompute", "full", "--forbid", "pp,tp,offload",
-                                     "--fp8", "none", "--quiet", "--out", plan});
+  const RunResult r = run_shardplan({"plan",
+                                     "--model",
+                                     "llama2-7b",
+                                     "--hardware",
+                                     "p4de.24xlarge",
+                                     "--nodes",
+                                     "2",
+                                     "--seq-len",
+                                     "4096",
+                                     "--global-batch-size",
+                                     "64",
+                                     "--micro-batch-sizes",
+                                     "2",
+                                     "--zero-stages",
+                                     "3",
+                                     "--recompute",
+                                     "full",
+                                     "--forbid",
+                                     "pp,tp,offload",
+                                     "--fp8",
+                                     "none",
+                                     "--quiet",
+                                     "--out",
+                                     plan});
   EXPECT_EQ(r.exit_code, 0) << r;
   return plan;
 }
@@ -27,10 +47,11 @@ TEST(CliInterop, ExportedFilesImportBackToThePlansLayout) {
   ASSERT_EQ(e.exit_code, 0) << e;
   EXPECT_TRUE(contains(e.out, "not exported: NeuronX") || !contains(e.out, "neuron_launch.sh")) << e;
   const json cfg = read_json(plan)["config"];
-  for (const char* file : {"ds_config.json", "megatron_args.sh", "torchtitan.toml", "accelerate_fsdp.yaml", "smp_v2.json"}) {
+  for (const char* file :
+       {"ds_config.json", "megatron_args.sh", "torchtitan.toml", "accelerate_fsdp.yaml", "smp_v2.json"}) {
     SCOPED_TRACE(file);
-    const RunResult s = run_shardplan({"simulate", "--model", "llama2-7b", "--hardware", "p4de.24xlarge", "--nodes", "2",
-                                       "--seq-len", "4096", "--micro-batch-size", "2", "--global-batch-size", "64",
+    const RunResult s = run_shardplan({"simulate", "--model", "llama2-7b", "--hardware", "p4de.24xlarge", "--nodes",
+                                       "2", "--seq-len", "4096", "--micro-batch-size", "2", "--global-batch-size", "64",
                                        "--import", out + "/" + file, "--json"});
     ASSERT_EQ(s.exit_code, 0) << s;
     const json got = json::parse(s.out)["config"];
@@ -38,9 +59,7 @@ TEST(CliInterop, ExportedFilesImportBackToThePlansLayout) {
       EXPECT_EQ(got[key], cfg[key]) << key;
     // FSDP-based formats run ZeRO-3 as FSDP full/hybrid sharding: the stage comes back.
     EXPECT_EQ(got["zero_stage"], std::string(file) == "megatron_args.sh" ? json(1) : cfg["zero_stage"]);
-    if (std::string(file) != "smp_v2.json") {
-      EXPECT_EQ(got["global_batch_size"], cfg["global_batch_size"]);
-    }
+    if (std::string(file) != "smp_v2.json") { EXPECT_EQ(got["global_batch_size"], cfg["global_batch_size"]); }
   }
 }
 
@@ -65,7 +84,8 @@ TEST(CliInterop, AFileOfNoKnownFormatIsNamed) {
   TempDir tmp;
   const std::string file = tmp.file("notes.txt");
   std::ofstream(file) << "just some text\n";
-  const RunResult r = run_shardplan({"simulate", "--model", "llama2-7b", "--hardware", "p4de.24xlarge", "--import", file});
+  const RunResult r =
+      run_shardplan({"simulate", "--model", "llama2-7b", "--hardware", "p4de.24xlarge", "--import", file});
   EXPECT_EQ(r.exit_code, 2) << r;
   EXPECT_TRUE(contains(r.err, file + ": not a format shardplan imports")) << r;
 }

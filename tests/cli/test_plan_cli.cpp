@@ -2,13 +2,13 @@
 #include <gtest/gtest.h>
 #include <sys/wait.h>
 
+#include <unistd.h>
+#include <algorithm>
 #include <cstdio>
 #include <filesystem>
 #include <fstream>
 #include <nlohmann/json.hpp>
 #include <sstream>
-#include <unistd.h>
-#include <algorithm>
 
 namespace plan_cli_test {  // named, not anonymous: the files share a unity-build unit
 
@@ -40,8 +40,10 @@ fs::path temp_dir() {
 TEST(PlanCli, PlanExplainSimulateAndExportAgree) {
   const fs::path dir = temp_dir();
   const std::string plan = (dir / "plan.json").string();
-  const Result p = run("plan --model llama2-7b --hardware p4de.24xlarge --nodes 1,2 --global-batch-size 64 "
-                       "--seq-len 2048 --quiet --json --out " + plan);
+  const Result p =
+      run("plan --model llama2-7b --hardware p4de.24xlarge --nodes 1,2 --global-batch-size 64 "
+          "--seq-len 2048 --quiet --json --out " +
+          plan);
   ASSERT_EQ(p.code, 0);
   const auto j = nlohmann::json::parse(p.out);
   ASSERT_FALSE(j["ranked"].empty());
@@ -56,8 +58,8 @@ TEST(PlanCli, PlanExplainSimulateAndExportAgree) {
   EXPECT_EQ(run("explain " + plan).code, 0);
   const Result e = run("export " + plan + " --out-dir " + (dir / "launch").string());
   ASSERT_EQ(e.code, 0);
-  for (const char* f : {"launch_mpirun.sh", "launch_slurm.sbatch", "ds_config.json", "megatron_args.sh",
-                        "smp_parameters.json"})
+  for (const char* f :
+       {"launch_mpirun.sh", "launch_slurm.sbatch", "ds_config.json", "megatron_args.sh", "smp_parameters.json"})
     EXPECT_TRUE(fs::exists(dir / "launch" / f)) << f;
   EXPECT_EQ(std::system(("bash -n " + (dir / "launch" / "launch_slurm.sbatch").string()).c_str()), 0);
   fs::remove_all(dir);
@@ -78,8 +80,9 @@ TEST(PlanCli, ImportEvaluatesADeepSpeedConfig) {
 }
 
 TEST(PlanCli, LoraRankListComparesEachRank) {
-  const Result r = run("plan --model llama2-7b --hardware p4de.24xlarge --global-batch-size 16 --seq-len 1024 "
-                       "--lora-rank 4,64 --lora-targets q_proj,v_proj --quiet --top 1");
+  const Result r =
+      run("plan --model llama2-7b --hardware p4de.24xlarge --global-batch-size 16 --seq-len 1024 "
+          "--lora-rank 4,64 --lora-targets q_proj,v_proj --quiet --top 1");
   ASSERT_EQ(r.code, 0);
   EXPECT_NE(r.out.find("LoRA r=4:"), std::string::npos);
   EXPECT_NE(r.out.find("LoRA r=64:"), std::string::npos);

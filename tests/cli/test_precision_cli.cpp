@@ -11,8 +11,9 @@ namespace precision_cli_test {  // named, not anonymous: the files share a unity
 
 using namespace shardplan::testing::cli;  // NOLINT: the CLI test helpers
 
-const std::vector<std::string> kSim = {"simulate", "--model", "llama2-7b", "--nodes", "1", "--tp", "2",
-                                       "--zero", "1", "--global-batch-size", "8", "--seq-len", "4096"};
+const std::vector<std::string> kSim = {"simulate", "--model",   "llama2-7b", "--nodes", "1",
+                                       "--tp",     "2",         "--zero",    "1",       "--global-batch-size",
+                                       "8",        "--seq-len", "4096"};
 
 std::vector<std::string> with(std::vector<std::string> a, std::initializer_list<std::string> more) {
   a.insert(a.end(), more);
@@ -23,9 +24,9 @@ TEST(Fp8Cli, RefusedOnA100AndForUnknownRecipes) {
   expect_one_line_error(with(kSim, {"--hardware", "p4d.24xlarge", "--fp8", "delayed"}), {"--fp8", "FP8"});
   expect_one_line_error(with(kSim, {"--hardware", "p5.48xlarge", "--fp8", "e4m3"}), {"--fp8", "e4m3"});
   expect_one_line_error(with(kSim, {"--hardware", "p5.48xlarge", "--fp8-param-gather"}), {"--fp8-param-gather"});
-  expect_one_line_error({"plan", "--model", "llama2-7b", "--hardware", "p4d.24xlarge", "--fp8", "none,delayed",
-                         "--quiet"},
-                        {"--fp8", "FP8"});
+  expect_one_line_error(
+      {"plan", "--model", "llama2-7b", "--hardware", "p4d.24xlarge", "--fp8", "none,delayed", "--quiet"},
+      {"--fp8", "FP8"});
 }
 
 TEST(Fp8Cli, SimulateCarriesTheRecipeAndIsFaster) {
@@ -38,8 +39,8 @@ TEST(Fp8Cli, SimulateCarriesTheRecipeAndIsFaster) {
 }
 
 TEST(QLoraCli, FourBitBaseInJsonAndTableRefusedWithoutAdapters) {
-  const std::vector<std::string> lora = with(kSim, {"--hardware", "p4de.24xlarge", "--lora-rank", "16",
-                                                    "--lora-targets", "q_proj,v_proj"});
+  const std::vector<std::string> lora =
+      with(kSim, {"--hardware", "p4de.24xlarge", "--lora-rank", "16", "--lora-targets", "q_proj,v_proj"});
   const json q = run_json(with(lora, {"--lora-base", "nf4", "--json"}));
   const json l = run_json(with(lora, {"--json"}));
   EXPECT_EQ(q["config"]["lora"]["base"], "nf4");
@@ -66,9 +67,9 @@ TEST(FusionCli, SimulateAndPlanCarryTheKindAndBadKindsAreRefused) {
   EXPECT_EQ(table.exit_code, 0) << table;
   EXPECT_TRUE(contains(table.out, "fusion=megatron")) << table;
   expect_one_line_error(with(kSim, {"--hardware", "p5.48xlarge", "--fusion", "apex"}), {"--fusion", "apex"});
-  const RunResult plan = run_shardplan({"plan", "--model", "llama2-7b", "--hardware", "p5.48xlarge", "--nodes", "1",
-                                        "--global-batch-size", "8", "--seq-len", "4096", "--fusion", "megatron",
-                                        "--top", "1", "--quiet"});
+  const RunResult plan =
+      run_shardplan({"plan", "--model", "llama2-7b", "--hardware", "p5.48xlarge", "--nodes", "1", "--global-batch-size",
+                     "8", "--seq-len", "4096", "--fusion", "megatron", "--top", "1", "--quiet"});
   EXPECT_EQ(plan.exit_code, 0) << plan;
   EXPECT_TRUE(contains(plan.out, "megatron-fusion")) << plan;
 }
@@ -81,8 +82,8 @@ TEST(GradAccumCli, SimulateAndPlanCarryTheDtypeAndRefuseItWhereItCannotApply) {
   EXPECT_EQ(fp32["config"]["grad_accum_dtype"], "fp32");
   EXPECT_GT(fp32["memory"]["per_device_bytes"]["gradients"].get<double>(),
             bf16["memory"]["per_device_bytes"]["gradients"].get<double>());
-  expect_one_line_error({"simulate", "--model", "llama2-7b", "--hardware", "p4d.24xlarge", "--nodes", "1", "--zero", "3",
-                         "--seq-len", "4096", "--grad-accum-dtype", "fp32"},
+  expect_one_line_error({"simulate", "--model", "llama2-7b", "--hardware", "p4d.24xlarge", "--nodes", "1", "--zero",
+                         "3", "--seq-len", "4096", "--grad-accum-dtype", "fp32"},
                         {"--grad-accum-dtype", "--zero 0 or 1"});
   expect_one_line_error(with(kSim, {"--hardware", "p4d.24xlarge", "--grad-accum-dtype", "fp16"}),
                         {"--grad-accum-dtype", "fp16"});
@@ -93,8 +94,9 @@ TEST(GradAccumCli, SimulateAndPlanCarryTheDtypeAndRefuseItWhereItCannotApply) {
   EXPECT_TRUE(contains(plan.out, "fp32-grad-accum")) << plan;
 }
 
-const std::vector<std::string> kPackSim = {"simulate", "--model", "llama2-7b", "--hardware", "p5.48xlarge", "--nodes", "1",
-                                           "--zero", "1", "--global-batch-size", "8", "--seq-len", "8192"};
+const std::vector<std::string> kPackSim = {"simulate", "--model",   "llama2-7b", "--hardware", "p5.48xlarge",
+                                           "--nodes",  "1",         "--zero",    "1",          "--global-batch-size",
+                                           "8",        "--seq-len", "8192"};
 
 TEST(PackedCli, SimulateAndPlanCarryTheDocumentLengthAndRefuseWhatCannotPack) {
   const json whole = run_json(with(kPackSim, {"--json"}));
@@ -108,9 +110,9 @@ TEST(PackedCli, SimulateAndPlanCarryTheDocumentLengthAndRefuseWhatCannotPack) {
   expect_one_line_error(with(kPackSim, {"--attention", "eager", "--packed-document-tokens", "256"}),
                         {"--packed-document-tokens", "flash or flash1"});
   expect_one_line_error(with(kPackSim, {"--packed-document-tokens", "8192"}), {"--packed-document-tokens", "8192"});
-  const RunResult plan = run_shardplan({"plan", "--model", "gpt2", "--hardware", "p4d.24xlarge", "--nodes", "1",
-                                        "--global-batch-size", "64", "--seq-len", "1024", "--packed-document-tokens",
-                                        "128", "--top", "1", "--quiet"});
+  const RunResult plan =
+      run_shardplan({"plan", "--model", "gpt2", "--hardware", "p4d.24xlarge", "--nodes", "1", "--global-batch-size",
+                     "64", "--seq-len", "1024", "--packed-document-tokens", "128", "--top", "1", "--quiet"});
   EXPECT_EQ(plan.exit_code, 0) << plan;
   EXPECT_TRUE(contains(plan.out, "packed-docs-128")) << plan;
   expect_one_line_error({"plan", "--model", "gpt2", "--hardware", "p4d.24xlarge", "--nodes", "1", "--seq-len", "1024",

@@ -25,7 +25,8 @@ TEST(CliRuns, PublishedSuiteValidatesWithOneRowPerRunAndStatisticsPerSource) {
   for (const auto& row : j["runs"]) {
     EXPECT_GT(row["predicted"]["tokens_per_second"].get<double>(), 0) << row.dump();
     // The error is what the two throughputs say it is.
-    const double e = row["predicted"]["tokens_per_second"].get<double>() / row["measured"]["tokens_per_second"].get<double>() - 1;
+    const double e =
+        row["predicted"]["tokens_per_second"].get<double>() / row["measured"]["tokens_per_second"].get<double>() - 1;
     EXPECT_NEAR(row["throughput_error"].get<double>(), e, 1e-9);
     // The predicted step's breakdown comes with it: the same step, communication split into
     // what is hidden and what is not.
@@ -73,7 +74,8 @@ TEST(CliRuns, ShardrunGpuRunsSimulateAndMatchTheirReports) {
       const auto at = citation.find("report bench/results/");
       ASSERT_NE(at, std::string::npos) << citation;
       const json report = read_json(repo_root() + "/" + citation.substr(at + 7));
-      EXPECT_NEAR(run["measured"]["step_seconds"].get<double>(), report["measured"]["step_seconds"].get<double>(), 1e-4);
+      EXPECT_NEAR(run["measured"]["step_seconds"].get<double>(), report["measured"]["step_seconds"].get<double>(),
+                  1e-4);
       EXPECT_NEAR(run["measured"]["peak_memory_GiB"].get<double>(),
                   report["measured"]["peak_memory_bytes"].get<double>() / (1024.0 * 1024 * 1024), 1e-3);
       const auto plan_at = citation.find("--plan ");
@@ -103,11 +105,13 @@ TEST(CliRuns, ValidateOnlySelectsAsCalibrateDoes) {
     for (const auto& row : j["runs"]) names.insert(row["name"].get<std::string>());
     return names;
   };
-  const auto zero3 = expected([](const json& run) { return run["name"].get<std::string>().starts_with("megatron-sc21-table2-zero3"); });
+  const auto zero3 = expected(
+      [](const json& run) { return run["name"].get<std::string>().starts_with("megatron-sc21-table2-zero3"); });
   ASSERT_FALSE(zero3.empty());
   EXPECT_EQ(selected("megatron-sc21-table2-zero3*"), zero3);
   EXPECT_EQ(selected("aws-neuron"), expected([](const json& run) { return run["source"] == "aws-neuron"; }));
-  EXPECT_EQ(selected("p5.48xlarge"), expected([](const json& run) { return run["hardware"]["profile"] == "p5.48xlarge"; }));
+  EXPECT_EQ(selected("p5.48xlarge"),
+            expected([](const json& run) { return run["hardware"]["profile"] == "p5.48xlarge"; }));
   expect_one_line_error({"validate", "--suite", "published", "--only", "no-such-run"}, {"--only", "no-such-run"});
 }
 

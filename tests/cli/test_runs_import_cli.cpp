@@ -21,37 +21,50 @@ struct Case {
 
 const std::vector<Case>& cases() {
   static const std::vector<Case> c = {
-      {"megatron", "megatron.log",
+      {"megatron",
+       "megatron.log",
        {"--model", "llama2-7b", "--hardware", "p4de.24xlarge", "--tp", "2", "--zero", "1", "--micro-batch-size", "2",
         "--global-batch-size", "64", "--seq-len", "4096"},
-       "step_seconds", 4.4085},
-      {"torchtitan", "torchtitan.log",
+       "step_seconds",
+       4.4085},
+      {"torchtitan",
+       "torchtitan.log",
        {"--model", "llama2-7b", "--hardware", "p5.48xlarge", "--zero", "3", "--seq-len", "4096"},
-       "tokens_per_second_per_device", 3350},
-      {"deepspeed", "deepspeed.log",
+       "tokens_per_second_per_device",
+       3350},
+      {"deepspeed",
+       "deepspeed.log",
        {"--model", "llama2-7b", "--hardware", "p4d.24xlarge", "--zero", "3", "--micro-batch-size", "2",
         "--global-batch-size", "64", "--recompute", "full"},
-       "samples_per_second", 14.0411012},
-      {"hf-trainer", "hf-trainer.log",
-       {"--model", "llama2-7b", "--hardware", "p4de.24xlarge", "--zero", "3", "--micro-batch-size", "4",
-        "--lora-rank", "16", "--lora-targets", "q_proj,v_proj"},
-       "samples_per_second", 15.513},
-      {"optimum-habana", "optimum-habana.log",
+       "samples_per_second",
+       14.0411012},
+      {"hf-trainer",
+       "hf-trainer.log",
+       {"--model", "llama2-7b", "--hardware", "p4de.24xlarge", "--zero", "3", "--micro-batch-size", "4", "--lora-rank",
+        "16", "--lora-targets", "q_proj,v_proj"},
+       "samples_per_second",
+       15.513},
+      {"optimum-habana",
+       "optimum-habana.log",
        {"--model", "llama2-70b", "--hardware", "gaudi2-hls2", "--zero", "3", "--micro-batch-size", "10", "--recompute",
         "full", "--lora-rank", "8", "--lora-targets", "q_proj,v_proj"},
-       "samples_per_second", 6.811},
-      {"shardrun", "shardrun-metrics.jsonl",
+       "samples_per_second",
+       6.811},
+      {"shardrun",
+       "shardrun-metrics.jsonl",
        {"--model", "tiny-gpt", "--hardware", "local-cpu-2core", "--pp", "2", "--schedule", "gpipe",
-        "--micro-batch-size", "2", "--global-batch-size", "8", "--seq-len", "128", "--precision", "fp32",
-        "--attention", "eager"},
-       "step_seconds", 0.365521384},
+        "--micro-batch-size", "2", "--global-batch-size", "8", "--seq-len", "128", "--precision", "fp32", "--attention",
+        "eager"},
+       "step_seconds",
+       0.365521384},
   };
   return c;
 }
 
 std::vector<std::string> import_args(const Case& c, const std::string& out, bool append) {
-  std::vector<std::string> a = {"runs", "import", test_data(std::string("logs/") + c.log), "--format", c.format,
-                                "--out", out, "--source", "fixtures"};
+  std::vector<std::string> a = {"runs",     "import",   test_data(std::string("logs/") + c.log),
+                                "--format", c.format,   "--out",
+                                out,        "--source", "fixtures"};
   if (append) a.push_back("--append");
   a.insert(a.end(), c.layout.begin(), c.layout.end());
   return a;

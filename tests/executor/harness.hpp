@@ -22,9 +22,9 @@ namespace shardplan::testing {
 
 struct RunResult {
   int exit_code = -1;
-  std::string output;           // stdout + stderr of all ranks
-  std::vector<double> losses;   // per step of this run's attempt, from metrics.jsonl
-  nlohmann::json report;        // report.json (null if none)
+  std::string output;          // stdout + stderr of all ranks
+  std::vector<double> losses;  // per step of this run's attempt, from metrics.jsonl
+  nlohmann::json report;       // report.json (null if none)
 };
 
 inline std::string quote(const std::string& s) { return formats::shell_quote(s); }
@@ -43,11 +43,11 @@ inline std::string write_plan(const TempDir& dir, const std::string& name, const
                               const nlohmann::json& model_overrides = nlohmann::json::object()) {
   const std::string base = dir.file(model + "-base.json");
   if (!std::filesystem::exists(base)) {
-    const auto [rc, out] = run_command(std::string(SHARDPLAN_BINARY) + " plan --model " + model +
-                                       " --hardware local-cpu-2core --nodes 1 --precision fp32 --quiet"
-                                       " --forbid pp,recompute,offload --global-batch-size " +
-                                       std::to_string(global_batch) + " --seq-len " + std::to_string(seq_len) +
-                                       " --out " + quote(base));
+    const auto [rc, out] =
+        run_command(std::string(SHARDPLAN_BINARY) + " plan --model " + model +
+                    " --hardware local-cpu-2core --nodes 1 --precision fp32 --quiet"
+                    " --forbid pp,recompute,offload --global-batch-size " +
+                    std::to_string(global_batch) + " --seq-len " + std::to_string(seq_len) + " --out " + quote(base));
     if (rc != 0) throw std::runtime_error("shardplan plan failed: " + out);
   }
   nlohmann::json plan = nlohmann::json::parse(std::ifstream(base));

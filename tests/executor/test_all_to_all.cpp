@@ -65,7 +65,8 @@ void check_round(Communicator& comm, int round, torch::ScalarType dtype, std::ve
     s.insert(s.end(), row_shape.begin(), row_shape.end());
     return s;
   };
-  const int64_t n_in = static_cast<int64_t>(in_values.size()) / row, n_out = static_cast<int64_t>(expected.size()) / row;
+  const int64_t n_in = static_cast<int64_t>(in_values.size()) / row,
+                n_out = static_cast<int64_t>(expected.size()) / row;
   torch::Tensor in = torch::tensor(in_values, torch::kDouble).to(dtype).reshape(shape(n_in));
   torch::Tensor out = torch::full(shape(n_out), -1.0, torch::TensorOptions().dtype(dtype));
   const auto calls = comm.stats().calls;
@@ -209,10 +210,9 @@ struct WorkerRun {
 WorkerRun run_workers(int ranks, const std::string& mode) {
   const std::string self = std::filesystem::read_symlink("/proc/self/exe").string();
   const auto t0 = std::chrono::steady_clock::now();
-  const CommandResult c = run_command("SHARDPLAN_A2A_WORKER=" + mode +
-                                      " timeout 300 mpirun --allow-run-as-root --oversubscribe --bind-to none -np " +
-                                      std::to_string(ranks) + " " + quote(self) +
-                                      " --gtest_filter=AllToAllWorker.Run --gtest_color=no");
+  const CommandResult c = run_command(
+      "SHARDPLAN_A2A_WORKER=" + mode + " timeout 300 mpirun --allow-run-as-root --oversubscribe --bind-to none -np " +
+      std::to_string(ranks) + " " + quote(self) + " --gtest_filter=AllToAllWorker.Run --gtest_color=no");
   return {c.status, c.out, std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count()};
 }
 

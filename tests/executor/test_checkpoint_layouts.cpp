@@ -37,7 +37,8 @@ TEST_P(CheckpointLayouts, StoppedAndResumedRunReachesBitIdenticalLosses) {
   const RunResult resumed = shardrun(l.ranks, plan, dir.file("resumed"), common + ck + " --resume auto");
   ASSERT_EQ(resumed.exit_code, 0) << resumed.output;
   ASSERT_EQ(resumed.losses.size(), 5u);  // steps 4..8, from the step-3 checkpoint
-  for (size_t i = 0; i < resumed.losses.size(); ++i) EXPECT_EQ(resumed.losses[i], full.losses[i + 3]) << "step " << i + 4;
+  for (size_t i = 0; i < resumed.losses.size(); ++i)
+    EXPECT_EQ(resumed.losses[i], full.losses[i + 3]) << "step " << i + 4;
 }
 
 INSTANTIATE_TEST_SUITE_P(
@@ -45,8 +46,11 @@ INSTANTIATE_TEST_SUITE_P(
     ::testing::Values(
         CkLayout{"moe_dp2_ep2_zero0", "tiny-moe", 2, {{"data_parallel", 2}, {"expert_parallel", 2}, {"zero_stage", 0}}},
         CkLayout{"moe_dp4_ep2_zero1", "tiny-moe", 4, {{"data_parallel", 4}, {"expert_parallel", 2}, {"zero_stage", 1}}},
-        CkLayout{"llama_cp2_dp2_zero3", "tiny-llama", 4,
-                 {{"context_parallel", 2}, {"context_parallel_kind", "ring"}, {"data_parallel", 2}, {"zero_stage", 3}}}),
+        CkLayout{
+            "llama_cp2_dp2_zero3",
+            "tiny-llama",
+            4,
+            {{"context_parallel", 2}, {"context_parallel_kind", "ring"}, {"data_parallel", 2}, {"zero_stage", 3}}}),
     [](const ::testing::TestParamInfo<CkLayout>& info) { return info.param.name; });
 
 }  // namespace checkpoint_layouts_test

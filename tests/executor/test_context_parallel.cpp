@@ -25,7 +25,10 @@ std::vector<int64_t> positions(int64_t S, int chunks, int cp, int rank) {
     int rank() const override { return 0; }
     int size() const override { return n; }
     const char* backend() const override { return "none"; }
-    const std::string& name() const override { static const std::string s = "cp"; return s; }
+    const std::string& name() const override {
+      static const std::string s = "cp";
+      return s;
+    }
     void all_reduce(torch::Tensor&, ex::ReduceOp) override {}
     void all_gather(torch::Tensor&, const torch::Tensor&) override {}
     void reduce_scatter(torch::Tensor&, const torch::Tensor&) override {}
@@ -99,8 +102,8 @@ class CpEquivalence : public ::testing::TestWithParam<Layout> {
   static const RunResult& reference(const std::string& model) {
     static std::map<std::string, RunResult> cache;
     if (!cache.count(model))
-      cache[model] = shardrun(1, write_plan(*dir_, "ref-" + model, model, kNoExperts),
-                              dir_->file("ref-" + model), args("ref-" + model));
+      cache[model] = shardrun(1, write_plan(*dir_, "ref-" + model, model, kNoExperts), dir_->file("ref-" + model),
+                              args("ref-" + model));
     return cache[model];
   }
 };
@@ -111,8 +114,8 @@ TEST_P(CpEquivalence, SameLossesAndFinalWeightsAsOneRank) {
   const RunResult& ref = reference(l.model);
   ASSERT_EQ(ref.exit_code, 0) << ref.output;
   ASSERT_EQ(ref.losses.size(), static_cast<size_t>(kSteps));
-  const RunResult run =
-      shardrun(l.ranks, write_plan(*dir_, l.name, l.model, with(kNoExperts, l.config)), dir_->file(l.name), args(l.name));
+  const RunResult run = shardrun(l.ranks, write_plan(*dir_, l.name, l.model, with(kNoExperts, l.config)),
+                                 dir_->file(l.name), args(l.name));
   ASSERT_EQ(run.exit_code, 0) << run.output;
   ASSERT_EQ(run.losses.size(), ref.losses.size());
   for (size_t i = 0; i < ref.losses.size(); ++i)
@@ -132,8 +135,7 @@ const nlohmann::json kA2a = {{"context_parallel", 2}, {"context_parallel_kind", 
 INSTANTIATE_TEST_SUITE_P(
     Layouts, CpEquivalence,
     ::testing::Values(
-        Layout{"llama_cp2_ring", "tiny-llama", 2, kRing},
-        Layout{"llama_cp2_a2a", "tiny-llama", 2, kA2a},
+        Layout{"llama_cp2_ring", "tiny-llama", 2, kRing}, Layout{"llama_cp2_a2a", "tiny-llama", 2, kA2a},
         // Four ring steps: blocks from earlier and later ranks at every distance.
         Layout{"llama_cp4_ring", "tiny-llama", 4, with(kRing, {{"context_parallel", 4}})},
         // Learned positions (GPT-2's wpe) at this rank's positions, tied embeddings.
@@ -147,7 +149,8 @@ INSTANTIATE_TEST_SUITE_P(
         Layout{"llama_cp2_dp2_zero1_a2a", "tiny-llama", 4, with(kA2a, {{"data_parallel", 2}, {"zero_stage", 1}})},
         Layout{"llama_cp2_pp2_ring", "tiny-llama", 4,
                with(kRing, {{"pipeline_parallel", 2}, {"pipeline_schedule", "1f1b"}, {"micro_batch_size", 1}})},
-        Layout{"llama_cp2_tp2_sp_ring", "tiny-llama", 4, with(kRing, {{"tensor_parallel", 2}, {"sequence_parallel", true}})},
+        Layout{"llama_cp2_tp2_sp_ring", "tiny-llama", 4,
+               with(kRing, {{"tensor_parallel", 2}, {"sequence_parallel", true}})},
         // Ulysses over tp x cp = 4 heads groups of tiny-llama's 8 query / 4 key-value heads.
         Layout{"llama_cp2_tp2_a2a", "tiny-llama", 4, with(kA2a, {{"tensor_parallel", 2}})}),
     [](const ::testing::TestParamInfo<Layout>& info) { return info.param.name; });
@@ -166,7 +169,8 @@ TEST(CpRuns, LayoutsThatCannotSplitAreRefusedInOneLine) {
   EXPECT_EQ(r.exit_code, 2) << r.output;
   EXPECT_NE(r.output.find("--cp-kind: all_to_all needs tp x cp (8)"), std::string::npos) << r.output;
   // Ring attention keeps no probabilities: attention dropout is refused.
-  r = shardrun(2, write_plan(dir, "drop", "tiny-llama", kRing), dir.file("drop"), "--steps 1 --dropout 0.1 --data synthetic");
+  r = shardrun(2, write_plan(dir, "drop", "tiny-llama", kRing), dir.file("drop"),
+               "--steps 1 --dropout 0.1 --data synthetic");
   EXPECT_EQ(r.exit_code, 2) << r.output;
   EXPECT_NE(r.output.find("attention_dropout"), std::string::npos) << r.output;
 }

@@ -1,8 +1,8 @@
 // shardrun's fp32 CPU GEMMs (executor/model/cpu_gemm.hpp): each backend this build has against a
 // float64 product, in every layout training hands over (contiguous, transposed views, a column
 // slice whose rows lie further apart than its width), added into an accumulator (beta = 1), as
-// a linear over a 3-D input, batched over strided 4-D views; operands sgemm cannot take go to LibTorch; a backend name it does
-// not know is refused.
+// a linear over a 3-D input, batched over strided 4-D views; operands sgemm cannot take go to LibTorch; a backend name
+// it does not know is refused.
 #include <gtest/gtest.h>
 
 #include <cstdlib>
@@ -37,7 +37,7 @@ TEST_F(CpuGemmTest, EveryBackendMatchesADoubleProductInEveryLayout) {
   if (backends().empty()) GTEST_SKIP() << "built with neither oneDNN nor CBLAS";
   torch::manual_seed(3);
   const int64_t M = 37, K = 53, N = 29;
-  const torch::Tensor a = torch::randn({M, K}), at = torch::randn({K, M}).t();  // at: a transposed view
+  const torch::Tensor a = torch::randn({M, K}), at = torch::randn({K, M}).t();           // at: a transposed view
   const torch::Tensor wide = torch::randn({M, K + 11}), a_slice = wide.narrow(1, 5, K);  // rows K + 11 apart
   const torch::Tensor b = torch::randn({K, N}), bt = torch::randn({N, K}).t();
   const auto d = [](const torch::Tensor& t) { return t.to(torch::kDouble); };
@@ -45,8 +45,7 @@ TEST_F(CpuGemmTest, EveryBackendMatchesADoubleProductInEveryLayout) {
     cpu::use_cpu_gemm(be, 1);
     const std::string name = be == cpu::GemmBackend::blas ? "blas" : "onednn";
     for (const torch::Tensor* x : {&a, &at, &a_slice})
-      for (const torch::Tensor* y : {&b, &bt})
-        expect_near(cpu::mm(*x, *y), torch::mm(d(*x), d(*y)), name + " mm");
+      for (const torch::Tensor* y : {&b, &bt}) expect_near(cpu::mm(*x, *y), torch::mm(d(*x), d(*y)), name + " mm");
     // c += a b into an accumulator already holding values (a weight gradient's second micro-batch).
     const torch::Tensor c0 = torch::randn({M, N});
     torch::Tensor c = c0.clone();

@@ -19,9 +19,7 @@ bool gpu_here() { return ex::cuda_build() && torch::cuda::is_available(); }
 std::string input_error_of(const std::string& want, int local_size = 1) {
   try {
     (void)ex::pick_device(want, 0, local_size, /*training=*/true);
-  } catch (const ex::InputError& e) {
-    return e.what();
-  }
+  } catch (const ex::InputError& e) { return e.what(); }
   return "";
 }
 

@@ -22,7 +22,8 @@ struct Layout {
   int layers = 0;  // > 0: the card's layer count changed (reference and run alike)
 };
 
-const nlohmann::json kLora = {{"rank", 8}, {"alpha", 16}, {"dropout", 0.0}, {"targets", {"q_proj", "v_proj", "down_proj"}}};
+const nlohmann::json kLora = {
+    {"rank", 8}, {"alpha", 16}, {"dropout", 0.0}, {"targets", {"q_proj", "v_proj", "down_proj"}}};
 
 std::ostream& operator<<(std::ostream& os, const Layout& l) { return os << l.name; }
 
@@ -68,10 +69,10 @@ TEST_P(Equivalence, SameLossesAndFinalWeightsAsOneRank) {
   ASSERT_EQ(ref.losses.size(), static_cast<size_t>(kSteps));
   const std::string plan = write_plan(*dir_, l.name, l.model, cfg, 32, 8, card(l));
   const std::string weights = dir_->file(l.name + ".safetensors");
-  const RunResult run = shardrun(l.ranks, plan, dir_->file(l.name),
-                                 "--steps " + std::to_string(kSteps) + " --dropout 0 --lr 1e-3 " + corpus_data_args(*dir_) +
-                                     " --save-final " + weights +
-                                     (l.lora ? " --save-adapter " + dir_->file(l.name + "-adapter") : ""));
+  const RunResult run =
+      shardrun(l.ranks, plan, dir_->file(l.name),
+               "--steps " + std::to_string(kSteps) + " --dropout 0 --lr 1e-3 " + corpus_data_args(*dir_) +
+                   " --save-final " + weights + (l.lora ? " --save-adapter " + dir_->file(l.name + "-adapter") : ""));
   ASSERT_EQ(run.exit_code, 0) << run.output;
   ASSERT_EQ(run.losses.size(), ref.losses.size());
   for (size_t i = 0; i < ref.losses.size(); ++i)
@@ -95,34 +96,78 @@ INSTANTIATE_TEST_SUITE_P(
         Layout{"llama_dp2_zero1", "tiny-llama", 2, {{"data_parallel", 2}, {"zero_stage", 1}}},
         Layout{"llama_dp2_zero2", "tiny-llama", 2, {{"data_parallel", 2}, {"zero_stage", 2}}},
         Layout{"llama_dp2_zero3", "tiny-llama", 2, {{"data_parallel", 2}, {"zero_stage", 3}}},
-        Layout{"llama_tp2_dp2_zero1", "tiny-llama", 4, {{"tensor_parallel", 2}, {"data_parallel", 2}, {"zero_stage", 1}}},
-        Layout{"llama_dp4_mics2_zero3", "tiny-llama", 4, {{"data_parallel", 4}, {"zero_stage", 3}, {"sharding_degree", 2}}},
+        Layout{
+            "llama_tp2_dp2_zero1", "tiny-llama", 4, {{"tensor_parallel", 2}, {"data_parallel", 2}, {"zero_stage", 1}}},
+        Layout{"llama_dp4_mics2_zero3",
+               "tiny-llama",
+               4,
+               {{"data_parallel", 4}, {"zero_stage", 3}, {"sharding_degree", 2}}},
         Layout{"gpt_tp2_sp", "tiny-gpt", 2, {{"tensor_parallel", 2}, {"sequence_parallel", true}}},
         Layout{"gpt_dp2_zero3", "tiny-gpt", 2, {{"data_parallel", 2}, {"zero_stage", 3}}},
         Layout{"lora_tp2", "tiny-llama", 2, {{"tensor_parallel", 2}}, true},
         Layout{"lora_dp2_zero3", "tiny-llama", 2, {{"data_parallel", 2}, {"zero_stage", 3}}, true},
-        Layout{"lora_tp2_dp2_zero2", "tiny-llama", 4, {{"tensor_parallel", 2}, {"data_parallel", 2}, {"zero_stage", 2}}, true},
+        Layout{"lora_tp2_dp2_zero2",
+               "tiny-llama",
+               4,
+               {{"tensor_parallel", 2}, {"data_parallel", 2}, {"zero_stage", 2}},
+               true},
         // Sequence parallelism re-gathers the shared input of q/k/v (and gate/up) in backward,
         // with ZeRO-3 re-gathering the weights and LoRA adapters on the same linears.
-        Layout{"lora_tp2_sp_dp2_zero3", "tiny-llama", 4,
-               {{"tensor_parallel", 2}, {"sequence_parallel", true}, {"data_parallel", 2}, {"zero_stage", 3}}, true},
+        Layout{"lora_tp2_sp_dp2_zero3",
+               "tiny-llama",
+               4,
+               {{"tensor_parallel", 2}, {"sequence_parallel", true}, {"data_parallel", 2}, {"zero_stage", 3}},
+               true},
         // Pipelines (8 micro-batches of 1 per step): every schedule at pp 2 and pp 4.
-        Layout{"llama_pp2_gpipe", "tiny-llama", 2, {{"pipeline_parallel", 2}, {"pipeline_schedule", "gpipe"}, {"micro_batch_size", 1}}},
-        Layout{"llama_pp2_1f1b_uneven", "tiny-llama", 2,
+        Layout{"llama_pp2_gpipe",
+               "tiny-llama",
+               2,
+               {{"pipeline_parallel", 2}, {"pipeline_schedule", "gpipe"}, {"micro_batch_size", 1}}},
+        Layout{"llama_pp2_1f1b_uneven",
+               "tiny-llama",
+               2,
                {{"pipeline_parallel", 2}, {"pipeline_schedule", "1f1b"}, {"partition", {3, 1}}}},
-        Layout{"llama_pp2_interleaved", "tiny-llama", 2,
-               {{"pipeline_parallel", 2}, {"pipeline_schedule", "interleaved"}, {"virtual_stages", 2}, {"micro_batch_size", 1}}},
+        Layout{"llama_pp2_interleaved",
+               "tiny-llama",
+               2,
+               {{"pipeline_parallel", 2},
+                {"pipeline_schedule", "interleaved"},
+                {"virtual_stages", 2},
+                {"micro_batch_size", 1}}},
         Layout{"llama_pp4_gpipe", "tiny-llama", 4, {{"pipeline_parallel", 4}, {"pipeline_schedule", "gpipe"}}},
-        Layout{"llama_pp4_1f1b", "tiny-llama", 4, {{"pipeline_parallel", 4}, {"pipeline_schedule", "1f1b"}, {"micro_batch_size", 1}}},
-        Layout{"llama8_pp4_interleaved", "tiny-llama", 4,
-               {{"pipeline_parallel", 4}, {"pipeline_schedule", "interleaved"}, {"virtual_stages", 2}, {"micro_batch_size", 1}},
-               false, 8},
-        Layout{"llama_pp2_tp2_sp", "tiny-llama", 4, {{"pipeline_parallel", 2}, {"tensor_parallel", 2}, {"sequence_parallel", true}}},
-        Layout{"llama_pp2_dp2_zero1", "tiny-llama", 4, {{"pipeline_parallel", 2}, {"data_parallel", 2}, {"zero_stage", 1}}},
+        Layout{"llama_pp4_1f1b",
+               "tiny-llama",
+               4,
+               {{"pipeline_parallel", 4}, {"pipeline_schedule", "1f1b"}, {"micro_batch_size", 1}}},
+        Layout{"llama8_pp4_interleaved",
+               "tiny-llama",
+               4,
+               {{"pipeline_parallel", 4},
+                {"pipeline_schedule", "interleaved"},
+                {"virtual_stages", 2},
+                {"micro_batch_size", 1}},
+               false,
+               8},
+        Layout{"llama_pp2_tp2_sp",
+               "tiny-llama",
+               4,
+               {{"pipeline_parallel", 2}, {"tensor_parallel", 2}, {"sequence_parallel", true}}},
+        Layout{"llama_pp2_dp2_zero1",
+               "tiny-llama",
+               4,
+               {{"pipeline_parallel", 2}, {"data_parallel", 2}, {"zero_stage", 1}}},
         Layout{"gpt_pp2_tied", "tiny-gpt", 2, {{"pipeline_parallel", 2}, {"pipeline_schedule", "1f1b"}}},
-        Layout{"gpt_pp2_dp2_zero3_tied", "tiny-gpt", 4, {{"pipeline_parallel", 2}, {"data_parallel", 2}, {"zero_stage", 3}}},
-        Layout{"lora_pp2_interleaved", "tiny-llama", 2,
-               {{"pipeline_parallel", 2}, {"pipeline_schedule", "interleaved"}, {"virtual_stages", 2}, {"micro_batch_size", 1}},
+        Layout{"gpt_pp2_dp2_zero3_tied",
+               "tiny-gpt",
+               4,
+               {{"pipeline_parallel", 2}, {"data_parallel", 2}, {"zero_stage", 3}}},
+        Layout{"lora_pp2_interleaved",
+               "tiny-llama",
+               2,
+               {{"pipeline_parallel", 2},
+                {"pipeline_schedule", "interleaved"},
+                {"virtual_stages", 2},
+                {"micro_batch_size", 1}},
                true}),
     [](const ::testing::TestParamInfo<Layout>& info) { return info.param.name; });
 

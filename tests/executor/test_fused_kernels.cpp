@@ -24,8 +24,8 @@ double max_rel(const torch::Tensor& a, const torch::Tensor& b) {
 }
 
 // torch.optim.AdamW's update in double, as the reference.
-void reference_adamw(torch::Tensor& p, const torch::Tensor& g, torch::Tensor& m, torch::Tensor& v, const AdamWScalars& s,
-                     const std::vector<DecaySpan>& spans) {
+void reference_adamw(torch::Tensor& p, const torch::Tensor& g, torch::Tensor& m, torch::Tensor& v,
+                     const AdamWScalars& s, const std::vector<DecaySpan>& spans) {
   const torch::Tensor gs = g * s.grad_scale;
   for (const DecaySpan& d : spans)
     if (d.decay) p.narrow(0, d.begin, d.length).mul_(1.0 - s.lr * s.weight_decay);
@@ -93,7 +93,8 @@ TEST(SquaredSum, MatchesDoubleAndIsTheSameForAnyThreadCount) {
   at::set_num_threads(threads);
   EXPECT_NEAR(one, ref, 1e-12 * ref);
   EXPECT_EQ(one, two);
-  EXPECT_EQ(squared_sum(g.narrow(0, 5, 3)).item<double>(), g.narrow(0, 5, 3).to(torch::kDouble).pow(2).sum().item<double>());
+  EXPECT_EQ(squared_sum(g.narrow(0, 5, 3)).item<double>(),
+            g.narrow(0, 5, 3).to(torch::kDouble).pow(2).sum().item<double>());
 }
 
 // x (.., H) -> the op-by-op RMSNorm in double.
@@ -198,7 +199,8 @@ TEST(RowMath, MatchesStdExpOnEveryTailLength) {
     EXPECT_NEAR(sum, ref.sum().item<double>(), 1e-5 * ref.sum().item<double>()) << n;
     const torch::Tensor a = torch::randn({n});
     EXPECT_NEAR(cpu::row_dot(a.data_ptr<float>(), xp, n), (a.to(torch::kDouble) * x).sum().item<double>(),
-                1e-5 * (a.abs() * x.abs()).sum().item<double>()) << n;
+                1e-5 * (a.abs() * x.abs()).sum().item<double>())
+        << n;
   }
 }
 

@@ -18,8 +18,8 @@
 
 #include "executor/model/moe_block.hpp"
 #include "executor/model/transformer.hpp"
-#include "harness.hpp"
 #include "formats/plan.hpp"
+#include "harness.hpp"
 
 namespace shardplan::testing {
 namespace moe_test {  // named, not anonymous: the files share a unity-build unit
@@ -30,8 +30,10 @@ using executor::MoeMlp;
 constexpr int kSteps = 20;
 // Adapters on the attention's q/v and on every MLP linear: the routed experts', the shared
 // expert's and the dense first block's (PEFT's suffix match).
-const nlohmann::json kMoeLora = {
-    {"rank", 8}, {"alpha", 16}, {"dropout", 0.0}, {"targets", {"q_proj", "v_proj", "gate_proj", "up_proj", "down_proj"}}};
+const nlohmann::json kMoeLora = {{"rank", 8},
+                                 {"alpha", 16},
+                                 {"dropout", 0.0},
+                                 {"targets", {"q_proj", "v_proj", "gate_proj", "up_proj", "down_proj"}}};
 
 torch::Tensor leaf(std::vector<int64_t> shape, double scale) {
   return (torch::randn(shape, torch::kDouble) * scale).to(torch::kFloat).requires_grad_(true);
@@ -72,7 +74,8 @@ torch::Tensor hf_reference(const MoeMlp& m, const torch::Tensor& x, const torch:
 std::vector<torch::Tensor> grads_of(const MoeMlp& m, const torch::Tensor& x) {
   std::vector<torch::Tensor> g{x.grad().clone(), m.router.grad().clone()};
   for (const auto& e : m.experts)
-    for (const auto& t : {e.gate, e.up, e.down}) g.push_back(t.grad().defined() ? t.grad().clone() : torch::zeros_like(t));
+    for (const auto& t : {e.gate, e.up, e.down})
+      g.push_back(t.grad().defined() ? t.grad().clone() : torch::zeros_like(t));
   return g;
 }
 
@@ -99,7 +102,8 @@ TEST(MoeRouting, SortedGroupedExpertsMatchHuggingFacesPerExpertLoop) {
     EXPECT_TRUE(torch::allclose(ours, ref, 1e-5, 1e-6)) << "renormalize " << renormalize;
     ASSERT_EQ(g_ours.size(), g_ref.size());
     for (size_t i = 0; i < g_ref.size(); ++i)
-      EXPECT_TRUE(torch::allclose(g_ours[i], g_ref[i], 1e-4, 1e-5)) << "gradient " << i << " renormalize " << renormalize;
+      EXPECT_TRUE(torch::allclose(g_ours[i], g_ref[i], 1e-4, 1e-5))
+          << "gradient " << i << " renormalize " << renormalize;
     // The router learns through the combine weights.
     EXPECT_GT(g_ours[1].abs().sum().item<double>(), 0.0);
     EXPECT_EQ(stats.samples, 1);
@@ -281,8 +285,8 @@ TEST(MoeLora, MixtralTargetsNameTheExpertsW1W2W3) {
 
 // The MoE settings of a test plan: one rank's defaults, then the layout's own.
 nlohmann::json moe_config(nlohmann::json overrides) {
-  nlohmann::json cfg = {{"expert_parallel", 1}, {"expert_tensor_parallel", 0}, {"context_parallel", 1},
-                        {"moe_capacity_factor", 0}};
+  nlohmann::json cfg = {
+      {"expert_parallel", 1}, {"expert_tensor_parallel", 0}, {"context_parallel", 1}, {"moe_capacity_factor", 0}};
   for (auto& [k, v] : overrides.items()) cfg[k] = v;
   if (cfg["expert_tensor_parallel"] == 0) cfg["expert_tensor_parallel"] = cfg.value("tensor_parallel", 1);
   return cfg;
@@ -355,9 +359,7 @@ TEST_P(MoeEquivalence, SameLossesAndFinalWeightsAsOneRank) {
     EXPECT_GT(predicted.at("a2a_seconds").get<double>(), 0.0);  // the simulator's exposed all-to-alls
   } else {  // (the prediction may hold expert-tensor gathers, which shardrun counts under tp)
     EXPECT_EQ(measured.at("a2a_seconds").get<double>(), 0.0);
-    if (l.config.value("tensor_parallel", 1) == 1) {
-      EXPECT_EQ(predicted.at("a2a_seconds").get<double>(), 0.0);
-    }
+    if (l.config.value("tensor_parallel", 1) == 1) { EXPECT_EQ(predicted.at("a2a_seconds").get<double>(), 0.0); }
   }
   EXPECT_GE(measured.at("router_load_imbalance").get<double>(), 1.0);
 }
@@ -373,17 +375,29 @@ INSTANTIATE_TEST_SUITE_P(
         MoeLayout{"ep2_zero0", 2, {{"data_parallel", 2}, {"expert_parallel", 2}, {"zero_stage", 0}}},
         MoeLayout{"ep2_zero3", 2, {{"data_parallel", 2}, {"expert_parallel", 2}, {"zero_stage", 3}}},
         MoeLayout{"ep2_dp2_zero1", 4, {{"data_parallel", 4}, {"expert_parallel", 2}, {"zero_stage", 1}}},
-        MoeLayout{"ep2_dp2_pp2", 4,
-                  {{"pipeline_parallel", 2}, {"pipeline_schedule", "1f1b"}, {"data_parallel", 2}, {"expert_parallel", 2}}},
-        MoeLayout{"ep2_tp2_sp", 4,
+        MoeLayout{
+            "ep2_dp2_pp2",
+            4,
+            {{"pipeline_parallel", 2}, {"pipeline_schedule", "1f1b"}, {"data_parallel", 2}, {"expert_parallel", 2}}},
+        MoeLayout{"ep2_tp2_sp",
+                  4,
                   {{"tensor_parallel", 2}, {"sequence_parallel", true}, {"data_parallel", 2}, {"expert_parallel", 2}}},
         // Whole experts (etp 1) folded over the tp ranks, each routing its sequence shard, and
         // with ep < tp x dp (expert-data replicas over dp, ZeRO-1).
-        MoeLayout{"ep2_tp2_etp1_sp", 2,
-                  {{"tensor_parallel", 2}, {"sequence_parallel", true}, {"expert_parallel", 2}, {"expert_tensor_parallel", 1}}},
-        MoeLayout{"ep2_tp2_dp2_etp1_zero1", 4,
-                  {{"tensor_parallel", 2}, {"sequence_parallel", true}, {"data_parallel", 2}, {"expert_parallel", 2},
-                   {"expert_tensor_parallel", 1}, {"zero_stage", 1}}}),
+        MoeLayout{"ep2_tp2_etp1_sp",
+                  2,
+                  {{"tensor_parallel", 2},
+                   {"sequence_parallel", true},
+                   {"expert_parallel", 2},
+                   {"expert_tensor_parallel", 1}}},
+        MoeLayout{"ep2_tp2_dp2_etp1_zero1",
+                  4,
+                  {{"tensor_parallel", 2},
+                   {"sequence_parallel", true},
+                   {"data_parallel", 2},
+                   {"expert_parallel", 2},
+                   {"expert_tensor_parallel", 1},
+                   {"zero_stage", 1}}}),
     [](const ::testing::TestParamInfo<MoeLayout>& info) { return info.param.name; });
 
 TEST_F(MoeRuns, PlansShardrunDoesNotRunAreRefusedWithTheField) {
@@ -470,8 +484,11 @@ INSTANTIATE_TEST_SUITE_P(
     ::testing::Values(MoeLayout{"ep2_zero3", 2, {{"data_parallel", 2}, {"expert_parallel", 2}, {"zero_stage", 3}}},
                       MoeLayout{"tp2_sp", 2, {{"tensor_parallel", 2}, {"sequence_parallel", true}}},
                       MoeLayout{"ep2_dp2_zero1", 4, {{"data_parallel", 4}, {"expert_parallel", 2}, {"zero_stage", 1}}},
-                      MoeLayout{"ep2_tp2_etp1_sp", 2,
-                                {{"tensor_parallel", 2}, {"sequence_parallel", true}, {"expert_parallel", 2},
+                      MoeLayout{"ep2_tp2_etp1_sp",
+                                2,
+                                {{"tensor_parallel", 2},
+                                 {"sequence_parallel", true},
+                                 {"expert_parallel", 2},
                                  {"expert_tensor_parallel", 1}}}),
     [](const ::testing::TestParamInfo<MoeLayout>& info) { return info.param.name; });
 
@@ -497,8 +514,9 @@ TEST_F(MoeRuns, CapacityDropsTokensAndEp2DropsTheSameAsOneRank) {
   ASSERT_EQ(dropped.size(), 6u);
   for (int64_t d : dropped) EXPECT_GT(d, 0);
   EXPECT_GT(small.report.at("measured").at("tokens_dropped").get<double>(), 0.0);
-  const std::string ep2 = write_plan(dir(), "cf1-ep2", "tiny-moe",
-                                     moe_config({{"moe_capacity_factor", 1.0}, {"data_parallel", 2}, {"expert_parallel", 2}}));
+  const std::string ep2 =
+      write_plan(dir(), "cf1-ep2", "tiny-moe",
+                 moe_config({{"moe_capacity_factor", 1.0}, {"data_parallel", 2}, {"expert_parallel", 2}}));
   const RunResult split = shardrun(2, ep2, dir().file("cf1-ep2"), steps);
   ASSERT_EQ(split.exit_code, 0) << split.output;
   EXPECT_EQ(tokens_dropped(dir().file("cf1-ep2")), dropped);

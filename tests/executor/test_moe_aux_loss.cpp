@@ -49,8 +49,8 @@ struct AuxLayout {
 std::ostream& operator<<(std::ostream& os, const AuxLayout& l) { return os << l.name; }
 
 nlohmann::json aux_config(const nlohmann::json& overrides) {
-  nlohmann::json cfg = {{"expert_parallel", 1}, {"expert_tensor_parallel", 0}, {"context_parallel", 1},
-                        {"moe_capacity_factor", 0}};
+  nlohmann::json cfg = {
+      {"expert_parallel", 1}, {"expert_tensor_parallel", 0}, {"context_parallel", 1}, {"moe_capacity_factor", 0}};
   for (auto& [k, v] : overrides.items()) cfg[k] = v;
   if (cfg["expert_tensor_parallel"] == 0) cfg["expert_tensor_parallel"] = cfg.value("tensor_parallel", 1);
   return cfg;
@@ -71,13 +71,14 @@ class MoeAuxRuns : public ::testing::TestWithParam<AuxLayout> {
     dir_ = nullptr;
   }
   static std::string args(const std::string& name, double coeff) {
-    return "--steps " + std::to_string(kSteps) + " --dropout 0 --lr 1e-3 --moe-aux-loss-coeff " + std::to_string(coeff) +
-           " " + corpus_data_args(*dir_) + " --save-final " + dir_->file(name + ".safetensors");
+    return "--steps " + std::to_string(kSteps) + " --dropout 0 --lr 1e-3 --moe-aux-loss-coeff " +
+           std::to_string(coeff) + " " + corpus_data_args(*dir_) + " --save-final " + dir_->file(name + ".safetensors");
   }
   static const RunResult& reference(double coeff) {
     if (!refs_.count(coeff)) {
       const std::string name = coeff > 0 ? "ref-aux" : "ref-noaux";
-      refs_[coeff] = shardrun(1, write_plan(*dir_, name, "tiny-moe", aux_config({})), dir_->file(name), args(name, coeff));
+      refs_[coeff] =
+          shardrun(1, write_plan(*dir_, name, "tiny-moe", aux_config({})), dir_->file(name), args(name, coeff));
     }
     return refs_[coeff];
   }
@@ -122,12 +123,17 @@ TEST_P(MoeAuxRuns, SameLossesAuxAndWeightsAsOneRank) {
 
 INSTANTIATE_TEST_SUITE_P(
     Layouts, MoeAuxRuns,
-    ::testing::Values(
-        AuxLayout{"ep2_dp2_zero1", 2, {{"data_parallel", 2}, {"expert_parallel", 2}, {"zero_stage", 1}}},
-        AuxLayout{"tp2_sp", 2, {{"tensor_parallel", 2}, {"sequence_parallel", true}}},
-        AuxLayout{"ep2_tp2_etp1_sp", 2,
-                  {{"tensor_parallel", 2}, {"sequence_parallel", true}, {"expert_parallel", 2}, {"expert_tensor_parallel", 1}}},
-        AuxLayout{"cp2_ring_ep2", 2, {{"context_parallel", 2}, {"context_parallel_kind", "ring"}, {"expert_parallel", 2}}}),
+    ::testing::Values(AuxLayout{"ep2_dp2_zero1", 2, {{"data_parallel", 2}, {"expert_parallel", 2}, {"zero_stage", 1}}},
+                      AuxLayout{"tp2_sp", 2, {{"tensor_parallel", 2}, {"sequence_parallel", true}}},
+                      AuxLayout{"ep2_tp2_etp1_sp",
+                                2,
+                                {{"tensor_parallel", 2},
+                                 {"sequence_parallel", true},
+                                 {"expert_parallel", 2},
+                                 {"expert_tensor_parallel", 1}}},
+                      AuxLayout{"cp2_ring_ep2",
+                                2,
+                                {{"context_parallel", 2}, {"context_parallel_kind", "ring"}, {"expert_parallel", 2}}}),
     [](const ::testing::TestParamInfo<AuxLayout>& info) { return info.param.name; });
 
 }  // namespace moe_aux_loss_test

@@ -95,8 +95,8 @@ TEST(Nf4, EveryCodeDequantisesToTheTableExactly) {
 
 TEST(Nf4, PacksTheFirstWeightInTheHighNibble) {
   torch::Tensor w = torch::zeros({65});  // odd: the tail byte's low nibble is padding
-  w[0] = 1.0f;   // code 15
-  w[1] = -1.0f;  // code 0
+  w[0] = 1.0f;                           // code 15
+  w[1] = -1.0f;                          // code 0
   w[64] = -1.0f;
   const Nf4Tensor q = nf4_quantize(w);
   ASSERT_EQ(q.codes.numel(), 33);

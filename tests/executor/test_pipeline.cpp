@@ -28,13 +28,16 @@ class Recompute : public ::testing::Test {
   static void SetUpTestSuite() {
     dir_ = new TempDir("shardrun_recompute");
     for (const char* mode : {"none", "selective", "full"}) {
-      const std::string plan = write_plan(*dir_, mode, "tiny-gpt", {{"recompute", mode}, {"micro_batch_size", 4}}, 256, 8);
-      runs_[mode] = shardrun(1, plan, dir_->file(mode), std::string("--steps 3 --lr 1e-3 --dropout 0.1 --save-final ") +
-                                                            dir_->file(std::string(mode) + ".safetensors"));
+      const std::string plan =
+          write_plan(*dir_, mode, "tiny-gpt", {{"recompute", mode}, {"micro_batch_size", 4}}, 256, 8);
+      runs_[mode] = shardrun(1, plan, dir_->file(mode),
+                             std::string("--steps 3 --lr 1e-3 --dropout 0.1 --save-final ") +
+                                 dir_->file(std::string(mode) + ".safetensors"));
     }
     // Megatron's block method: the first 2 of tiny-gpt's 4 blocks recomputed, the others kept.
-    const std::string plan = write_plan(*dir_, "block", "tiny-gpt",
-                                        {{"recompute", "full"}, {"recompute_num_layers", 2}, {"micro_batch_size", 4}}, 256, 8);
+    const std::string plan =
+        write_plan(*dir_, "block", "tiny-gpt",
+                   {{"recompute", "full"}, {"recompute_num_layers", 2}, {"micro_batch_size", 4}}, 256, 8);
     runs_["block"] = shardrun(1, plan, dir_->file("block"),
                               "--steps 3 --lr 1e-3 --dropout 0.1 --save-final " + dir_->file("block.safetensors"));
   }
@@ -59,7 +62,8 @@ TEST_F(Recompute, FullAndSelectiveGiveTheSameLossesGradientsAndWeights) {
     ASSERT_EQ(r.exit_code, 0) << r.output;
     ASSERT_EQ(r.losses.size(), none.losses.size());
     // Dropout is on: the recomputed forward must draw the same masks for these to agree.
-    for (size_t i = 0; i < r.losses.size(); ++i) EXPECT_NEAR(r.losses[i], none.losses[i], 1e-6 * none.losses[i]) << mode;
+    for (size_t i = 0; i < r.losses.size(); ++i)
+      EXPECT_NEAR(r.losses[i], none.losses[i], 1e-6 * none.losses[i]) << mode;
     const auto norms = grad_norms(dir_->file(mode));
     ASSERT_EQ(norms.size(), ref_norms.size());
     for (size_t i = 0; i < norms.size(); ++i) EXPECT_NEAR(norms[i], ref_norms[i], 1e-6 * ref_norms[i]) << mode;
@@ -82,8 +86,9 @@ TEST_F(Recompute, MeasuredPeakFallsFromNoneToSelectiveOrBlockToFull) {
     ASSERT_EQ(runs_[mode].exit_code, 0) << runs_[mode].output;
   const double none = peak_of(runs_["none"]), selective = peak_of(runs_["selective"]), block = peak_of(runs_["block"]),
                full = peak_of(runs_["full"]);
-  std::printf("peak tensor memory: none %.1f MiB, selective %.1f MiB, 2 of 4 blocks recomputed %.1f MiB, full %.1f MiB\n",
-              none / 1048576, selective / 1048576, block / 1048576, full / 1048576);
+  std::printf(
+      "peak tensor memory: none %.1f MiB, selective %.1f MiB, 2 of 4 blocks recomputed %.1f MiB, full %.1f MiB\n",
+      none / 1048576, selective / 1048576, block / 1048576, full / 1048576);
   EXPECT_LT(selective, none);
   EXPECT_LT(full, selective);
   EXPECT_LT(block, none);
@@ -92,7 +97,8 @@ TEST_F(Recompute, MeasuredPeakFallsFromNoneToSelectiveOrBlockToFull) {
 
 TEST(Offload, OnTheCpuItRunsAndSaysItIsANoOp) {
   TempDir dir("shardrun_offload");
-  const std::string plan = write_plan(dir, "offload", "tiny-llama", {{"recompute", "full"}, {"offload_activations", true}});
+  const std::string plan =
+      write_plan(dir, "offload", "tiny-llama", {{"recompute", "full"}, {"offload_activations", true}});
   const RunResult r = shardrun(1, plan, dir.file("out"), "--steps 2");
   ASSERT_EQ(r.exit_code, 0) << r.output;
   EXPECT_NE(r.report["layout"]["offload_activations"].get<std::string>().find("no-op"), std::string::npos);
@@ -104,9 +110,9 @@ TEST(Schedules, OneFOneBHoldsFewerInFlightActivationsThanGpipe) {
   TempDir dir("shardrun_schedules");
   std::map<std::string, RunResult> runs;
   for (const char* schedule : {"gpipe", "1f1b"}) {
-    const std::string plan = write_plan(dir, schedule, "tiny-llama",
-                                        {{"pipeline_parallel", 2}, {"pipeline_schedule", schedule}, {"micro_batch_size", 1}},
-                                        128, 8);
+    const std::string plan =
+        write_plan(dir, schedule, "tiny-llama",
+                   {{"pipeline_parallel", 2}, {"pipeline_schedule", schedule}, {"micro_batch_size", 1}}, 128, 8);
     runs[schedule] = shardrun(2, plan, dir.file(schedule), "--steps 3 --dropout 0");
     ASSERT_EQ(runs[schedule].exit_code, 0) << runs[schedule].output;
   }
@@ -132,8 +138,9 @@ TEST(Schedules, OneFOneBHoldsFewerInFlightActivationsThanGpipe) {
 TEST(Schedules, AStageFailingMidScheduleEndsEveryRank) {
   TempDir dir("shardrun_stage_fails");
   for (int ranks : {2, 4}) {
-    const std::string plan = write_plan(dir, "pp" + std::to_string(ranks), "tiny-llama",
-                                        {{"pipeline_parallel", ranks}, {"pipeline_schedule", "1f1b"}, {"micro_batch_size", 1}});
+    const std::string plan =
+        write_plan(dir, "pp" + std::to_string(ranks), "tiny-llama",
+                   {{"pipeline_parallel", ranks}, {"pipeline_schedule", "1f1b"}, {"micro_batch_size", 1}});
     const auto start = std::chrono::steady_clock::now();
     const RunResult r = shardrun(ranks, plan, dir.file("out" + std::to_string(ranks)),
                                  "--steps 5 --comm-timeout 20 --inject-fault throw:1:2");

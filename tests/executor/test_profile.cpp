@@ -27,8 +27,8 @@ namespace fs = std::filesystem;
 namespace sim = shardplan::simulator;
 
 CommandResult profile(int ranks, const std::string& args) {
-  return run_command("timeout 600 mpirun --allow-run-as-root --oversubscribe --bind-to none -np " + std::to_string(ranks) +
-                     " " + SHARDRUN_BINARY + " profile --threads 1 " + args);
+  return run_command("timeout 600 mpirun --allow-run-as-root --oversubscribe --bind-to none -np " +
+                     std::to_string(ranks) + " " + SHARDRUN_BINARY + " profile --threads 1 " + args);
 }
 
 TEST(Profile, QuickTwoRankProfileLoadsEverywhere) {
@@ -66,9 +66,7 @@ TEST(Profile, QuickTwoRankProfileLoadsEverywhere) {
   // The LM-head GEMMs that part the stream from the FMAs: two token counts, three layouts each.
   EXPECT_EQ(stream_samples, 2 * 3);
   EXPECT_EQ(hw.device.gemm_operand_stream_Bps, stream);
-  if (stream > 0) {
-    EXPECT_TRUE(j["sources"].contains("device.gemm_operand_stream_bytes_per_s"));
-  }
+  if (stream > 0) { EXPECT_TRUE(j["sources"].contains("device.gemm_operand_stream_bytes_per_s")); }
   // GEMMs as a linear layer runs them: each (m, n, k) in its forward, input-gradient and
   // weight-gradient layouts, the same FLOP each.
   std::map<std::string, std::map<std::string, double>> layouts;  // dtype/shape -> layout -> FLOP
@@ -133,7 +131,7 @@ TEST(Profile, QuickTwoRankProfileLoadsEverywhere) {
   }
   EXPECT_GE(op_samples, 2 * 8 * 2);  // forward and backward, 8 ops, 2 dtypes (+ the optimizer)
   // A CPU times each op's backward warm too (right after its forward), and says how big its cache is.
-  EXPECT_GE(warm_samples, 2 * 7);    // the 7 ops with a backward (+ the attention GEMMs), 2 dtypes
+  EXPECT_GE(warm_samples, 2 * 7);  // the 7 ops with a backward (+ the attention GEMMs), 2 dtypes
   EXPECT_GT(hw.device.last_level_cache_bytes, 0.0);
   EXPECT_TRUE(j["sources"].contains("device.last_level_cache_bytes"));
 
@@ -164,9 +162,9 @@ TEST(Profile, QuickTwoRankProfileLoadsEverywhere) {
       << j["sources"]["device.fused_attention"];
 
   // The planner plans with it.
-  const CommandResult plan = run_command(std::string(SHARDPLAN_BINARY) +
-                                         " simulate --model tiny-llama --hardware " + quote(out) +
-                                         " --nodes 1 --dp 2 --zero 1 --seq-len 128 --micro-batch-size 4 --precision fp32");
+  const CommandResult plan =
+      run_command(std::string(SHARDPLAN_BINARY) + " simulate --model tiny-llama --hardware " + quote(out) +
+                  " --nodes 1 --dp 2 --zero 1 --seq-len 128 --micro-batch-size 4 --precision fp32");
   EXPECT_EQ(plan.status, 0) << plan.out;
 }
 
@@ -234,15 +232,21 @@ TEST(Profile, EachTimedCollectiveFollowsItsUntimedSweep) {
   int rounds = 0;
   const auto call = [&] { events += 'c'; };
   const auto sweep = [&] { events += 's'; };
-  const auto alone = [&](bool mine) { ++rounds; return mine; };
+  const auto alone = [&](bool mine) {
+    ++rounds;
+    return mine;
+  };
   const double t = executor::median_call_seconds(call, sweep, 0.0, alone);
   EXPECT_EQ(events, "scscscscsc");  // at least five timed calls, each after its sweep
-  EXPECT_EQ(rounds, 6);  // the ranks agree before each call, and once more to stop
+  EXPECT_EQ(rounds, 6);             // the ranks agree before each call, and once more to stop
   EXPECT_GE(t, 0.0);
   // Another rank wants seven calls: this one keeps calling with it.
   events.clear();
   rounds = 0;
-  executor::median_call_seconds(call, sweep, 0.0, [&](bool mine) { ++rounds; return mine || rounds < 8; });
+  executor::median_call_seconds(call, sweep, 0.0, [&](bool mine) {
+    ++rounds;
+    return mine || rounds < 8;
+  });
   EXPECT_EQ(events.size(), 14u);
   EXPECT_EQ(events.find("cc"), std::string::npos);
   // No sweep (a GPU): the calls alone.
@@ -261,13 +265,19 @@ TEST(Profile, KernelCallsStartTogetherAndEveryRankMakesAsMany) {
   ctx.min_reps = 3;
   int starts = 0, rounds = 0;
   ctx.start_together = [&] { ++starts; };
-  ctx.agree = [&](bool mine) { ++rounds; return mine; };
+  ctx.agree = [&](bool mine) {
+    ++rounds;
+    return mine;
+  };
   EXPECT_GT(executor::reference_gemm_seconds(ctx), 0.0);
   EXPECT_EQ(rounds, 4);  // three calls wanted, then the round that ends it
   EXPECT_EQ(starts, 3);
   // Another rank wants twenty calls: this one keeps calling with it, each call started together.
   starts = rounds = 0;
-  ctx.agree = [&](bool mine) { ++rounds; return mine || rounds <= 20; };
+  ctx.agree = [&](bool mine) {
+    ++rounds;
+    return mine || rounds <= 20;
+  };
   executor::reference_gemm_seconds(ctx);
   EXPECT_EQ(starts, 20);
   EXPECT_EQ(rounds, 21);

@@ -15,8 +15,8 @@
 #include "executor/model/nf4_base.hpp"
 #include "executor/parallel/nf4_linear.hpp"
 #include "executor/run/tensor_io.hpp"
-#include "harness.hpp"
 #include "formats/plan.hpp"
+#include "harness.hpp"
 #include "simulator/parallel_config.hpp"
 
 namespace shardplan::testing {
@@ -25,11 +25,8 @@ namespace qlora_test {  // named, not anonymous: the files share a unity-build u
 using executor::io::SafetensorsReader;
 
 constexpr int kSteps = 20;
-const nlohmann::json kQlora = {{"rank", 8},
-                               {"alpha", 16},
-                               {"dropout", 0.0},
-                               {"targets", {"q_proj", "v_proj", "down_proj"}},
-                               {"base", "nf4"}};
+const nlohmann::json kQlora = {
+    {"rank", 8}, {"alpha", 16}, {"dropout", 0.0}, {"targets", {"q_proj", "v_proj", "down_proj"}}, {"base", "nf4"}};
 // FFN 768: a row-parallel down_proj shard at tp2 holds 384 = 6 whole NF4 blocks per row.
 const nlohmann::json kCard = {{"ffn_hidden_size", 768}};
 
@@ -143,9 +140,9 @@ TEST_F(Qlora, PeakMemoryIsBelowTheSameAdaptersOnAnFp32Base) {
   nlohmann::json lora = kQlora;
   lora["base"] = "bf16";  // the run's weights dtype: fp32 here
   const std::string plan = write_plan(*dir_, "fp32-base", "tiny-llama", {{"lora", lora}}, 32, 8, kCard);
-  const RunResult base = shardrun(1, plan, dir_->file("fp32-base"),
-                                  "--steps " + std::to_string(kSteps) + " --dropout 0 --lr 1e-3 --seed 1234 " +
-                                      corpus_data_args(*dir_));
+  const RunResult base =
+      shardrun(1, plan, dir_->file("fp32-base"),
+               "--steps " + std::to_string(kSteps) + " --dropout 0 --lr 1e-3 --seed 1234 " + corpus_data_args(*dir_));
   ASSERT_EQ(base.exit_code, 0) << base.output;
   // The block linears' weights: 4 bytes each in the fp32 base, kNf4BytesPerWeight in NF4.
   const formats::Plan p = formats::load_plan(plan);
@@ -176,8 +173,7 @@ TEST_F(Qlora, QuantisesAHuggingFaceCheckpointAtLoad) {
   }
   const RunResult run = shardrun(1, plan_path, dir_->file("hf"),
                                  "--steps 2 --dropout 0 --seed 1234 --init " + quote(hf) + " " +
-                                     corpus_data_args(*dir_) +
-                                     " --save-nf4-base " + dir_->file("hf-base.safetensors"));
+                                     corpus_data_args(*dir_) + " --save-nf4-base " + dir_->file("hf-base.safetensors"));
   ASSERT_EQ(run.exit_code, 0) << run.output;
   executor::ModelOptions mo;
   mo.lora = plan.config.lora;
@@ -238,9 +234,10 @@ INSTANTIATE_TEST_SUITE_P(
                       QloraLayout{"dp2_zero2", 2, {{"data_parallel", 2}, {"zero_stage", 2}}},
                       QloraLayout{"dp2_zero3", 2, {{"data_parallel", 2}, {"zero_stage", 3}}},
                       // Sharded tp slices (run tables), re-gathered for the recomputed forward.
-                      QloraLayout{"tp2_dp2_zero3_full_recompute", 4,
-                                  {{"tensor_parallel", 2}, {"data_parallel", 2}, {"zero_stage", 3},
-                                   {"recompute", "full"}}},
+                      QloraLayout{
+                          "tp2_dp2_zero3_full_recompute",
+                          4,
+                          {{"tensor_parallel", 2}, {"data_parallel", 2}, {"zero_stage", 3}, {"recompute", "full"}}},
                       QloraLayout{"pp2_1f1b", 2, {{"pipeline_parallel", 2}, {"pipeline_schedule", "1f1b"}}}),
     [](const ::testing::TestParamInfo<QloraLayout>& info) { return info.param.name; });
 
@@ -249,7 +246,7 @@ TEST_F(Qlora, ZeroThreeShardsTheBaseAndItsPeakMatchesThePrediction) {
   const RunResult& z3 = layout_run("dp2_zero3", 2, {{"data_parallel", 2}, {"zero_stage", 3}});
   ASSERT_EQ(z2.exit_code, 0) << z2.output;
   ASSERT_EQ(z3.exit_code, 0) << z3.output;
-  const double base = z3.report["layout"]["nf4_base"]["bytes"].get<double>();  // the whole base, quantised at load
+  const double base = z3.report["layout"]["nf4_base"]["bytes"].get<double>();     // the whole base, quantised at load
   const double peak2 = z2.report["measured"]["peak_memory_bytes"].get<double>();  // max over the ranks
   const double peak3 = z3.report["measured"]["peak_memory_bytes"].get<double>();
   // ZeRO-3 keeps half the base per rank between uses (and half the norms and adapters, less their
@@ -260,8 +257,7 @@ TEST_F(Qlora, ZeroThreeShardsTheBaseAndItsPeakMatchesThePrediction) {
   RecordProperty("zero2_peak_bytes", std::to_string(static_cast<int64_t>(peak2)));  // --gtest_output shows them
   RecordProperty("zero3_peak_bytes", std::to_string(static_cast<int64_t>(peak3)));
   RecordProperty("zero3_predicted_bytes", std::to_string(static_cast<int64_t>(predicted)));
-  RecordProperty("zero2_predicted_bytes",
-                 std::to_string(z2.report["predicted"]["peak_memory_bytes"].get<int64_t>()));
+  RecordProperty("zero2_predicted_bytes", std::to_string(z2.report["predicted"]["peak_memory_bytes"].get<int64_t>()));
 }
 
 TEST_F(Qlora, RefusesWhatItDoesNotRunWithOneLine) {

@@ -67,7 +67,9 @@ TEST(RunHistory, ALineTornByAKillIsSkippedAndEndedBeforeTheNextAttempt) {
   const std::string path = dir.file("metrics.jsonl");
   {
     std::ofstream out(path);
-    out << R"({"step":1,"loss":2.5,"attempt":1})" << "\n" << R"({"step":2,"lo)";  // killed mid-write
+    out << R"({"step":1,"loss":2.5,"attempt":1})"
+        << "\n"
+        << R"({"step":2,"lo)";  // killed mid-write
   }
   MetricsLines m = read_metrics(path);
   EXPECT_EQ(m.lines.size(), 1u);
@@ -87,7 +89,12 @@ TEST(RunHistory, ALineTornByAKillIsSkippedAndEndedBeforeTheNextAttempt) {
 TEST(RunHistory, LinesWithoutAnAttemptCountAsTheFirst) {
   testing::TempDir dir("run_history_old");
   const std::string path = dir.file("metrics.jsonl");
-  { std::ofstream(path) << R"({"step":1,"loss":2.5})" << "\n" << R"({"step":2,"loss":2.4})" << "\n"; }
+  {
+    std::ofstream(path) << R"({"step":1,"loss":2.5})"
+                        << "\n"
+                        << R"({"step":2,"loss":2.4})"
+                        << "\n";
+  }
   const MetricsLines m = read_metrics(path);
   EXPECT_EQ(next_attempt(m), 2);
   const nlohmann::json h = summarize_attempts(m);

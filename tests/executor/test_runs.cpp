@@ -18,10 +18,11 @@ namespace runs_test {  // named, not anonymous: the files share a unity-build un
 namespace fs = std::filesystem;
 
 // Every linear adapted: the base model is a random init, so the adapters must do the learning.
-const nlohmann::json kLora = {{"rank", 8},
-                              {"alpha", 16},
-                              {"dropout", 0.0},
-                              {"targets", {"q_proj", "k_proj", "v_proj", "o_proj", "gate_proj", "up_proj", "down_proj"}}};
+const nlohmann::json kLora = {
+    {"rank", 8},
+    {"alpha", 16},
+    {"dropout", 0.0},
+    {"targets", {"q_proj", "k_proj", "v_proj", "o_proj", "gate_proj", "up_proj", "down_proj"}}};
 
 std::vector<std::string> step_dirs(const std::string& root) {
   std::vector<std::string> out;
@@ -36,13 +37,13 @@ TEST(Lora, BaseWeightsStayBitIdenticalOnlyAdaptersTrainAndLossFalls) {
   TempDir dir("shardrun_lora");
   const std::string plan = write_plan(dir, "lora", "tiny-llama", {{"tensor_parallel", 2}, {"lora", kLora}});
   const std::string data = corpus_data_args(dir);
-  const RunResult init = shardrun(2, plan, dir.file("init"), data + " --steps 1 --lr 0 --save-final " +
-                                                                 dir.file("init.safetensors") + " --save-adapter " +
-                                                                 dir.file("init_adapter"));
+  const RunResult init = shardrun(2, plan, dir.file("init"),
+                                  data + " --steps 1 --lr 0 --save-final " + dir.file("init.safetensors") +
+                                      " --save-adapter " + dir.file("init_adapter"));
   ASSERT_EQ(init.exit_code, 0) << init.output;
-  const RunResult run = shardrun(2, plan, dir.file("run"), data + " --steps 20 --lr 3e-3 --save-final " +
-                                                               dir.file("final.safetensors") + " --save-adapter " +
-                                                               dir.file("adapter"));
+  const RunResult run = shardrun(2, plan, dir.file("run"),
+                                 data + " --steps 20 --lr 3e-3 --save-final " + dir.file("final.safetensors") +
+                                     " --save-adapter " + dir.file("adapter"));
   ASSERT_EQ(run.exit_code, 0) << run.output;
   ASSERT_EQ(run.losses.size(), 20u);
   EXPECT_LT(run.losses.back(), run.losses.front() - 0.3);
@@ -85,7 +86,8 @@ TEST(Checkpoint, StoppedAndResumedRunReachesBitIdenticalLosses) {
   const RunResult resumed = shardrun(2, plan, dir.file("resumed"), common + ck + " --resume auto");
   ASSERT_EQ(resumed.exit_code, 0) << resumed.output;
   ASSERT_EQ(resumed.losses.size(), 8u);  // steps 5..12, from the step-4 checkpoint
-  for (size_t i = 0; i < resumed.losses.size(); ++i) EXPECT_EQ(resumed.losses[i], full.losses[i + 4]) << "step " << i + 5;
+  for (size_t i = 0; i < resumed.losses.size(); ++i)
+    EXPECT_EQ(resumed.losses[i], full.losses[i + 4]) << "step " << i + 5;
   EXPECT_EQ(step_dirs(dir.file("ck")), (std::vector<std::string>{"step-00000008", "step-00000012"}));
 }
 
@@ -104,7 +106,8 @@ TEST(Checkpoint, MasterWeightsRunResumesBitIdentically) {
   const RunResult resumed = shardrun(2, plan, dir.file("resumed"), common + ck + " --resume auto");
   ASSERT_EQ(resumed.exit_code, 0) << resumed.output;
   ASSERT_EQ(resumed.losses.size(), 4u);  // steps 5..8, from the step-4 checkpoint
-  for (size_t i = 0; i < resumed.losses.size(); ++i) EXPECT_EQ(resumed.losses[i], full.losses[i + 4]) << "step " << i + 5;
+  for (size_t i = 0; i < resumed.losses.size(); ++i)
+    EXPECT_EQ(resumed.losses[i], full.losses[i + 4]) << "step " << i + 5;
   bool fp32_master = false;
   for (const auto& entry : std::filesystem::recursive_directory_iterator(dir.file("ck"))) {
     if (entry.path().extension() != ".safetensors") continue;
@@ -123,8 +126,9 @@ TEST(LossScaling, OverflowingStepsAreSkippedAndTheScaleBacksOff) {
   // halve the scale; the others train normally.
   TempDir dir("shardrun_scale");
   const std::string plan = write_plan(dir, "dp2", "tiny-llama", {{"data_parallel", 2}, {"zero_stage", 1}});
-  const RunResult run = shardrun(2, plan, dir.file("run"), "--steps 6 --loss-scaling --initial-loss-scale 1024 "
-                                                            "--inject-fault overflow:1:3");
+  const RunResult run = shardrun(2, plan, dir.file("run"),
+                                 "--steps 6 --loss-scaling --initial-loss-scale 1024 "
+                                 "--inject-fault overflow:1:3");
   ASSERT_EQ(run.exit_code, 0) << run.output;
   std::ifstream metrics(dir.file("run/metrics.jsonl"));
   std::vector<nlohmann::json> steps;
@@ -141,9 +145,9 @@ TEST(Report, PeakMemoryFallsWithZeroStagesAsPredictedAndTheReportCarriesPredicti
   for (const char* name : {"z0", "z1", "z2", "z3"}) {
     const int stage = name[1] - '0';
     const std::string attention = stage % 2 ? "eager" : "flash";  // both kinds of plan run on the CPU
-    const std::string plan = write_plan(dir, name, "tiny-llama",
-                                        {{"data_parallel", 2}, {"zero_stage", stage}, {"micro_batch_size", 1},
-                                         {"attention", attention}});
+    const std::string plan =
+        write_plan(dir, name, "tiny-llama",
+                   {{"data_parallel", 2}, {"zero_stage", stage}, {"micro_batch_size", 1}, {"attention", attention}});
     const RunResult r = shardrun(2, plan, dir.file(name), "--steps 3");
     ASSERT_EQ(r.exit_code, 0) << r.output;
     // The CPU runs the explicit path whatever the plan says; report.json says what ran and why.
@@ -185,8 +189,8 @@ TEST(Report, PeakMemoryFallsWithZeroStagesAsPredictedAndTheReportCarriesPredicti
   // ZeRO-1 against ZeRO-2 depends on the model: ZeRO-2 halves the gradients but makes fresh ones
   // and their bucket copies, which ZeRO-1 adds into its flat buffer directly (zero_linear.hpp);
   // for a 5 M-parameter model the two are within a few per cent. The prediction orders them as measured.
-  EXPECT_EQ(peaks[1] > peaks[2], predicted[1] > predicted[2]) << peaks[1] << " " << peaks[2] << " predicted "
-                                                              << predicted[1] << " " << predicted[2];
+  EXPECT_EQ(peaks[1] > peaks[2], predicted[1] > predicted[2])
+      << peaks[1] << " " << peaks[2] << " predicted " << predicted[1] << " " << predicted[2];
 }
 
 // --trace: rank 0's per-op table of the steps after the first. Every linear runs three GEMMs
@@ -223,7 +227,8 @@ TEST(Weights, HuggingFaceSafetensorsLoadIntoAnotherLayoutUnchanged) {
   const std::string tp2 = write_plan(dir, "tp2", "tiny-gpt", {{"tensor_parallel", 2}});
   const std::string a = dir.file("a.safetensors"), b = dir.file("b.safetensors");
   ASSERT_EQ(shardrun(1, one, dir.file("ra"), "--steps 3 --dropout 0 --save-final " + a).exit_code, 0);
-  const RunResult r = shardrun(2, tp2, dir.file("rb"), "--steps 1 --lr 0 --dropout 0 --init " + a + " --save-final " + b);
+  const RunResult r =
+      shardrun(2, tp2, dir.file("rb"), "--steps 1 --lr 0 --dropout 0 --init " + a + " --save-final " + b);
   ASSERT_EQ(r.exit_code, 0) << r.output;
   executor::io::SafetensorsReader reader(a);
   EXPECT_EQ(reader.at("transformer.h.0.attn.c_attn.weight").shape, (std::vector<int64_t>{256, 768}));
@@ -293,8 +298,9 @@ TEST_F(BadInput, PlanWorldSizeDiffersFromMpirun) {
 
 TEST_F(BadInput, MissingTokenizer) {
   const std::string plan = write_plan(dir_, "dp2", "tiny-llama", {{"data_parallel", 2}});
-  expect_one_error(shardrun(2, plan, dir_.file("out"), "--data " + quote(corpus_dir()) + " --tokenizer /nonexistent/tok.model"),
-                   "/nonexistent/tok.model: tokenizer: no such file");
+  expect_one_error(
+      shardrun(2, plan, dir_.file("out"), "--data " + quote(corpus_dir()) + " --tokenizer /nonexistent/tok.model"),
+      "/nonexistent/tok.model: tokenizer: no such file");
 }
 
 TEST_F(BadInput, TruncatedSafetensorsWeights) {

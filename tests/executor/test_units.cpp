@@ -138,7 +138,8 @@ TEST(ZeroLinear, AFrozenWeightKeepsNoInput) {
   const int64_t x_bytes = x0.numel() * x0.element_size();
   torch::Tensor dx_frozen, dx_trained;
   const torch::Tensor frozen = w0.clone(), trained = w0.clone().requires_grad_();
-  EXPECT_EQ(bytes_kept_for_backward([&](const torch::Tensor& x) { return zero_linear(x, frozen); }, x0, g, dx_frozen), 0);
+  EXPECT_EQ(bytes_kept_for_backward([&](const torch::Tensor& x) { return zero_linear(x, frozen); }, x0, g, dx_frozen),
+            0);
   EXPECT_EQ(bytes_kept_for_backward([&](const torch::Tensor& x) { return zero_linear(x, trained); }, x0, g, dx_trained),
             x_bytes);
   EXPECT_TRUE(torch::allclose(dx_frozen, dx_trained));
@@ -244,7 +245,7 @@ TEST(FusedCrossEntropy, MatchesLogSoftmaxAndItsGradientWithPaddingAndIgnoredRows
   EXPECT_LT(max_rel(loss.detach(), lr.detach()), 1e-6);
   EXPECT_LT(max_rel(z.grad().narrow(1, 0, valid), zr.grad()), 1e-6);
   EXPECT_EQ(z.grad().narrow(1, valid, V - valid).abs().sum().item<float>(), 0.0F);  // padded columns
-  EXPECT_EQ(z.grad()[3].abs().sum().item<float>(), 0.0F);                            // ignored rows
+  EXPECT_EQ(z.grad()[3].abs().sum().item<float>(), 0.0F);                           // ignored rows
   // bf16 logits take the op-by-op form: the same loss and gradient to bf16 rounding.
   const torch::Tensor zb = z0.to(torch::kBFloat16).requires_grad_();
   const torch::Tensor lb = vocab_parallel_cross_entropy(zb, targets, 0, valid, self);

@@ -15,7 +15,7 @@ TEST(Watchdog, LimitIsTheLargerOfTheScaledPredictionAndTheFloor) {
   EXPECT_DOUBLE_EQ(stall_limit_s(3, 10.0, 0), 30.0);      // the prediction alone
   EXPECT_DOUBLE_EQ(stall_limit_s(0, 10.0, 0), 0.0);       // disabled
   EXPECT_DOUBLE_EQ(stall_limit_s(-1, 10.0, -5), 0.0);
-  EXPECT_DOUBLE_EQ(stall_limit_s(5, -1.0, 2), 2.0);       // no prediction: the floor
+  EXPECT_DOUBLE_EQ(stall_limit_s(5, -1.0, 2), 2.0);  // no prediction: the floor
 }
 
 TEST(Watchdog, ADisabledWatchdogStartsNoThreadAndEndsCleanly) {

@@ -34,9 +34,7 @@ json good_state() {
 std::string error_of(const json& manifest) {
   try {
     (void)io::parse_checkpoint_state(manifest, "ckpt/step-00000007", layout());
-  } catch (const InputError& e) {
-    return e.what();
-  }
+  } catch (const InputError& e) { return e.what(); }
   return "";
 }
 
@@ -97,9 +95,7 @@ TEST(TokenCache, RefusesIdsOutsideTheModelsVocabulary) {
   auto message = [&](const std::vector<int32_t>& in, const std::vector<int32_t>& lab, int64_t vocab) {
     try {
       (void)data::load_token_cache(cache_file(dir, in, lab), vocab);
-    } catch (const InputError& e) {
-      return std::string(e.what());
-    }
+    } catch (const InputError& e) { return std::string(e.what()); }
     return std::string();
   };
   EXPECT_NE(message({0, 5, 10, 3}, {5, 9, 3, 1}, 10).find("tensor 'input': sample 0, position 2: token id 10"),

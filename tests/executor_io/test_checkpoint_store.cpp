@@ -69,8 +69,7 @@ TEST(CheckpointStore, CommitProducesTheLayoutAndManifest) {
   const std::string dir = tmp.file("ckpt/step-00001200");
   EXPECT_EQ(store.step_dir(1200), dir);
   EXPECT_EQ(store.partial_dir(1200), dir + ".partial");
-  EXPECT_EQ(names_in(dir),
-            (std::vector<std::string>{"manifest.json", "rank-0.safetensors", "rank-1.safetensors"}));
+  EXPECT_EQ(names_in(dir), (std::vector<std::string>{"manifest.json", "rank-0.safetensors", "rank-1.safetensors"}));
 
   std::ifstream in(dir + "/manifest.json");
   const json m = json::parse(in);
@@ -176,8 +175,7 @@ TEST(CheckpointStore, AFlippedByteIsCaughtByTheChecksum) {
   EXPECT_EQ(loaded->step, 1);
   ASSERT_EQ(warnings.size(), 1u);
   const std::string& w = warnings[0];
-  EXPECT_TRUE(contains(w, store.step_dir(2) + ": shard rank-1.safetensors: checksum mismatch (expected"))
-      << w;
+  EXPECT_TRUE(contains(w, store.step_dir(2) + ": shard rank-1.safetensors: checksum mismatch (expected")) << w;
   EXPECT_TRUE(contains(w, "; skipping")) << w;
   // A rank that reads only the intact shard may still use step 2; the other one may not.
   warnings.clear();
@@ -217,8 +215,7 @@ TEST(CheckpointStore, AMissingOrBrokenManifestMeansIncomplete) {
   save(store, 2);
   save(store, 3);
   fs::remove(store.step_dir(3) + "/manifest.json");
-  std::ofstream(store.step_dir(2) + "/manifest.json", std::ios::trunc)
-      << "{\"schema\": \"shardplan.checkpoint/1\",";
+  std::ofstream(store.step_dir(2) + "/manifest.json", std::ios::trunc) << "{\"schema\": \"shardplan.checkpoint/1\",";
   EXPECT_EQ(store.complete_steps(), (std::vector<int64_t>{1}));
   std::vector<std::string> warnings;
   EXPECT_EQ(store.latest_valid({}, warnings)->step, 1);
@@ -243,8 +240,7 @@ TEST(CheckpointStore, FallsBackAcrossSeveralBadCheckpoints) {
   ASSERT_TRUE(loaded.has_value());
   EXPECT_EQ(loaded->step, 1);
   ASSERT_EQ(warnings.size(), 4u);
-  EXPECT_TRUE(contains(warnings[0], "step-00000005: shard rank-0.safetensors: checksum mismatch"))
-      << warnings[0];
+  EXPECT_TRUE(contains(warnings[0], "step-00000005: shard rank-0.safetensors: checksum mismatch")) << warnings[0];
   EXPECT_TRUE(contains(warnings[1], "step-00000004: shard rank-1.safetensors: truncated")) << warnings[1];
   EXPECT_TRUE(contains(warnings[2], "step-00000003: manifest.json missing")) << warnings[2];
   EXPECT_TRUE(contains(warnings[3], "step-00000002: shard rank-0.safetensors: missing")) << warnings[3];
@@ -312,9 +308,8 @@ TEST(CheckpointStore, ConcurrentRanksShareThePartialDirectory) {
     ranks.emplace_back([&, r] {
       CheckpointStore mine(tmp.file("root"));  // each rank has its own store object
       EXPECT_EQ(mine.begin(42), mine.partial_dir(42));
-      records[r] =
-          mine.write_shard(42, "tp" + std::to_string(r % 2) + "/rank-" + std::to_string(r) + ".safetensors",
-                           shard_writer(static_cast<float>(r), 1000));
+      records[r] = mine.write_shard(42, "tp" + std::to_string(r % 2) + "/rank-" + std::to_string(r) + ".safetensors",
+                                    shard_writer(static_cast<float>(r), 1000));
     });
   }
   for (auto& t : ranks) t.join();
@@ -340,8 +335,7 @@ TEST(FsUtil, DigestIsZlibCrc32OfTheWholeFile) {
   for (size_t i = 0; i < text.size(); ++i) text[i] = static_cast<char>(i * 7 + i / 13);
   const FileDigest d = atomic_write_file(tmp.file("a.bin"), text);
   EXPECT_EQ(d.bytes, text.size());
-  EXPECT_EQ(d.crc32,
-            ::crc32(0L, reinterpret_cast<const Bytef*>(text.data()), static_cast<uInt>(text.size())));
+  EXPECT_EQ(d.crc32, ::crc32(0L, reinterpret_cast<const Bytef*>(text.data()), static_cast<uInt>(text.size())));
   const FileDigest again = file_digest(tmp.file("a.bin"));
   EXPECT_EQ(again.bytes, d.bytes);
   EXPECT_EQ(again.crc32, d.crc32);

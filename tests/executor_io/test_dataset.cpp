@@ -18,8 +18,8 @@
 namespace shardplan::executor::data {
 namespace dataset_test {  // named, not anonymous: the files share a unity-build unit
 
-using simulator::InputError;
 using shardplan::testing::TempDir;
+using simulator::InputError;
 
 const std::string kAlpaca = std::string(SHARDPLAN_TEST_DATA_DIR) + "/alpaca_tiny.jsonl";
 
@@ -147,19 +147,16 @@ TEST_F(DatasetTest, JsonlMasksThePromptAndTrainsOnTheResponse) {
   for (size_t i = 0; i < examples.size(); ++i) {
     const auto& ex = examples[i];
     std::vector<int> prompt = {tok_->bos_id()};
-    for (const int id : tok_->encode(alpaca_prompt(ex["instruction"], ex.value("input", std::string())))) prompt.push_back(id);
+    for (const int id : tok_->encode(alpaca_prompt(ex["instruction"], ex.value("input", std::string()))))
+      prompt.push_back(id);
     const auto response = tok_->encode(ex["output"].get<std::string>());
     const size_t length = prompt.size() + response.size() + 1;
     ASSERT_LE(length, static_cast<size_t>(seq_len));
     const auto s = ds->get(static_cast<int64_t>(i));
     std::vector<int> trained;
     for (size_t t = 0; t < static_cast<size_t>(seq_len); ++t) {
-      if (t < prompt.size()) {
-        EXPECT_EQ(s.input[t], prompt[t]) << i << "," << t;
-      }
-      if (t >= length) {
-        EXPECT_EQ(s.input[t], tok_->pad_id()) << i << "," << t;
-      }
+      if (t < prompt.size()) { EXPECT_EQ(s.input[t], prompt[t]) << i << "," << t; }
+      if (t >= length) { EXPECT_EQ(s.input[t], tok_->pad_id()) << i << "," << t; }
       if (t + 1 < prompt.size() || t + 1 >= length) {
         EXPECT_EQ(s.labels[t], kIgnoreLabel) << "prompt/padding label not masked: " << i << "," << t;
       } else {
@@ -179,7 +176,8 @@ TEST_F(DatasetTest, JsonlTruncatesAndSkipsExamplesWhosePromptFillsTheWindow) {
   const auto examples = read_jsonl(kAlpaca);
   size_t shortest = SIZE_MAX;
   for (const auto& ex : examples) {
-    shortest = std::min(shortest, 1 + tok_->encode(alpaca_prompt(ex["instruction"], ex.value("input", std::string()))).size());
+    shortest =
+        std::min(shortest, 1 + tok_->encode(alpaca_prompt(ex["instruction"], ex.value("input", std::string()))).size());
   }
   const int seq_len = static_cast<int>(shortest) + 2;
   const auto ds = make_jsonl_dataset(kAlpaca, *tok_, seq_len);
@@ -229,11 +227,14 @@ TEST_F(DatasetTest, JsonlBadLinesNameFileLineAndField) {
       EXPECT_EQ(msg.find('\n'), std::string::npos) << "one line: " << msg;
     }
   };
-  expect_error("output.jsonl", good + "\n\n" + R"({"instruction": "x", "output": 5})" + "\n", ":3:",
-               "field 'output': expected a string");
-  expect_error("missing.jsonl", R"({"output": "y"})" "\n", ":1:", "field 'instruction'");
-  expect_error("input.jsonl", good + "\n" + R"({"instruction": "x", "input": [1], "output": "y"})", ":2:",
-               "field 'input': expected a string");
+  expect_error("output.jsonl", good + "\n\n" + R"({"instruction": "x", "output": 5})" + "\n",
+               ":3:", "field 'output': expected a string");
+  expect_error("missing.jsonl",
+               R"({"output": "y"})"
+               "\n",
+               ":1:", "field 'instruction'");
+  expect_error("input.jsonl", good + "\n" + R"({"instruction": "x", "input": [1], "output": "y"})",
+               ":2:", "field 'input': expected a string");
   expect_error("syntax.jsonl", good + "\n" + good + "\n{not json\n", ":3:", "not valid JSON");
   expect_error("array.jsonl", "[1, 2]\n", ": element 0", "expected a JSON object");
   expect_error("scalar.jsonl", "42\n", ":1:", "expected a JSON object");
@@ -262,17 +263,15 @@ TEST(Synthetic, DeterministicInRangeAndLearnable) {
       EXPECT_GE(s.input[t], 0);
       EXPECT_LT(s.input[t], vocab);
       EXPECT_EQ(s.labels[t], (s.input[t] + stride) % vocab) << "not a progression: " << i;  // predictable
-      if (t + 1 < s.input.size()) {
-        EXPECT_EQ(s.labels[t], s.input[t + 1]);
-      }
+      if (t + 1 < s.input.size()) { EXPECT_EQ(s.labels[t], s.input[t + 1]); }
     }
     strides.insert(stride);
     starts.insert(s.input[0]);
   }
   EXPECT_TRUE(seed_matters);
-  EXPECT_GE(strides.size(), 3u);   // a handful of strides, all used
+  EXPECT_GE(strides.size(), 3u);  // a handful of strides, all used
   EXPECT_LE(strides.size(), std::size(kSyntheticStrides));
-  EXPECT_GE(starts.size(), 50u);   // starts spread over the vocabulary
+  EXPECT_GE(starts.size(), 50u);  // starts spread over the vocabulary
   EXPECT_TRUE(contains(a->describe(), "synthetic")) << a->describe();
 }
 

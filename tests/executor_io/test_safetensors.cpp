@@ -41,9 +41,7 @@ std::string slurp(const std::string& path) {
   return ss.str();
 }
 
-void dump_bytes(const std::string& path, const std::string& bytes) {
-  std::ofstream(path, std::ios::binary) << bytes;
-}
+void dump_bytes(const std::string& path, const std::string& bytes) { std::ofstream(path, std::ios::binary) << bytes; }
 
 template <typename T>
 std::string bytes_of(const std::vector<T>& v) {
@@ -84,8 +82,8 @@ TEST(DType, SizesNamesAndParsing) {
   EXPECT_EQ(dtype_size(DType::I8), 1u);
   EXPECT_EQ(dtype_size(DType::U8), 1u);
   EXPECT_EQ(dtype_size(DType::BOOL), 1u);
-  for (DType d : {DType::F32, DType::F16, DType::BF16, DType::F64, DType::I64, DType::I32, DType::I8,
-                  DType::U8, DType::BOOL}) {
+  for (DType d :
+       {DType::F32, DType::F16, DType::BF16, DType::F64, DType::I64, DType::I32, DType::I8, DType::U8, DType::BOOL}) {
     EXPECT_EQ(dtype_from_string(to_string(d), "ctx"), d);
   }
   try {
@@ -134,8 +132,7 @@ TEST(Safetensors, RoundTripOfSeveralDtypesScalarAndEmpty) {
   EXPECT_EQ(r.tensors()[10].name, "empty");
   EXPECT_EQ(r.data_start() % 8, 0u);  // header padded to 8 bytes
   EXPECT_TRUE(r.metadata().empty());
-  auto check = [&](const std::string& name, DType dtype, std::vector<int64_t> shape,
-                   const std::string& bytes) {
+  auto check = [&](const std::string& name, DType dtype, std::vector<int64_t> shape, const std::string& bytes) {
     const TensorInfo& t = r.at(name);
     EXPECT_EQ(t.dtype, dtype) << name;
     EXPECT_EQ(t.shape, shape) << name;
@@ -179,9 +176,8 @@ TEST(Safetensors, ByteCompatibleWithAHandBuiltFile) {
   TempDir tmp;
   // Per the spec (and the reference writer): compact JSON, __metadata__ first, entries with
   // dtype/shape/data_offsets in that order, header padded with spaces to a multiple of 8.
-  std::string header =
-      R"({"__metadata__":{"format":"pt"},"a":{"dtype":"F32","shape":[2],"data_offsets":[0,8]},)"
-      R"("b":{"dtype":"I8","shape":[],"data_offsets":[8,9]}})";
+  std::string header = R"({"__metadata__":{"format":"pt"},"a":{"dtype":"F32","shape":[2],"data_offsets":[0,8]},)"
+                       R"("b":{"dtype":"I8","shape":[],"data_offsets":[8,9]}})";
   header.append((8 - header.size() % 8) % 8, ' ');
   const float a[2] = {1.0f, -0.5f};
   const std::string data = std::string("\x00\x00\x80\x3f\x00\x00\x00\xbf", 8) + "\x07";
@@ -304,11 +300,10 @@ TEST(Safetensors, RejectsOverlapsDuplicatesAndBadMetadata) {
   dump_bytes(tmp.file("m2.safetensors"), raw_file(R"({"__metadata__":"pt"})"));
   expect_reader_error(tmp.file("m2.safetensors"), {"__metadata__", "expected an object"});
   // Empty tensors may sit anywhere, also inside another tensor's range; holes are fine.
-  dump_bytes(tmp.file("ok.safetensors"),
-             raw_file(R"({"a":{"dtype":"F32","shape":[2],"data_offsets":[0,8]},)"
-                      R"("z":{"dtype":"F32","shape":[0],"data_offsets":[4,4]},)"
-                      R"("b":{"dtype":"F32","shape":[1],"data_offsets":[12,16]}})",
-                      data));
+  dump_bytes(tmp.file("ok.safetensors"), raw_file(R"({"a":{"dtype":"F32","shape":[2],"data_offsets":[0,8]},)"
+                                                  R"("z":{"dtype":"F32","shape":[0],"data_offsets":[4,4]},)"
+                                                  R"("b":{"dtype":"F32","shape":[1],"data_offsets":[12,16]}})",
+                                                  data));
   EXPECT_EQ(SafetensorsReader(tmp.file("ok.safetensors")).tensors().size(), 3u);
 }
 
@@ -384,9 +379,7 @@ TEST(Safetensors, AtomicWriteReplacesAndLeavesNoTempFiles) {
   try {
     w.write(missing);
     FAIL();
-  } catch (const InputError& e) {
-    EXPECT_NE(std::string(e.what()).find(missing), std::string::npos) << e.what();
-  }
+  } catch (const InputError& e) { EXPECT_NE(std::string(e.what()).find(missing), std::string::npos) << e.what(); }
   EXPECT_FALSE(fs::exists(tmp.file("no")));
 
   // The target is a directory: the rename fails, the temp file is removed.

@@ -65,9 +65,7 @@ TEST(Sampler, DataParallelRanksPartitionTheGlobalBatchExactly) {
       }
       EXPECT_EQ(joined, global) << "dp " << dp << " step " << step;  // union in rank order = global batch
       // Disjoint unless the step straddles an epoch boundary (where an index may recur).
-      if ((step * g) / n == (step * g + g - 1) / n) {
-        EXPECT_EQ(static_cast<int64_t>(seen.size()), g);
-      }
+      if ((step * g) / n == (step * g + g - 1) / n) { EXPECT_EQ(static_cast<int64_t>(seen.size()), g); }
     }
   }
 }

@@ -14,8 +14,8 @@
 namespace shardplan::executor::data {
 namespace tokenizer_test {  // named, not anonymous: the files share a unity-build unit
 
-using simulator::InputError;
 using shardplan::testing::TempDir;
+using simulator::InputError;
 
 std::string corpus_dir() { return std::string(SHARDPLAN_TEST_DATA_DIR) + "/../../executor/data/corpus"; }
 
@@ -131,9 +131,7 @@ TEST(TokenizerErrors, GarbageModelNamesThePath) {
   try {
     (void)Tokenizer::load(path);
     FAIL() << "expected InputError";
-  } catch (const InputError& e) {
-    EXPECT_NE(std::string(e.what()).find(path), std::string::npos) << e.what();
-  }
+  } catch (const InputError& e) { EXPECT_NE(std::string(e.what()).find(path), std::string::npos) << e.what(); }
 }
 
 TEST(TokenizerErrors, TrainingOnAMissingFileNamesIt) {
@@ -142,9 +140,7 @@ TEST(TokenizerErrors, TrainingOnAMissingFileNamesIt) {
   try {
     Tokenizer::train({missing}, dir.file("m"), 512);
     FAIL() << "expected InputError";
-  } catch (const InputError& e) {
-    EXPECT_NE(std::string(e.what()).find(missing), std::string::npos) << e.what();
-  }
+  } catch (const InputError& e) { EXPECT_NE(std::string(e.what()).find(missing), std::string::npos) << e.what(); }
 }
 
 TEST(TokenizerErrors, VocabTooSmallForTheBytePiecesIsAnInputError) {

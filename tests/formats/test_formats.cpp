@@ -3,10 +3,10 @@
 // without a simulation (what the launcher counts ranks with).
 #include <gtest/gtest.h>
 
+#include <unistd.h>
 #include <filesystem>
 #include <fstream>
 #include <string>
-#include <unistd.h>
 
 #include "formats/plan.hpp"
 #include "formats/run_report.hpp"
@@ -85,7 +85,7 @@ TEST(RunReport, ReadersGetOneLineErrorsNamingTheField) {
   j["schema"] = "shardplan.report/0";
   EXPECT_THROW((void)run_report_from_json(j, "r.json"), sim::InputError);
   j.erase("schema");
-  EXPECT_NO_THROW((void)run_report_from_json(j, "r.json"));                  // a report written by hand
+  EXPECT_NO_THROW((void)run_report_from_json(j, "r.json"));                      // a report written by hand
   EXPECT_THROW((void)run_report_from_json(j, "r.json", true), sim::InputError);  // a file must say what it is
   j = to_json(sample_report());
   j["measured"]["reference_gemm_seconds"]["start"] = -1;

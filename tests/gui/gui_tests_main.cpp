@@ -12,8 +12,10 @@ QObject* make_model_test();
 
 int main(int argc, char** argv) {
   QApplication app(argc, argv);
-  const std::pair<const char*, QObject* (*)()> suites[] = {
-      {"inputs", make_inputs_test}, {"search", make_search_test}, {"export", make_export_test}, {"model", make_model_test}};
+  const std::pair<const char*, QObject* (*)()> suites[] = {{"inputs", make_inputs_test},
+                                                           {"search", make_search_test},
+                                                           {"export", make_export_test},
+                                                           {"model", make_model_test}};
   int status = 0;
   bool ran = false;
   for (const auto& [name, make] : suites) {

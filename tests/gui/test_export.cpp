@@ -66,8 +66,8 @@ class ExportTest : public QObject {
     QVERIFY2(r.status == 0, r.out.c_str());
     const auto cli = read_dir(out);
     // plan.json, the shardrun launchers, NOTES.txt and every framework's files that can run the plan
-    for (const char* name : {"plan.json", "launch_mpirun.sh", "launch_slurm.sbatch", "ds_config.json", "megatron_args.sh",
-                             "NOTES.txt"})
+    for (const char* name :
+         {"plan.json", "launch_mpirun.sh", "launch_slurm.sbatch", "ds_config.json", "megatron_args.sh", "NOTES.txt"})
       QVERIFY2(cli.count(name), name);
     fs::remove_all(out);
 

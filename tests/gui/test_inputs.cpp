@@ -42,9 +42,12 @@ class InputsTest : public QObject {
   void numbersOutOfRangeNameTheField() {
     Harness h;
     auto* panel = h.window->inputs();
-    const std::pair<const char*, const char*> cases[] = {{"seq_len", "0"},          {"lora_dropout", "1.5"},
-                                                         {"headroom", "abc"},       {"train_tokens", "-5"},
-                                                         {"require", "warp-drive"}, {"global_batch", "16,x"},
+    const std::pair<const char*, const char*> cases[] = {{"seq_len", "0"},
+                                                         {"lora_dropout", "1.5"},
+                                                         {"headroom", "abc"},
+                                                         {"train_tokens", "-5"},
+                                                         {"require", "warp-drive"},
+                                                         {"global_batch", "16,x"},
                                                          {"packed_document_tokens", "-1"},
                                                          {"packed_document_tokens", "1000000"}};
     for (const auto& [field, text] : cases) {

@@ -23,8 +23,8 @@ OutcomePtr small_outcome() {
   o.on_block = [&streamed](const planner::SearchProgress& p) {
     if (p.candidate) streamed.push_back(*p.candidate);
   };
-  out->result = planner::search(out->request.model, out->request.hardware, out->request.space,
-                                out->request.constraints, o);
+  out->result =
+      planner::search(out->request.model, out->request.hardware, out->request.space, out->request.constraints, o);
   out->rows = rows_of(out->result, streamed, out->request, nullptr);
   return out;
 }
@@ -76,7 +76,8 @@ class ModelTest : public QObject {
     }
     proxy.setText({});
     proxy.setFeasibleOnly(true);
-    for (int i = 0; i < proxy.rowCount(); ++i) QVERIFY(model.row(proxy.mapToSource(proxy.index(i, 0)).row()).feasible());
+    for (int i = 0; i < proxy.rowCount(); ++i)
+      QVERIFY(model.row(proxy.mapToSource(proxy.index(i, 0)).row()).feasible());
     proxy.sort(CandidatesModel::kTokensPerS, Qt::DescendingOrder);
     for (int i = 1; i < proxy.rowCount(); ++i)
       QVERIFY(proxy.index(i - 1, CandidatesModel::kTokensPerS).data(CandidatesModel::kSortRole).toDouble() >=

@@ -22,7 +22,7 @@ using shardplan::testing::plan_of;
 
 // Llama 3.1 8B on `nodes` x p5.48xlarge (8 H100 each), data parallel over all, ZeRO-3, edited.
 inline Plan p5_plan(int nodes, const std::function<void(sim::ParallelConfig&)>& edit = {},
-             const std::string& model = "llama3.1-8b") {
+                    const std::string& model = "llama3.1-8b") {
   sim::ParallelConfig c;
   c.dp = 8 * nodes;
   c.zero_stage = 3;
@@ -74,13 +74,9 @@ inline void expect_round_trip(const Plan& plan) {
   EXPECT_EQ(got.cp, c.cp);
   EXPECT_EQ(got.ep, 1);
   EXPECT_EQ(got.zero_stage, c.zero_stage == 1 ? 2 : c.zero_stage);
-  if (c.zero_stage > 0) {
-    EXPECT_EQ(got.shard_group(), c.shard_group());
-  }
+  if (c.zero_stage > 0) { EXPECT_EQ(got.shard_group(), c.shard_group()); }
   EXPECT_EQ(got.micro_batch_size, c.micro_batch_size);
-  if (c.micro_batches() == 1) {
-    EXPECT_EQ(got.global_batch_size, c.global_batch_size);
-  }
+  if (c.micro_batches() == 1) { EXPECT_EQ(got.global_batch_size, c.global_batch_size); }
   EXPECT_EQ(got.seq_len, c.seq_len);
   EXPECT_EQ(got.recompute, c.recompute == sim::Recompute::full ? sim::Recompute::full : sim::Recompute::none);
   EXPECT_FALSE(got.sequence_parallel);

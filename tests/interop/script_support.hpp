@@ -75,7 +75,14 @@ inline std::vector<std::string> hostile_strings(const std::string& canary) {
           "-n",
           "a=b",
           "",
-          "\xc3\x9c" "n" "\xc3\xaf" "c" "\xc3\xb8" "d" "\xc3\xa9" " \xe2\x9c\x93"};
+          "\xc3\x9c"
+          "n"
+          "\xc3\xaf"
+          "c"
+          "\xc3\xb8"
+          "d"
+          "\xc3\xa9"
+          " \xe2\x9c\x93"};
 }
 
 }  // namespace shardplan::testing::scripts

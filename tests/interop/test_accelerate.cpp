@@ -3,9 +3,9 @@
 // paths) and round trips import(export(plan)); the import is in test_accelerate_import.cpp.
 #include <gtest/gtest.h>
 
-#include "interop/script_support.hpp"
 #include <sys/stat.h>
 #include <yaml-cpp/yaml.h>
+#include "interop/script_support.hpp"
 
 #include <algorithm>
 #include <filesystem>
@@ -15,10 +15,10 @@
 #include <string>
 #include <vector>
 
-#include "golden.hpp"
 #include "accelerate_support.hpp"
-#include "interop/accelerate.hpp"
 #include "formats/shell_quote.hpp"
+#include "golden.hpp"
+#include "interop/accelerate.hpp"
 #include "simulator/errors.hpp"
 #include "support/input_error.hpp"
 #include "support/plan_of.hpp"

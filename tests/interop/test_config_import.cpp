@@ -31,9 +31,7 @@ template <typename F>
 std::string error_of(F&& f) {
   try {
     f();
-  } catch (const sim::InputError& e) {
-    return e.what();
-  }
+  } catch (const sim::InputError& e) { return e.what(); }
   return "";
 }
 
@@ -124,8 +122,10 @@ TEST(ImportDeepSpeed, AutoValuesNeedNumbersOrTheContext) {
 }
 
 TEST(ImportDeepSpeed, AutoMicroBatchDerivedFromTheOtherTwo) {
-  const json ds = {{"train_batch_size", 64}, {"gradient_accumulation_steps", 2},
-                   {"train_micro_batch_size_per_gpu", "auto"}, {"bf16", {{"enabled", true}}}};
+  const json ds = {{"train_batch_size", 64},
+                   {"gradient_accumulation_steps", 2},
+                   {"train_micro_batch_size_per_gpu", "auto"},
+                   {"bf16", {{"enabled", true}}}};
   const ImportResult r = import_deepspeed(ds, cluster_of(8), "ds.json");
   EXPECT_EQ(r.config.micro_batch_size, 4);
   EXPECT_EQ(r.config.global_batch_size, 64);
@@ -134,7 +134,8 @@ TEST(ImportDeepSpeed, AutoMicroBatchDerivedFromTheOtherTwo) {
 // --- DeepSpeed batch rules and errors -----------------------------------------------------
 
 TEST(ImportDeepSpeed, InconsistentBatchSizesNameTheFields) {
-  const json ds = {{"train_batch_size", 100}, {"train_micro_batch_size_per_gpu", 4}, {"gradient_accumulation_steps", 2}};
+  const json ds = {
+      {"train_batch_size", 100}, {"train_micro_batch_size_per_gpu", 4}, {"gradient_accumulation_steps", 2}};
   const std::string e = error_of([&] { import_deepspeed(ds, cluster_of(8), "ds.json"); });
   EXPECT_NE(e.find("ds.json"), std::string::npos) << e;
   EXPECT_NE(e.find("'train_batch_size'"), std::string::npos) << e;
@@ -156,12 +157,17 @@ TEST(ImportDeepSpeed, AnyTwoBatchFieldsDetermineTheThird) {
   c = import({{"train_micro_batch_size_per_gpu", 2}});
   EXPECT_EQ(c.global_batch_size, 16);
   EXPECT_EQ(c.precision, sim::Precision::fp32);  // neither bf16 nor fp16: DeepSpeed's fp32
-  EXPECT_NE(error_of([&] { import({{"train_batch_size", 20}, {"train_micro_batch_size_per_gpu", 2}}); })
-                .find("'train_batch_size'"),
+  EXPECT_NE(error_of([&] {
+              import({{"train_batch_size", 20}, { "train_micro_batch_size_per_gpu", 2 }});
+            }).find("'train_batch_size'"),
             std::string::npos);
-  EXPECT_NE(error_of([&] { import({{"gradient_accumulation_steps", 2}}); }).find("'train_micro_batch_size_per_gpu'"),
+  EXPECT_NE(error_of([&] {
+              import({{ "gradient_accumulation_steps", 2 }});
+            }).find("'train_micro_batch_size_per_gpu'"),
             std::string::npos);
-  EXPECT_NE(error_of([&] { import({{"train_micro_batch_size_per_gpu", 0}}); }).find("'train_micro_batch_size_per_gpu'"),
+  EXPECT_NE(error_of([&] {
+              import({{ "train_micro_batch_size_per_gpu", 0 }});
+            }).find("'train_micro_batch_size_per_gpu'"),
             std::string::npos);
 }
 
@@ -175,9 +181,11 @@ TEST(ImportDeepSpeed, FieldErrors) {
   EXPECT_NE(err({{"zero_optimization", {{"stage", 2}, {"offload_optimizer", {{"device", "gpu"}}}}}})
                 .find("'zero_optimization.offload_optimizer.device'"),
             std::string::npos);
-  EXPECT_NE(err({{"zero_optimization", {{"stage", 3}, {"mics_shard_size", 3}}}}).find("'zero_optimization.mics_shard_size'"),
+  EXPECT_NE(
+      err({{"zero_optimization", {{"stage", 3}, {"mics_shard_size", 3}}}}).find("'zero_optimization.mics_shard_size'"),
+      std::string::npos);
+  EXPECT_NE(err({{"bf16", {{"enabled", true}}}, {"fp16", {{"enabled", true}}}}).find("'fp16.enabled'"),
             std::string::npos);
-  EXPECT_NE(err({{"bf16", {{"enabled", true}}}, {"fp16", {{"enabled", true}}}}).find("'fp16.enabled'"), std::string::npos);
   EXPECT_NE(err({{"tensor_parallel", {{"autotp_size", 3}}}}).find("'tensor_parallel.autotp_size'"), std::string::npos);
   ImportContext ctx = cluster_of(8);
   ctx.tp = 4;

@@ -11,10 +11,10 @@
 #include <functional>
 #include <sstream>
 
-#include "interop/golden.hpp"
-#include "interop/script_support.hpp"
-#include "interop/habana.hpp"
 #include "formats/shell_quote.hpp"
+#include "interop/golden.hpp"
+#include "interop/habana.hpp"
+#include "interop/script_support.hpp"
 #include "simulator/errors.hpp"
 #include "support/input_error.hpp"
 #include "support/plan_of.hpp"
@@ -28,9 +28,9 @@ using namespace shardplan::testing::scripts;  // NOLINT: write_text, read_text, 
 
 namespace sim = shardplan::simulator;
 namespace fs = std::filesystem;
-using nlohmann::json;
 using formats::Plan;
 using formats::shell_quote;
+using nlohmann::json;
 using shardplan::testing::input_error_of;
 using shardplan::testing::run_command;
 using shardplan::testing::TempDir;
@@ -63,9 +63,7 @@ void expect_same_config(const sim::ParallelConfig& got, const sim::ParallelConfi
   EXPECT_EQ(got.pp, want.pp);
   EXPECT_EQ(got.dp, want.dp);
   EXPECT_EQ(got.cp, want.cp);
-  if (want.cp > 1) {
-    EXPECT_EQ(got.cp_kind, want.cp_kind);
-  }
+  if (want.cp > 1) { EXPECT_EQ(got.cp_kind, want.cp_kind); }
   EXPECT_EQ(got.ep, want.ep);
   EXPECT_EQ(got.zero_stage, want.zero_stage);
   EXPECT_EQ(got.shard_group(), want.shard_group());
@@ -128,15 +126,18 @@ TEST(HabanaExport, CommandAndConfigOfTheLlama70bLoraExample) {
 }
 
 TEST(HabanaExport, FullTrainingRunsRunClmWithItsFlags) {
-  const Plan plan = gaudi_plan(2, [](sim::ParallelConfig& c) {
-    c.lora = {}, c.zero_stage = 1, c.micro_batch_size = 2, c.global_batch_size = 128, c.seq_len = 1024;
-    c.recompute = sim::Recompute::selective, c.attention = sim::AttentionKind::eager;
-  }, "llama2-7b");
+  const Plan plan = gaudi_plan(
+      2,
+      [](sim::ParallelConfig& c) {
+        c.lora = {}, c.zero_stage = 1, c.micro_batch_size = 2, c.global_batch_size = 128, c.seq_len = 1024;
+        c.recompute = sim::Recompute::selective, c.attention = sim::AttentionKind::eager;
+      },
+      "llama2-7b");
   const std::string s = habana_command_line(plan, "ds.json");
-  for (const char* want : {"python3 ../gaudi_spawn.py --use_deepspeed --hostfile \"$HOSTFILE\" run_clm.py",
-                           "--block_size 1024", "--gradient_accumulation_steps 4", "--gaudi_config_name Habana/gpt2",
-                           "--attn_implementation eager", "--gradient_checkpointing", ": \"${HOSTFILE:?",
-                           "# shardplan note: selective recompute"})
+  for (const char* want :
+       {"python3 ../gaudi_spawn.py --use_deepspeed --hostfile \"$HOSTFILE\" run_clm.py", "--block_size 1024",
+        "--gradient_accumulation_steps 4", "--gaudi_config_name Habana/gpt2", "--attn_implementation eager",
+        "--gradient_checkpointing", ": \"${HOSTFILE:?", "# shardplan note: selective recompute"})
     EXPECT_NE(s.find(want), std::string::npos) << want << "\n" << s;
   for (const char* absent : {"--lora_", "--max_seq_length", "--world_size", "PT_HPU_MAX_COMPOUND_OP_SIZE"})
     EXPECT_EQ(s.find(absent), std::string::npos) << absent;
@@ -147,7 +148,8 @@ TEST(HabanaExport, FullTrainingRunsRunClmWithItsFlags) {
   EXPECT_NE(r.status, 0);
   EXPECT_NE(r.out.find("set HOSTFILE to a DeepSpeed hostfile of the 2 nodes"), std::string::npos) << r.out;
   EXPECT_EQ(habana_deepspeed_config(plan)["zero_optimization"]["stage"], 1);
-  EXPECT_FALSE(habana_deepspeed_config(plan)["zero_optimization"].contains("stage3_gather_16bit_weights_on_model_save"));
+  EXPECT_FALSE(
+      habana_deepspeed_config(plan)["zero_optimization"].contains("stage3_gather_16bit_weights_on_model_save"));
 }
 
 TEST(HabanaExport, RefusesPlansItCannotRun) {
@@ -182,25 +184,34 @@ void expect_round_trip(const Plan& plan) {
 TEST(HabanaRoundTrip, GoldenPlan) { expect_round_trip(golden_plan("zero3-lora")); }
 
 TEST(HabanaRoundTrip, EditedVariants) {
-  expect_round_trip(gaudi_plan(1, [](sim::ParallelConfig& c) {  // full training, ZeRO-2, accumulation
-    c.lora = {}, c.zero_stage = 2, c.micro_batch_size = 2, c.global_batch_size = 64, c.seq_len = 1024;
-    c.recompute = sim::Recompute::none, c.attention = sim::AttentionKind::eager;
-  }, "llama2-7b"));
+  expect_round_trip(gaudi_plan(
+      1,
+      [](sim::ParallelConfig& c) {  // full training, ZeRO-2, accumulation
+        c.lora = {}, c.zero_stage = 2, c.micro_batch_size = 2, c.global_batch_size = 64, c.seq_len = 1024;
+        c.recompute = sim::Recompute::none, c.attention = sim::AttentionKind::eager;
+      },
+      "llama2-7b"));
   expect_round_trip(gaudi_plan(1, [](sim::ParallelConfig& c) {  // DeepSpeed-Ulysses
     c.cp = 2, c.dp = 4, c.cp_kind = sim::CpKind::all_to_all, c.global_batch_size = 80, c.seq_len = 8192;
     c.lora.targets = {"q_proj", "k_proj", "v_proj", "o_proj"}, c.lora.rank = 4, c.lora.alpha = 32;
   }));
-  expect_round_trip(gaudi_plan(1, [](sim::ParallelConfig& c) {  // ZeRO-1, fp32 accumulation
-    c.zero_stage = 1, c.grad_accum_dtype = sim::GradAccumDtype::fp32, c.micro_batch_size = 1;
-    c.global_batch_size = 16, c.lora.dropout = 0.1;
-  }, "llama2-7b"));
+  expect_round_trip(gaudi_plan(
+      1,
+      [](sim::ParallelConfig& c) {  // ZeRO-1, fp32 accumulation
+        c.zero_stage = 1, c.grad_accum_dtype = sim::GradAccumDtype::fp32, c.micro_batch_size = 1;
+        c.global_batch_size = 16, c.lora.dropout = 0.1;
+      },
+      "llama2-7b"));
   expect_round_trip(gaudi_plan(2, [](sim::ParallelConfig& c) {  // offload, MiCS-style shard group
     c.offload_optimizer = true, c.sharding_degree = 4, c.fp8 = sim::Fp8Recipe::delayed;
   }));
-  expect_round_trip(gaudi_plan(1, [](sim::ParallelConfig& c) {
-    c.precision = sim::Precision::fp32, c.zero_stage = 0, c.micro_batch_size = 1, c.global_batch_size = 8;
-    c.lora.dropout = 0.0;
-  }, "tinyllama-1.1b"));
+  expect_round_trip(gaudi_plan(
+      1,
+      [](sim::ParallelConfig& c) {
+        c.precision = sim::Precision::fp32, c.zero_stage = 0, c.micro_batch_size = 1, c.global_batch_size = 8;
+        c.lora.dropout = 0.0;
+      },
+      "tinyllama-1.1b"));
 }
 
 // --- the README's command (examples/language-modeling/README.md lines 406-440, verbatim) -------
@@ -280,12 +291,15 @@ TEST(HabanaImport, ReadmeCommandWithItsDeepSpeedConfig) {
 }
 
 TEST(HabanaImport, DefaultsAndUnknownFlagsAreSaid) {
-  const ImportResult r = import_habana("python3 ../gaudi_spawn.py --world_size 8 --use_mpi run_lora_clm.py --bf16 "
-                                       "--no_such_flag 1 --lr_scheduler_type cosine --attn_implementation sdpa",
-                                       json(), cards(8), "cmd");
+  const ImportResult r = import_habana(
+      "python3 ../gaudi_spawn.py --world_size 8 --use_mpi run_lora_clm.py --bf16 "
+      "--no_such_flag 1 --lr_scheduler_type cosine --attn_implementation sdpa",
+      json(), cards(8), "cmd");
   const std::string w = joined(r.warnings);
-  for (const char* want : {"--per_device_train_batch_size not given", "--max_seq_length not given: run_lora_clm.py's "
-                           "default 512", "--lora_target_modules not given", "--no_such_flag is not a setting",
+  for (const char* want : {"--per_device_train_batch_size not given",
+                           "--max_seq_length not given: run_lora_clm.py's "
+                           "default 512",
+                           "--lora_target_modules not given", "--no_such_flag is not a setting",
                            "sdpa: the Gaudi models run their fused kernel only with gaudi_fused_sdpa"})
     EXPECT_NE(w.find(want), std::string::npos) << want << "\n" << w;
   EXPECT_EQ(w.find("--lr_scheduler_type"), std::string::npos);
@@ -307,7 +321,9 @@ TEST(HabanaImport, TheCommandBetweenShellOperatorsIsRead) {
   EXPECT_EQ(r.config.lora.rank, 16);
   EXPECT_EQ(r.config.dp, 8);
   // The script right after an operator, with the words before it on the same line.
-  EXPECT_EQ(import_habana("echo start && run_lora_clm.py --lora_rank 2 ; echo done", json(), cards(8), "cmd").config.lora.rank, 2);
+  EXPECT_EQ(import_habana("echo start && run_lora_clm.py --lora_rank 2 ; echo done", json(), cards(8), "cmd")
+                .config.lora.rank,
+            2);
 }
 
 TEST(HabanaImport, MalformedInputsNameTheSourceAndField) {
@@ -315,23 +331,28 @@ TEST(HabanaImport, MalformedInputsNameTheSourceAndField) {
   const auto error = [](const std::string& text, const json& ds = json(), int devices = 8) {
     return input_error_of([&] { (void)import_habana(text, ds, cards(devices), "launch.sh"); });
   };
-  EXPECT_NE(error(head + "--per_device_train_batch_size x").find("launch.sh: --per_device_train_batch_size: expected an integer"),
+  EXPECT_NE(error(head + "--per_device_train_batch_size x")
+                .find("launch.sh: --per_device_train_batch_size: expected an integer"),
             std::string::npos);
   EXPECT_NE(error(head + "--peft_type ia3").find("launch.sh: --peft_type: expected lora"), std::string::npos);
   EXPECT_NE(error(head + "--fp16").find("launch.sh: --fp16"), std::string::npos);
   EXPECT_NE(error(head + "--attn_implementation flash").find("launch.sh: --attn_implementation: expected eager"),
             std::string::npos);
-  EXPECT_NE(error(head + "--lora_target_modules --bf16").find("launch.sh: --lora_target_modules: expected at least one"),
-            std::string::npos);
+  EXPECT_NE(
+      error(head + "--lora_target_modules --bf16").find("launch.sh: --lora_target_modules: expected at least one"),
+      std::string::npos);
   EXPECT_NE(error(head + "--bf16 True", json(), 16).find("launch.sh: --world_size: expected the cluster's 16 devices"),
             std::string::npos);
-  EXPECT_NE(error(head + "--deepspeed ds.json --bf16 True").find("launch.sh: --deepspeed ds.json: the DeepSpeed config"),
-            std::string::npos);
+  EXPECT_NE(
+      error(head + "--deepspeed ds.json --bf16 True").find("launch.sh: --deepspeed ds.json: the DeepSpeed config"),
+      std::string::npos);
   json ds = kExampleDsConfig;
   ds["gradient_accumulation_steps"] = 4;
-  EXPECT_NE(error(head + "--deepspeed ds.json --bf16 True", ds)
-                .find("ds.json: field 'gradient_accumulation_steps': expected the command's --gradient_accumulation_steps (1)"),
-            std::string::npos);
+  EXPECT_NE(
+      error(head + "--deepspeed ds.json --bf16 True", ds)
+          .find(
+              "ds.json: field 'gradient_accumulation_steps': expected the command's --gradient_accumulation_steps (1)"),
+      std::string::npos);
   EXPECT_NE(error(head + "--deepspeed ds.json", kExampleDsConfig).find("ds.json: field 'bf16.enabled': expected false"),
             std::string::npos);
   ds = kExampleDsConfig;
@@ -351,14 +372,15 @@ TEST(HabanaImport, MalformedInputsNameTheSourceAndField) {
 void fake_gaudi_spawn(const TempDir& dir) {
   fs::create_directories(dir.path() / "bin");
   const std::string py = dir.file("bin/python3"), ds = dir.file("bin/deepspeed");
-  std::ofstream(py) << "#!/bin/bash\nshift\nworld=1\n"
-                       "while [[ $# -gt 0 && \"$1\" == --* ]]; do case \"$1\" in\n"
-                       "  --world_size) world=\"$2\"; shift 2;;\n  --hostfile|--master_port) shift 2;;\n"
-                       "  *) shift;;\nesac; done\ncmd=\"\"\n"
-                       "for a in \"$@\"; do\n"
-                       "  if [[ \"$a\" == *\" \"* && \"${a:0:1}\" != '\"' && \"${a: -1}\" != '\"' ]]; then a=\"\\\"$a\\\"\"; fi\n"
-                       "  cmd+=\"$a \"\ndone\n"
-                       "exec /bin/bash -c \"deepspeed --num_nodes 1 --num_gpus $world --no_local_rank --master_port 29500 $cmd\"\n";
+  std::ofstream(py)
+      << "#!/bin/bash\nshift\nworld=1\n"
+         "while [[ $# -gt 0 && \"$1\" == --* ]]; do case \"$1\" in\n"
+         "  --world_size) world=\"$2\"; shift 2;;\n  --hostfile|--master_port) shift 2;;\n"
+         "  *) shift;;\nesac; done\ncmd=\"\"\n"
+         "for a in \"$@\"; do\n"
+         "  if [[ \"$a\" == *\" \"* && \"${a:0:1}\" != '\"' && \"${a: -1}\" != '\"' ]]; then a=\"\\\"$a\\\"\"; fi\n"
+         "  cmd+=\"$a \"\ndone\n"
+         "exec /bin/bash -c \"deepspeed --num_nodes 1 --num_gpus $world --no_local_rank --master_port 29500 $cmd\"\n";
   std::ofstream(ds) << "#!/bin/bash\n: > \"$RECORD\"\nfor a in \"$@\"; do printf '%s\\0' \"$a\" >> \"$RECORD\"; done\n";
   ::chmod(py.c_str(), 0755);
   ::chmod(ds.c_str(), 0755);
@@ -385,8 +407,8 @@ TEST(HabanaExport, HostileStringsReachTheTrainingScriptVerbatim) {
     const std::string cmd = habana_command_line(plan, "cfg dir/" + s + ".json");
     const std::string path = dir.write("launch.sh", cmd);
     ASSERT_EQ(run_command("bash -n " + shell_quote(path)).status, 0) << cmd;
-    const auto r = run_command("PATH=" + shell_quote(dir.file("bin")) + ":\"$PATH\" RECORD=" +
-                               shell_quote(dir.file("args")) + " bash " + shell_quote(path));
+    const auto r = run_command("PATH=" + shell_quote(dir.file("bin")) +
+                               ":\"$PATH\" RECORD=" + shell_quote(dir.file("args")) + " bash " + shell_quote(path));
     ASSERT_EQ(r.status, 0) << r.out << cmd;
     const auto args = split_nul(read_text(dir.file("args")));
     const auto script = std::find(args.begin(), args.end(), "run_lora_clm.py");

@@ -5,26 +5,26 @@
 
 #include "interop/script_support.hpp"
 
-#include "support/run_command.hpp"
-#include "support/plan_of.hpp"
-#include "support/temp_dir.hpp"
 #include <sys/stat.h>
 #include <sys/wait.h>
+#include "support/plan_of.hpp"
+#include "support/run_command.hpp"
+#include "support/temp_dir.hpp"
 
 #include <algorithm>
 #include <cstdio>
 #include <cstdlib>
 #include <filesystem>
-#include <set>
 #include <fstream>
 #include <functional>
+#include <set>
 #include <sstream>
 #include <string>
 #include <vector>
 
+#include "formats/shell_quote.hpp"
 #include "interop/config_import.hpp"
 #include "interop/launch_export.hpp"
-#include "formats/shell_quote.hpp"
 #include "simulator/errors.hpp"
 #include "simulator/evaluator.hpp"
 
@@ -40,8 +40,7 @@ using nlohmann::json;
 
 // --- helpers ------------------------------------------------------------------------------
 
-Plan make_plan(const std::function<void(sim::ParallelConfig&)>& edit, const char* hw = "gaudi2-hls2",
-               int nodes = 1) {
+Plan make_plan(const std::function<void(sim::ParallelConfig&)>& edit, const char* hw = "gaudi2-hls2", int nodes = 1) {
   sim::ParallelConfig c;
   c.tp = 8;
   c.pp = 1;
@@ -153,13 +152,14 @@ TEST(Mpirun, HostilePathsReachMpirunVerbatim) {
   const std::string line = mpirun_command(plan, plan_path, o);
   ASSERT_EQ(bash_syntax(dir, line + "\n").status, 0) << line;
   write_text(dir.file("launch.sh"), line + "\n");
-  const Result r = run_command("PATH=" + shell_quote(dir.file("bin")) + ":\"$PATH\" RECORD=" + shell_quote(dir.file("args")) +
-                       " bash " + shell_quote(dir.file("launch.sh")));
+  const Result r =
+      run_command("PATH=" + shell_quote(dir.file("bin")) + ":\"$PATH\" RECORD=" + shell_quote(dir.file("args")) +
+                  " bash " + shell_quote(dir.file("launch.sh")));
   ASSERT_EQ(r.status, 0) << r.out;
-  std::vector<std::string> expected = {"-np",         "8",      "--map-by", "ppr:8:node", "--hostfile",
-                                       o.hostfile,    "-x",     "OMP_NUM_THREADS=20",     o.run.executable,
-                                       "--plan",      plan_path, "--data",  o.run.data,   "--checkpoint-dir",
-                                       o.run.checkpoint_dir};
+  std::vector<std::string> expected = {
+      "-np",      "8",      "--map-by",           "ppr:8:node",       "--hostfile",
+      o.hostfile, "-x",     "OMP_NUM_THREADS=20", o.run.executable,   "--plan",
+      plan_path,  "--data", o.run.data,           "--checkpoint-dir", o.run.checkpoint_dir};
   expected.insert(expected.end(), o.run.extra.begin(), o.run.extra.end());
   EXPECT_EQ(split_nul(read_text(dir.file("args"))), expected);
   EXPECT_FALSE(fs::exists(canary));
@@ -178,10 +178,10 @@ bool has_line(const std::string& text, const std::string& line) {
 TEST(Slurm, DirectivesForGaudi) {
   const std::string s = slurm_script(default_plan(), "plan.json");
   EXPECT_EQ(s.rfind("#!/bin/bash\n", 0), 0u);
-  for (const char* line : {"#SBATCH --job-name=shardplan-llama2-70b", "#SBATCH --nodes=1",
-                           "#SBATCH --ntasks-per-node=8", "#SBATCH --time=24:00:00", "#SBATCH --requeue",
-                           "#SBATCH --open-mode=append", "set -euo pipefail", "MAX_RETRIES=3",
-                           "export OMP_NUM_THREADS=20"})
+  for (const char* line :
+       {"#SBATCH --job-name=shardplan-llama2-70b", "#SBATCH --nodes=1", "#SBATCH --ntasks-per-node=8",
+        "#SBATCH --time=24:00:00", "#SBATCH --requeue", "#SBATCH --open-mode=append", "set -euo pipefail",
+        "MAX_RETRIES=3", "export OMP_NUM_THREADS=20"})
     EXPECT_TRUE(has_line(s, line)) << line << "\n" << s;
   EXPECT_EQ(s.find("--gpus-per-task"), std::string::npos);
   EXPECT_NE(s.find("# Intel Gaudi2 (HL-225): not a Slurm GPU"), std::string::npos);
@@ -198,7 +198,12 @@ TEST(Slurm, GpuKindsGetGpusPerTask) {
   EXPECT_TRUE(is_gpu_hardware(sim::load_hardware("g5.48xlarge")));
   EXPECT_FALSE(is_gpu_hardware(sim::load_hardware("gaudi2-hls2")));
   EXPECT_FALSE(is_gpu_hardware(sim::load_hardware("trn1.32xlarge")));
-  const Plan plan = make_plan([](sim::ParallelConfig& c) { c.dp = 2; c.zero_stage = 3; }, "p5.48xlarge", 2);
+  const Plan plan = make_plan(
+      [](sim::ParallelConfig& c) {
+        c.dp = 2;
+        c.zero_stage = 3;
+      },
+      "p5.48xlarge", 2);
   const std::string s = slurm_script(plan, "plan.json");
   EXPECT_TRUE(has_line(s, "#SBATCH --gpus-per-task=1"));
   EXPECT_TRUE(has_line(s, "#SBATCH --nodes=2"));
@@ -237,20 +242,23 @@ SlurmRun run_slurm(const TempDir& dir, const std::string& script, int fail_times
              "#!/bin/bash\n"
              "for a in \"$@\"; do if [ \"$a\" = health ]; then\n"
              "  h=$(cat \"$STATE/health\" 2>/dev/null || echo 0); h=$((h + 1)); echo \"$h\" > \"$STATE/health\"\n"
-             "  if [ \"$h\" -le " + std::to_string(health_fails) + " ]; then exit 1; fi; exit 0; fi; done\n"
-             "n=$(cat \"$STATE/count\" 2>/dev/null || echo 0); n=$((n + 1)); echo \"$n\" > \"$STATE/count\"\n"
-             ": > \"$STATE/args\"; for a in \"$@\"; do printf '%s\\0' \"$a\" >> \"$STATE/args\"; done\n"
-             "echo \"fake srun attempt $n\"\n"
-             "if [ \"$n\" -le \"$FAIL_TIMES\" ]; then exit \"$FAIL_CODE\"; fi\n",
+             "  if [ \"$h\" -le " +
+                 std::to_string(health_fails) +
+                 " ]; then exit 1; fi; exit 0; fi; done\n"
+                 "n=$(cat \"$STATE/count\" 2>/dev/null || echo 0); n=$((n + 1)); echo \"$n\" > \"$STATE/count\"\n"
+                 ": > \"$STATE/args\"; for a in \"$@\"; do printf '%s\\0' \"$a\" >> \"$STATE/args\"; done\n"
+                 "echo \"fake srun attempt $n\"\n"
+                 "if [ \"$n\" -le \"$FAIL_TIMES\" ]; then exit \"$FAIL_CODE\"; fi\n",
              true);
   fs::create_directories(dir.path() / "state");
   fs::remove(dir.path() / "state" / "count");
   fs::remove(dir.path() / "state" / "health");
   write_text(dir.file("job.sbatch"), script);
   SlurmRun r;
-  r.result = run_command("cd " + shell_quote(dir.path().string()) + " && PATH=" + shell_quote(dir.file("bin")) +
-                 ":\"$PATH\" STATE=" + shell_quote(dir.file("state")) + " FAIL_TIMES=" + std::to_string(fail_times) +
-                 " FAIL_CODE=" + std::to_string(code) + " SLURM_JOB_ID=4242 bash job.sbatch");
+  r.result =
+      run_command("cd " + shell_quote(dir.path().string()) + " && PATH=" + shell_quote(dir.file("bin")) +
+                  ":\"$PATH\" STATE=" + shell_quote(dir.file("state")) + " FAIL_TIMES=" + std::to_string(fail_times) +
+                  " FAIL_CODE=" + std::to_string(code) + " SLURM_JOB_ID=4242 bash job.sbatch");
   r.attempts = std::atoi(read_text(dir.file("state/count")).c_str());
   r.health_checks = std::atoi(read_text(dir.file("state/health")).c_str());
   r.last_args = split_nul(read_text(dir.file("state/args")));
@@ -285,9 +293,9 @@ TEST(Slurm, AutoResumeLoopWithHostileNames) {
   EXPECT_EQ(ok.result.status, 0) << ok.result.out;
   EXPECT_EQ(ok.attempts, 3);
   EXPECT_EQ(ok.health_checks, 2);  // before each relaunch
-  std::vector<std::string> expected = {"--mpi=pmix", "--kill-on-bad-exit=1", o.run.executable,  "--plan",   plan_path,
-                                       "--steps",              "50",              "--data",   o.run.data,
-                                       "--checkpoint-dir",     o.run.checkpoint_dir, "--resume", "auto"};
+  std::vector<std::string> expected = {
+      "--mpi=pmix", "--kill-on-bad-exit=1", o.run.executable,     "--plan",   plan_path, "--steps", "50", "--data",
+      o.run.data,   "--checkpoint-dir",     o.run.checkpoint_dir, "--resume", "auto"};
   expected.insert(expected.end(), o.run.extra.begin(), o.run.extra.end());
   EXPECT_EQ(ok.last_args, expected);
   for (int k = 1; k <= 3; ++k) {
@@ -414,15 +422,17 @@ TEST(DeepSpeedExport, NoCheckpointingSectionWithoutRecompute) {
 
 TEST(DeepSpeedExport, ReimportGivesTheSameConfig) {
   std::vector<Plan> plans = {zero3_offload_plan(), default_plan(),
-                             make_plan([](sim::ParallelConfig& c) {
-                               c.tp = 2;
-                               c.pp = 2;
-                               c.dp = 4;
-                               c.zero_stage = 1;
-                               c.micro_batch_size = 2;
-                               c.global_batch_size = 64;
-                               c.precision = sim::Precision::fp16;
-                             }, "gaudi2-hls2", 2)};
+                             make_plan(
+                                 [](sim::ParallelConfig& c) {
+                                   c.tp = 2;
+                                   c.pp = 2;
+                                   c.dp = 4;
+                                   c.zero_stage = 1;
+                                   c.micro_batch_size = 2;
+                                   c.global_batch_size = 64;
+                                   c.precision = sim::Precision::fp16;
+                                 },
+                                 "gaudi2-hls2", 2)};
   for (const auto& plan : plans) {
     const json ds = json::parse(deepspeed_config(plan).dump());
     const ImportResult r = import_deepspeed(ds, context_for(plan), "exported ds_config");
@@ -444,17 +454,19 @@ bool has_flag(const std::vector<std::string>& args, const std::string& flag) {
 }
 
 TEST(MegatronExport, InterleavedGqaLlama) {
-  const Plan plan = make_plan([](sim::ParallelConfig& c) {
-    c.pp = 2;
-    c.dp = 1;
-    c.schedule = sim::PipelineSchedule::interleaved;
-    c.virtual_stages = 2;
-    c.micro_batch_size = 1;
-    c.global_batch_size = 8;
-    c.sequence_parallel = true;
-    c.zero_stage = 1;
-    c.recompute = sim::Recompute::full;
-  }, "gaudi2-hls2", 2);
+  const Plan plan = make_plan(
+      [](sim::ParallelConfig& c) {
+        c.pp = 2;
+        c.dp = 1;
+        c.schedule = sim::PipelineSchedule::interleaved;
+        c.virtual_stages = 2;
+        c.micro_batch_size = 1;
+        c.global_batch_size = 8;
+        c.sequence_parallel = true;
+        c.zero_stage = 1;
+        c.recompute = sim::Recompute::full;
+      },
+      "gaudi2-hls2", 2);
   const auto a = megatron_args(plan);
   EXPECT_EQ(arg_after(a, "--tensor-model-parallel-size"), "8");
   EXPECT_EQ(arg_after(a, "--pipeline-model-parallel-size"), "2");
@@ -520,9 +532,8 @@ TEST(MegatronExport, RecomputingTheFirstLayersOfEachStageIsTheBlockMethod) {
   EXPECT_EQ(arg_after(a, "--recompute-method"), "block");
   EXPECT_EQ(arg_after(a, "--recompute-num-layers"), "5");
   const auto notes = deepspeed_notes(plan);
-  EXPECT_TRUE(std::any_of(notes.begin(), notes.end(), [](const std::string& n) {
-    return n.find("recompute_num_layers 5") != std::string::npos;
-  }));
+  EXPECT_TRUE(std::any_of(notes.begin(), notes.end(),
+                          [](const std::string& n) { return n.find("recompute_num_layers 5") != std::string::npos; }));
 }
 
 TEST(MegatronExport, UnevenEdgesAreExpressedMiddleIsNot) {
@@ -563,8 +574,9 @@ TEST(MegatronExport, CommandLineRunsVerbatim) {
   ASSERT_EQ(bash_syntax(dir, cmd).status, 0) << cmd;
   EXPECT_EQ(cmd.rfind("# shardplan note: ZeRO-3", 0), 0u) << cmd;
   write_text(dir.file("megatron.sh"), cmd);
-  const Result r = run_command("PATH=" + shell_quote(dir.file("bin")) + ":\"$PATH\" RECORD=" + shell_quote(dir.file("args")) +
-                       " bash " + shell_quote(dir.file("megatron.sh")));
+  const Result r =
+      run_command("PATH=" + shell_quote(dir.file("bin")) + ":\"$PATH\" RECORD=" + shell_quote(dir.file("args")) +
+                  " bash " + shell_quote(dir.file("megatron.sh")));
   ASSERT_EQ(r.status, 0) << r.out;
   std::vector<std::string> expected = {"--nnodes", "1", "--nproc-per-node", "8", "pretrain_gpt.py"};
   const auto args = megatron_args(plan);
@@ -575,17 +587,19 @@ TEST(MegatronExport, CommandLineRunsVerbatim) {
 // --- SageMaker model parallel -------------------------------------------------------------
 
 TEST(SmpExport, ParametersAndReimport) {
-  const Plan plan = make_plan([](sim::ParallelConfig& c) {
-    c.tp = 8;
-    c.pp = 4;
-    c.dp = 4;
-    c.zero_stage = 3;
-    c.sharding_degree = 2;
-    c.micro_batch_size = 2;
-    c.global_batch_size = 64;
-    c.offload_activations = true;
-    c.recompute = sim::Recompute::full;
-  }, "gaudi2-hls2", 16);
+  const Plan plan = make_plan(
+      [](sim::ParallelConfig& c) {
+        c.tp = 8;
+        c.pp = 4;
+        c.dp = 4;
+        c.zero_stage = 3;
+        c.sharding_degree = 2;
+        c.micro_batch_size = 2;
+        c.global_batch_size = 64;
+        c.offload_activations = true;
+        c.recompute = sim::Recompute::full;
+      },
+      "gaudi2-hls2", 16);
   const json p = json::parse(smp_parameters(plan).dump());
   EXPECT_EQ(p["partitions"], 4);
   EXPECT_EQ(p["microbatches"], 8);

@@ -139,17 +139,17 @@ std::string error_of(const std::string& script, int devices = 8) {
   ctx.devices = devices;
   try {
     import_megatron(script, ctx, "bad.sh");
-  } catch (const sim::InputError& e) {
-    return e.what();
-  }
+  } catch (const sim::InputError& e) { return e.what(); }
   return "";
 }
 
 TEST(MegatronInterop, MalformedArgumentsAreNamed) {
-  EXPECT_NE(error_of("--tensor-model-parallel-size two").find("bad.sh: --tensor-model-parallel-size: expected an integer"),
-            std::string::npos);
+  EXPECT_NE(
+      error_of("--tensor-model-parallel-size two").find("bad.sh: --tensor-model-parallel-size: expected an integer"),
+      std::string::npos);
   EXPECT_NE(error_of("--tensor-model-parallel-size 3").find("expected a divisor of the 8 devices"), std::string::npos);
-  EXPECT_NE(error_of("--tensor-model-parallel-size 2 --cp-comm-type allgather").find("--cp-comm-type"), std::string::npos);
+  EXPECT_NE(error_of("--tensor-model-parallel-size 2 --cp-comm-type allgather").find("--cp-comm-type"),
+            std::string::npos);
   EXPECT_NE(error_of("--micro-batch-size 3 --global-batch-size 10").find("--global-batch-size: expected a multiple"),
             std::string::npos);
   EXPECT_NE(error_of("torchrun --nnodes 2 --nproc-per-node 8 pretrain_gpt.py --micro-batch-size 1").find("16"),

@@ -10,10 +10,10 @@
 #include <functional>
 #include <sstream>
 
-#include "interop/golden.hpp"
-#include "interop/script_support.hpp"
-#include "interop/neuron.hpp"
 #include "formats/shell_quote.hpp"
+#include "interop/golden.hpp"
+#include "interop/neuron.hpp"
+#include "interop/script_support.hpp"
 #include "simulator/errors.hpp"
 #include "support/input_error.hpp"
 #include "support/plan_of.hpp"
@@ -38,7 +38,8 @@ using shardplan::testing::golden::golden_plan;
 // --- helpers ---------------------------------------------------------------------------------
 
 // Llama 2 70B on trn1.32xlarge counted in NeuronCores, edited from the neuron-3d layout.
-Plan trn_plan(int nodes, const std::function<void(sim::ParallelConfig&)>& edit, const char* hw = "trn1.32xlarge-neuroncore") {
+Plan trn_plan(int nodes, const std::function<void(sim::ParallelConfig&)>& edit,
+              const char* hw = "trn1.32xlarge-neuroncore") {
   sim::ParallelConfig c;
   c.tp = 8, c.pp = 1, c.dp = nodes * 32 / 8, c.zero_stage = 1;
   c.micro_batch_size = 1, c.global_batch_size = 1024, c.seq_len = 4096;
@@ -61,9 +62,7 @@ void expect_same_config(const sim::ParallelConfig& got, const sim::ParallelConfi
   EXPECT_EQ(got.pp, want.pp);
   EXPECT_EQ(got.dp, want.dp);
   EXPECT_EQ(got.cp, want.cp);
-  if (want.cp > 1) {
-    EXPECT_EQ(got.cp_kind, want.cp_kind);
-  }
+  if (want.cp > 1) { EXPECT_EQ(got.cp_kind, want.cp_kind); }
   EXPECT_EQ(got.ep, want.ep);
   EXPECT_EQ(got.zero_stage, want.zero_stage);
   EXPECT_EQ(got.shard_group(), want.shard_group());
@@ -104,13 +103,13 @@ TEST(NeuronExport, GoldenNeuron3d) {
 
 TEST(NeuronExport, PipelineLineHasTheTpPpScriptsNames) {
   const std::string s = neuron_command_line(golden_plan("neuron-3d"));
-  for (const char* want : {"torchrun --nproc_per_node 32 --nnodes 32 --node_rank \"$NODE_RANK\" --master_addr "
-                           "\"$MASTER_ADDR\" --master_port 44000 run_llama_nxd.py",
-                           "--train_batch_size 64", "--num_microbatches 64", "--tensor_parallel_size 8",
-                           "--pipeline_parallel_size 8", "--virtual_pipeline_size 1", "--use_zero1_optimizer 1",
-                           "--use_sequence_parallel 1", "--use_selective_checkpoint 0", "--use_flash_attention 0",
-                           "--use_gpu_compatible_precision 0", "--training_config 70B_config_llama2",
-                           "export XLA_DOWNCAST_BF16=1"})
+  for (const char* want :
+       {"torchrun --nproc_per_node 32 --nnodes 32 --node_rank \"$NODE_RANK\" --master_addr "
+        "\"$MASTER_ADDR\" --master_port 44000 run_llama_nxd.py",
+        "--train_batch_size 64", "--num_microbatches 64", "--tensor_parallel_size 8", "--pipeline_parallel_size 8",
+        "--virtual_pipeline_size 1", "--use_zero1_optimizer 1", "--use_sequence_parallel 1",
+        "--use_selective_checkpoint 0", "--use_flash_attention 0", "--use_gpu_compatible_precision 0",
+        "--training_config 70B_config_llama2", "export XLA_DOWNCAST_BF16=1"})
     EXPECT_NE(s.find(want), std::string::npos) << want << "\n" << s;
   EXPECT_EQ(s.find("--use_zero_1"), std::string::npos);  // the other script's spelling
 }
@@ -121,11 +120,12 @@ TEST(NeuronExport, Zero1ScriptForOnePipelineStage) {
     c.attention = sim::AttentionKind::flash, c.grad_accum_dtype = sim::GradAccumDtype::fp32;
   });
   const std::string s = neuron_command_line(plan);
-  for (const char* want : {"torchrun --nproc_per_node 32 tp_zero1_llama_hf_pretrain.py", "--batch_size 2",
-                           "--grad_accum_usteps 8", "--tensor_parallel_size 8", "--use_zero_1", "--use_mix_precision",
-                           "--sequence_parallel_enabled", "--selective_checkpoint_enabled", "--seq_len 4096",
-                           "--use_gpu_compatible_precision 1", "--use_flash_attention 1", "--steps_this_run -1",
-                           "--model_path ../tp_pp_llama_hf_pretrain/70B_config_llama2", "export NEURON_RT_NUM_CORES=32"})
+  for (const char* want :
+       {"torchrun --nproc_per_node 32 tp_zero1_llama_hf_pretrain.py", "--batch_size 2", "--grad_accum_usteps 8",
+        "--tensor_parallel_size 8", "--use_zero_1", "--use_mix_precision", "--sequence_parallel_enabled",
+        "--selective_checkpoint_enabled", "--seq_len 4096", "--use_gpu_compatible_precision 1",
+        "--use_flash_attention 1", "--steps_this_run -1", "--model_path ../tp_pp_llama_hf_pretrain/70B_config_llama2",
+        "export NEURON_RT_NUM_CORES=32"})
     EXPECT_NE(s.find(want), std::string::npos) << want << "\n" << s;
   EXPECT_EQ(s.find("--nnodes"), std::string::npos);
   EXPECT_EQ(s.find("--pipeline_parallel_size"), std::string::npos);
@@ -138,8 +138,8 @@ TEST(NeuronExport, NotesForWhatNxdCannotExpress) {
     c.sharding_degree = 2, c.rank_order = "tp-pp-dp";
   });
   const std::string notes = joined(neuron_notes(plan));
-  for (const char* want : {"always checkpoint", "GPipe", "sharding degree of 2", "rank order 'tp-pp-dp'",
-                           "70B_config_llama2"})
+  for (const char* want :
+       {"always checkpoint", "GPipe", "sharding degree of 2", "rank order 'tp-pp-dp'", "70B_config_llama2"})
     EXPECT_NE(notes.find(want), std::string::npos) << want << "\n" << notes;
   const std::string s = neuron_command_line(plan);
   EXPECT_EQ(s.rfind("# shardplan note: ", 0), 0u);
@@ -165,9 +165,11 @@ TEST(NeuronExport, RefusesPlansNxdCannotRun) {
   refused(trn_plan(1, [](sim::ParallelConfig& c) { c.offload_optimizer = true; }), "offload");
   refused(trn_plan(1, [](sim::ParallelConfig& c) { c.precision = sim::Precision::fp32, c.zero_stage = 0; }),
           "precision fp32");
-  refused(trn_plan(1, [](sim::ParallelConfig& c) {
-            c.tp = 4, c.cp = 2, c.dp = 4, c.cp_kind = sim::CpKind::all_to_all, c.attention = sim::AttentionKind::flash;
-          }),
+  refused(trn_plan(1,
+                   [](sim::ParallelConfig& c) {
+                     c.tp = 4, c.cp = 2, c.dp = 4, c.cp_kind = sim::CpKind::all_to_all,
+                     c.attention = sim::AttentionKind::flash;
+                   }),
           "--cp-kind ring");
   Plan fp8 = trn_plan(1, [](sim::ParallelConfig&) {});
   fp8.config.fp8 = sim::Fp8Recipe::delayed;  // no valid FP8 plan exists on trn1: set after validation
@@ -375,7 +377,7 @@ TEST(NeuronImport, ShippedTpZero1LauncherThroughItsVariables) {
     EXPECT_EQ(c.micro_batch_size, 1);
     EXPECT_EQ(c.global_batch_size, 1024);  // ACC_STEPS = GBS / MBS / DP with the cluster's DP
     EXPECT_EQ(c.seq_len, 4096);
-    EXPECT_EQ(c.zero_stage, 1);            // EXTRA_ARGS+=" --use_zero_1" under USE_ZERO_1=1
+    EXPECT_EQ(c.zero_stage, 1);  // EXTRA_ARGS+=" --use_zero_1" under USE_ZERO_1=1
     EXPECT_TRUE(c.sequence_parallel);
     EXPECT_EQ(c.recompute, sim::Recompute::selective);
     EXPECT_EQ(c.attention, sim::AttentionKind::flash);  // --use_flash_attention defaults to 1 here
@@ -396,11 +398,11 @@ TEST(NeuronImport, ShippedTpPpLauncherThroughItsVariables) {
   EXPECT_EQ(c.tp, 32);
   EXPECT_EQ(c.pp, 8);
   EXPECT_EQ(c.dp, 4);
-  EXPECT_EQ(c.micro_batch_size, 1);      // BS / NUM_MICROBATCHES, both GBS / DP
+  EXPECT_EQ(c.micro_batch_size, 1);  // BS / NUM_MICROBATCHES, both GBS / DP
   EXPECT_EQ(c.global_batch_size, 1024);
   EXPECT_EQ(c.seq_len, 4096);
   EXPECT_EQ(c.zero_stage, 1);
-  EXPECT_TRUE(c.sequence_parallel);      // --use_sequence_parallel defaults to 1
+  EXPECT_TRUE(c.sequence_parallel);  // --use_sequence_parallel defaults to 1
   EXPECT_EQ(c.recompute, sim::Recompute::selective);
   EXPECT_EQ(c.attention, sim::AttentionKind::eager);  // --use_flash_attention defaults to 0 here
   EXPECT_EQ(c.schedule, sim::PipelineSchedule::one_f_one_b);
@@ -415,9 +417,10 @@ TEST(NeuronImport, ShippedTpPpLauncherThroughItsVariables) {
 }
 
 TEST(NeuronImport, WarnsOnFlagsThatMatterAndUnknownOnes) {
-  const std::string line = "torchrun --nproc_per_node 32 tp_zero1_llama_hf_pretrain.py --tensor_parallel_size 8 "
-                           "--batch_size 1 --grad_accum_usteps 4 --seq_len 2048 --use_zero_1 --num_layers 4 "
-                           "--no_such_flag 3 --lr 1e-4";
+  const std::string line =
+      "torchrun --nproc_per_node 32 tp_zero1_llama_hf_pretrain.py --tensor_parallel_size 8 "
+      "--batch_size 1 --grad_accum_usteps 4 --seq_len 2048 --use_zero_1 --num_layers 4 "
+      "--no_such_flag 3 --lr 1e-4";
   const ImportResult r = import_neuron(line, cores(1), "cmd");
   const std::string w = joined(r.warnings);
   EXPECT_NE(w.find("--num_layers 4 overrides"), std::string::npos) << w;
@@ -436,8 +439,9 @@ TEST(NeuronImport, MalformedLinesNameTheSourceAndFlag) {
     return input_error_of([&] { (void)import_neuron(text, cores(nodes), "launch.sh"); });
   };
   const std::string pp = "torchrun run_llama_nxd.py --tensor_parallel_size 8 --pipeline_parallel_size 4 ";
-  EXPECT_NE(error(pp + "--train_batch_size 10 --num_microbatches 3").find("launch.sh: --train_batch_size: expected a "
-                                                                          "multiple of --num_microbatches (3)"),
+  EXPECT_NE(error(pp + "--train_batch_size 10 --num_microbatches 3")
+                .find("launch.sh: --train_batch_size: expected a "
+                      "multiple of --num_microbatches (3)"),
             std::string::npos);
   EXPECT_NE(error(pp + "--train_batch_size x").find("launch.sh: --train_batch_size: expected an integer"),
             std::string::npos);
@@ -455,8 +459,9 @@ TEST(NeuronImport, MalformedLinesNameTheSourceAndFlag) {
             std::string::npos);
   ImportContext ctx = cores(1);
   ctx.tp = 4;
-  EXPECT_NE(input_error_of([&] { (void)import_neuron(pp + "--train_batch_size 8", ctx, "launch.sh"); })
-                .find("launch.sh: --tensor_parallel_size: expected the tensor-parallel degree given to the import (4)"),
+  EXPECT_NE(input_error_of([&] {
+              (void)import_neuron(pp + "--train_batch_size 8", ctx, "launch.sh");
+            }).find("launch.sh: --tensor_parallel_size: expected the tensor-parallel degree given to the import (4)"),
             std::string::npos);
 }
 
@@ -473,9 +478,9 @@ TEST(NeuronExport, HostileModelNamesReachTorchrunVerbatim) {
     const std::string script = neuron_command_line(plan);
     const std::string path = dir.write("launch.sh", script);
     ASSERT_EQ(run_command("bash -n " + shell_quote(path)).status, 0) << script;
-    const auto r = run_command("PATH=" + shell_quote(dir.file("bin")) + ":\"$PATH\" RECORD=" +
-                               shell_quote(dir.file("args")) + " DATA_PATH=/data NODE_RANK=3 MASTER_ADDR=10.0.0.1 bash " +
-                               shell_quote(path));
+    const auto r =
+        run_command("PATH=" + shell_quote(dir.file("bin")) + ":\"$PATH\" RECORD=" + shell_quote(dir.file("args")) +
+                    " DATA_PATH=/data NODE_RANK=3 MASTER_ADDR=10.0.0.1 bash " + shell_quote(path));
     ASSERT_EQ(r.status, 0) << r.out;
     const auto args = split_nul(read_text(dir.file("args")));
     EXPECT_EQ(arg_after(args, "--training_config"), name + "_config");
@@ -489,8 +494,9 @@ TEST(NeuronExport, ScriptStopsWithoutTheVariablesItNeeds) {
   TempDir dir;
   fake_recorder(dir, "torchrun");
   const std::string path = dir.write("launch.sh", neuron_command_line(golden_plan("neuron-3d")));
-  const auto r = run_command("PATH=" + shell_quote(dir.file("bin")) + ":\"$PATH\" RECORD=" +
-                             shell_quote(dir.file("args")) + " DATA_PATH=/data bash " + shell_quote(path));
+  const auto r =
+      run_command("PATH=" + shell_quote(dir.file("bin")) + ":\"$PATH\" RECORD=" + shell_quote(dir.file("args")) +
+                  " DATA_PATH=/data bash " + shell_quote(path));
   EXPECT_NE(r.status, 0);
   EXPECT_NE(r.out.find("NODE_RANK"), std::string::npos) << r.out;
   EXPECT_FALSE(fs::exists(dir.file("args")));

@@ -29,9 +29,8 @@ formats::Plan dense() {
   });
 }
 formats::Plan lora() {
-  return replanned(golden_plan("zero3-lora"), "p4de.24xlarge", 1, [](sim::ParallelConfig& c) {
-    c.micro_batch_size = 2, c.global_batch_size = 16;
-  });
+  return replanned(golden_plan("zero3-lora"), "p4de.24xlarge", 1,
+                   [](sim::ParallelConfig& c) { c.micro_batch_size = 2, c.global_batch_size = 16; });
 }
 formats::Plan moe() {
   return replanned(golden_plan("moe-cp"), "p5.48xlarge", 4, [](sim::ParallelConfig& c) {
@@ -79,10 +78,11 @@ TEST(SmpV2, ParametersAreWhereTheEstimatorTakesThem) {
   EXPECT_EQ(d["distribution"]["torch_distributed"]["enabled"], true);
   const json& p = d["distribution"]["smdistributed"]["modelparallel"]["parameters"];
   EXPECT_EQ(p["tensor_parallel_degree"], 4);
-  EXPECT_EQ(p["hybrid_shard_degree"], 8);  // the ZeRO-3 group: all 8 data-parallel ranks
+  EXPECT_EQ(p["hybrid_shard_degree"], 8);                        // the ZeRO-3 group: all 8 data-parallel ranks
   EXPECT_EQ(d["hyperparameters"]["use_smp_implementation"], 1);  // TP needs torch.sagemaker.transform
   // A sharding group of 8 of the 32 expert-plan ranks is hybrid sharding over 8.
-  EXPECT_EQ(smp_v2_config(moe())["distribution"]["smdistributed"]["modelparallel"]["parameters"]["hybrid_shard_degree"], 8);
+  EXPECT_EQ(smp_v2_config(moe())["distribution"]["smdistributed"]["modelparallel"]["parameters"]["hybrid_shard_degree"],
+            8);
 }
 
 TEST(SmpV2, ExportReadsBackToThePlansLayout) {
@@ -93,8 +93,7 @@ TEST(SmpV2, ExportReadsBackToThePlansLayout) {
   // Variants: context parallelism (its ranks are in the FSDP group), ZeRO-2, no sharding, offload, FP8.
   using Edit = void (*)(sim::ParallelConfig&);
   for (const Edit edit : {Edit([](sim::ParallelConfig& c) { c.tp = 2, c.cp = 2, c.dp = 8, c.seq_len = 16384; }),
-                          Edit([](sim::ParallelConfig& c) { c.zero_stage = 2; }),
-                          Edit([](sim::ParallelConfig& c) {
+                          Edit([](sim::ParallelConfig& c) { c.zero_stage = 2; }), Edit([](sim::ParallelConfig& c) {
                             c.zero_stage = 0, c.sharding_degree = 0, c.recompute = sim::Recompute::none;
                           }),
                           Edit([](sim::ParallelConfig& c) { c.offload_activations = true; }),
@@ -110,9 +109,7 @@ TEST(SmpV2, WhatItCannotRunIsRefusedWithTheReason) {
   const auto message = [](const formats::Plan& p) {
     try {
       smp_v2_config(p);
-    } catch (const sim::InputError& e) {
-      return std::string(e.what());
-    }
+    } catch (const sim::InputError& e) { return std::string(e.what()); }
     return std::string();
   };
   EXPECT_NE(message(golden_plan("dense-3d")).find("no pipeline parallelism"), std::string::npos);
@@ -127,7 +124,8 @@ TEST(SmpV2, NotesSayWhatTheScriptRunsDifferently) {
   });
   const auto notes = smp_v2_notes(p);
   const auto mentions = [&](const std::string& s) {
-    return std::any_of(notes.begin(), notes.end(), [&](const std::string& n) { return n.find(s) != std::string::npos; });
+    return std::any_of(notes.begin(), notes.end(),
+                       [&](const std::string& n) { return n.find(s) != std::string::npos; });
   };
   EXPECT_TRUE(mentions("no gradient accumulation"));
   EXPECT_TRUE(mentions("_hybrid_shard_zero2"));
@@ -156,18 +154,19 @@ TEST(SmpV2, MalformedSettingsAreNamed) {
   const auto error = [&](const json& doc) {
     try {
       import_smp_v2(doc, ctx, "smp.json");
-    } catch (const sim::InputError& e) {
-      return std::string(e.what());
-    }
+    } catch (const sim::InputError& e) { return std::string(e.what()); }
     return std::string();
   };
-  EXPECT_NE(error({{"tensor_parallel_degree", 3}, {"hybrid_shard_degree", 0}}).find("tensor_parallel_degree"), std::string::npos);
+  EXPECT_NE(error({{"tensor_parallel_degree", 3}, {"hybrid_shard_degree", 0}}).find("tensor_parallel_degree"),
+            std::string::npos);
   EXPECT_NE(error({{"hybrid_shard_degree", 3}}).find("hybrid_shard_degree"), std::string::npos);
   EXPECT_NE(error({{"hybrid_shard_degree", -1}}).find("hybrid_shard_degree"), std::string::npos);
-  const json bad_strategy = {{"distribution", {{"smdistributed", {{"modelparallel", {{"parameters", {{"hybrid_shard_degree", 0}}}}}}}}},
-                             {"hyperparameters", {{"sharding_strategy", "zero_everything"}}}};
+  const json bad_strategy = {
+      {"distribution", {{"smdistributed", {{"modelparallel", {{"parameters", {{"hybrid_shard_degree", 0}}}}}}}}},
+      {"hyperparameters", {{"sharding_strategy", "zero_everything"}}}};
   EXPECT_NE(error(bad_strategy).find("sharding_strategy"), std::string::npos);
-  EXPECT_NE(error({{"distribution", {{"smdistributed", {{"modelparallel", {{"enabled", true}}}}}}}}).find("no SMP v2 parameters"),
+  EXPECT_NE(error({{"distribution", {{"smdistributed", {{"modelparallel", {{"enabled", true}}}}}}}})
+                .find("no SMP v2 parameters"),
             std::string::npos);
 }
 

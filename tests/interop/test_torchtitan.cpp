@@ -4,19 +4,19 @@
 #include <gtest/gtest.h>
 #include <sys/stat.h>
 
+#include <toml++/toml.h>
 #include <algorithm>
 #include <filesystem>
 #include <fstream>
 #include <functional>
 #include <sstream>
 #include <string>
-#include <toml++/toml.h>
 #include <vector>
 
+#include "formats/shell_quote.hpp"
 #include "interop/golden.hpp"
 #include "interop/script_support.hpp"
 #include "interop/torchtitan.hpp"
-#include "formats/shell_quote.hpp"
 #include "support/input_error.hpp"
 #include "support/plan_of.hpp"
 #include "support/run_command.hpp"
@@ -63,9 +63,13 @@ bool any_contains(const std::vector<std::string>& lines, const std::string& part
 
 // --- golden exports -----------------------------------------------------------------------
 
-TEST(TorchtitanExport, GoldenDense3d) { expect_golden("dense-3d", "torchtitan.toml", torchtitan_toml(golden_plan("dense-3d"))); }
+TEST(TorchtitanExport, GoldenDense3d) {
+  expect_golden("dense-3d", "torchtitan.toml", torchtitan_toml(golden_plan("dense-3d")));
+}
 
-TEST(TorchtitanExport, GoldenMoeCp) { expect_golden("moe-cp", "torchtitan.toml", torchtitan_toml(golden_plan("moe-cp"))); }
+TEST(TorchtitanExport, GoldenMoeCp) {
+  expect_golden("moe-cp", "torchtitan.toml", torchtitan_toml(golden_plan("moe-cp")));
+}
 
 TEST(TorchtitanExport, Dense3dSaysWhatItApproximates) {
   const auto notes = torchtitan_notes(golden_plan("dense-3d"));
@@ -121,25 +125,32 @@ TEST(TorchtitanExport, RefusesWhatTorchtitanCannotRun) {
     EXPECT_EQ(input_error_of([&] { (void)torchtitan_notes(p); }), why);
     EXPECT_EQ(input_error_of([&] { (void)torchtitan_command_line(p, "t.toml"); }), why);
   };
-  refused(make_plan("llama2-7b", 1, [](sim::ParallelConfig& c) {
-            c.dp = 8, c.zero_stage = 3, c.lora.rank = 8, c.lora.targets = {"q_proj"};
-          }), "LoRA");
+  refused(make_plan(
+              "llama2-7b", 1,
+              [](sim::ParallelConfig& c) { c.dp = 8, c.zero_stage = 3, c.lora.rank = 8, c.lora.targets = {"q_proj"}; }),
+          "LoRA");
   refused(make_plan("llama3.1-8b", 1, [](sim::ParallelConfig& c) { c.dp = 8, c.precision = sim::Precision::fp16; }),
           "fp16");
-  refused(make_plan("llama3.1-8b", 1, [](sim::ParallelConfig& c) {
-            c.dp = 8, c.zero_stage = 3, c.recompute = sim::Recompute::full, c.offload_activations = true;
-          }), "activation offload");
-  refused(make_plan("llama3.1-8b", 1, [](sim::ParallelConfig& c) {
-            c.tp = 8, c.zero_stage = 1, c.offload_optimizer = true;
-          }), "optimizer offload");
+  refused(make_plan("llama3.1-8b", 1,
+                    [](sim::ParallelConfig& c) {
+                      c.dp = 8, c.zero_stage = 3, c.recompute = sim::Recompute::full, c.offload_activations = true;
+                    }),
+          "activation offload");
+  refused(make_plan("llama3.1-8b", 1,
+                    [](sim::ParallelConfig& c) { c.tp = 8, c.zero_stage = 1, c.offload_optimizer = true; }),
+          "optimizer offload");
   refused(make_plan("llama3.1-8b", 1, [](sim::ParallelConfig& c) { c.dp = 8, c.seq_len = 4095; }), "seq_len 4095");
   refused(make_plan("bert-large", 1, [](sim::ParallelConfig& c) { c.dp = 8, c.seq_len = 512; }), "encoder");
-  refused(make_plan("mixtral-8x7b", 1, [](sim::ParallelConfig& c) {
-            c.tp = 4, c.dp = 2, c.ep = 2, c.etp = 2, c.zero_stage = 1, c.sequence_parallel = true;
-          }), "expert tensor parallel 2");
-  refused(make_plan("mixtral-8x7b", 2, [](sim::ParallelConfig& c) {  // HSDP: experts only within a shard group
-            c.tp = 1, c.dp = 16, c.ep = 8, c.etp = 1, c.zero_stage = 3, c.sharding_degree = 4;
-          }), "must divide data_parallel_shard_degree x cp x tp = 4");
+  refused(make_plan("mixtral-8x7b", 1,
+                    [](sim::ParallelConfig& c) {
+                      c.tp = 4, c.dp = 2, c.ep = 2, c.etp = 2, c.zero_stage = 1, c.sequence_parallel = true;
+                    }),
+          "expert tensor parallel 2");
+  refused(make_plan("mixtral-8x7b", 2,
+                    [](sim::ParallelConfig& c) {  // HSDP: experts only within a shard group
+                      c.tp = 1, c.dp = 16, c.ep = 8, c.etp = 1, c.zero_stage = 3, c.sharding_degree = 4;
+                    }),
+          "must divide data_parallel_shard_degree x cp x tp = 4");
 }
 
 // --- round trips --------------------------------------------------------------------------
@@ -155,19 +166,13 @@ void expect_round_trip(const Plan& p, int zero, sim::MixedPrecision mixed) {
   EXPECT_EQ(a.dp, e.dp);
   EXPECT_EQ(a.cp, e.cp);
   EXPECT_EQ(a.ep, e.ep);
-  if (e.ep > 1) {
-    EXPECT_EQ(a.expert_tp(), e.expert_tp());
-  }
+  if (e.ep > 1) { EXPECT_EQ(a.expert_tp(), e.expert_tp()); }
   EXPECT_EQ(a.zero_stage, zero);
-  if (zero > 0) {
-    EXPECT_EQ(a.shard_group(), e.shard_group());
-  }
+  if (zero > 0) { EXPECT_EQ(a.shard_group(), e.shard_group()); }
   EXPECT_EQ(a.micro_batch_size, e.micro_batch_size);
   EXPECT_EQ(a.global_batch_size, e.global_batch_size);
   EXPECT_EQ(a.seq_len, e.seq_len);
-  if (e.pp > 1) {
-    EXPECT_EQ(a.schedule, e.schedule);
-  }
+  if (e.pp > 1) { EXPECT_EQ(a.schedule, e.schedule); }
   EXPECT_EQ(a.virtual_stages, e.virtual_stages);
   EXPECT_EQ(a.partition, e.partition);
   EXPECT_EQ(a.recompute, e.recompute);
@@ -175,9 +180,7 @@ void expect_round_trip(const Plan& p, int zero, sim::MixedPrecision mixed) {
   EXPECT_EQ(a.sequence_parallel, e.sequence_parallel);
   EXPECT_EQ(a.tp_comm_overlap, e.tp_comm_overlap);
   EXPECT_EQ(a.precision, e.precision);
-  if (e.precision != sim::Precision::fp32) {
-    EXPECT_EQ(a.mixed_precision, mixed);
-  }
+  if (e.precision != sim::Precision::fp32) { EXPECT_EQ(a.mixed_precision, mixed); }
   EXPECT_EQ(a.fp8, e.fp8 == sim::Fp8Recipe::delayed ? sim::Fp8Recipe::tensorwise : e.fp8);
   EXPECT_EQ(a.fp8_param_gather, e.fp8_param_gather);
   EXPECT_EQ(a.lora.enabled(), false);
@@ -266,9 +269,8 @@ TEST(TorchtitanImport, RoundTripGpipeZero2BlockwiseAndCpOnly) {
     c.cp = 8, c.zero_stage = 3, c.seq_len = 16384, c.recompute = sim::Recompute::selective;
   });
   expect_round_trip(cp, 3, sim::MixedPrecision::master_weights);
-  const Plan delayed = make_plan("llama3.1-8b", 1, [](sim::ParallelConfig& c) {
-    c.dp = 8, c.zero_stage = 3, c.fp8 = sim::Fp8Recipe::delayed;
-  });
+  const Plan delayed = make_plan(
+      "llama3.1-8b", 1, [](sim::ParallelConfig& c) { c.dp = 8, c.zero_stage = 3, c.fp8 = sim::Fp8Recipe::delayed; });
   expect_round_trip(delayed, 3, sim::MixedPrecision::master_weights);
   EXPECT_TRUE(any_contains(torchtitan_notes(delayed), "delayed FP8 scaling"));
 }
@@ -296,20 +298,37 @@ TEST(TorchtitanCommand, SingleNodeAsRunTrainShWithHostilePaths) {
   fs::create_directories(dir.path() / "bin");
   write_text(dir.file("bin/torchrun"),
              "#!/bin/bash\n: > \"$RECORD\"\nprintf '%s\\0' \"$PYTORCH_ALLOC_CONF\" >> \"$RECORD\"\n"
-             "for a in \"$@\"; do printf '%s\\0' \"$a\" >> \"$RECORD\"; done\n", true);
+             "for a in \"$@\"; do printf '%s\\0' \"$a\" >> \"$RECORD\"; done\n",
+             true);
   const std::string canary = dir.file("canary");
   const Plan p = make_plan("llama3.1-8b", 1, [](sim::ParallelConfig& c) { c.dp = 8, c.zero_stage = 3; });
   for (const auto& path : hostile_strings(canary)) {
     const std::string cmd = torchtitan_command_line(p, path);
     write_text(dir.file("run.sh"), cmd);
     ASSERT_EQ(run_command("bash -n " + shell_quote(dir.file("run.sh"))).status, 0) << cmd;
-    const auto r = run_command("PATH=" + shell_quote(dir.file("bin")) + ":\"$PATH\" RECORD=" +
-                               shell_quote(dir.file("args")) + " bash " + shell_quote(dir.file("run.sh")));
+    const auto r =
+        run_command("PATH=" + shell_quote(dir.file("bin")) + ":\"$PATH\" RECORD=" + shell_quote(dir.file("args")) +
+                    " bash " + shell_quote(dir.file("run.sh")));
     ASSERT_EQ(r.status, 0) << r.out;
-    const std::vector<std::string> expected = {
-        "expandable_segments:True", "--nnodes", "1", "--nproc_per_node", "8", "--rdzv_backend", "c10d",
-        "--rdzv_endpoint", "localhost:0", "--local-ranks-filter", "0", "--role", "rank", "--tee", "3", "-m",
-        "torchtitan.train", "--job.config_file", path};
+    const std::vector<std::string> expected = {"expandable_segments:True",
+                                               "--nnodes",
+                                               "1",
+                                               "--nproc_per_node",
+                                               "8",
+                                               "--rdzv_backend",
+                                               "c10d",
+                                               "--rdzv_endpoint",
+                                               "localhost:0",
+                                               "--local-ranks-filter",
+                                               "0",
+                                               "--role",
+                                               "rank",
+                                               "--tee",
+                                               "3",
+                                               "-m",
+                                               "torchtitan.train",
+                                               "--job.config_file",
+                                               path};
     EXPECT_EQ(split_nul(read_text(dir.file("args"))), expected) << cmd;
     EXPECT_FALSE(fs::exists(canary)) << cmd;
   }
@@ -329,9 +348,20 @@ TEST(TorchtitanCommand, MultiNodeAsTheSlurmTrainerNeedsMasterAddr) {
   EXPECT_TRUE(contains(unset.out, "set MASTER_ADDR")) << unset.out;
   const auto r = run_command("MASTER_ADDR=10.0.0.7 " + env + " bash " + shell_quote(dir.file("run.sh")));
   ASSERT_EQ(r.status, 0) << r.out;
-  const std::vector<std::string> expected = {"--nnodes", "4", "--nproc_per_node", "8", "--rdzv_backend", "c10d",
-                                             "--rdzv_id", "101", "--rdzv_endpoint", "10.0.0.7:29500", "-m",
-                                             "torchtitan.train", "--job.config_file", "my config.toml"};
+  const std::vector<std::string> expected = {"--nnodes",
+                                             "4",
+                                             "--nproc_per_node",
+                                             "8",
+                                             "--rdzv_backend",
+                                             "c10d",
+                                             "--rdzv_id",
+                                             "101",
+                                             "--rdzv_endpoint",
+                                             "10.0.0.7:29500",
+                                             "-m",
+                                             "torchtitan.train",
+                                             "--job.config_file",
+                                             "my config.toml"};
   EXPECT_EQ(split_nul(read_text(dir.file("args"))), expected) << cmd;
 }
 
@@ -465,20 +495,22 @@ TEST(TorchtitanImport, DefaultsFollowTorchtitanIncludingItsPipelineSplit) {
   ctx.devices = 32;
   // llama3 70B, pp 4, 1F1B: generate_llm_fqn_per_model_part with the embeddings and the output
   // each counted as a layer: 82 / 4 -> 20, 21, 20, 19 blocks.
-  auto r = import_torchtitan("[model]\nname = \"llama3\"\nflavor = \"70B\"\n[parallelism]\npipeline_parallel_degree = 4\n"
-                             "tensor_parallel_degree = 8\n",
-                             ctx, "pp.toml");
+  auto r = import_torchtitan(
+      "[model]\nname = \"llama3\"\nflavor = \"70B\"\n[parallelism]\npipeline_parallel_degree = 4\n"
+      "tensor_parallel_degree = 8\n",
+      ctx, "pp.toml");
   EXPECT_EQ(r.config.partition, (std::vector<int>{20, 21, 20, 19}));
-  EXPECT_EQ(r.config.zero_stage, 0);  // dp 1: no FSDP
+  EXPECT_EQ(r.config.zero_stage, 0);        // dp 1: no FSDP
   EXPECT_EQ(r.config.micro_batch_size, 1);  // pipeline_parallel_microbatch_size 1 of local_batch_size 8
   EXPECT_EQ(r.config.global_batch_size, 8);
   EXPECT_EQ(r.config.recompute, sim::Recompute::full);  // selective, every 2nd block of each stage
   EXPECT_EQ(r.config.recompute_num_layers, 10);
   EXPECT_EQ(r.config.precision, sim::Precision::fp32);  // TP and PP without FSDP: no mixed precision
   EXPECT_TRUE(any_contains(r.warnings, "has no effect with TP or PP"));
-  r = import_torchtitan("[model]\nname = \"llama3\"\nflavor = \"70B\"\n[parallelism]\npipeline_parallel_degree = 4\n"
-                        "pipeline_parallel_schedule = \"interleaved1f1b\"\n",
-                        ctx, "pp.toml");
+  r = import_torchtitan(
+      "[model]\nname = \"llama3\"\nflavor = \"70B\"\n[parallelism]\npipeline_parallel_degree = 4\n"
+      "pipeline_parallel_schedule = \"interleaved1f1b\"\n",
+      ctx, "pp.toml");
   EXPECT_EQ(r.config.schedule, sim::PipelineSchedule::interleaved);
   EXPECT_EQ(r.config.virtual_stages, 2);
   EXPECT_EQ(r.config.partition, (std::vector<int>{10, 11, 10, 10, 10, 10, 10, 9}));
@@ -519,37 +551,52 @@ TEST(TorchtitanImport, MalformedConfigsNameTheFileTheFieldAndTheLine) {
   EXPECT_TRUE(contains(why("[parallelism]\ntensor_parallel_degree = = 2\n"), "job.toml:2:"));
   EXPECT_TRUE(contains(why("[parallelism]\ntensor_parallel_degree = = 2\n"), "invalid TOML"));
   const std::string type = why("[job]\n[parallelism]\ntensor_parallel_degree = \"4\"\n");
-  EXPECT_TRUE(contains(type, "job.toml:3: field 'parallelism.tensor_parallel_degree': expected an integer >= 1 (and < 2^31), got \"4\""))
+  EXPECT_TRUE(contains(
+      type, "job.toml:3: field 'parallelism.tensor_parallel_degree': expected an integer >= 1 (and < 2^31), got \"4\""))
       << type;
   EXPECT_TRUE(contains(why("parallelism = 3\n"), "field 'parallelism': expected a table")) << why("parallelism = 3\n");
   EXPECT_TRUE(contains(why("[parallelism]\ntensor_parallel_degree = 3\n"), "does not divide the 16 devices"));
   EXPECT_TRUE(contains(why("[parallelism]\ntensor_parallel_degree = 8\npipeline_parallel_degree = 4\n"),
                        "'parallelism.tensor_parallel_degree': expected data_parallel_replicate_degree x cp x tp x pp"));
   EXPECT_TRUE(contains(why("[parallelism]\ntensor_parallel_degree = 99999999999\n"), "(and < 2^31)"));
-  EXPECT_TRUE(contains(why("[parallelism]\ndata_parallel_shard_degree = 4\n"), "'parallelism.data_parallel_shard_degree'"));
-  EXPECT_TRUE(contains(why("[parallelism]\ndata_parallel_shard_degree = 0\n"), "expected -1 or an integer >= 1, got 0"));
-  EXPECT_TRUE(contains(why("[training]\nlocal_batch_size = 2\nglobal_batch_size = 40\n"), "'training.global_batch_size'"));
-  EXPECT_TRUE(contains(why("[parallelism]\npipeline_parallel_degree = 2\npipeline_parallel_microbatch_size = 3\n"),
-                       "'parallelism.pipeline_parallel_microbatch_size': expected a divisor of training.local_batch_size (8)"));
-  EXPECT_TRUE(contains(why("[parallelism]\npipeline_parallel_degree = 2\npipeline_parallel_schedule = \"ZBVZeroBubble\"\n"),
-                       "1F1B, Interleaved1F1B or GPipe"));
-  EXPECT_TRUE(contains(why("[parallelism]\npipeline_parallel_degree = 2\nmodule_fqns_per_model_part = [[\"layers.0\"]]\n"),
-                       "one part per pipeline rank (2 ranks), got 1 parts"));
-  EXPECT_TRUE(contains(why("[parallelism]\npipeline_parallel_degree = 2\nmodule_fqns_per_model_part = [[\"layers.0\"], [\"norm\"]]\n"),
-                       "at least one transformer block"));
+  EXPECT_TRUE(
+      contains(why("[parallelism]\ndata_parallel_shard_degree = 4\n"), "'parallelism.data_parallel_shard_degree'"));
+  EXPECT_TRUE(
+      contains(why("[parallelism]\ndata_parallel_shard_degree = 0\n"), "expected -1 or an integer >= 1, got 0"));
+  EXPECT_TRUE(
+      contains(why("[training]\nlocal_batch_size = 2\nglobal_batch_size = 40\n"), "'training.global_batch_size'"));
+  EXPECT_TRUE(
+      contains(why("[parallelism]\npipeline_parallel_degree = 2\npipeline_parallel_microbatch_size = 3\n"),
+               "'parallelism.pipeline_parallel_microbatch_size': expected a divisor of training.local_batch_size (8)"));
+  EXPECT_TRUE(
+      contains(why("[parallelism]\npipeline_parallel_degree = 2\npipeline_parallel_schedule = \"ZBVZeroBubble\"\n"),
+               "1F1B, Interleaved1F1B or GPipe"));
+  EXPECT_TRUE(
+      contains(why("[parallelism]\npipeline_parallel_degree = 2\nmodule_fqns_per_model_part = [[\"layers.0\"]]\n"),
+               "one part per pipeline rank (2 ranks), got 1 parts"));
+  EXPECT_TRUE(contains(
+      why("[parallelism]\npipeline_parallel_degree = 2\nmodule_fqns_per_model_part = [[\"layers.0\"], [\"norm\"]]\n"),
+      "at least one transformer block"));
   EXPECT_TRUE(contains(why("[activation_checkpoint]\nmode = \"sometimes\"\n"), "'activation_checkpoint.mode'"));
-  EXPECT_TRUE(contains(why("[activation_checkpoint]\nselective_ac_option = \"two\"\n"), "'activation_checkpoint.selective_ac_option'"));
-  EXPECT_TRUE(contains(why("[parallelism]\ntensor_parallel_degree = 4\nexpert_parallel_degree = 2\nexpert_tensor_parallel_degree = 2\n"),
-                       "'parallelism.expert_tensor_parallel_degree': expected 1 or tensor_parallel_degree (4)"));
+  EXPECT_TRUE(contains(why("[activation_checkpoint]\nselective_ac_option = \"two\"\n"),
+                       "'activation_checkpoint.selective_ac_option'"));
+  EXPECT_TRUE(contains(
+      why("[parallelism]\ntensor_parallel_degree = 4\nexpert_parallel_degree = 2\nexpert_tensor_parallel_degree = 2\n"),
+      "'parallelism.expert_tensor_parallel_degree': expected 1 or tensor_parallel_degree (4)"));
   EXPECT_TRUE(contains(why("[parallelism]\ntensor_parallel_degree = 2\nenable_async_tensor_parallel = true\n"),
                        "'parallelism.enable_async_tensor_parallel': expected compile.enable = true"));
-  EXPECT_TRUE(contains(why("[training]\nseq_len = 2047\n"), "'training.seq_len': expected a multiple of tp x 2 x cp = 2"));
-  EXPECT_TRUE(contains(why("[training]\nmixed_precision_reduce = \"bfloat16\"\n"), "'training.mixed_precision_reduce'"));
-  EXPECT_TRUE(contains(why("[training]\ndtype = \"float16\"\n"), "expected \"bfloat16\" or \"float32\", got \"float16\""));
-  EXPECT_TRUE(contains(why("[model]\nconverters = \"quantize.linear.float8\"\n"), "'model.converters': expected an array"));
-  EXPECT_TRUE(contains(why("[model]\nconverters = [\"quantize.linear.float8\"]\n[quantize.linear.float8]\nrecipe_name = \"rowwise\"\n"
-                           "enable_fsdp_float8_all_gather = true\n"),
-                       "'quantize.linear.float8.enable_fsdp_float8_all_gather'"));
+  EXPECT_TRUE(
+      contains(why("[training]\nseq_len = 2047\n"), "'training.seq_len': expected a multiple of tp x 2 x cp = 2"));
+  EXPECT_TRUE(
+      contains(why("[training]\nmixed_precision_reduce = \"bfloat16\"\n"), "'training.mixed_precision_reduce'"));
+  EXPECT_TRUE(
+      contains(why("[training]\ndtype = \"float16\"\n"), "expected \"bfloat16\" or \"float32\", got \"float16\""));
+  EXPECT_TRUE(
+      contains(why("[model]\nconverters = \"quantize.linear.float8\"\n"), "'model.converters': expected an array"));
+  EXPECT_TRUE(contains(
+      why("[model]\nconverters = [\"quantize.linear.float8\"]\n[quantize.linear.float8]\nrecipe_name = \"rowwise\"\n"
+          "enable_fsdp_float8_all_gather = true\n"),
+      "'quantize.linear.float8.enable_fsdp_float8_all_gather'"));
   ctx.tp = 4;
   EXPECT_TRUE(contains(why("[parallelism]\ntensor_parallel_degree = 2\n"), "as given to the import (4)"));
   ctx.tp = 0;

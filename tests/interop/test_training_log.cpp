@@ -26,9 +26,7 @@ TrainingLog parse_text(const std::string& text, LogFormat f) {
 std::string error_of(const std::string& text, LogFormat f) {
   try {
     parse_text(text, f);
-  } catch (const sim::InputError& e) {
-    return e.what();
-  }
+  } catch (const sim::InputError& e) { return e.what(); }
   return "";
 }
 
@@ -131,12 +129,14 @@ TEST(TrainingLog, MalformedLinesAreNamedByLineNumber) {
   const std::string e = error_of(megatron, LogFormat::megatron);
   EXPECT_NE(e.find("test.log:3:"), std::string::npos) << e;
   EXPECT_NE(e.find("elapsed time per iteration (ms):"), std::string::npos) << e;
-  EXPECT_NE(error_of("x\ny\nstep: 3  loss: 1.0  tps: -5\n", LogFormat::torchtitan).find("test.log:3:"), std::string::npos);
+  EXPECT_NE(error_of("x\ny\nstep: 3  loss: 1.0  tps: -5\n", LogFormat::torchtitan).find("test.log:3:"),
+            std::string::npos);
   EXPECT_NE(error_of("epoch=0/micro_step=1/global_step=1, RunningAvgSamplesPerSec=1, CurrSamplesPerSec=x\n",
                      LogFormat::deepspeed)
                 .find("test.log:1:"),
             std::string::npos);
-  EXPECT_NE(error_of("{\"step\": 1, \"step_seconds\": 0.5}\n{\"step\": 2}\n", LogFormat::shardrun).find("test.log:2:"), std::string::npos);
+  EXPECT_NE(error_of("{\"step\": 1, \"step_seconds\": 0.5}\n{\"step\": 2}\n", LogFormat::shardrun).find("test.log:2:"),
+            std::string::npos);
   EXPECT_NE(error_of("{\"step\": 1, \"step_seconds\": 0.5\n", LogFormat::shardrun).find("test.log:1:"),
             std::string::npos);
   EXPECT_NE(error_of("ok\n{'train_samples_per_second': 'n/a'}\n", LogFormat::hf_trainer).find("test.log:2:"),

@@ -1,8 +1,8 @@
 // Attention kinds through the planner: plan.json keeps the kind (and an old plan without it
 // reads as flash), the search fixes the kind it is given, and the exports express it (Megatron
 // --attention-backend) or note it (ds_config, SMP, the shardrun scripts).
-#include <algorithm>
 #include <gtest/gtest.h>
+#include <algorithm>
 
 #include <algorithm>
 #include <fstream>
@@ -11,8 +11,8 @@
 #include <string>
 #include <vector>
 
-#include "interop/launch_export.hpp"
 #include "formats/plan.hpp"
+#include "interop/launch_export.hpp"
 #include "planner/search.hpp"
 #include "simulator/errors.hpp"
 #include "simulator/evaluator.hpp"
@@ -21,7 +21,7 @@
 #include "support/temp_dir.hpp"
 
 namespace shardplan::planner {
-namespace attention_plan_test {  // named, not anonymous: the files share a unity-build unit
+namespace attention_plan_test {      // named, not anonymous: the files share a unity-build unit
 using namespace shardplan::formats;  // Plan, load_plan, save_plan: formats/plan.hpp
 
 namespace sim = shardplan::simulator;

@@ -8,15 +8,15 @@
 #include <string>
 #include <vector>
 
-#include "interop/launch_export.hpp"
 #include "formats/plan.hpp"
+#include "interop/launch_export.hpp"
 #include "planner/search.hpp"
 #include "simulator/evaluator.hpp"
 #include "support/plan_of.hpp"
 #include "support/temp_dir.hpp"
 
 namespace shardplan::planner {
-namespace fp8_plan_test {  // named, not anonymous: the files share a unity-build unit
+namespace fp8_plan_test {            // named, not anonymous: the files share a unity-build unit
 using namespace shardplan::formats;  // Plan, load_plan, save_plan: formats/plan.hpp
 
 namespace sim = shardplan::simulator;
@@ -69,10 +69,13 @@ Plan fp8_plan(bool param_gather) {
   return shardplan::testing::plan_of("llama2-7b", "p5.48xlarge", 1, c);
 }
 
-bool has(const std::vector<std::string>& v, const std::string& x) { return std::find(v.begin(), v.end(), x) != v.end(); }
+bool has(const std::vector<std::string>& v, const std::string& x) {
+  return std::find(v.begin(), v.end(), x) != v.end();
+}
 
 bool mentions(const std::vector<std::string>& notes, const std::string& text) {
-  return std::any_of(notes.begin(), notes.end(), [&](const std::string& n) { return n.find(text) != std::string::npos; });
+  return std::any_of(notes.begin(), notes.end(),
+                     [&](const std::string& n) { return n.find(text) != std::string::npos; });
 }
 
 TEST(Fp8Plan, PlanFileKeepsTheRecipe) {

@@ -12,7 +12,7 @@
 #include "support/temp_dir.hpp"
 
 namespace shardplan::planner {
-namespace goodput_search_test {  // named, not anonymous: the files share a unity-build unit
+namespace goodput_search_test {      // named, not anonymous: the files share a unity-build unit
 using namespace shardplan::formats;  // Plan, load_plan, save_plan: formats/plan.hpp
 
 namespace sim = shardplan::simulator;
@@ -80,8 +80,8 @@ TEST(GoodputSearch, PlanCarriesTheCheckpointIntervalAndTheOverridesRoundTrip) {
   hw.resilience.checkpoint_write_Bps = 3e9;
   hw.resilience.restart_s = 123;
   const Ranked r = best(hw, Objective::time_to_train);
-  const Plan plan{sim::version(), sim::load_model("llama2-7b"), r.candidate.cluster, r.candidate.config, r.prediction,
-                  nlohmann::json::object()};
+  const Plan plan{sim::version(), sim::load_model("llama2-7b"), r.candidate.cluster, r.candidate.config,
+                  r.prediction,   nlohmann::json::object()};
   const std::string path = dir.file("plan.json");
   save_plan(plan, path);
   const nlohmann::json j = nlohmann::json::parse(std::ifstream(path));

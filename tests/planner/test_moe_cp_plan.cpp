@@ -8,15 +8,15 @@
 #include <string>
 #include <vector>
 
-#include "interop/launch_export.hpp"
 #include "formats/plan.hpp"
+#include "interop/launch_export.hpp"
 #include "planner/search.hpp"
 #include "simulator/evaluator.hpp"
 #include "support/plan_of.hpp"
 #include "support/temp_dir.hpp"
 
 namespace shardplan::planner {
-namespace moe_cp_plan_test {  // named, not anonymous: the files share a unity-build unit
+namespace moe_cp_plan_test {         // named, not anonymous: the files share a unity-build unit
 using namespace shardplan::formats;  // Plan, load_plan, save_plan: formats/plan.hpp
 
 namespace sim = shardplan::simulator;
@@ -58,9 +58,7 @@ TEST(MoePlan, SearchTriesExpertParallelismAndEveryPlanValidates) {
   for (const auto& r : all.ranked) {
     expect_valid(r);
     any_ep |= r.candidate.config.ep > 1;
-    if (r.candidate.config.tp > 1) {
-      EXPECT_TRUE(r.candidate.config.sequence_parallel) << r.candidate.key;
-    }
+    if (r.candidate.config.tp > 1) { EXPECT_TRUE(r.candidate.config.sequence_parallel) << r.candidate.key; }
   }
   EXPECT_TRUE(any_ep);
   // Without expert parallelism every rank holds all experts.
@@ -120,7 +118,8 @@ std::string value_after(const std::vector<std::string>& args, const std::string&
 }
 
 bool mentions(const std::vector<std::string>& notes, const std::string& text) {
-  return std::any_of(notes.begin(), notes.end(), [&](const std::string& n) { return n.find(text) != std::string::npos; });
+  return std::any_of(notes.begin(), notes.end(),
+                     [&](const std::string& n) { return n.find(text) != std::string::npos; });
 }
 
 TEST(MoeCpPlan, PlanFileKeepsTheDegreesAndExportsExpressThem) {

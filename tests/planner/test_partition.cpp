@@ -71,14 +71,13 @@ Key key_of(const PartitionInput& in, const PartitionResult& r) {
   if (in.goal == PartitionGoal::memory) k.maxima = {m_max, t_max};
   if (in.goal == PartitionGoal::blend) {
     const double t0 = (total(in.layer_time_s) + total(in.stage_extra_time_s)) / p;
-    const double m0 = (total(in.layer_state_bytes) +
-                       total(in.stage_in_flight) / p * total(in.layer_activation_bytes) +
-                       total(in.stage_extra_bytes)) / p;
+    const double m0 = (total(in.layer_state_bytes) + total(in.stage_in_flight) / p * total(in.layer_activation_bytes) +
+                       total(in.stage_extra_bytes)) /
+                      p;
     const double w = in.memory_weight;
     double b_max = 0;
     for (int s = 0; s < in.stages; ++s) {
-      const double b = (t0 > 0 ? (1 - w) * r.stage_time_s[s] / t0 : 0.0) +
-                       (m0 > 0 ? w * r.stage_bytes[s] / m0 : 0.0);
+      const double b = (t0 > 0 ? (1 - w) * r.stage_time_s[s] / t0 : 0.0) + (m0 > 0 ? w * r.stage_bytes[s] / m0 : 0.0);
       b_max = std::max(b_max, b);
     }
     k.maxima = {b_max, t_max, m_max};
@@ -167,18 +166,15 @@ void expect_matches_brute_force(const PartitionInput& in, bool full_key) {
   EXPECT_EQ(std::accumulate(r.layers_per_stage.begin(), r.layers_per_stage.end(), 0),
             static_cast<int>(in.layer_time_s.size()));
   for (int n : r.layers_per_stage) EXPECT_GE(n, 1);
-  if (in.memory_cap_bytes > 0) {
-    EXPECT_LE(r.max_stage_bytes, in.memory_cap_bytes);
-  }
+  if (in.memory_cap_bytes > 0) { EXPECT_LE(r.max_stage_bytes, in.memory_cap_bytes); }
   const Key k = key_of(in, r);
   EXPECT_TRUE(near(k.maxima[0], bf.best.maxima[0]))
-      << describe(in, r.layers_per_stage) << " primary " << k.maxima[0] << " vs brute force "
-      << bf.best.maxima[0] << " (" << describe(in, bf.split) << ")";
+      << describe(in, r.layers_per_stage) << " primary " << k.maxima[0] << " vs brute force " << bf.best.maxima[0]
+      << " (" << describe(in, bf.split) << ")";
   if (!full_key) return;
   for (std::size_t i = 1; i < k.maxima.size(); ++i) {
     EXPECT_TRUE(near(k.maxima[i], bf.best.maxima[i]))
-        << describe(in, r.layers_per_stage) << " tie-break " << i << ": " << k.maxima[i] << " vs "
-        << bf.best.maxima[i];
+        << describe(in, r.layers_per_stage) << " tie-break " << i << ": " << k.maxima[i] << " vs " << bf.best.maxima[i];
   }
   EXPECT_EQ(k.unevenness, bf.best.unevenness) << describe(in, r.layers_per_stage);
   EXPECT_EQ(r.layers_per_stage, bf.split) << describe(in, r.layers_per_stage);

@@ -8,11 +8,11 @@
 #include "formats/plan.hpp"
 #include "planner/search.hpp"
 #include "planner/stage_partition.hpp"
-#include "support/sim_config.hpp"
 #include "simulator/errors.hpp"
+#include "support/sim_config.hpp"
 
 namespace shardplan::planner {
-namespace search_test {  // named, not anonymous: the files share a unity-build unit
+namespace search_test {              // named, not anonymous: the files share a unity-build unit
 using namespace shardplan::formats;  // Plan, load_plan, save_plan: formats/plan.hpp
 
 namespace sim = shardplan::simulator;
@@ -66,8 +66,7 @@ double brute_force_best(const sim::ModelSpec& m, const sim::HardwareProfile& hw,
                         if (!p.feasible) continue;
                         ++*feasible_count;
                         best = std::min(best, 1.0 / p.tokens_per_s);
-                      } catch (const sim::InputError&) {
-                      }
+                      } catch (const sim::InputError&) {}
                     }
     }
   return best;
@@ -175,8 +174,8 @@ TEST(Search, ExplainsWhyFullFineTuningOfLlama70bDoesNotFitOneGaudiNode) {
   ASSERT_FALSE(full.rejected.empty());
   bool mentions_states = false;
   for (const auto& g : full.rejected)
-    mentions_states |= g.reason.find("optimizer states") != std::string::npos ||
-                       g.reason.find("parameters") != std::string::npos;
+    mentions_states |=
+        g.reason.find("optimizer states") != std::string::npos || g.reason.find("parameters") != std::string::npos;
   EXPECT_TRUE(mentions_states);
 
   s.lora.rank = 4;
@@ -244,7 +243,6 @@ TEST(Plan, BadPlanFilesAreRejectedWithTheField) {
   }
 }
 
-
 TEST(AutoPartition, BeatsTheNaiveUnevenSplitUnderTheFullSimulation) {
   // 32 layers over 3 stages: the LM head and the embedding make the ends heavier.
   const sim::ModelSpec m = sim::load_model("llama2-7b");
@@ -266,10 +264,14 @@ TEST(AutoPartition, BeatsTheNaiveUnevenSplitUnderTheFullSimulation) {
   const auto mem = choose_partition(ev, cfg, PartitionGoal::memory);
   ASSERT_TRUE(mem.has_value());
   EXPECT_LE(mem->front(), part->front());
-  EXPECT_LE(ev.simulate([&] { auto x = cfg; x.partition = *mem; return x; }()).worst.total(),
+  EXPECT_LE(ev.simulate([&] {
+                auto x = cfg;
+                x.partition = *mem;
+                return x;
+              }())
+                .worst.total(),
             ev.simulate(chosen).worst.total() * (1 + 1e-12));
 }
-
 
 TEST(Search, CancelReturnsBestSoFar) {
   const sim::ModelSpec m = sim::load_model("gpt3-175b");
@@ -287,9 +289,7 @@ TEST(Search, CancelReturnsBestSoFar) {
   const SearchResult full = search(m, hw, s, Constraints{}, o);
   EXPECT_FALSE(full.interrupted);
   EXPECT_LT(r.considered, full.considered);
-  if (!r.ranked.empty()) {
-    EXPECT_GE(r.ranked.front().score, full.ranked.front().score);
-  }
+  if (!r.ranked.empty()) { EXPECT_GE(r.ranked.front().score, full.ranked.front().score); }
 }
 
 }  // namespace search_test

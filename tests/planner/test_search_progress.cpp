@@ -38,9 +38,7 @@ TEST(SearchProgress, OneCallPerBlockAndTheSameResult) {
   for (std::size_t i = 0; i < calls.size(); ++i) {
     EXPECT_EQ(calls[i].blocks_done, i + 1);
     EXPECT_EQ(calls[i].blocks_total, total);
-    if (i > 0) {
-      EXPECT_GE(calls[i].considered, calls[i - 1].considered);
-    }
+    if (i > 0) { EXPECT_GE(calls[i].considered, calls[i - 1].considered); }
   }
   EXPECT_EQ(calls.back().considered, streamed.considered);
 

@@ -61,8 +61,9 @@ TEST(SpaceParse, BaseConfigAndCompleteConfigSetWhatTheSpaceFixes) {
 }
 
 TEST(SpaceParse, ListsReadTheNameTablesAndNameTheFlag) {
-  EXPECT_EQ(parse_schedules("interleaved,1f1b"),
-            (std::vector<sim::PipelineSchedule>{sim::PipelineSchedule::interleaved, sim::PipelineSchedule::one_f_one_b}));
+  EXPECT_EQ(
+      parse_schedules("interleaved,1f1b"),
+      (std::vector<sim::PipelineSchedule>{sim::PipelineSchedule::interleaved, sim::PipelineSchedule::one_f_one_b}));
   EXPECT_EQ(parse_precisions("fp16").front(), sim::Precision::fp16);
   try {
     parse_recomputes("none,sometimes");

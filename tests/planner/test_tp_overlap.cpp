@@ -78,9 +78,7 @@ TEST(SpBackward, ReGathersBesideDgradAndReduceScattersBesideWgrad) {
     cfg.lora.rank = 8;
     cfg.lora.targets = {"q_proj", "k_proj", "v_proj", "o_proj"};
     const double lora_sp = run(m, c, cfg).time.tp_comm_s;
-    if (overlap > 0.0) {
-      EXPECT_GT(lora_sp, sp) << k.hw;
-    }
+    if (overlap > 0.0) { EXPECT_GT(lora_sp, sp) << k.hw; }
   }
 }
 

@@ -3,6 +3,7 @@
 // then SIGKILL to its group after the grace), and a start failure named.
 #include <gtest/gtest.h>
 
+#include <unistd.h>
 #include <atomic>
 #include <chrono>
 #include <csignal>
@@ -10,7 +11,6 @@
 #include <fstream>
 #include <sstream>
 #include <thread>
-#include <unistd.h>
 
 #include "proc/supervisor.hpp"
 

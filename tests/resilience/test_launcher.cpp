@@ -83,8 +83,10 @@ TEST(Supervisor, ForwardsAnInterruptToTheWholeProcessGroup) {
   // starts). The child's trap exits 42 once the grandchild's file is there (written, then
   // renamed); were the grandchild never signalled, the child would be killed after the grace.
   const std::string g = child_got + ".g";
-  const std::string script = "trap 'echo term > " + child_got + "; while [ ! -e " + g + " ]; do sleep 0.01; done; exit 42' TERM; "
-                             "sh -c 'trap \"echo gterm > " + g + ".tmp; mv " + g + ".tmp " + g + "; exit 0\" TERM; touch " + ready +
+  const std::string script = "trap 'echo term > " + child_got + "; while [ ! -e " + g +
+                             " ]; do sleep 0.01; done; exit 42' TERM; "
+                             "sh -c 'trap \"echo gterm > " +
+                             g + ".tmp; mv " + g + ".tmp " + g + "; exit 0\" TERM; touch " + ready +
                              "; while :; do sleep 0.05; done' & "
                              "while :; do sleep 0.05; done";
   std::thread interrupter([&] {
@@ -110,7 +112,8 @@ class FakeMpirun : public ::testing::Test {
     reset_interrupt();
     script_ = dir_.file("fake-mpirun");
     std::ofstream(script_) << R"(#!/bin/bash
-state=")" << dir_.file("state") << R"("
+state=")" << dir_.file("state")
+                           << R"("
 mkdir -p "$state"
 for a in "$@"; do if [ "$a" = health ]; then
   h=$(cat "$state/health" 2>/dev/null || echo 0); h=$((h + 1)); echo "$h" > "$state/health"
@@ -161,9 +164,9 @@ TEST_F(FakeMpirun, RelaunchesAfterFailuresWithHealthChecksAndResumes) {
   EXPECT_EQ(ev[4]["resume_step"], 3);
   EXPECT_EQ(ev[7]["resume_step"], 6);
   EXPECT_EQ(ev[10]["restarts"], 2);
-  const std::vector<std::string> expected = {"--oversubscribe", "-np", "2", "/opt/shardrun", "--plan", "plan.json",
-                                             "--checkpoint-dir", o.checkpoint_dir, "--resume", "auto", "--steps", "12",
-                                             "--out-dir", "o u t"};
+  const std::vector<std::string> expected = {
+      "--oversubscribe", "-np",      "2",    "/opt/shardrun", "--plan", "plan.json", "--checkpoint-dir",
+      o.checkpoint_dir,  "--resume", "auto", "--steps",       "12",     "--out-dir", "o u t"};
   std::string want;
   for (const auto& w : expected) want += w + "\n";
   EXPECT_EQ(read_text(dir_.file("state/args-3")), want);
@@ -201,8 +204,8 @@ TEST_F(FakeMpirun, AFailedHealthCheckCountsAsARestartAndIsRetried) {
   o.max_restarts = 3;
   EXPECT_EQ(run_launcher(o), 0);
   const auto ev = read_events(o.events);
-  EXPECT_EQ(kinds(ev), (std::vector<std::string>{"launch", "exit", "health", "health", "relaunch", "launch", "exit",
-                                                 "done"}));
+  EXPECT_EQ(kinds(ev),
+            (std::vector<std::string>{"launch", "exit", "health", "health", "relaunch", "launch", "exit", "done"}));
   EXPECT_EQ(ev[2]["ok"], false);
   EXPECT_EQ(ev[3]["ok"], true);
   EXPECT_EQ(ev[4]["restart"], 2);

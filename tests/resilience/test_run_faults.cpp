@@ -121,7 +121,8 @@ TEST_P(KillNine, ARandomRankKilledAtARandomStepResumesToTheSameLosses) {
   const auto ev = jsonl(ck + "/launch-events.jsonl");
   std::vector<std::string> kinds;
   for (const auto& e : ev) kinds.push_back(e["event"]);
-  ASSERT_EQ(kinds, (std::vector<std::string>{"launch", "exit", "health", "relaunch", "launch", "exit", "done"})) << r.out;
+  ASSERT_EQ(kinds, (std::vector<std::string>{"launch", "exit", "health", "relaunch", "launch", "exit", "done"}))
+      << r.out;
   EXPECT_EQ(ev[1]["verdict"], "retry");
   EXPECT_NE(ev[1]["code"].get<int>() + ev[1]["signal"].get<int>(), 0);
   EXPECT_TRUE(ev[2]["ok"].get<bool>());
@@ -145,10 +146,11 @@ TEST_P(KillNine, ARandomRankKilledAtARandomStepResumesToTheSameLosses) {
   std::vector<double> losses;
   for (const auto& s : steps) losses.push_back(s["loss"].get<double>());
   expect_reference_tail(losses, resumed + 1);
-  std::printf("[ seed %u ] killed rank %d after %zu logged steps; relaunch resumed at step %d; attempt 1 %.1f s, "
-              "health %.1f s, attempt 2 %.1f s\n",
-              GetParam(), rank, done_at_kill, resumed, ev[1]["seconds"].get<double>(),
-              ev[2]["seconds"].get<double>(), ev[5]["seconds"].get<double>());
+  std::printf(
+      "[ seed %u ] killed rank %d after %zu logged steps; relaunch resumed at step %d; attempt 1 %.1f s, "
+      "health %.1f s, attempt 2 %.1f s\n",
+      GetParam(), rank, done_at_kill, resumed, ev[1]["seconds"].get<double>(), ev[2]["seconds"].get<double>(),
+      ev[5]["seconds"].get<double>());
 }
 
 INSTANTIATE_TEST_SUITE_P(Seeds, KillNine, ::testing::Values(1u, 2u, 3u));
@@ -179,8 +181,9 @@ TEST_F(Faults, SigtermToTheLauncherStopsTheJobAtACheckpointWithoutARelaunch) {
 
 TEST_F(Faults, KillDuringACheckpointWriteKeepsThePreviousCheckpoint) {
   const std::string ck = dir_->file("torn-ck"), out = dir_->file("torn");
-  const RunResult killed = shardrun(2, plan_, out, kTraining + " --checkpoint-dir " + quote(ck) +
-                                                       " --checkpoint-every 3 --keep-last 2 --inject-fault ckptkill:1:6");
+  const RunResult killed = shardrun(
+      2, plan_, out,
+      kTraining + " --checkpoint-dir " + quote(ck) + " --checkpoint-every 3 --keep-last 2 --inject-fault ckptkill:1:6");
   EXPECT_NE(killed.exit_code, 0) << killed.output;
   EXPECT_NE(killed.output.find("injected fault 'ckptkill'"), std::string::npos) << killed.output;
   // Step 6 was never committed (a torn shard, no manifest); step 3 is complete and verifies.
@@ -208,7 +211,8 @@ TEST_F(Faults, ARunKilledAndResumedTwiceKeepsAllThreeAttemptsInItsHistory) {
   // kill -9 of one rank at the start of step 5, then (resumed from step 3) at the start of step 9,
   // then (resumed from step 6) to the end; all three write to the same metrics.jsonl.
   const std::string ck = dir_->file("twice-ck"), out = dir_->file("twice");
-  const std::string args = kTraining + " --checkpoint-dir " + quote(ck) + " --checkpoint-every 3 --keep-last 2 --resume auto";
+  const std::string args =
+      kTraining + " --checkpoint-dir " + quote(ck) + " --checkpoint-every 3 --keep-last 2 --resume auto";
   const RunResult a1 = shardrun(2, plan_, out, args + " --inject-fault exit:1:5");
   ASSERT_NE(a1.exit_code, 0) << a1.output;
   const RunResult a2 = shardrun(2, plan_, out, args + " --inject-fault exit:0:9");
@@ -226,9 +230,7 @@ TEST_F(Faults, ARunKilledAndResumedTwiceKeepsAllThreeAttemptsInItsHistory) {
   for (int a = 1; a <= 3; ++a) {
     const int first = by[a].front()["step"].get<int>();
     EXPECT_EQ((first - 1) % kEvery, 0) << "attempt " << a;
-    if (a > 1) {
-      EXPECT_LE(first - 1, by[a - 1].back()["step"].get<int>()) << "attempt " << a << " skipped steps";
-    }
+    if (a > 1) { EXPECT_LE(first - 1, by[a - 1].back()["step"].get<int>()) << "attempt " << a << " skipped steps"; }
     for (size_t i = 0; i < by[a].size(); ++i) {
       const int step = by[a][i]["step"].get<int>();
       EXPECT_EQ(step, first + static_cast<int>(i));
@@ -276,7 +278,8 @@ TEST_F(Faults, ARankThatStopsMakingProgressIsCaughtByTheWatchdogAndTheJobResumes
   const auto ev = jsonl(ck + "/launch-events.jsonl");
   std::vector<std::string> kinds;
   for (const auto& e : ev) kinds.push_back(e["event"]);
-  ASSERT_EQ(kinds, (std::vector<std::string>{"launch", "exit", "health", "relaunch", "launch", "exit", "done"})) << r.out;
+  ASSERT_EQ(kinds, (std::vector<std::string>{"launch", "exit", "health", "relaunch", "launch", "exit", "done"}))
+      << r.out;
   EXPECT_EQ(ev[1]["code"], 75) << ev[1].dump();
   EXPECT_TRUE(ev[1]["stalled"].get<bool>()) << ev[1].dump();
   EXPECT_EQ(ev[1]["verdict"], "retry");
@@ -307,7 +310,8 @@ TEST_F(Faults, ACorruptedCheckpointIsSkippedWithAMessageNamingTheFile) {
   }
   const RunResult resumed = shardrun(2, plan_, dir_->file("corrupt-2"), args + " --resume auto");
   ASSERT_EQ(resumed.exit_code, 0) << resumed.output;
-  EXPECT_NE(resumed.output.find("step-00000009: shard tp0-pp0-shard1.safetensors: checksum mismatch"), std::string::npos)
+  EXPECT_NE(resumed.output.find("step-00000009: shard tp0-pp0-shard1.safetensors: checksum mismatch"),
+            std::string::npos)
       << resumed.output;
   EXPECT_NE(resumed.output.find("skipping"), std::string::npos) << resumed.output;
   expect_reference_tail(resumed.losses, 7);  // from the step-6 checkpoint
@@ -317,7 +321,8 @@ TEST_F(Faults, ShardrunCheckpointsAtThePlansIntervalByDefault) {
   // A profile whose node fails every 0.72 s: absurd, but it brings the optimal interval of a
   // tiny model's tens-of-milliseconds steps down to a few steps.
   nlohmann::json plan = nlohmann::json::parse(std::ifstream(plan_));
-  plan["cluster"]["hardware"]["resilience"] = {{"node_mtbf_hours", 0.0002}, {"checkpoint_write_GBps", 1}, {"restart_s", 0}};
+  plan["cluster"]["hardware"]["resilience"] = {
+      {"node_mtbf_hours", 0.0002}, {"checkpoint_write_GBps", 1}, {"restart_s", 0}};
   const std::string flaky = dir_->write_json("flaky.json", plan);
   const CommandResult sim = run_command(std::string(SHARDPLAN_BINARY) + " simulate --plan " + quote(flaky) + " --json");
   ASSERT_EQ(sim.status, 0) << sim.out;
@@ -325,8 +330,8 @@ TEST_F(Faults, ShardrunCheckpointsAtThePlansIntervalByDefault) {
   ASSERT_GE(every, 1);
   ASSERT_LT(every, kSteps) << "the interval should be a few steps for this test";
   const std::string ck = dir_->file("plan-ck");
-  const RunResult r = shardrun(2, flaky, dir_->file("plan-interval"),
-                               kTraining + " --checkpoint-dir " + quote(ck) + " --keep-last 0");
+  const RunResult r =
+      shardrun(2, flaky, dir_->file("plan-interval"), kTraining + " --checkpoint-dir " + quote(ck) + " --keep-last 0");
   ASSERT_EQ(r.exit_code, 0) << r.output;
   std::vector<int64_t> expected;
   for (int s = every; s <= kSteps; s += every) expected.push_back(s);

@@ -24,7 +24,8 @@ class LocalSlurm : public ::testing::Test {
  protected:
   void SetUp() override {
     state_ = dir_.file("slurm");
-    const CommandResult up = run_command("SHARDPLAN_SLURM_PORT=16917 bash " + quote(kScript) + " start " + quote(state_));
+    const CommandResult up =
+        run_command("SHARDPLAN_SLURM_PORT=16917 bash " + quote(kScript) + " start " + quote(state_));
     if (up.status != 0) GTEST_SKIP() << "Slurm could not start on this machine: " << up.out;
     started_ = true;
   }

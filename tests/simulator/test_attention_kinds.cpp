@@ -24,7 +24,6 @@ using testing::run;
 
 using testing::BlockEnv;
 
-
 // Korthikanti et al. 2022, §4.1, op by op (bf16, e = 2), generalised to GQA, SwiGLU and
 // dropout-free models: everything one block stores under eager attention without recompute.
 double eager_closed_form(const ModelSpec& m, double s, double b, double t) {
@@ -93,7 +92,7 @@ INSTANTIATE_TEST_SUITE_P(Cards, FlashMemory,
                          });
 
 TEST(FlashMemory, GptDropoutCardCarriesTheDropoutTerms) {
-  ASSERT_GT(load_model("gpt3-175b").attention_dropout, 0);  // the GPT case above counts mask + output
+  ASSERT_GT(load_model("gpt3-175b").attention_dropout, 0);   // the GPT case above counts mask + output
   ASSERT_EQ(load_model("llama2-70b").attention_dropout, 0);  // the Llama case only the softmax output
 }
 
@@ -197,10 +196,12 @@ TEST(FlashTime, UsesTheProfileCurveOrTheGemmFallback) {
   const auto& dev = a100.c.hardware.device;
   ASSERT_FALSE(dev.flash_attention.empty());
   const AttentionTime t = flash_attention_time(env);
-  EXPECT_NEAR(t.forward_s, f.executed_forward / (312e12 * dev.flash_attention.at(true, 128, 4096, false)) +
-                               dev.kernel_launch_s, 1e-12);
-  EXPECT_NEAR(t.backward_s, f.executed_backward / (312e12 * dev.flash_attention.at(true, 128, 4096, true)) +
-                                dev.kernel_launch_s, 1e-12);
+  EXPECT_NEAR(t.forward_s,
+              f.executed_forward / (312e12 * dev.flash_attention.at(true, 128, 4096, false)) + dev.kernel_launch_s,
+              1e-12);
+  EXPECT_NEAR(t.backward_s,
+              f.executed_backward / (312e12 * dev.flash_attention.at(true, 128, 4096, true)) + dev.kernel_launch_s,
+              1e-12);
   // Trainium (no curve): the GEMM curve at the size of one batched GEMM as executed (half, causal).
   const BlockEnv trn("llama2-7b", "trn1.32xlarge");
   const CostEnv te = trn.env(AttentionKind::flash, 1, 4096, 1);
@@ -354,10 +355,12 @@ TEST(FlashProfile, BadCurvesNameTheFieldAndWhatWasExpected) {
       {{{"sideways", {{"head_dim_64", ok}}}}, "flash_attention_efficiency_by_seq_len.sideways", "causal or non_causal"},
       {{{"causal", {{"hd64", ok}}}}, "causal.hd64", "head_dim_<N>"},
       {{{"causal", {{"head_dim_64", {{"forward", {{512, 1.5}}}, {"backward", {{512, 0.4}}}}}}}},
-       "head_dim_64.forward", "(0, 1]"},
+       "head_dim_64.forward",
+       "(0, 1]"},
       {{{"causal", {{"head_dim_64", {{"forward", {{512, 0.5}}}}}}}}, "head_dim_64.backward", ""},
       {{{"causal", {{"head_dim_64", {{"forward", {{2048, 0.5}, {512, 0.6}}}, {"backward", {{512, 0.4}}}}}}}},
-       "head_dim_64.forward", "ascending"},
+       "head_dim_64.forward",
+       "ascending"},
       {nlohmann::json::array(), "flash_attention_efficiency_by_seq_len", "causal"},
   };
   for (const auto& bad : cases) {

@@ -13,10 +13,10 @@ namespace shardplan::simulator {
 namespace cache_reuse_test {  // named, not anonymous: the files share a unity-build unit
 
 TEST(CacheReuse, TheLastBlocksThatFitTheCacheRunTheirBackwardWarm) {
-  EXPECT_DOUBLE_EQ(warm_backward_fraction(32e6, 4, 2e6, 2e6), 1.0);    // 16 MB of blocks in 32 MB
-  EXPECT_DOUBLE_EQ(warm_backward_fraction(32e6, 4, 12e6, 4e6), 0.5);   // two of the four blocks
-  EXPECT_LT(warm_backward_fraction(32e6, 4, 60e6, 4e6), 0.15);         // a block overflows the cache
-  EXPECT_DOUBLE_EQ(warm_backward_fraction(0, 4, 2e6, 2e6), 0.0);       // no cache figure: cold
+  EXPECT_DOUBLE_EQ(warm_backward_fraction(32e6, 4, 2e6, 2e6), 1.0);   // 16 MB of blocks in 32 MB
+  EXPECT_DOUBLE_EQ(warm_backward_fraction(32e6, 4, 12e6, 4e6), 0.5);  // two of the four blocks
+  EXPECT_LT(warm_backward_fraction(32e6, 4, 60e6, 4e6), 0.15);        // a block overflows the cache
+  EXPECT_DOUBLE_EQ(warm_backward_fraction(0, 4, 2e6, 2e6), 0.0);      // no cache figure: cold
   // More micro-batch, more activations per block: never more warm.
   double last = 1.0;
   for (double act = 1e6; act < 1e9; act *= 2) {

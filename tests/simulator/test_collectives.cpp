@@ -1,9 +1,9 @@
 // Collective cost models and the rank layout that places groups on links.
 #include <gtest/gtest.h>
 
-#include "support/sim_config.hpp"
 #include "simulator/collectives.hpp"
 #include "simulator/errors.hpp"
+#include "support/sim_config.hpp"
 
 namespace shardplan::simulator {
 namespace collectives_test {  // named, not anonymous: the files share a unity-build unit
@@ -71,10 +71,9 @@ TEST(Collectives, PointToPoint) {
 // sums as it goes) can cost several times an all-gather of the same buffer.
 TEST(Collectives, MeasuredBusBandwidthCurvesReplaceTheLinkModelPerKind) {
   nlohmann::json j = to_json(load_hardware("local-cpu-2core"));
-  j["node"]["intra_node"]["collective_busbw_bytes_per_s_by_bytes"] = {
-      {"all_gather", {{1e4, 4e9}, {1e8, 8e9}}},
-      {"reduce_scatter", {{1e4, 2e9}, {1e8, 1e9}}},
-      {"send_recv", {{1e4, 3e9}, {1e8, 3e9}}}};
+  j["node"]["intra_node"]["collective_busbw_bytes_per_s_by_bytes"] = {{"all_gather", {{1e4, 4e9}, {1e8, 8e9}}},
+                                                                      {"reduce_scatter", {{1e4, 2e9}, {1e8, 1e9}}},
+                                                                      {"send_recv", {{1e4, 3e9}, {1e8, 3e9}}}};
   const HardwareProfile measured = hardware_from_json(j, "measured.json");
   const HardwareProfile datasheet = load_hardware("local-cpu-2core");
   const GroupPlacement pair{2, 1, 2};
@@ -91,9 +90,7 @@ TEST(Collectives, MeasuredBusBandwidthCurvesReplaceTheLinkModelPerKind) {
   try {
     hardware_from_json(j, "bad.json");
     FAIL() << "an unknown collective was accepted";
-  } catch (const InputError& e) {
-    EXPECT_NE(std::string(e.what()).find("all_to_all"), std::string::npos) << e.what();
-  }
+  } catch (const InputError& e) { EXPECT_NE(std::string(e.what()).find("all_to_all"), std::string::npos) << e.what(); }
 }
 
 // One rule for every transfer that runs beside independent compute (ring CP, SP re-gathers,

@@ -21,7 +21,6 @@ using testing::cluster;
 using testing::config;
 using testing::run;
 
-
 // dp x cp = the cluster's devices at tp 1.
 ParallelConfig cp_config(const ClusterSpec& c, int cp, CpKind kind, int seq = 32768) {
   ParallelConfig cfg = config(c, 1, 1, 1, 1, 0, seq);
@@ -133,10 +132,9 @@ TEST(ContextParallel, ComposesWithTensorPipelineAndZero3) {
     // The ring's KV steps hide behind 64K-token attention; Ulysses' all-to-alls cannot.
     if (kind == CpKind::all_to_all) EXPECT_GT(p.time.cp_comm_s, 0);
     else EXPECT_GE(p.time.cp_comm_s, 0);
-    const double parts = p.time.forward_compute_s + p.time.backward_compute_s + p.time.recompute_s +
-                         p.time.tp_comm_s + p.time.cp_comm_s + p.time.ep_comm_s + p.time.dp_exposed_comm_s +
-                         p.time.offload_exposed_s + p.time.pipeline_bubble_s + p.time.optimizer_s +
-                         p.time.sync_wait_s;
+    const double parts = p.time.forward_compute_s + p.time.backward_compute_s + p.time.recompute_s + p.time.tp_comm_s +
+                         p.time.cp_comm_s + p.time.ep_comm_s + p.time.dp_exposed_comm_s + p.time.offload_exposed_s +
+                         p.time.pipeline_bubble_s + p.time.optimizer_s + p.time.sync_wait_s;
     EXPECT_NEAR(parts, p.time.step_s, 1e-9 * p.time.step_s);
   }
 }

@@ -32,7 +32,8 @@ TEST(EfficiencyFit, RecoversAKnownCurve) {
   const CurveFit fit = fit_efficiency_curve(samples_of(truth, 0.0, 1), /*monotone=*/false);
   EXPECT_EQ(fit.degree, 3);
   EXPECT_LT(fit.rms_residual, 1e-9);
-  for (double lx = 5.0; lx <= 10.0; lx += 0.5) EXPECT_NEAR(fit.curve.at(std::pow(10.0, lx)), truth(std::pow(10.0, lx)), 1e-3);
+  for (double lx = 5.0; lx <= 10.0; lx += 0.5)
+    EXPECT_NEAR(fit.curve.at(std::pow(10.0, lx)), truth(std::pow(10.0, lx)), 1e-3);
   EXPECT_NEAR(fit.curve.log10_x.front(), 5.0, 1e-12);
   EXPECT_NEAR(fit.curve.log10_x.back(), 10.0, 1e-12);
 }
@@ -41,7 +42,8 @@ TEST(EfficiencyFit, NoisySamplesStayClose) {
   const CurveFit fit = fit_efficiency_curve(samples_of(truth, 0.03, 7), false);
   EXPECT_GT(fit.rms_residual, 0.01);
   EXPECT_LT(fit.rms_residual, 0.05);
-  for (double lx = 5.5; lx <= 9.5; lx += 0.5) EXPECT_NEAR(fit.curve.at(std::pow(10.0, lx)), truth(std::pow(10.0, lx)), 0.03);
+  for (double lx = 5.5; lx <= 9.5; lx += 0.5)
+    EXPECT_NEAR(fit.curve.at(std::pow(10.0, lx)), truth(std::pow(10.0, lx)), 0.03);
 }
 
 double dip(double size) {  // rises then falls (a cache cliff)
@@ -81,8 +83,8 @@ std::vector<LinkSample> ring_timings(double alpha, double B, int n, double noise
   std::vector<LinkSample> s;
   const double k = n - 1.0;
   for (double S = 64; S <= 64e6; S *= 4) {
-    for (auto [op, hops, wire] : {std::tuple{"all_reduce", 2 * k, 2 * k / n * S}, std::tuple{"all_gather", k, k / n * S},
-                                  std::tuple{"send_recv", 2.0, 2 * S}})
+    for (auto [op, hops, wire] : {std::tuple{"all_reduce", 2 * k, 2 * k / n * S},
+                                  std::tuple{"all_gather", k, k / n * S}, std::tuple{"send_recv", 2.0, 2 * S}})
       s.push_back({op, S, hops, wire, (hops * alpha + wire / B) * u(rng)});
   }
   return s;

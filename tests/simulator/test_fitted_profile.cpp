@@ -20,7 +20,9 @@ namespace fitted_profile_test {  // named, not anonymous: the files share a unit
 using nlohmann::json;
 using shardplan::testing::TempDir;
 
-json raw_profile(const std::string& name) { return read_json_file(data_dir() + "/hardware_profiles/" + name + ".json"); }
+json raw_profile(const std::string& name) {
+  return read_json_file(data_dir() + "/hardware_profiles/" + name + ".json");
+}
 
 // `name` as its file says, without the fitted section.
 HardwareProfile unfitted(const std::string& name, const TempDir& dir) {

@@ -83,10 +83,11 @@ TEST(Flash1, FactorsParseRoundTripAndRefuseSpeedups) {
   EXPECT_DOUBLE_EQ(back.device.flash_attention_v1_slowdown.forward,
                    load_hardware("p4d.24xlarge").device.flash_attention_v1_slowdown.forward);
   EXPECT_FALSE(to_json(load_hardware("p5.48xlarge"))["device"].contains("flash_attention_v1_slowdown"));
-  for (const auto& [bad, field] : {std::pair<nlohmann::json, std::string>{{{"forward", 0.5}, {"backward", 2.0}}, "forward"},
-                                   {{{"forward", 1.4}, {"backward", 0.9}}, "backward"},
-                                   {{{"forward", 1.4}}, "backward"},
-                                   {nlohmann::json::array(), "flash_attention_v1_slowdown"}}) {
+  for (const auto& [bad, field] :
+       {std::pair<nlohmann::json, std::string>{{{"forward", 0.5}, {"backward", 2.0}}, "forward"},
+        {{{"forward", 1.4}, {"backward", 0.9}}, "backward"},
+        {{{"forward", 1.4}}, "backward"},
+        {nlohmann::json::array(), "flash_attention_v1_slowdown"}}) {
     nlohmann::json p = j;
     p["device"]["flash_attention_v1_slowdown"] = bad;
     try {

@@ -22,7 +22,6 @@ using testing::config;
 using testing::linear_weights;
 using testing::run;
 
-
 TEST(Fp8, RefusedWithoutFp8TensorCoresOrInFp32) {
   const ModelSpec m = load_model("llama2-7b");
   ParallelConfig cfg = config(cluster("p4d.24xlarge", 1), 1, 1, 1, 1, 8, 2048);

@@ -111,13 +111,15 @@ TEST(Fusion, Fp32EagerAccumulationSkipsTheGradientsAddedInsideTheGemm) {
     for (const LinearDesc& lin : m.block_linears())
       if (lin.split == TpSplit::column) column += static_cast<double>(lin.d_in) * lin.d_out / tp;
     // fp32 ZeRO-1 keeps every gradient of the rank whole: 4 bytes each.
-    const double left = pe.worst.gradients / 4.0 - m.num_layers * (testing::linear_weights(m, tp) - (tp > 1 ? column : 0.0));
+    const double left =
+        pe.worst.gradients / 4.0 - m.num_layers * (testing::linear_weights(m, tp) - (tp > 1 ? column : 0.0));
     ASSERT_GT(left, 0.0);
     const std::vector<LinearDesc> linears = m.block_linears();
     const std::vector<char> mask(linears.size(), 0);
     const CostEnv env = make_cost_env(m, c, cfg, linears, mask, BlockGroups{GroupPlacement{1, 1, 1}, {}, {}, {}});
     const double per_step = (micro_batches - 1) * memory_time_s(env, 3 * 4.0 * left);
-    EXPECT_NEAR(pe.time.backward_compute_s - pf.time.backward_compute_s, per_step, 1e-9 + 1e-3 * per_step) << "tp " << tp;
+    EXPECT_NEAR(pe.time.backward_compute_s - pf.time.backward_compute_s, per_step, 1e-9 + 1e-3 * per_step)
+        << "tp " << tp;
   }
 }
 

@@ -27,7 +27,8 @@ std::vector<GemmSample> timings(double rate, double stream_Bps, double noise) {
   std::vector<GemmSample> out;
   int i = 0;
   for (const auto& [m, k, n] : shapes) {
-    const double flops = 2 * m * k * n, streamed = streamed_operand_bytes({4 * m * k, 4 * k * n, 4 * m * n}, 16 * 1048576.0);
+    const double flops = 2 * m * k * n,
+                 streamed = streamed_operand_bytes({4 * m * k, 4 * k * n, 4 * m * n}, 16 * 1048576.0);
     const double t = flops / rate + (stream_Bps > 0 ? streamed / stream_Bps : 0.0);
     out.push_back({flops, streamed, t * (1 + noise * std::sin(1.7 * ++i))});  // +-noise, no pattern in size
   }

@@ -7,8 +7,8 @@
 
 #include "support/input_error.hpp"
 
-#include "support/temp_dir.hpp"
 #include <unistd.h>
+#include "support/temp_dir.hpp"
 
 #include <algorithm>
 #include <cmath>
@@ -31,16 +31,13 @@ using testing::input_error_of;
 
 namespace fs = std::filesystem;
 
-std::string profile_path(const std::string& name) {
-  return data_dir() + "/hardware_profiles/" + name + ".json";
-}
-
+std::string profile_path(const std::string& name) { return data_dir() + "/hardware_profiles/" + name + ".json"; }
 
 bool contains(const std::string& s, const std::string& part) { return s.find(part) != std::string::npos; }
 
 using shardplan::testing::TempDir;
 
-const std::vector<std::string> kBuiltins{"g5.48xlarge",   "gaudi2-hls2",  "p4d.24xlarge",
+const std::vector<std::string> kBuiltins{"g5.48xlarge",   "gaudi2-hls2", "p4d.24xlarge",
                                          "p4de.24xlarge", "p5.48xlarge", "trn1.32xlarge"};
 
 // ----- built-in profiles --------------------------------------------------------------------
@@ -48,8 +45,7 @@ const std::vector<std::string> kBuiltins{"g5.48xlarge",   "gaudi2-hls2",  "p4d.2
 TEST(HardwareProfiles, BuiltinNames) {
   const auto names = builtin_hardware_names();
   EXPECT_TRUE(std::is_sorted(names.begin(), names.end()));
-  for (const auto& n : kBuiltins)
-    EXPECT_NE(std::find(names.begin(), names.end(), n), names.end()) << n << " missing";
+  for (const auto& n : kBuiltins) EXPECT_NE(std::find(names.begin(), names.end(), n), names.end()) << n << " missing";
   EXPECT_GE(names.size(), kBuiltins.size());
 }
 
@@ -166,8 +162,7 @@ TEST(HardwareProfiles, SiConversionsFromJson) {
     const auto j = read_json_file(profile_path("trn1.32xlarge"));
     const auto hw = load_hardware("trn1.32xlarge");
     EXPECT_EQ(hw.device.memory_bytes, j["device"]["memory_GiB"].get<double>() * 1073741824.0);
-    EXPECT_EQ(hw.node.intra.bandwidth_Bps,
-              j["node"]["intra_node"]["bandwidth_GiBps"].get<double>() * 1073741824.0);
+    EXPECT_EQ(hw.node.intra.bandwidth_Bps, j["node"]["intra_node"]["bandwidth_GiBps"].get<double>() * 1073741824.0);
     EXPECT_EQ(hw.node.topology, IntraTopology::torus);
     EXPECT_EQ(hw.node.devices_per_node, 16);
   }
@@ -279,7 +274,8 @@ TEST(HardwareProfiles, P5eInheritsFromP5) {
   EXPECT_EQ(h200.device.memory_bandwidth_Bps, 4800e9);
   EXPECT_NE(h200.price.usd_per_hour, h100.price.usd_per_hour);
   EXPECT_EQ(h200.device.peak_flops, h100.device.peak_flops);
-  EXPECT_EQ(h200.device.gemm_efficiency.efficiency, h100.device.gemm_efficiency.efficiency);  // fitted scale applied once
+  EXPECT_EQ(h200.device.gemm_efficiency.efficiency,
+            h100.device.gemm_efficiency.efficiency);  // fitted scale applied once
   EXPECT_EQ(h200.device.memory_efficiency.efficiency, h100.device.memory_efficiency.efficiency);
   EXPECT_EQ(h200.node.intra.bandwidth_Bps, h100.node.intra.bandwidth_Bps);
   EXPECT_EQ(h200.network.bandwidth_Bps, h100.network.bandwidth_Bps);
@@ -288,12 +284,12 @@ TEST(HardwareProfiles, P5eInheritsFromP5) {
 TEST(HardwareProfiles, OverlayWithOtherUnit) {
   TempDir tmp;
   const std::string path = tmp.write_json("bigger.json", {
-      {"schema", "shardplan.hardware/1"},
-      {"name", "p4de-bigger"},
-      {"base", "p4de.24xlarge"},
-      {"device", {{"memory_GB", 100}}},       // base has memory_MiB
-      {"network", {{"bandwidth_Gbps", 3200}}},
-  });
+                                                             {"schema", "shardplan.hardware/1"},
+                                                             {"name", "p4de-bigger"},
+                                                             {"base", "p4de.24xlarge"},
+                                                             {"device", {{"memory_GB", 100}}},  // base has memory_MiB
+                                                             {"network", {{"bandwidth_Gbps", 3200}}},
+                                                         });
   HardwareProfile hw;
   ASSERT_NO_THROW(hw = load_hardware(path)) << input_error_of([&] { load_hardware(path); });
   const auto de = load_hardware("p4de.24xlarge");
@@ -314,18 +310,18 @@ TEST(HardwareProfiles, OverlayWithOtherUnit) {
 TEST(HardwareProfiles, OverlayNullRemovesOptionalField) {
   TempDir tmp;
   const std::string path = tmp.write_json("nolaunch.json", {
-      {"name", "p4d-nolaunch"},
-      {"base", "p4d.24xlarge"},
-      {"device", {{"kernel_launch_us", nullptr}}},
-  });
+                                                               {"name", "p4d-nolaunch"},
+                                                               {"base", "p4d.24xlarge"},
+                                                               {"device", {{"kernel_launch_us", nullptr}}},
+                                                           });
   EXPECT_EQ(load_hardware(path).device.kernel_launch_s, 0.0);
 }
 
 TEST(HardwareProfiles, RelativeBasePath) {
   TempDir tmp;
   tmp.write_json("a.json", read_json_file(profile_path("g5.48xlarge")));
-  const std::string path = tmp.write_json("b.json", {{"name", "g5-fast-net"}, {"base", "./a.json"},
-                                                {"network", {{"bandwidth_GBps", 50}}}});
+  const std::string path =
+      tmp.write_json("b.json", {{"name", "g5-fast-net"}, {"base", "./a.json"}, {"network", {{"bandwidth_GBps", 50}}}});
   const auto hw = load_hardware(path);
   EXPECT_EQ(hw.network.bandwidth_Bps, 50e9);
   EXPECT_EQ(hw.device.memory_bytes, 23028.0 * 1048576.0);
@@ -445,9 +441,9 @@ TEST(HardwareProfiles, TwoUnitVariantsOfOneQuantity) {
 // would otherwise let one silently erase the other).
 TEST(HardwareProfiles, TwoUnitVariantsInOverlayFile) {
   TempDir tmp;
-  const std::string msg = load_error(
-      tmp, "overlay_twounits.json",
-      {{"name", "x"}, {"base", "p4d.24xlarge"}, {"device", {{"memory_GB", 100}, {"memory_MiB", 1024}}}});
+  const std::string msg =
+      load_error(tmp, "overlay_twounits.json",
+                 {{"name", "x"}, {"base", "p4d.24xlarge"}, {"device", {{"memory_GB", 100}, {"memory_MiB", 1024}}}});
   EXPECT_TRUE(contains(msg, "only one unit variant")) << msg;
 }
 

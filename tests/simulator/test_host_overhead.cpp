@@ -93,9 +93,11 @@ TEST(HostOverhead, AdaptersAndExpertsOnTheRank) {
     cfg.ep = ep;
     const auto [fwd, bwd] = added(moe, cfg, 2);
     EXPECT_NEAR(fwd, dense * h.llama_block.forward + sparse * (h.moe_layer.forward + E / ep * h.moe_expert.forward),
-                1e-12) << "ep " << ep;
+                1e-12)
+        << "ep " << ep;
     EXPECT_NEAR(bwd, dense * h.llama_block.backward + sparse * (h.moe_layer.backward + E / ep * h.moe_expert.backward),
-                1e-12) << "ep " << ep;
+                1e-12)
+        << "ep " << ep;
   }
 }
 
@@ -104,9 +106,7 @@ std::string error_of(const nlohmann::json& host) {
   j["device"]["host_overhead_seconds"] = host;
   try {
     (void)hardware_from_json(j, "measured.json");
-  } catch (const InputError& e) {
-    return e.what();
-  }
+  } catch (const InputError& e) { return e.what(); }
   return "";
 }
 

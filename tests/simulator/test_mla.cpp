@@ -17,7 +17,6 @@ using testing::BlockEnv;
 
 constexpr int kSeq = 4096;
 
-
 TEST(Mla, AttentionFlopsUseQueryKeyAndValueHeadWidths) {
   const ModelSpec m = load_model("deepseek-v3");
   ASSERT_TRUE(m.mla.enabled());
@@ -26,7 +25,8 @@ TEST(Mla, AttentionFlopsUseQueryKeyAndValueHeadWidths) {
     const BlockEnv e(m, "p5.48xlarge");
     const double s = kSeq, heads = 128.0 / tp;
     // Q K^T over 192 dims and P V over 128, 2 FLOPs per multiply-add.
-    EXPECT_DOUBLE_EQ(attention_flops(e.env(AttentionKind::flash, tp, kSeq, 1)).model_forward, 2.0 * heads * s * s * (192 + 128));
+    EXPECT_DOUBLE_EQ(attention_flops(e.env(AttentionKind::flash, tp, kSeq, 1)).model_forward,
+                     2.0 * heads * s * s * (192 + 128));
   }
 }
 

@@ -9,8 +9,8 @@
 
 #include "support/input_error.hpp"
 
-#include "support/temp_dir.hpp"
 #include <unistd.h>
+#include "support/temp_dir.hpp"
 
 #include <algorithm>
 #include <cstdint>
@@ -29,13 +29,11 @@
 namespace shardplan::simulator {
 namespace model_cards_test {  // named, not anonymous: the files share a unity-build unit
 
-using testing::input_error_of;
 using testing::card_path;
 using testing::hf_path;
+using testing::input_error_of;
 
 namespace fs = std::filesystem;
-
-
 
 using shardplan::testing::TempDir;
 
@@ -53,11 +51,11 @@ const std::map<std::string, int64_t>& hf_figures() {
       {"llama2-13b", 13'015'864'320},
       {"llama2-70b", 68'976'648'192},
       {"tinyllama-1.1b", 1'100'048'384},  // LlamaForCausalLM, GQA 32/4
-      {"llama3.1-8b", 8'030'261'248},      // LlamaForCausalLM, vocab 128256
+      {"llama3.1-8b", 8'030'261'248},     // LlamaForCausalLM, vocab 128256
       {"llama3.1-70b", 70'553'706'496},
       {"llama3.1-405b", 405'853'388'800},
-      {"mistral-7b", 7'241'732'096},       // MistralForCausalLM (v0.1)
-      {"qwen3-8b", 8'190'735'360},         // Qwen3ForCausalLM: q_norm and k_norm in every layer
+      {"mistral-7b", 7'241'732'096},  // MistralForCausalLM (v0.1)
+      {"qwen3-8b", 8'190'735'360},    // Qwen3ForCausalLM: q_norm and k_norm in every layer
   };
   return k;
 }
@@ -265,8 +263,7 @@ TEST(ModelCards, LoraLlama70bAttentionRank4) {
   // Hu et al. 2021 §4.1: r * (d_in + d_out) per adapted linear. GQA: k/v project to 8 x 128.
   const int64_t r = 4;
   auto lora = [r](int64_t d_in, int64_t d_out) { return r * (d_in + d_out); };
-  const int64_t per_layer =
-      lora(8192, 8192) + lora(8192, 1024) + lora(8192, 1024) + lora(8192, 8192);
+  const int64_t per_layer = lora(8192, 8192) + lora(8192, 1024) + lora(8192, 1024) + lora(8192, 8192);
   EXPECT_EQ(lora_parameters_per_layer(t, r), per_layer);
   EXPECT_EQ(m.num_layers * lora_parameters_per_layer(t, r), 80 * per_layer);
   EXPECT_EQ(80 * per_layer, 16'384'000);  // 80 x 4 x 51,200
@@ -372,13 +369,12 @@ TEST(ModelCards, MissingFileIsInputError) {
 // ----- built-in names -------------------------------------------------------------------------
 
 TEST(ModelCards, BuiltinNames) {
-  const std::vector<std::string> expected{"bert-large", "gpt-j-6b",   "gpt-neox-20b", "gpt2",
-                                          "gpt2-xl",    "gpt3-175b",  "llama2-13b",   "llama2-70b",
-                                          "llama2-7b",  "tiny-gpt",   "tiny-llama", "tinyllama-1.1b"};
+  const std::vector<std::string> expected{"bert-large", "gpt-j-6b",  "gpt-neox-20b", "gpt2",
+                                          "gpt2-xl",    "gpt3-175b", "llama2-13b",   "llama2-70b",
+                                          "llama2-7b",  "tiny-gpt",  "tiny-llama",   "tinyllama-1.1b"};
   const auto names = builtin_model_names();
   EXPECT_TRUE(std::is_sorted(names.begin(), names.end()));
-  for (const auto& n : expected)
-    EXPECT_NE(std::find(names.begin(), names.end(), n), names.end()) << n << " missing";
+  for (const auto& n : expected) EXPECT_NE(std::find(names.begin(), names.end(), n), names.end()) << n << " missing";
   EXPECT_GE(names.size(), expected.size());
   // Every built-in card loads, validates, and its "name" field is its file stem.
   for (const auto& n : names) {

@@ -36,7 +36,6 @@ ModelSpec moe_model(int experts = 8, int top_k = 2) {
   return m;
 }
 
-
 ParallelConfig moe_config(const ClusterSpec& c, int ep, int zero) {
   ParallelConfig cfg = config(c, 1, 1, zero, 1, 64, 4096);
   cfg.ep = ep;
@@ -142,12 +141,13 @@ TEST(Moe, DispatchVolumeAndAllToAllTimeFollowTheFormula) {
   const HardwareProfile& hw = c.hardware;
   const GroupPlacement node{8, 1, 8}, two_nodes{16, 2, 8};
   const double S = 64e6;
-  EXPECT_DOUBLE_EQ(all_to_all_s(S, node, hw, 8), 7.0 / 8 * S / intra_node_bandwidth(hw, 8, 8) + hw.node.intra.latency_s);
+  EXPECT_DOUBLE_EQ(all_to_all_s(S, node, hw, 8),
+                   7.0 / 8 * S / intra_node_bandwidth(hw, 8, 8) + hw.node.intra.latency_s);
   // Across nodes: half the buffer goes to the other node over this rank's eighth of the NICs.
   const double nic = hw.network.bandwidth_Bps * hw.network.efficiency / 8;
-  EXPECT_DOUBLE_EQ(all_to_all_s(S, two_nodes, hw, 8), std::max(7.0 / 16 * S / intra_node_bandwidth(hw, 8, 8) +
-                                                                    hw.node.intra.latency_s,
-                                                                8.0 / 16 * S / nic + hw.network.latency_s));
+  EXPECT_DOUBLE_EQ(all_to_all_s(S, two_nodes, hw, 8),
+                   std::max(7.0 / 16 * S / intra_node_bandwidth(hw, 8, 8) + hw.node.intra.latency_s,
+                            8.0 / 16 * S / nic + hw.network.latency_s));
   // Forward: dispatch + combine at the busiest rank's load.
   EXPECT_DOUBLE_EQ(moe.comm_forward_s, 2 * all_to_all_s(moe.load_imbalance * moe.dispatch_bytes, node, hw, 8));
   // ep 16 spans both nodes: its all-to-alls are slower than ep 8's inside one node.
@@ -183,7 +183,12 @@ TEST(Moe, ModelFlopsDoNotDependOnTheExpertLayout) {
   tp.dp = 4;
   tp.sequence_parallel = true;
   tp.global_batch_size = 32;
-  const ParallelConfig half = [&] { ParallelConfig h = moe_config(c, 1, 1); h.global_batch_size = 32; h.dp = 8; return h; }();
+  const ParallelConfig half = [&] {
+    ParallelConfig h = moe_config(c, 1, 1);
+    h.global_batch_size = 32;
+    h.dp = 8;
+    return h;
+  }();
   const double base = run(m, c, half).model_flops_per_step;
   EXPECT_NEAR(run(m, c, tp).model_flops_per_step, base, 1e-9 * base);
   // Per token about 6 x the active parameters (Kaplan et al. 2020) plus attention: well under

@@ -23,13 +23,11 @@
 namespace shardplan::simulator {
 namespace moe_cards_test {  // named, not anonymous: the files share a unity-build unit
 
-using testing::input_error_of;
 using testing::card_path;
 using testing::hf_path;
+using testing::input_error_of;
 
 using shardplan::testing::TempDir;
-
-
 
 // A one-line InputError naming `file` and the field `field` (quoted, as JsonContext writes it).
 void expect_field_error(const std::string& msg, const std::string& file, const std::string& field) {
@@ -41,9 +39,9 @@ void expect_field_error(const std::string& msg, const std::string& file, const s
 // ----- published figures (literals on purpose) ----------------------------------------------
 
 struct Published {
-  int64_t total;          // exact: Hugging Face num_parameters()
-  double active;          // as published (rounded)
-  double active_unit;     // the last published digit: |count - published| < one unit
+  int64_t total;       // exact: Hugging Face num_parameters()
+  double active;       // as published (rounded)
+  double active_unit;  // the last published digit: |count - published| < one unit
 };
 
 const std::map<std::string, Published>& published() {
@@ -108,12 +106,8 @@ TEST(MoeCards, CardFiguresAgreeWithCounts) {
     const ModelSpec m = load_model(name);
     const ParameterCounts c = count_parameters(m);
     const nlohmann::json j = read_json_file(card_path(name));
-    if (j.contains("hf_active_parameters")) {
-      EXPECT_EQ(j["hf_active_parameters"].get<int64_t>(), c.active);
-    }
-    if (!m.is_moe()) {
-      EXPECT_EQ(c.active, c.total);
-    }
+    if (j.contains("hf_active_parameters")) { EXPECT_EQ(j["hf_active_parameters"].get<int64_t>(), c.active); }
+    if (!m.is_moe()) { EXPECT_EQ(c.active, c.total); }
   }
 }
 
@@ -143,7 +137,7 @@ TEST(MoeCards, MixtralBlockSpelledOut) {
   const ModelSpec m = load_model("mixtral-8x7b");
   const ParameterCounts c = count_parameters(m);
   const int64_t attention = 2LL * 4096 * 4096 + 2LL * 4096 * 1024;  // q, o; GQA k, v (8 x 128)
-  const int64_t expert = 3LL * 4096 * 14336;                       // w1, w3, w2
+  const int64_t expert = 3LL * 4096 * 14336;                        // w1, w3, w2
   EXPECT_EQ(c.per_expert, expert);
   EXPECT_EQ(c.per_layer, attention + 8 * expert + 4096 * 8 + 2 * 4096);  // + router + 2 norms
   const auto experts = m.expert_linears();

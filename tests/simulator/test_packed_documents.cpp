@@ -51,12 +51,14 @@ TEST(PackedDocuments, TheKernelRunsAtTheDocumentLength) {
   const auto& dev = be.c.hardware.device;
   const AttentionTime t = flash_attention_time(env);
   // Compute-bound at this size: executed FLOPs over the curve's efficiency at 1,024 tokens.
-  EXPECT_NEAR(t.forward_s, f.executed_forward / (env.peak_flops * dev.flash_attention.at(true, 128, 1024, false)) +
-                               dev.kernel_launch_s,
-              1e-12);
-  EXPECT_NEAR(t.backward_s, f.executed_backward / (env.peak_flops * dev.flash_attention.at(true, 128, 1024, true)) +
-                                dev.kernel_launch_s,
-              1e-12);
+  EXPECT_NEAR(
+      t.forward_s,
+      f.executed_forward / (env.peak_flops * dev.flash_attention.at(true, 128, 1024, false)) + dev.kernel_launch_s,
+      1e-12);
+  EXPECT_NEAR(
+      t.backward_s,
+      f.executed_backward / (env.peak_flops * dev.flash_attention.at(true, 128, 1024, true)) + dev.kernel_launch_s,
+      1e-12);
 }
 
 TEST(PackedDocuments, OnlyTheAttentionCoreGetsFaster) {

@@ -20,8 +20,7 @@ namespace pipeline_schedule_test {  // named, not anonymous: the files share a u
 
 using Key = std::tuple<int, int, bool>;  // (virtual stage, micro-batch, backward)
 
-PipelineInput uniform(PipelineSchedule s, int p, int m, int v = 1, double tf = 1.0,
-                      double tb = 2.0) {
+PipelineInput uniform(PipelineSchedule s, int p, int m, int v = 1, double tf = 1.0, double tb = 2.0) {
   PipelineInput in;
   in.stages = p;
   in.micro_batches = m;
@@ -62,13 +61,12 @@ std::map<Key, PipelineEvent> check_events(const PipelineInput& in, const Pipelin
   double stage_free = 0;
   for (const PipelineEvent& e : r.events) {
     const int vs = e.chunk * p + e.stage;
-    EXPECT_TRUE(by_key.emplace(Key{vs, e.micro_batch, e.backward}, e).second)
-        << label(in) << ": duplicate op";
+    EXPECT_TRUE(by_key.emplace(Key{vs, e.micro_batch, e.backward}, e).second) << label(in) << ": duplicate op";
     EXPECT_GE(e.stage, prev_stage) << label(in) << ": events must be stage-major";
     if (e.stage != prev_stage) stage_free = 0;
     prev_stage = e.stage;
-    const double dur = e.backward ? in.backward_s[static_cast<std::size_t>(vs)]
-                                  : in.forward_s[static_cast<std::size_t>(vs)];
+    const double dur =
+        e.backward ? in.backward_s[static_cast<std::size_t>(vs)] : in.forward_s[static_cast<std::size_t>(vs)];
     EXPECT_NEAR(e.end_s - e.start_s, dur, eps) << label(in);
     EXPECT_GE(e.start_s, stage_free - eps) << label(in) << ": overlapping ops on a stage";
     stage_free = e.end_s;
@@ -116,9 +114,7 @@ TEST(PipelineSchedule, UniformBubbleMatchesClosedFormInterleaved) {
       const PipelineResult r = simulate_pipeline(in);
       check_events(in, r);
       const double ideal = m * (1.0 + 2.0);
-      EXPECT_NEAR(r.bubble_s() / ideal, bubble_fraction(PipelineSchedule::interleaved, p, m, v),
-                  1e-9)
-          << label(in);
+      EXPECT_NEAR(r.bubble_s() / ideal, bubble_fraction(PipelineSchedule::interleaved, p, m, v), 1e-9) << label(in);
     }
   }
 }
@@ -146,11 +142,11 @@ TEST(PipelineSchedule, MaxInFlightMatchesClosedForm) {
     int p, m, v;
   };
   const std::vector<Case> cases = {
-      {PipelineSchedule::gpipe, 4, 8, 1},        {PipelineSchedule::gpipe, 3, 1, 1},
-      {PipelineSchedule::one_f_one_b, 4, 8, 1},  {PipelineSchedule::one_f_one_b, 8, 3, 1},
+      {PipelineSchedule::gpipe, 4, 8, 1},         {PipelineSchedule::gpipe, 3, 1, 1},
+      {PipelineSchedule::one_f_one_b, 4, 8, 1},   {PipelineSchedule::one_f_one_b, 8, 3, 1},
       {PipelineSchedule::one_f_one_b, 16, 64, 1}, {PipelineSchedule::interleaved, 4, 8, 2},
-      {PipelineSchedule::interleaved, 4, 4, 2},  {PipelineSchedule::interleaved, 8, 16, 4},
-      {PipelineSchedule::interleaved, 2, 2, 3},  {PipelineSchedule::interleaved, 1, 3, 2},
+      {PipelineSchedule::interleaved, 4, 4, 2},   {PipelineSchedule::interleaved, 8, 16, 4},
+      {PipelineSchedule::interleaved, 2, 2, 3},   {PipelineSchedule::interleaved, 1, 3, 2},
   };
   for (const Case& c : cases) {
     PipelineInput in = uniform(c.s, c.p, c.m, c.v);
@@ -159,10 +155,8 @@ TEST(PipelineSchedule, MaxInFlightMatchesClosedForm) {
     ASSERT_EQ(r.max_in_flight.size(), static_cast<std::size_t>(c.p));
     for (int s = 0; s < c.p; ++s) {
       const auto i = static_cast<std::size_t>(s);
-      EXPECT_EQ(r.max_in_flight[i], in_flight_micro_batches(c.s, c.p, s, c.m, c.v))
-          << label(in) << " stage " << s;
-      EXPECT_DOUBLE_EQ(r.peak_stored_activation_bytes[i], 1000.0 * r.max_in_flight[i])
-          << label(in) << " stage " << s;
+      EXPECT_EQ(r.max_in_flight[i], in_flight_micro_batches(c.s, c.p, s, c.m, c.v)) << label(in) << " stage " << s;
+      EXPECT_DOUBLE_EQ(r.peak_stored_activation_bytes[i], 1000.0 * r.max_in_flight[i]) << label(in) << " stage " << s;
     }
   }
 }
@@ -192,13 +186,11 @@ TEST(PipelineSchedule, OpOrdersMatchHandDerived) {
   // Megatron interleaved, p=2 v=2 m=4: forwards k -> chunk (k%4)/2, mb (k/4)*2 + k%2;
   // backwards use chunk 1 - that. Stage 1 warmup (2-1-1)*2 + 1*2 = 2.
   r = simulate_pipeline(uniform(PipelineSchedule::interleaved, 2, 4, 2));
-  EXPECT_EQ(stage_ops(r, 1, true),
-            (V{"F0.0", "F0.1", "F1.0", "B1.0", "F1.1", "B1.1", "F0.2", "B0.0", "F0.3", "B0.1",
-               "F1.2", "B1.2", "F1.3", "B1.3", "B0.2", "B0.3"}));
+  EXPECT_EQ(stage_ops(r, 1, true), (V{"F0.0", "F0.1", "F1.0", "B1.0", "F1.1", "B1.1", "F0.2", "B0.0", "F0.3", "B0.1",
+                                      "F1.2", "B1.2", "F1.3", "B1.3", "B0.2", "B0.3"}));
   // Stage 0 warmup min(2 + 2, 8) = 4.
-  EXPECT_EQ(stage_ops(r, 0, true),
-            (V{"F0.0", "F0.1", "F1.0", "F1.1", "F0.2", "B1.0", "F0.3", "B1.1", "F1.2", "B0.0",
-               "F1.3", "B0.1", "B1.2", "B1.3", "B0.2", "B0.3"}));
+  EXPECT_EQ(stage_ops(r, 0, true), (V{"F0.0", "F0.1", "F1.0", "F1.1", "F0.2", "B1.0", "F0.3", "B1.1", "F1.2", "B0.0",
+                                      "F1.3", "B0.1", "B1.2", "B1.3", "B0.2", "B0.3"}));
 }
 
 TEST(PipelineSchedule, HandComputedTimingWithP2P) {
@@ -207,8 +199,8 @@ TEST(PipelineSchedule, HandComputedTimingWithP2P) {
   PipelineInput in = uniform(PipelineSchedule::one_f_one_b, 2, 2);
   in.p2p_s = 0.5;
   const PipelineResult r = simulate_pipeline(in);
-  const std::vector<std::pair<double, double>> expect = {
-      {0, 1}, {1, 2}, {5, 7}, {8, 10}, {1.5, 2.5}, {2.5, 4.5}, {4.5, 5.5}, {5.5, 7.5}};
+  const std::vector<std::pair<double, double>> expect = {{0, 1},     {1, 2},     {5, 7},     {8, 10},
+                                                         {1.5, 2.5}, {2.5, 4.5}, {4.5, 5.5}, {5.5, 7.5}};
   ASSERT_EQ(r.events.size(), expect.size());
   for (std::size_t i = 0; i < expect.size(); ++i) {
     EXPECT_DOUBLE_EQ(r.events[i].start_s, expect[i].first) << i;
@@ -274,8 +266,7 @@ TEST(PipelineSchedule, RandomNonUniformRespectsDependencies) {
       if (backward) {
         EXPECT_GE(e.start_s, by_key.at({vs, mb, false}).end_s) << label(in) << ": B before F";
       } else if (e.stage > 0) {
-        EXPECT_GE(e.start_s + 1e-9, by_key.at({vs - 1, mb, false}).end_s + in.p2p_s)
-            << label(in);
+        EXPECT_GE(e.start_s + 1e-9, by_key.at({vs - 1, mb, false}).end_s + in.p2p_s) << label(in);
       }
     }
     for (int s = 0; s < c.p; ++s) {
@@ -296,8 +287,7 @@ TEST(PipelineSchedule, EveryOrderCompletesOverAGrid) {
     for (int v : {1, 2, 3, 5}) {
       for (int k : {1, 2, 3}) {
         const int m = v == 1 ? k * 3 - 2 : k * p;  // 1F1B also with m < p
-        for (auto sched : {PipelineSchedule::gpipe, PipelineSchedule::one_f_one_b,
-                           PipelineSchedule::interleaved}) {
+        for (auto sched : {PipelineSchedule::gpipe, PipelineSchedule::one_f_one_b, PipelineSchedule::interleaved}) {
           if ((sched == PipelineSchedule::interleaved) != (v > 1)) continue;
           PipelineInput in = uniform(sched, p, m, v);
           for (double& x : in.forward_s) x = t(rng);
@@ -313,9 +303,8 @@ TEST(PipelineSchedule, EveryOrderCompletesOverAGrid) {
 }
 
 TEST(PipelineSchedule, SingleStageHasNoBubble) {
-  for (const PipelineInput& in :
-       {uniform(PipelineSchedule::gpipe, 1, 5), uniform(PipelineSchedule::one_f_one_b, 1, 5),
-        uniform(PipelineSchedule::interleaved, 1, 5, 3)}) {
+  for (const PipelineInput& in : {uniform(PipelineSchedule::gpipe, 1, 5), uniform(PipelineSchedule::one_f_one_b, 1, 5),
+                                  uniform(PipelineSchedule::interleaved, 1, 5, 3)}) {
     PipelineInput with_p2p = in;
     with_p2p.p2p_s = 1.0;  // never paid: no stage boundary
     const PipelineResult r = simulate_pipeline(with_p2p);
@@ -325,12 +314,10 @@ TEST(PipelineSchedule, SingleStageHasNoBubble) {
 }
 
 TEST(PipelineSchedule, InvalidInputThrows) {
-  auto throws = [](PipelineInput in) {
-    EXPECT_THROW(simulate_pipeline(in), InputError) << label(in);
-  };
-  throws(uniform(PipelineSchedule::interleaved, 4, 6, 2));   // m % p != 0
-  throws(uniform(PipelineSchedule::interleaved, 4, 8, 1));   // v < 2
-  throws(uniform(PipelineSchedule::one_f_one_b, 4, 8, 2));   // v != 1 outside interleaved
+  auto throws = [](PipelineInput in) { EXPECT_THROW(simulate_pipeline(in), InputError) << label(in); };
+  throws(uniform(PipelineSchedule::interleaved, 4, 6, 2));  // m % p != 0
+  throws(uniform(PipelineSchedule::interleaved, 4, 8, 1));  // v < 2
+  throws(uniform(PipelineSchedule::one_f_one_b, 4, 8, 2));  // v != 1 outside interleaved
   throws(uniform(PipelineSchedule::gpipe, 4, 8, 2));
   PipelineInput in = uniform(PipelineSchedule::one_f_one_b, 4, 8);
   in.stages = 0;
@@ -365,8 +352,7 @@ TEST(PipelineSchedule, InvalidInputThrows) {
 TEST(PipelineSchedule, LargeConfigurationRunsAndMatchesClosedForm) {
   // Planner-scale: p=128, v=8, m=1024 (2M ops) must finish quickly and stay exact.
   const int p = 128, m = 1024, v = 8;
-  const PipelineInput in =
-      uniform(PipelineSchedule::interleaved, p, m, v, 1.0 / 8, 2.0 / 8);
+  const PipelineInput in = uniform(PipelineSchedule::interleaved, p, m, v, 1.0 / 8, 2.0 / 8);
   const PipelineResult r = simulate_pipeline(in);
   EXPECT_EQ(r.events.size(), static_cast<std::size_t>(2 * p * m * v));
   EXPECT_NEAR(r.bubble_s() / (m * 3.0), bubble_fraction(in.schedule, p, m, v), 1e-9);
@@ -382,7 +368,10 @@ TEST(PipelineSchedule, ToString) {
 // The executor runs pipeline_stage_order's lists: they must be the orders the simulation times,
 // with every (chunk, micro-batch) forward before its backward, and bad input refused.
 TEST(PipelineSchedule, StageOrderIsTheSimulatedOrderForEverySchedule) {
-  struct Case { PipelineSchedule s; int p, m, v; };
+  struct Case {
+    PipelineSchedule s;
+    int p, m, v;
+  };
   for (const Case c : {Case{PipelineSchedule::gpipe, 2, 5, 1}, Case{PipelineSchedule::one_f_one_b, 4, 6, 1},
                        Case{PipelineSchedule::interleaved, 2, 4, 2}, Case{PipelineSchedule::interleaved, 4, 8, 3}}) {
     const PipelineResult r = simulate_pipeline(uniform(c.s, c.p, c.m, c.v));
@@ -412,7 +401,10 @@ TEST(PipelineSchedule, StageOrderIsTheSimulatedOrderForEverySchedule) {
 // same (virtual stage, micro-batch) order, for every schedule. Virtual stage of local chunk c on
 // stage s: c * p + s; activations go vs -> vs + 1, gradients vs + 1 -> vs.
 TEST(PipelineSchedule, LinksCarryMessagesInTheSameOrderAtBothEnds) {
-  struct Case { PipelineSchedule s; int p, m, v; };
+  struct Case {
+    PipelineSchedule s;
+    int p, m, v;
+  };
   int links_checked = 0;
   for (const Case c : {Case{PipelineSchedule::gpipe, 2, 5, 1}, Case{PipelineSchedule::gpipe, 4, 3, 1},
                        Case{PipelineSchedule::one_f_one_b, 2, 8, 1}, Case{PipelineSchedule::one_f_one_b, 4, 6, 1},

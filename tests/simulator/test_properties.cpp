@@ -6,8 +6,8 @@
 
 #include <cmath>
 
-#include "support/sim_config.hpp"
 #include "simulator/rank_pace.hpp"
+#include "support/sim_config.hpp"
 
 namespace shardplan::simulator {
 namespace properties_test {  // named, not anonymous: the files share a unity-build unit
@@ -24,9 +24,7 @@ TEST(Properties, MoreTensorParallelNeverRaisesParameterMemory) {
   for (int tp : {1, 2, 4, 8}) {
     const Prediction p = run(m, c, config(c, tp, 1, 0, 1, 8, 2048));
     EXPECT_LE(p.worst.parameters, prev) << "tp=" << tp;
-    if (tp > 1) {
-      EXPECT_LT(p.worst.parameters, prev);
-    }
+    if (tp > 1) { EXPECT_LT(p.worst.parameters, prev); }
     prev = p.worst.parameters;
   }
 }
@@ -124,8 +122,8 @@ TEST(Properties, BreakdownAddsUpAndThroughputIsConsistent) {
   cfg.sequence_parallel = true;
   const Prediction p = run(m, c, cfg);
   const auto& t = p.time;
-  const double sum = t.forward_compute_s + t.backward_compute_s + t.recompute_s + t.tp_comm_s +
-                     t.pipeline_bubble_s + t.dp_exposed_comm_s + t.offload_exposed_s + t.optimizer_s;
+  const double sum = t.forward_compute_s + t.backward_compute_s + t.recompute_s + t.tp_comm_s + t.pipeline_bubble_s +
+                     t.dp_exposed_comm_s + t.offload_exposed_s + t.optimizer_s;
   EXPECT_NEAR(sum, t.step_s, 1e-9 * t.step_s);
   EXPECT_NEAR(p.tokens_per_s * t.step_s, 1536.0 * 2048, 1e-6);
   EXPECT_GT(p.mfu, 0.05);
@@ -259,7 +257,7 @@ TEST(Properties, SyncSkewChargesTheComputeBetweenCollectives) {
   ClusterSpec one = c;
   one.devices_per_node = 1;
   EXPECT_EQ(run(m, one, config(one, 1, 1, 0, 1, 8, 2048)).time.sync_wait_s, 0.0);
-  const double e2 = 0.5642, e4 = 1.0294, e8 = 1.4236;  // E[max of n standard normals]
+  const double e2 = 0.5642, e4 = 1.0294, e8 = 1.4236;                // E[max of n standard normals]
   const Prediction tp2 = run(m, c, config(c, 2, 1, 0, 1, 4, 2048));  // with dp 4 below ZeRO-2
   const Prediction tp8 = run(m, c, config(c, 8, 1, 0, 1, 4, 2048));
   EXPECT_NEAR(tp8.time.sync_wait_s, 0.05 * (e8 / e2) * compute(tp8.time), 1e-9 * tp8.time.step_s);
@@ -317,7 +315,7 @@ TEST(Properties, MeasuredOpCostsAreChargedPerElement) {
   const ModelSpec m = load_model("tiny-gpt");
   ClusterSpec c = cluster("local-cpu-2core", 1);
   ParallelConfig cfg = config(c, 1, 1, 0, 4, 8, 128);  // dp 2, 1 micro-batch per rank
-  cfg.attention = AttentionKind::eager;  // attention dropout is its own op only in the explicit path
+  cfg.attention = AttentionKind::eager;                // attention dropout is its own op only in the explicit path
   auto with_dropout_cost = [&](double s_per_element) {
     OpCost& d = c.hardware.device.op_costs[static_cast<int>(cfg.precision)][static_cast<int>(OpKind::dropout)];
     d.forward_s_per_element = {{3.0, 7.0}, {s_per_element, s_per_element}};

@@ -66,9 +66,7 @@ TEST(QLora, RefusedWithoutAdaptersOrWithFp8AndKeptInPlanJson) {
   try {
     validate_config(m, c, cfg);
     FAIL() << "nf4 with fp8 accepted";
-  } catch (const InputError& e) {
-    EXPECT_NE(std::string(e.what()).find("--lora-base"), std::string::npos) << e.what();
-  }
+  } catch (const InputError& e) { EXPECT_NE(std::string(e.what()).find("--lora-base"), std::string::npos) << e.what(); }
   cfg.fp8 = Fp8Recipe::none;
   EXPECT_EQ(config_from_json(to_json(cfg), "round trip").lora.base, LoraBase::nf4);
   nlohmann::json old = to_json(cfg);

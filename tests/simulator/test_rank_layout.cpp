@@ -46,9 +46,9 @@ TEST(RankLayout, ExpertGroupsMatchTheirDefinitionOverOrdersAndShapes) {
                   if (n % (etp * ep) != 0) continue;
                   for (ExpertDim d : {ExpertDim::etp, ExpertDim::ep, ExpertDim::edp}) {
                     SCOPED_TRACE(order + " tp" + std::to_string(tp) + " cp" + std::to_string(cp) + " dp" +
-                                 std::to_string(dp) + " pp" + std::to_string(pp) + " node" +
-                                 std::to_string(per_node) + " etp" + std::to_string(etp) + " ep" +
-                                 std::to_string(ep) + " dim" + std::to_string(static_cast<int>(d)));
+                                 std::to_string(dp) + " pp" + std::to_string(pp) + " node" + std::to_string(per_node) +
+                                 " etp" + std::to_string(etp) + " ep" + std::to_string(ep) + " dim" +
+                                 std::to_string(static_cast<int>(d)));
                     const GroupPlacement want = by_definition(l, d, etp, ep, per_node);
                     const GroupPlacement got = l.expert_group(d, etp, ep);
                     ASSERT_EQ(got.size, want.size);

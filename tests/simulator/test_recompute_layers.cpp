@@ -41,8 +41,8 @@ TEST(RecomputeLayers, ActivationsAndRecomputeTimeAreLinearInTheRecomputedBlocks)
     const double acts = t.none.worst.activations + f * (t.full.worst.activations - t.none.worst.activations);
     EXPECT_NEAR(t.block.worst.activations, acts, 1e-9 * acts) << k;
     EXPECT_NEAR(t.block.time.recompute_s, f * t.full.time.recompute_s, 1e-9 * t.full.time.recompute_s) << k;
-    const double hw = t.none.hardware_flops_per_step +
-                      f * (t.full.hardware_flops_per_step - t.none.hardware_flops_per_step);
+    const double hw =
+        t.none.hardware_flops_per_step + f * (t.full.hardware_flops_per_step - t.none.hardware_flops_per_step);
     EXPECT_NEAR(t.block.hardware_flops_per_step, hw, 1e-9 * hw) << k;
     EXPECT_DOUBLE_EQ(t.block.model_flops_per_step, t.full.model_flops_per_step);
     EXPECT_GT(t.block.time.step_s, t.none.time.step_s) << k;
@@ -63,7 +63,8 @@ TEST(RecomputeLayers, CountsPerPipelineStage) {
     EXPECT_GT(t.block.stages[s].memory.activations, t.full.stages[s].memory.activations) << s;
     EXPECT_LT(t.block.stages[s].memory.activations, t.none.stages[s].memory.activations) << s;
   }
-  const double half = t.none.hardware_flops_per_step + 0.5 * (t.full.hardware_flops_per_step - t.none.hardware_flops_per_step);
+  const double half =
+      t.none.hardware_flops_per_step + 0.5 * (t.full.hardware_flops_per_step - t.none.hardware_flops_per_step);
   EXPECT_NEAR(t.block.hardware_flops_per_step, half, 1e-9 * half);
 }
 
@@ -77,9 +78,7 @@ TEST(RecomputeLayers, BadValuesNameTheOption) {
     x.recompute_num_layers = k;
     try {
       validate_config(m, c, x);
-    } catch (const InputError& e) {
-      return std::string(e.what());
-    }
+    } catch (const InputError& e) { return std::string(e.what()); }
     return std::string();
   };
   EXPECT_NE(message(Recompute::selective, 4).find("--recompute-num-layers: needs --recompute full"), std::string::npos);

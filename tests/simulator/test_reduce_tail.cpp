@@ -45,8 +45,7 @@ TEST(ReduceTail, TiedEmbeddingGradientIsAllReducedAcrossThePipelineEnds) {
     const int tp = 4 * nodes;  // dp 1; the two stages share a node, or each has its own
     ParallelConfig cfg = config(c, tp, 2, 0, 1, 8, 1024);
     ASSERT_EQ(cfg.dp, 1);
-    const double expected = all_reduce_s(2.0 * vocab / tp, GroupPlacement{2, nodes, nodes == 1 ? 2 : 1},
-                                         c.hardware, 8);
+    const double expected = all_reduce_s(2.0 * vocab / tp, GroupPlacement{2, nodes, nodes == 1 ? 2 : 1}, c.hardware, 8);
     const Prediction p = run(m, c, cfg);
     EXPECT_NEAR(p.time.dp_total_comm_s, expected, 1e-9 * expected);
     EXPECT_GT(p.time.dp_exposed_comm_s, 0.0);

@@ -41,7 +41,8 @@ TEST(Zero3Fetch, BlockTensorsAddUpToTheBlockParameterCount) {
     const ModelContext mc = context(name);
     for (int tp : {1, 2, 4}) {
       const auto ts = block_param_tensors(mc, tp);
-      EXPECT_DOUBLE_EQ(sum_elements(ts), static_cast<double>(per_rank(mc.counts.per_layer, mc.counts.per_layer_tp_sharded, tp)))
+      EXPECT_DOUBLE_EQ(sum_elements(ts),
+                       static_cast<double>(per_rank(mc.counts.per_layer, mc.counts.per_layer_tp_sharded, tp)))
           << name << " tp=" << tp;
     }
   }
@@ -110,7 +111,9 @@ TEST(Zero3Fetch, EachRankCostsTheHostEvenOnAnIdealNetwork) {
     return c;
   };
   const ClusterSpec small = ideal(cluster("p4de.24xlarge", 16)), large = ideal(cluster("p4de.24xlarge", 128));
-  auto comm = [&](const ClusterSpec& c) { return run(m, c, zero3(c, Zero3Fetch::per_tensor_sync)).time.dp_total_comm_s; };
+  auto comm = [&](const ClusterSpec& c) {
+    return run(m, c, zero3(c, Zero3Fetch::per_tensor_sync)).time.dp_total_comm_s;
+  };
   const double growth = comm(large) - comm(small);
   // 1,024 vs 128 ranks: 896 more views for each of the step's thousands of collectives.
   EXPECT_GT(growth, 1.0) << "small " << comm(small) << " s, large " << comm(large) << " s";
@@ -136,7 +139,8 @@ TEST(Zero3Fetch, EachRanksCopyIsTimedAtItsOwnSize) {
   const double extra_small = comm(16, slow_small) - comm(16, flat);
   const double extra_large = comm(128, slow_small) - comm(128, flat);
   EXPECT_GT(extra_small, 0.0);
-  EXPECT_GT(extra_large, 1.5 * extra_small) << "128 ranks +" << extra_small << " s, 1,024 ranks +" << extra_large << " s";
+  EXPECT_GT(extra_large, 1.5 * extra_small)
+      << "128 ranks +" << extra_small << " s, 1,024 ranks +" << extra_large << " s";
 }
 
 TEST(Zero3Fetch, FullRecomputeFetchesEveryBlockAgain) {
@@ -186,9 +190,7 @@ TEST(Zero3Fetch, ConfigJsonRoundTripAndDefault) {
   try {
     config_from_json(j, "plan.json");
     FAIL() << "an unknown fetch was accepted";
-  } catch (const InputError& e) {
-    EXPECT_NE(std::string(e.what()).find("zero3_fetch"), std::string::npos) << e.what();
-  }
+  } catch (const InputError& e) { EXPECT_NE(std::string(e.what()).find("zero3_fetch"), std::string::npos) << e.what(); }
 }
 
 }  // namespace zero3_fetch_test

@@ -17,9 +17,7 @@ template <typename F>
 std::string input_error_of(F&& f) {
   try {
     f();
-  } catch (const simulator::InputError& e) {
-    return e.what();
-  } catch (const std::exception& e) {
+  } catch (const simulator::InputError& e) { return e.what(); } catch (const std::exception& e) {
     ADD_FAILURE() << "expected InputError, got another exception: " << e.what();
     return {};
   }
@@ -28,12 +26,11 @@ std::string input_error_of(F&& f) {
 }
 
 // validate_config's refusal of `cfg` ("" when it is valid).
-inline std::string refusal(const simulator::ModelSpec& m, const simulator::ClusterSpec& c, simulator::ParallelConfig cfg) {
+inline std::string refusal(const simulator::ModelSpec& m, const simulator::ClusterSpec& c,
+                           simulator::ParallelConfig cfg) {
   try {
     simulator::validate_config(m, c, cfg);
-  } catch (const simulator::InputError& e) {
-    return e.what();
-  }
+  } catch (const simulator::InputError& e) { return e.what(); }
   return "";
 }
 

@@ -6,7 +6,9 @@ namespace shardplan::testing {
 
 namespace sim = shardplan::simulator;
 
-inline sim::ClusterSpec cluster(const char* hw, int nodes) { return sim::ClusterSpec{sim::load_hardware(hw), nodes, 0}; }
+inline sim::ClusterSpec cluster(const char* hw, int nodes) {
+  return sim::ClusterSpec{sim::load_hardware(hw), nodes, 0};
+}
 
 // dp defaults to what is left of the cluster after tp x pp.
 inline sim::ParallelConfig config(const sim::ClusterSpec& c, int tp, int pp, int zero, int mbs, int gbs, int seq) {

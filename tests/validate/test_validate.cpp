@@ -31,7 +31,7 @@ std::string validate_cmd(const std::string& args) {
 }
 
 cal::ValidationRun made_run(const std::string& name, cal::RunStatus status, double step_err, double mem_err,
-                           bool judged = true) {
+                            bool judged = true) {
   cal::ValidationRun r;
   r.entry.name = name;
   r.status = status;
@@ -146,10 +146,9 @@ TEST(ValidateReport, MachineSlowdownIsTheRunsReferenceGemmOverTheProfiles) {
   r.predicted_peak_per_rank = {100};
   EXPECT_TRUE(std::isnan(cal::machine_slowdown(r, 0.0025)));
   auto report = [](double step, double a, double b) {
-    return nlohmann::json{{"measured",
-                           {{"step_seconds", step},
-                            {"peak_memory_bytes", 100},
-                            {"reference_gemm_seconds", {{"start", a}, {"end", b}}}}}};
+    return nlohmann::json{
+        {"measured",
+         {{"step_seconds", step}, {"peak_memory_bytes", 100}, {"reference_gemm_seconds", {{"start", a}, {"end", b}}}}}};
   };
   cal::apply_report(r, report(0.20, 0.0025, 0.0040), "report.json");  // as profiled, then a busy end
   cal::apply_report(r, report(0.30, 0.0035, 0.0035), "report.json");  // 40 % slower
@@ -273,10 +272,10 @@ TEST(ValidateCli, ListPrintsTheSuiteAndUnknownOnlyNamesTheValidOnes) {
 TEST(ValidateEndToEnd, RunsThreeConfigurationsIncludingAPipelineAndPlots) {
   TempDir dir("validate_e2e");
   const std::string json_path = dir.file("results.json"), svg = dir.file("plot.svg");
-  const CommandResult r =
-      run_command(validate_cmd("--only tiny-llama-1r,tiny-llama-dp2-z1,tiny-llama-pp2-1f1b --steps 3 --min-measured-seconds 0 "
-                               "--repeats 2 --out-dir " +
-                               dir.file("runs") + " --json " + json_path + " --plot " + svg));
+  const CommandResult r = run_command(
+      validate_cmd("--only tiny-llama-1r,tiny-llama-dp2-z1,tiny-llama-pp2-1f1b --steps 3 --min-measured-seconds 0 "
+                   "--repeats 2 --out-dir " +
+                   dir.file("runs") + " --json " + json_path + " --plot " + svg));
   ASSERT_EQ(r.status, 0) << r.out;
   EXPECT_NE(r.out.find("step pred"), std::string::npos) << r.out;
   EXPECT_NE(r.out.find("[3/3] tiny-llama-pp2-1f1b"), std::string::npos) << r.out;
@@ -335,13 +334,13 @@ TEST(ValidateEndToEnd, RunsThreeConfigurationsIncludingAPipelineAndPlots) {
 
 TEST(ValidateEndToEnd, ConfigurationOverDeviceMemoryIsSkippedWithoutRunning) {
   TempDir dir("validate_mem");
-  const std::string hw = dir.write_json(
-      "tiny-device.json", {{"base", "local-cpu-2core"}, {"device", {{"memory_MiB", 1}}}});
+  const std::string hw =
+      dir.write_json("tiny-device.json", {{"base", "local-cpu-2core"}, {"device", {{"memory_MiB", 1}}}});
   const std::string json_path = dir.file("results.json");
   // A mpirun that does not exist: any attempt to run would be an error.
-  const CommandResult r = run_command(validate_cmd("--hardware " + hw + " --only tiny-llama-1r --mpirun " +
-                                                   dir.file("no-mpirun") + " --out-dir " + dir.file("runs") +
-                                                   " --json " + json_path));
+  const CommandResult r =
+      run_command(validate_cmd("--hardware " + hw + " --only tiny-llama-1r --mpirun " + dir.file("no-mpirun") +
+                               " --out-dir " + dir.file("runs") + " --json " + json_path));
   ASSERT_EQ(r.status, 0) << r.out;
   const nlohmann::json j = nlohmann::json::parse(read_text(json_path));
   ASSERT_EQ(j["runs"].size(), 1u);
@@ -396,9 +395,9 @@ TEST(ValidateEndToEnd, CtrlCEndsTheRunningJobAndWritesWhatFinished) {
   TempDir dir("validate_int");
   const std::string json_path = dir.file("results.json");
   // gpt2 with ZeRO-3 takes seconds per step: it is still running when the signal comes.
-  const auto [pid, fd] = spawn_piped({SHARDPLAN_BINARY, "validate", "--shardrun", SHARDRUN_BINARY, "--only",
-                                      "tiny-llama-1r,gpt2-dp2-z3", "--steps", "3", "--min-measured-seconds", "0", "--out-dir", dir.file("runs"),
-                                      "--json", json_path});
+  const auto [pid, fd] =
+      spawn_piped({SHARDPLAN_BINARY, "validate", "--shardrun", SHARDRUN_BINARY, "--only", "tiny-llama-1r,gpt2-dp2-z3",
+                   "--steps", "3", "--min-measured-seconds", "0", "--out-dir", dir.file("runs"), "--json", json_path});
   // The second configuration has started once its progress line is out: interrupt it then.
   std::string out;
   char buf[512];
