@@ -3,22 +3,10 @@
 // validation_run.cpp, the SVG in validation_plot.cpp.
 #include "validation.hpp"
 
-#include <fcntl.h>
-#include <signal.h>
-#include <spawn.h>
-#include <sys/wait.h>
-#include <unistd.h>
-
 #include <algorithm>
-#include <cerrno>
-#include <chrono>
 #include <cmath>
-#include <cstring>
 #include <filesystem>
-#include <fstream>
 #include <set>
-#include <sstream>
-#include <thread>
 
 #include "formats/run_report.hpp"
 #include "simulator/errors.hpp"

@@ -2,14 +2,11 @@
 // supervisor (proc/supervisor.hpp: no shell, own process group, output to a log, a cancel or
 // the timeout), and its report read back.
 #include <algorithm>
-#include <cerrno>
-#include <chrono>
 #include <cmath>
-#include <cstring>
+#include <cstdio>
 #include <filesystem>
 #include <fstream>
 #include <sstream>
-#include <thread>
 
 #include "proc/supervisor.hpp"
 #include "simulator/errors.hpp"

@@ -5,7 +5,6 @@
 #include <QHorizontalStackedBarSeries>
 #include <QValueAxis>
 
-#include "run_report.hpp"
 #include "units.hpp"
 
 namespace shardplan::gui {
@@ -30,7 +29,7 @@ BreakdownChart::BreakdownChart(QWidget* parent) : QChartView(parent) {
   setMinimumSize(360, 200);
 }
 
-void BreakdownChart::showPrediction(const simulator::Prediction* p, const MeasuredRun* measured) {
+void BreakdownChart::showPrediction(const simulator::Prediction* p, const formats::RunReport::Measured* measured) {
   static const QColor colors[] = {QColor(0x4e, 0x79, 0xa7), QColor(0x9c, 0x75, 0x5f), QColor(0xf2, 0x8e, 0x2b),
                                   QColor(0xba, 0xb0, 0xac), QColor(0xe1, 0x57, 0x59), QColor(0x76, 0xb7, 0xb2),
                                   QColor(0x59, 0xa1, 0x4f), QColor(0xed, 0xc9, 0x48), QColor(0xb0, 0x7a, 0xa1),

@@ -7,17 +7,16 @@
 #include <utility>
 #include <vector>
 
+#include "formats/run_report.hpp"
 #include "simulator/prediction.hpp"
 
 namespace shardplan::gui {
-
-struct MeasuredRun;
 
 class BreakdownChart : public QChartView {
   Q_OBJECT
  public:
   explicit BreakdownChart(QWidget* parent = nullptr);
-  void showPrediction(const simulator::Prediction* p, const MeasuredRun* measured = nullptr);
+  void showPrediction(const simulator::Prediction* p, const formats::RunReport::Measured* measured = nullptr);
 
   // (part, seconds) of the predicted bar, as drawn; empty when cleared.
   [[nodiscard]] const std::vector<std::pair<QString, double>>& parts() const { return parts_; }

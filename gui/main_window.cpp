@@ -276,8 +276,9 @@ void MainWindow::onCurrentChanged() {
   const int row = selectedSourceRow();
   const CandidateRow* r = row >= 0 ? &model_->row(row) : nullptr;
   const simulator::Prediction* p = r && r->prediction ? r->prediction.get() : nullptr;
-  memory_->showPrediction(p, measured_ ? std::optional<double>(measured_->peak_bytes) : std::nullopt);
-  breakdown_->showPrediction(p, measured_ ? &*measured_ : nullptr);
+  memory_->showPrediction(
+      p, measured_ ? std::optional<double>(static_cast<double>(measured_->measured.peak_bytes)) : std::nullopt);
+  breakdown_->showPrediction(p, measured_ ? &measured_->measured : nullptr);
   gantt_->setSchedule(p ? &p->pipeline : nullptr, p ? static_cast<int>(p->stages.size()) : 0,
                       r ? "Pipeline schedule: " + QString::fromStdString(r->candidate.key) : QString());
   scatter_->setSelectedRow(row);

@@ -7,7 +7,7 @@
 #include <memory>
 #include <optional>
 
-#include "run_report.hpp"
+#include "formats/run_report.hpp"
 #include "search_worker.hpp"
 
 class QAction;
@@ -115,7 +115,8 @@ class MainWindow : public QMainWindow {
   SearchWorker* worker_ = nullptr;
   OutcomePtr outcome_;
   std::shared_ptr<const simulator::ModelSpec> running_model_;
-  std::optional<MeasuredRun> measured_;
+  std::optional<formats::RunReport> measured_;  // the shardrun report.json overlaid
+  QString measured_path_;                       // its file
 };
 
 }  // namespace shardplan::gui

@@ -85,10 +85,11 @@ void MainWindow::updateDetails(int source_row) {
     }
   }
   if (measured_) {
-    const auto& m = *measured_;
+    const auto& m = measured_->measured;
+    const double predicted_step_s = measured_->predicted ? measured_->predicted->step_s : 0;
     h += QString("<h4>Measured (%1)</h4><p>step %2 (predicted in report %3), %4, peak %5 per rank</p>")
-             .arg(esc(m.source), format_seconds(m.step_s), format_seconds(m.predicted_step_s),
-                  format_rate(m.tokens_per_s), format_gib(m.peak_bytes));
+             .arg(measured_path_.toHtmlEscaped(), format_seconds(m.step_s), format_seconds(predicted_step_s),
+                  format_rate(m.tokens_per_s), format_gib(static_cast<double>(m.peak_bytes)));
   }
   if (result && !result->rejected.empty()) {
     h += "<h4>Regions where nothing qualifies</h4><ul>";
@@ -151,7 +152,8 @@ void MainWindow::openPlanDialog() {
 
 bool MainWindow::openReport(const QString& path) {
   try {
-    measured_ = load_run_report(path.toStdString());
+    measured_ = formats::load_run_report(path.toStdString());
+    measured_path_ = path;
     setStatus("Measured run " + path + " overlaid on the selected candidate");
     onCurrentChanged();
     return true;

@@ -102,11 +102,7 @@ void check_numbers(Validation& v, const PlanRequest& r, ResolvedRequest& out) {
     sim::validate_packing(s.packed_document_tokens, s.seq_len, s.attention);  // as `shardplan plan` checks it
   });
   field(v, "lora_rank", [&] { s.lora.rank = to_int("--lora-rank", r.lora_rank); });
-  field(v, "lora_base", [&] {
-    const auto b = sim::lora_base_from_string(r.lora_base);
-    if (!b) throw sim::InputError(sim::bad_name_message<sim::LoraBase>("--lora-base", r.lora_base));
-    s.lora.base = *b;
-  });
+  field(v, "lora_base", [&] { s.lora.base = pl::parse_name<sim::LoraBase>("--lora-base", r.lora_base); });
   field(v, "lora_alpha", [&] {
     s.lora.alpha = to_double("--lora-alpha", r.lora_alpha);
     if (s.lora.alpha <= 0)
@@ -129,11 +125,7 @@ void check_numbers(Validation& v, const PlanRequest& r, ResolvedRequest& out) {
     if (epochs <= 0) throw sim::InputError("--epochs: expected a positive number, got '" + r.epochs + "'");
   });
   out.options.train_tokens = train > 0 ? train : dataset * epochs;
-  field(v, "objective", [&] {
-    const auto o = sim::enum_from_name<pl::Objective>(r.objective);
-    if (!o) throw sim::InputError(sim::bad_name_message<pl::Objective>("--objective", r.objective));
-    out.options.objective = *o;
-  });
+  field(v, "objective", [&] { out.options.objective = pl::parse_name<pl::Objective>("--objective", r.objective); });
   field(v, "max_nodes", [&] { c.max_nodes = to_int("--max-nodes", r.max_nodes); });
   field(v, "max_tp", [&] { c.max_tp = to_int("--max-tp", r.max_tp); });
   field(v, "max_usd_per_hour", [&] { non_negative("--max-usd-per-hour", r.max_usd_per_hour, c.max_usd_per_hour); });
@@ -171,9 +163,7 @@ Validation validate(const PlanRequest& r) {
   if (!v.errors.count("hardware")) field(v, "fp8", [&] { s.fp8_recipes = pl::fp8_search_list(r.fp8, out.hardware); });
   field(v, "cp", [&] {
     s.context_parallel = pl::cp_search_list(r.cp, s.seq_len);
-    const auto kind = sim::cp_kind_from_string(r.cp_kind);
-    if (!kind) throw sim::InputError(sim::bad_name_message<sim::CpKind>("--cp-kind", r.cp_kind));
-    s.cp_kind = *kind;
+    s.cp_kind = pl::parse_name<sim::CpKind>("--cp-kind", r.cp_kind);
   });
   if (!v.errors.count("model")) field(v, "ep", [&] { s.expert_parallel = pl::ep_search_list(r.ep, out.model); });
   s.lora.targets = pl::split_list(r.lora_targets);

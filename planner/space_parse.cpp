@@ -49,13 +49,7 @@ std::vector<int> parse_int_list(const std::string& flag, const std::string& s, b
 
 namespace {
 
-// One name (a table's, enum_names.hpp) or a comma-separated list of them.
-template <typename E>
-E parse_name(const std::string& flag, const std::string& s) {
-  if (const auto v = sim::enum_from_name<E>(s)) return *v;
-  throw sim::InputError(sim::bad_name_message<E>(flag, s));
-}
-
+// A comma-separated list of a table's names (enum_names.hpp).
 template <typename E>
 std::vector<E> parse_names(const std::string& flag, const std::string& s, const char* noun) {
   std::vector<E> out;

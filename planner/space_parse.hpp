@@ -7,10 +7,18 @@
 #include <vector>
 
 #include "search.hpp"
+#include "simulator/errors.hpp"
 
 namespace shardplan::planner {
 
 std::vector<std::string> split_list(const std::string& s);
+// One name of an enum's table (simulator/enum_names.hpp); InputError "FLAG: expected a, b or c,
+// got 'x'" otherwise.
+template <typename E>
+E parse_name(const std::string& flag, const std::string& s) {
+  if (const auto v = simulator::enum_from_name<E>(s)) return *v;
+  throw simulator::InputError(simulator::bad_name_message<E>(flag, s));
+}
 // "16", "8,16,64" or (allow_range) "8-64" = powers of two from 8 to 64. Throws InputError.
 std::vector<int> parse_int_list(const std::string& flag, const std::string& s, bool allow_range);
 std::vector<simulator::PipelineSchedule> parse_schedules(const std::string& s);

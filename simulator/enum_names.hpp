@@ -48,16 +48,14 @@ std::vector<std::string> enum_names() {
 }
 
 // The names joined for a message: "a, b or c" (`last` between the last two, `sep` between the
-// others), optionally quoted.
+// others).
 template <typename E>
-std::string enum_names_list(std::string_view last = " or ", bool quoted = false, std::string_view sep = ", ") {
+std::string enum_names_list(std::string_view last = " or ", std::string_view sep = ", ") {
   const auto& t = EnumNames<E>::table;
   std::string out;
   for (std::size_t i = 0; i < t.size(); ++i) {
     if (i > 0) out += i + 1 == t.size() ? std::string(last) : std::string(sep);
-    if (quoted) out += '"';
     out += t[i].second;
-    if (quoted) out += '"';
   }
   return out;
 }

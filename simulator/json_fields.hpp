@@ -43,14 +43,14 @@ E get_enum_or(const nlohmann::json& obj, std::string_view key, E fallback, const
   const std::string v = get_string_or(obj, key, "", ctx);
   if (v.empty()) return fallback;
   if (const auto e = enum_from_name<E>(v)) return *e;
-  ctx.fail(key, enum_names_list<E>(" or ", false, " or ") + " (got '" + v + "')");
+  ctx.fail(key, enum_names_list<E>(" or ", " or ") + " (got '" + v + "')");
 }
 // The same, required.
 template <typename E>
 E get_enum(const nlohmann::json& obj, std::string_view key, const JsonContext& ctx) {
   const std::string v = get_string(obj, key, ctx);
   if (const auto e = enum_from_name<E>(v)) return *e;
-  ctx.fail(key, enum_names_list<E>(" or ", false, " or ") + " (got '" + v + "')");
+  ctx.fail(key, enum_names_list<E>(" or ", " or ") + " (got '" + v + "')");
 }
 
 // "memory_GiB" -> "memory": the quantity a unit-suffixed key names; "" if the key carries no
