@@ -179,6 +179,8 @@ sim::ParallelConfig block_config(const Shared& sh, const Block& b) {
 
 // One block's running state: where its points go and what it tallies.
 struct BlockRun {
+  BlockRun(Shared& shared, const Block& block, const sim::Evaluator& evaluator, detail::ThreadState& thread)
+      : sh(shared), b(block), ev(evaluator), ts(thread) {}
   Shared& sh;
   const Block& b;
   const sim::Evaluator& ev;
