@@ -57,7 +57,7 @@ void read_run(const json& r, const std::string& path, const sim::JsonContext& rc
   if (!fs::is_regular_file(plan_file)) rctx.fail("plan_file", "an existing plan file (no file '" + plan_file + "')");
   const double step_s = sim::get_positive(sim::require(r, "measured", rctx), "step_seconds", rctx.child("measured"));
   out.runs.push_back(
-      MeasuredRun{unique_name(name, taken), formats::load_plan(plan_file), step_s, false, path, false, ""});
+      MeasuredRun{unique_name(name, taken), formats::load_plan(plan_file), step_s, false, path, false, "", ""});
 }
 
 void read_runs_file(const std::string& path, bool first, MeasuredRuns& out, std::set<std::string>& taken) {

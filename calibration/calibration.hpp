@@ -32,6 +32,7 @@ struct MeasuredRun {
   // instead of the calibrated base, and `group` is their source id (leave-one-source-out).
   bool own_hardware = false;
   std::string group;
+  std::string framework;  // the framework that ran it (recorded runs; "unnamed" when none is named)
 };
 
 struct MeasuredRuns {

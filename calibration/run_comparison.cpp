@@ -1,6 +1,7 @@
 // Recorded runs against the simulator (see run_comparison.hpp).
 #include "run_comparison.hpp"
 
+#include <algorithm>
 #include <sstream>
 
 #include "simulator/evaluator.hpp"
@@ -15,6 +16,7 @@ using nlohmann::json;
 
 RunComparison compare_run(const RecordedRun& run, const sim::HardwareProfile& hw) {
   RunComparison c;
+  c.framework = run.framework_name();
   c.name = run.name;
   c.source = run.source;
   const sim::ClusterSpec cluster{hw, run.plan.cluster.nodes, run.plan.cluster.devices_per_node};
@@ -29,7 +31,10 @@ RunComparison compare_run(const RecordedRun& run, const sim::HardwareProfile& hw
   c.predicted_mfu = p.mfu;
   c.fits = p.feasible;
   c.infeasible_reason = p.infeasible_reason;
+  // Like with like: the figure the run's measurement is (its framework's log line, or as given).
+  c.peak_kind = run.measured_peak_kind;
   c.predicted_peak_bytes = p.worst.total();
+  c.predicted_reported_peak_bytes = p.worst.reported(run.measured_peak_kind);
   c.capacity_bytes = p.device_capacity_bytes;
   c.measured_peak_bytes = run.measured_peak_bytes.value_or(0.0);
   c.predicted_time = p.time;
@@ -67,40 +72,57 @@ json stats_json(const ValidationErrorStats& s, double bias) {
 
 }  // namespace
 
+namespace {
+
+// One row per distinct key(run), in file order.
+template <class Key>
+std::vector<SourceStats> grouped(const std::vector<RunComparison>& rows, Key key) {
+  std::vector<SourceStats> out;
+  for (const auto& r : rows) {
+    if (std::any_of(out.begin(), out.end(), [&](const SourceStats& ps) { return ps.source == key(r); })) continue;
+    SourceStats ps;
+    ps.source = key(r);
+    fill(
+        rows, [&](const RunComparison& x) { return key(x) == key(r); }, ps.throughput, ps.bias, ps.not_fitting);
+    out.push_back(ps);
+  }
+  return out;
+}
+
+}  // namespace
+
 ComparisonSummary summarize(const std::vector<RunComparison>& rows) {
   ComparisonSummary s;
   fill(
       rows, [](const RunComparison&) { return true; }, s.throughput, s.bias, s.not_fitting);
-  for (const auto& r : rows) {
-    bool seen = false;
-    for (const auto& ps : s.per_source) seen |= ps.source == r.source;
-    if (seen) continue;
-    SourceStats ps;
-    ps.source = r.source;
-    fill(
-        rows, [&](const RunComparison& x) { return x.source == r.source; }, ps.throughput, ps.bias, ps.not_fitting);
-    s.per_source.push_back(ps);
-  }
+  s.per_source = grouped(rows, [](const RunComparison& r) { return r.source; });
+  s.per_framework = grouped(rows, [](const RunComparison& r) { return r.framework; });
   return s;
 }
 
 json to_json(const std::vector<RunComparison>& rows, const ComparisonSummary& s, const std::string& runs_file) {
   json runs = json::array();
   for (const auto& r : rows)
-    runs.push_back({{"name", r.name},
-                    {"source", r.source},
-                    {"devices", r.devices},
-                    {"measured", {{"step_seconds", r.measured_step_s}, {"tokens_per_second", r.measured_tokens_per_s}}},
-                    {"predicted",
-                     {{"step_seconds", r.predicted_step_s},
-                      {"tokens_per_second", r.predicted_tokens_per_s},
-                      {"mfu", r.predicted_mfu},
-                      {"fits_at_headroom_0", r.fits},
-                      {"infeasible_reason", r.infeasible_reason},
-                      {"peak_memory_bytes", r.predicted_peak_bytes},
-                      {"capacity_bytes", r.capacity_bytes},
-                      {"time", sim::to_json(r.predicted_time)}}},
-                    {"throughput_error", r.throughput_error()}});
+    runs.push_back(
+        {{"name", r.name},
+         {"source", r.source},
+         {"framework", r.framework},
+         {"devices", r.devices},
+         {"measured",
+          {{"step_seconds", r.measured_step_s},
+           {"tokens_per_second", r.measured_tokens_per_s},
+           {"peak_memory_bytes", r.measured_peak_bytes}}},
+         {"predicted",
+          {{"step_seconds", r.predicted_step_s},
+           {"tokens_per_second", r.predicted_tokens_per_s},
+           {"mfu", r.predicted_mfu},
+           {"fits_at_headroom_0", r.fits},
+           {"infeasible_reason", r.infeasible_reason},
+           {"peak_memory_bytes", r.predicted_peak_bytes},
+           {"peak_memory_reported", {{"kind", sim::name_of(r.peak_kind)}, {"bytes", r.predicted_reported_peak_bytes}}},
+           {"capacity_bytes", r.capacity_bytes},
+           {"time", sim::to_json(r.predicted_time)}}},
+         {"throughput_error", r.throughput_error()}});
   json per = json::array();
   for (const auto& ps : s.per_source) {
     json j = stats_json(ps.throughput, ps.bias);
@@ -111,6 +133,14 @@ json to_json(const std::vector<RunComparison>& rows, const ComparisonSummary& s,
   json summary = stats_json(s.throughput, s.bias);
   summary["predicted_not_to_fit"] = s.not_fitting;
   summary["per_source"] = per;
+  json per_fw = json::array();
+  for (const auto& pf : s.per_framework) {
+    json j = stats_json(pf.throughput, pf.bias);
+    j["framework"] = pf.source;
+    j["predicted_not_to_fit"] = pf.not_fitting;
+    per_fw.push_back(j);
+  }
+  summary["per_framework"] = per_fw;
   return {{"schema", "shardplan.runs-validation/1"}, {"runs_file", runs_file}, {"runs", runs}, {"summary", summary}};
 }
 

@@ -14,13 +14,17 @@ namespace shardplan::calibration {
 
 struct RunComparison {
   std::string name, source;
+  std::string framework;  // the framework the run names, or "unnamed"
   int devices = 0;
   double measured_step_s = 0, predicted_step_s = 0;
   double measured_tokens_per_s = 0, predicted_tokens_per_s = 0;
   double predicted_mfu = 0;
   bool fits = false;  // predicted to fit at headroom 0
   std::string infeasible_reason;
-  double predicted_peak_bytes = 0;          // worst stage, per device
+  double predicted_peak_bytes = 0;  // worst stage, per device: what must fit (tensors + runtime)
+  // The predicted figure of the kind the measurement is (the framework's log line, or as given).
+  double predicted_reported_peak_bytes = 0;
+  simulator::MemoryReport peak_kind = simulator::MemoryReport::device;
   double capacity_bytes = 0;                // per device
   double measured_peak_bytes = 0;           // 0 = not published
   simulator::TimeBreakdown predicted_time;  // where the predicted step goes (the JSON's "time")
@@ -42,7 +46,8 @@ struct ComparisonSummary {
   ValidationErrorStats throughput;
   double bias = 0;
   int not_fitting = 0;
-  std::vector<SourceStats> per_source;  // in file order
+  std::vector<SourceStats> per_source;     // in file order
+  std::vector<SourceStats> per_framework;  // the same by framework name ("source" holds it)
 };
 ComparisonSummary summarize(const std::vector<RunComparison>& rows);
 

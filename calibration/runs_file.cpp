@@ -6,6 +6,8 @@
 #include <filesystem>
 #include <set>
 
+#include "frameworks/apply.hpp"
+#include "frameworks/registry.hpp"
 #include "simulator/errors.hpp"
 #include "simulator/json_fields.hpp"
 #include "simulator/paths.hpp"
@@ -77,6 +79,8 @@ void read_measured(const json& m, RecordedRun& r, const sim::JsonContext& ctx) {
   else if (r.measured_key == "tokens_per_second_per_device") r.measured_step_s = tokens / (r.measured_value * devices);
   else r.measured_step_s = r.plan.config.global_batch_size / r.measured_value;
   if (m.contains("peak_memory_GiB")) r.measured_peak_bytes = sim::get_positive(m, "peak_memory_GiB", mctx) * kGiB;
+  const sim::MemoryReport reported = r.framework ? r.framework->terms.reports : sim::MemoryReport::device;
+  r.measured_peak_kind = sim::get_enum_or(m, "peak_memory_kind", reported, mctx);
 }
 
 RecordedRun read_run(const json& j, const std::string& file, std::size_t index) {
@@ -92,7 +96,13 @@ RecordedRun read_run(const json& j, const std::string& file, std::size_t index) 
   r.note = sim::get_string_or(j, "note", "", ctx);
   r.plan.model = read_model(sim::require(j, "model", ctx), where);
   r.plan.cluster = read_cluster(sim::require(j, "hardware", ctx), where, ctx, &r.hardware_profile);
-  r.plan.config = in_run(where, "config", [&] { return sim::config_from_json(sim::require(j, "config", ctx), where); });
+  if (auto f = j.find("framework"); f != j.end())
+    r.framework = frameworks::framework_from_json(*f, where + " field 'framework'");
+  const json& config = sim::require(j, "config", ctx);
+  r.plan.config = in_run(where, "config", [&] {
+    return r.framework ? frameworks::config_with_framework(*r.framework, config, where)
+                       : sim::config_from_json(config, where);
+  });
   in_run(where, "config", [&] {
     sim::validate_config(r.plan.model, r.plan.cluster, r.plan.config);
     return 0;
@@ -164,6 +174,13 @@ RunsFile add_run_to_file(const std::string& path, const json& run, bool append, 
   RunsFile checked = runs_from_json(file, path);
   sim::write_file_atomically(path, file.dump(1) + "\n");
   return checked;
+}
+
+std::vector<std::string> frameworks_of(const std::vector<RecordedRun>& runs) {
+  std::vector<std::string> out;
+  for (const auto& r : runs)
+    if (std::find(out.begin(), out.end(), r.framework_name()) == out.end()) out.push_back(r.framework_name());
+  return out;
 }
 
 std::vector<std::string> sources_of(const std::vector<RecordedRun>& runs) {

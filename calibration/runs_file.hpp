@@ -9,19 +9,24 @@
 //   {"schema": "shardplan.runs/1", "description": "...",
 //    "runs": [{"name", "source" (a short id runs are grouped by), "citation",
 //              "model": built-in name | model card | Hugging Face config.json fields (inline),
+//              "framework": {"name", "version" (optional: the newest)} (optional): the framework that
+//                           ran it (frameworks/registry.hpp); its defaults fill the config keys
+//                           the run does not write, and its memory figure is what peak_memory_GiB is,
 //              "hardware": {"profile": name or path, "nodes", "devices_per_node" (optional),
 //                           "overrides": {profile fields, unit keys} (optional)},
 //              "config": {the plan's config keys: "tensor_parallel", "pipeline_parallel",
 //                         "data_parallel", "micro_batch_size", "global_batch_size", "seq_len", ...},
 //              "measured": exactly one of "step_seconds", "tokens_per_second",
 //                          "tokens_per_second_per_device", "samples_per_second";
-//                          "peak_memory_GiB" (optional),
+//                          "peak_memory_GiB" (optional) with "peak_memory_kind" (allocated |
+//                          reserved | device; default: what the framework's log reports, else device),
 //              "note" (optional)}]}
 #include <optional>
 #include <string>
 #include <vector>
 
 #include "formats/plan.hpp"
+#include "frameworks/framework_model.hpp"
 
 namespace shardplan::calibration {
 
@@ -38,6 +43,10 @@ struct RecordedRun {
   std::string measured_key;      // the figure given, e.g. "tokens_per_second"
   double measured_value = 0;     // its value, in that key's unit
   std::optional<double> measured_peak_bytes;
+  simulator::MemoryReport measured_peak_kind = simulator::MemoryReport::device;
+  std::optional<frameworks::FrameworkModel> framework;  // as the run names it
+  // The framework's name ("megatron"), or "unnamed": the unit of leave-one-framework-out.
+  [[nodiscard]] std::string framework_name() const { return framework ? framework->name : "unnamed"; }
   [[nodiscard]] double tokens_per_step() const {
     return static_cast<double>(plan.config.global_batch_size) * plan.config.seq_len;
   }
@@ -69,5 +78,7 @@ RunsFile add_run_to_file(const std::string& path, const nlohmann::json& run, boo
 
 // Distinct sources in file order.
 std::vector<std::string> sources_of(const std::vector<RecordedRun>& runs);
+// Distinct framework names in file order ("unnamed" for runs that name none).
+std::vector<std::string> frameworks_of(const std::vector<RecordedRun>& runs);
 
 }  // namespace shardplan::calibration

@@ -12,7 +12,7 @@ namespace sim = shardplan::simulator;
 std::vector<MeasuredRun> measured_from_recorded(const std::vector<RecordedRun>& runs) {
   std::vector<MeasuredRun> out;
   for (const auto& r : runs) {
-    MeasuredRun m{r.name, r.plan, r.measured_step_s, false, "", true, r.source};
+    MeasuredRun m{r.name, r.plan, r.measured_step_s, false, "", true, r.source, r.framework_name()};
     out.push_back(std::move(m));
   }
   return out;

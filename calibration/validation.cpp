@@ -254,7 +254,7 @@ std::vector<double> predicted_peak_per_rank(const Plan& plan) {
   std::vector<double> out(static_cast<std::size_t>(c.devices()));
   for (int r = 0; r < c.devices(); ++r) {
     const int stage = (r / layout.stride(sim::Dim::pp)) % c.pp;
-    out[r] = plan.prediction.stages.at(static_cast<std::size_t>(stage)).memory.total();
+    out[r] = plan.prediction.stages.at(static_cast<std::size_t>(stage)).memory.allocated();  // shardrun counts tensors
   }
   return out;
 }

@@ -147,7 +147,7 @@ ValidationRun prepare_entry(const ValidationEntry& e, const sim::HardwareProfile
   r.resolved_sharding_degree = plan.config.shard_group();
   r.has_prediction = true;
   r.predicted_step_s = plan.prediction.time.step_s;
-  r.predicted_peak_bytes = plan.prediction.worst.total();
+  r.predicted_peak_bytes = plan.prediction.worst.allocated();  // shardrun's report counts allocated bytes
   r.predicted_peak_per_rank = predicted_peak_per_rank(plan);
   r.plan_file = (dir / "plan.json").string();
   formats::save_plan(plan, r.plan_file);

@@ -23,7 +23,7 @@ namespace {
 struct CalibrateOptions {
   std::vector<std::string> runs;
   std::string hardware, out, holdout, fit, json, only, exclude, suite;
-  bool loso = false;
+  bool loso = false, lofo = false;
   int max_iterations = 100;
 };
 
@@ -79,10 +79,10 @@ void print_runs(std::ostream& out, const calibration::CalibrationResult& r) {
   row("hold-out, after", r.holdout_after);
 }
 
-void print_loso(std::ostream& out, const std::vector<calibration::SourceHoldout>& rows) {
-  out << line("\nleave-one-source-out (each source predicted by a fit to the others; step-time error)\n");
-  out << line("%-20s %5s %10s %10s %10s %10s %10s  %s\n", "source", "runs", "mean_bef", "mean_aft", "worst_aft",
-              "bias_bef", "bias_aft", "fitted");
+void print_loso(std::ostream& out, const std::vector<calibration::SourceHoldout>& rows, const char* unit = "source") {
+  out << line("\nleave-one-%s-out (each %s predicted by a fit to the others; step-time error)\n", unit, unit);
+  out << line("%-20s %5s %10s %10s %10s %10s %10s  %s\n", unit, "runs", "mean_bef", "mean_aft", "worst_aft", "bias_bef",
+              "bias_aft", "fitted");
   double sum = 0;
   int n = 0;
   for (const auto& h : rows) {
@@ -92,7 +92,8 @@ void print_loso(std::ostream& out, const std::vector<calibration::SourceHoldout>
     sum += h.after.mean;
     ++n;
   }
-  if (n > 0) out << line("%-20s %5s %9s %9.1f%%\n", "mean over sources", "", "", 100 * sum / n);
+  if (n > 0)
+    out << line("%-20s %5s %9s %9.1f%%\n", (std::string("mean over ") + unit + "s").c_str(), "", "", 100 * sum / n);
 }
 
 int run_calibrate(const CalibrateOptions& o) {
@@ -107,6 +108,13 @@ int run_calibrate(const CalibrateOptions& o) {
   opts.max_iterations = o.max_iterations;
   if (o.loso) {
     print_loso(std::cout, calibration::leave_one_source_out(base, loaded.runs, opts));
+    std::cout << "\n";
+  }
+  if (o.lofo) {
+    // The same protocol with each run's framework as its group.
+    std::vector<calibration::MeasuredRun> by_framework = loaded.runs;
+    for (auto& r : by_framework) r.group = r.framework.empty() ? "unnamed" : r.framework;
+    print_loso(std::cout, calibration::leave_one_source_out(base, by_framework, opts), "framework");
     std::cout << "\n";
   }
   const std::string split_note = o.holdout == "none"
@@ -147,6 +155,8 @@ Run add_calibrate_command(CLI::App& app) {
                   "Leave these runs, sources or profiles out (comma-separated; name* = prefix)");
   cmd->add_flag("--leave-one-source-out", o->loso,
                 "First print, for each source, its error when the fit sees only the other sources");
+  cmd->add_flag("--leave-one-framework-out", o->lofo,
+                "First print, for each framework the runs name, its error when the fit sees only the others' runs");
   cmd->add_option("--hardware", o->hardware,
                   "Profile to calibrate: built-in name or JSON (default: the first runs file's hardware_file)");
   cmd->add_option("--out", o->out, "Write the calibrated profile here")->required();

@@ -3,12 +3,15 @@
 
 #include <iostream>
 
+#include "frameworks/apply.hpp"
+#include "frameworks/registry.hpp"
 #include "interop/config_import.hpp"
 #include "planner/partition.hpp"
 #include "planner/space_parse.hpp"
 #include "planner/stage_partition.hpp"
 #include "simulator/errors.hpp"
 #include "simulator/evaluator.hpp"
+#include "simulator/prediction_json.hpp"
 
 namespace shardplan::cli {
 
@@ -87,7 +90,7 @@ sim::ParallelConfig to_config(const LayoutOptions& o, const sim::ModelSpec& m, c
   return cfg;
 }
 
-sim::ParallelConfig imported(const LayoutOptions& o, const sim::ModelSpec& m, const sim::ClusterSpec& c) {
+interop::ImportResult imported(const LayoutOptions& o, const sim::ModelSpec& m, const sim::ClusterSpec& c) {
   interop::ImportContext ctx;
   ctx.devices = c.devices();
   ctx.devices_per_node = c.per_node();
@@ -102,7 +105,27 @@ sim::ParallelConfig imported(const LayoutOptions& o, const sim::ModelSpec& m, co
   r.config.lora.targets = planner::split_list(o.lora_targets);
   r.config.memory_headroom = o.headroom;
   r.config.attention = planner::parse_attention(o.attention);  // the imported files do not say
-  return r.config;
+  return r;
+}
+
+// Config keys no imported file states (the kernels live in the model code): the framework's.
+const std::set<std::string> kKeysImportsLeaveOpen = {"attention", "fusion", "zero3_fetch"};
+
+// The --framework (else the imported file's) defaults and terms on `cfg`.
+std::optional<frameworks::FrameworkModel> with_framework(const LayoutOptions& o, const std::string& from_import,
+                                                         sim::ParallelConfig& cfg) {
+  const std::string spec = o.framework.empty() ? from_import : o.framework;
+  if (spec.empty()) return std::nullopt;
+  frameworks::FrameworkModel fw = frameworks::parse_framework_spec(spec, "--framework");
+  std::set<std::string> keep = o.given;
+  if (!o.import_file.empty()) {
+    const nlohmann::json imported_keys = sim::to_json(cfg);
+    for (const auto& [key, value] : imported_keys.items())
+      if (!kKeysImportsLeaveOpen.count(key)) keep.insert(key);
+  }
+  frameworks::apply_defaults(fw, cfg, keep);
+  frameworks::bind(fw, cfg);
+  return fw;
 }
 
 // --partition auto|auto-memory: the DP's layer split (SageMaker auto_partition, speed|memory).
@@ -119,9 +142,21 @@ void auto_partition_config(const LayoutOptions& o, const sim::ModelSpec& m, cons
   cfg.partition = *part;
 }
 
+// Records `key` in o.given when the option is on the command line.
+CLI::Option* given(LayoutOptions& o, const char* key, CLI::Option* opt) {
+  std::string k = key;
+  opt->each([&o, k](const std::string&) { o.given.insert(k); });
+  return opt;
+}
+
 }  // namespace
 
 void add_layout_options(CLI::App* cmd, LayoutOptions& o) {
+  std::string names;
+  for (const auto& n : frameworks::framework_names()) names += (names.empty() ? "" : ", ") + n;
+  cmd->add_option("--framework", o.framework,
+                  "The framework that runs it, NAME[@VERSION] (" + names +
+                      "): its defaults for the settings not given, its memory figure (default: the --import file's)");
   cmd->add_option("--model", o.model, "Built-in model name, model card or Hugging Face config.json");
   cmd->add_option("--hardware", o.hardware, "Built-in hardware profile name or profile JSON");
   cmd->add_option("--import", o.import_file,
@@ -134,10 +169,11 @@ void add_layout_options(CLI::App* cmd, LayoutOptions& o) {
   cmd->add_option("--pp", o.pp, "Pipeline-parallel stages");
   cmd->add_option("--dp", o.dp, "Data-parallel degree (default: devices / (tp x cp x pp))");
   cmd->add_option("--cp", o.cp, "Context-parallel degree: the sequence split over cp ranks");
-  cmd->add_option("--cp-kind", o.cp_kind,
-                  "Context-parallel attention: ring (KV blocks passed peer to peer) or "
-                  "all_to_all (DeepSpeed-Ulysses head exchange)")
-      ->check(CLI::IsMember(sim::enum_names<sim::CpKind>()));
+  given(o, "context_parallel_kind",
+        cmd->add_option("--cp-kind", o.cp_kind,
+                        "Context-parallel attention: ring (KV blocks passed peer to peer) or "
+                        "all_to_all (DeepSpeed-Ulysses head exchange)")
+            ->check(CLI::IsMember(sim::enum_names<sim::CpKind>())));
   cmd->add_option("--ep", o.ep,
                   "Expert-parallel degree (MoE models): experts split over ep ranks folded from tp x cp x dp");
   cmd->add_option("--etp", o.etp, "Expert tensor-parallel degree (MoE models; default: --tp)");
@@ -149,36 +185,47 @@ void add_layout_options(CLI::App* cmd, LayoutOptions& o) {
                   "Sequences per micro-batch (default 1; with --import: for files without one)");
   cmd->add_option("--global-batch-size", o.global_batch_size, "Sequences per step (default: micro-batch x dp)");
   cmd->add_option("--seq-len", o.seq_len, "Sequence length (default: min(2048, model max))");
-  cmd->add_option("--schedule", o.schedule, "Pipeline schedule")
-      ->check(CLI::IsMember(sim::enum_names<sim::PipelineSchedule>()));
+  given(o, "pipeline_schedule",
+        cmd->add_option("--schedule", o.schedule, "Pipeline schedule")
+            ->check(CLI::IsMember(sim::enum_names<sim::PipelineSchedule>())));
   cmd->add_option("--virtual-stages", o.virtual_stages, "Model chunks per stage (interleaved)");
-  cmd->add_option("--recompute", o.recompute, "Activation recomputation")
-      ->check(CLI::IsMember(sim::enum_names<sim::Recompute>()));
+  given(o, "recompute",
+        cmd->add_option("--recompute", o.recompute, "Activation recomputation")
+            ->check(CLI::IsMember(sim::enum_names<sim::Recompute>())));
   cmd->add_option("--recompute-num-layers", o.recompute_num_layers,
                   "With --recompute full: recompute only the first N blocks of each model chunk, the others keep "
                   "their activations (Megatron --recompute-method block; 0 = every block)");
-  cmd->add_flag("--sequence-parallel", o.sequence_parallel, "Megatron sequence parallelism");
+  given(o, "sequence_parallel",
+        cmd->add_flag("--sequence-parallel", o.sequence_parallel, "Megatron sequence parallelism"));
   cmd->add_flag("--tp-comm-overlap", o.tp_comm_overlap,
                 "Pipeline SP's all-gathers and reduce-scatters with the GEMMs (Megatron-Core --tp-comm-overlap; "
                 "needs --sequence-parallel)");
   cmd->add_flag("--offload-activations", o.offload_activations, "Offload stored activations to host memory");
   cmd->add_flag("--offload-optimizer", o.offload_optimizer, "Optimizer states and step on the host (ZeRO-Offload)");
-  cmd->add_option("--precision", o.precision, "Training precision")
-      ->check(CLI::IsMember(sim::enum_names<sim::Precision>()));
-  cmd->add_option("--mixed-precision", o.mixed_precision,
-                  "How bf16/fp16 keep weights: master_weights (DeepSpeed, Megatron) or autocast (PyTorch AMP)")
-      ->check(CLI::IsMember(sim::enum_names<sim::MixedPrecision>()));
-  cmd->add_option(
-      "--attention", o.attention,
-      "Attention kernel: flash (fused, FlashAttention-2 / SDPA; default), flash1 (fused, FlashAttention v1 or its "
-      "Triton port, e.g. llm-foundry attn_impl: triton) or eager (explicit softmax)");
-  cmd->add_option("--fusion", o.fusion,
-                  "Kernels the framework fuses: eager (a GEMM per projection, silu then mul; HF, torchtitan, "
-                  "shardrun; default) or megatron (fused q/k/v and gate/up GEMMs, fused SwiGLU; Megatron-Core, NeMo)");
-  cmd->add_option("--grad-accum-dtype", o.grad_accum,
-                  "Gradient accumulation over micro-batches (ZeRO 0/1, 16-bit): param (in .grad, the compute dtype; "
-                  "default) or fp32 (an fp32 buffer, reduced in fp32: DeepSpeed grad_accum_dtype / BF16_Optimizer, "
-                  "Megatron --accumulate-allreduce-grads-in-fp32)");
+  given(o, "precision",
+        cmd->add_option("--precision", o.precision, "Training precision")
+            ->check(CLI::IsMember(sim::enum_names<sim::Precision>())));
+  given(o, "mixed_precision",
+        cmd->add_option("--mixed-precision", o.mixed_precision,
+                        "How bf16/fp16 keep weights: master_weights (DeepSpeed, Megatron) or autocast (PyTorch AMP)")
+            ->check(CLI::IsMember(sim::enum_names<sim::MixedPrecision>())));
+  given(
+      o, "attention",
+      cmd->add_option(
+          "--attention", o.attention,
+          "Attention kernel: flash (fused, FlashAttention-2 / SDPA; default), flash1 (fused, FlashAttention v1 or its "
+          "Triton port, e.g. llm-foundry attn_impl: triton) or eager (explicit softmax)"));
+  given(o, "fusion",
+        cmd->add_option(
+            "--fusion", o.fusion,
+            "Kernels the framework fuses: eager (a GEMM per projection, silu then mul; HF, torchtitan, "
+            "shardrun; default) or megatron (fused q/k/v and gate/up GEMMs, fused SwiGLU; Megatron-Core, NeMo)"));
+  given(o, "grad_accum_dtype",
+        cmd->add_option(
+            "--grad-accum-dtype", o.grad_accum,
+            "Gradient accumulation over micro-batches (ZeRO 0/1, 16-bit): param (in .grad, the compute dtype; "
+            "default) or fp32 (an fp32 buffer, reduced in fp32: DeepSpeed grad_accum_dtype / BF16_Optimizer, "
+            "Megatron --accumulate-allreduce-grads-in-fp32)"));
   cmd->add_option("--packed-document-tokens", o.packed_document_tokens,
                   "Sequences packed from documents of this many tokens on average, attending within each "
                   "(cu_seqlens / THD; fused attention, cp 1); 0: one document per sequence (default)");
@@ -188,10 +235,11 @@ void add_layout_options(CLI::App* cmd, LayoutOptions& o) {
   cmd->add_flag("--fp8-param-gather", o.fp8_param_gather,
                 "Keep the linears' weights in FP8 and gather them in FP8 (Megatron --fp8-param-gather; FSDP2 "
                 "float8 all-gather); needs --fp8 and --zero >= 1");
-  cmd->add_option("--zero3-fetch", o.zero3_fetch,
-                  "ZeRO-3 parameter fetch: prefetch (one collective per unit, overlapped; FSDP, DeepSpeed today; "
-                  "default) or per_tensor_sync (DeepSpeed <= 0.4.0: one blocking collective per tensor)")
-      ->check(CLI::IsMember(sim::enum_names<sim::Zero3Fetch>()));
+  given(o, "zero3_fetch",
+        cmd->add_option("--zero3-fetch", o.zero3_fetch,
+                        "ZeRO-3 parameter fetch: prefetch (one collective per unit, overlapped; FSDP, DeepSpeed today; "
+                        "default) or per_tensor_sync (DeepSpeed <= 0.4.0: one blocking collective per tensor)")
+            ->check(CLI::IsMember(sim::enum_names<sim::Zero3Fetch>())));
   cmd->add_option("--lora-rank", o.lora_rank, "LoRA rank (0 = full training)");
   cmd->add_option("--lora-alpha", o.lora_alpha, "LoRA alpha");
   cmd->add_option("--lora-dropout", o.lora_dropout, "LoRA dropout probability");
@@ -211,7 +259,15 @@ Layout resolve_layout(const LayoutOptions& o, const std::function<void(sim::Hard
   if (o.hardware.empty()) throw sim::InputError("--hardware: expected a hardware profile" + missing_hint);
   Layout l{sim::load_model(o.model), sim::ClusterSpec{sim::load_hardware(o.hardware), o.nodes, o.devices_per_node}, {}};
   if (adjust) adjust(l.cluster.hardware);
-  l.config = o.import_file.empty() ? to_config(o, l.model, l.cluster) : imported(o, l.model, l.cluster);
+  std::string import_framework;
+  if (o.import_file.empty()) {
+    l.config = to_config(o, l.model, l.cluster);
+  } else {
+    interop::ImportResult r = imported(o, l.model, l.cluster);
+    l.config = std::move(r.config);
+    import_framework = r.framework;
+  }
+  l.framework = with_framework(o, import_framework, l.config);
   if (o.partition == "auto" || o.partition == "auto-memory") auto_partition_config(o, l.model, l.cluster, l.config);
   return l;
 }

@@ -5,8 +5,10 @@
 #include <CLI/CLI.hpp>
 #include <functional>
 #include <optional>
+#include <set>
 #include <string>
 
+#include "frameworks/framework_model.hpp"
 #include "simulator/hardware_profile.hpp"
 #include "simulator/model_spec.hpp"
 #include "simulator/parallel_config.hpp"
@@ -33,6 +35,8 @@ struct LayoutOptions {
   double lora_alpha = 16, lora_dropout = 0, headroom = 0.05;
   std::string lora_targets, partition, lora_base = "bf16";
   std::string import_file;
+  std::string framework;        // --framework NAME[@VERSION]; "" = the --import file's, else none
+  std::set<std::string> given;  // config keys the user set on the command line (framework defaults skip them)
 };
 
 // Registers --model, --hardware, --import, --nodes, --devices-per-node and the configuration
@@ -43,11 +47,13 @@ struct Layout {
   simulator::ModelSpec model;
   simulator::ClusterSpec cluster;
   simulator::ParallelConfig config;  // not validated: simulate() and the runs reader do that
+  std::optional<frameworks::FrameworkModel> framework;
 };
 
 // Loads the model and hardware (`adjust` may change the profile before the configuration is
-// derived from it), then the configuration from the flags or the --import file; --partition
-// auto|auto-memory runs the auto-partitioner. InputError on a missing --model / --hardware
+// derived from it), then the configuration from the flags or the --import file; --framework (or
+// the imported file's framework) fills what neither states with its defaults and binds its
+// terms; --partition auto|auto-memory runs the auto-partitioner. InputError on a missing --model / --hardware
 // (`missing_hint` is appended, e.g. " (or --plan plan.json)").
 Layout resolve_layout(const LayoutOptions& o, const std::function<void(simulator::HardwareProfile&)>& adjust = {},
                       const std::string& missing_hint = "");

@@ -106,8 +106,17 @@ void print_memory(std::ostream& out, const sim::Prediction& p) {
   row("LoRA adapters", &sim::MemoryBreakdown::lora);
   row("communication buffers", &sim::MemoryBreakdown::comm_buffers);
   row("workspace", &sim::MemoryBreakdown::workspace);
+  row("runtime context", &sim::MemoryBreakdown::runtime_context);
+  row("communicators", &sim::MemoryBreakdown::communicators);
+  row("library workspace", &sim::MemoryBreakdown::library_workspace);
   out << "  total                   ";
   for (int s : stages) out << fmt("%10.2f", p.stages[s].memory.total() / kGiB);
+  out << "\n  allocated (tensors)     ";
+  for (int s : stages) out << fmt("%10.2f", p.stages[s].memory.allocated() / kGiB);
+  if (p.worst.allocator_slack > 0) {
+    out << "\n  reserved (allocator)    ";
+    for (int s : stages) out << fmt("%10.2f", p.stages[s].memory.reserved() / kGiB);
+  }
   out << "\n  in-flight micro-batches ";
   for (int s : stages) out << fmt("%10.0f", p.stages[s].in_flight_micro_batches);
   out << "\n  capacity " << fmt("%.2f", p.device_capacity_bytes / kGiB) << " GiB, usable "

@@ -8,6 +8,7 @@
 #include "calibration/run_comparison.hpp"
 #include "calibration/runs_file.hpp"
 #include "commands.hpp"
+#include "frameworks/registry.hpp"
 #include "interop/training_log.hpp"
 #include "layout_options.hpp"
 #include "simulator/errors.hpp"
@@ -64,14 +65,17 @@ nlohmann::json run_entry(const RunsImportOptions& o, const Layout& l, const inte
   std::string note = "imported by `shardplan runs import` from " + o.log + " (" + o.format + "): " + m.how;
   if (m.peak_bytes && !o.no_memory) note += "; peak memory: the log's largest figure";
   if (!o.note.empty()) note += "; " + o.note;
-  return {{"name", o.name.empty() ? fs::path(o.log).stem().string() : o.name},
-          {"source", o.source},
-          {"citation", o.citation.empty() ? "training log " + o.log + " (" + o.format + " format)" : o.citation},
-          {"model", model_entry(o.layout.model)},
-          {"hardware", hardware},
-          {"config", sim::to_json(l.config)},
-          {"measured", measured},
-          {"note", note}};
+  nlohmann::json run{
+      {"name", o.name.empty() ? fs::path(o.log).stem().string() : o.name},
+      {"source", o.source},
+      {"citation", o.citation.empty() ? "training log " + o.log + " (" + o.format + " format)" : o.citation},
+      {"model", model_entry(o.layout.model)},
+      {"hardware", hardware},
+      {"config", sim::to_json(l.config)},
+      {"measured", measured},
+      {"note", note}};
+  if (l.framework) run["framework"] = frameworks::framework_ref_json(*l.framework);
+  return run;
 }
 
 int run_import(const RunsImportOptions& o) {

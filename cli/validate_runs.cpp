@@ -40,6 +40,11 @@ void print_rows(const std::vector<cal::RunComparison>& rows) {
                 r.devices, r.measured_tokens_per_s, r.predicted_tokens_per_s, 100 * r.throughput_error(),
                 100 * r.predicted_mfu, sim::format_bytes(r.predicted_peak_bytes).c_str(),
                 sim::format_bytes(r.capacity_bytes).c_str(), r.fits ? "" : "  PREDICTED NOT TO FIT");
+    if (r.measured_peak_bytes > 0)
+      std::printf("%-46s peak memory (%s): measured %s, predicted %s, %+.1f%%\n", "", sim::name_of(r.peak_kind),
+                  sim::format_bytes(r.measured_peak_bytes).c_str(),
+                  sim::format_bytes(r.predicted_reported_peak_bytes).c_str(),
+                  100 * (r.predicted_reported_peak_bytes / r.measured_peak_bytes - 1));
   }
 }
 
@@ -52,6 +57,9 @@ void print_summary(const cal::ComparisonSummary& s) {
   };
   for (const auto& ps : s.per_source) row(ps.source, ps.throughput, ps.bias, ps.not_fitting);
   row("all", s.throughput, s.bias, s.not_fitting);
+  std::printf("\n%-18s %5s %9s %9s %9s %9s %s\n", "framework", "runs", "mean|err|", "median", "worst", "bias",
+              "predicted not to fit");
+  for (const auto& pf : s.per_framework) row(pf.source, pf.throughput, pf.bias, pf.not_fitting);
   std::printf("throughput error = (predicted - measured) / measured tokens/s; worst run: %s\n",
               s.throughput.worst_run.c_str());
 }

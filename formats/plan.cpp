@@ -1,5 +1,7 @@
 #include "plan.hpp"
 
+#include "frameworks/apply.hpp"
+#include "frameworks/registry.hpp"
 #include "simulator/errors.hpp"
 #include "simulator/evaluator.hpp"
 #include "simulator/json_fields.hpp"
@@ -13,6 +15,7 @@ nlohmann::json to_json(const Plan& p) {
   nlohmann::json j;
   j["schema"] = kPlanSchema;
   j["shardplan_version"] = p.shardplan_version.empty() ? sim::version() : p.shardplan_version;
+  if (p.framework) j["framework"] = frameworks::framework_ref_json(*p.framework);
   j["model"] = sim::to_card_json(p.model);
   j["cluster"] = {{"nodes", p.cluster.nodes},
                   {"devices_per_node", p.cluster.per_node()},
@@ -56,6 +59,10 @@ Plan plan_from_json(const nlohmann::json& j, const std::string& source) {
   p.model = sim::model_from_json(sim::require(j, "model", ctx), source + " (model)");
   p.cluster = cluster_from_json(j, source, ctx);
   p.config = sim::config_from_json(sim::require(j, "config", ctx), source);
+  if (auto f = j.find("framework"); f != j.end()) {
+    p.framework = frameworks::framework_from_json(*f, source + " field 'framework'");
+    frameworks::bind(*p.framework, p.config);
+  }
   p.search = j.value("search", nlohmann::json::object());
   p.prediction = sim::simulate(p.model, p.cluster, p.config);
   return p;

@@ -2,8 +2,10 @@
 // Plan: the versioned, self-contained output of `shardplan plan` — what the executor runs and
 // what `explain` / `simulate --plan` / the launch exporters read.
 #include <nlohmann/json.hpp>
+#include <optional>
 #include <string>
 
+#include "frameworks/framework_model.hpp"
 #include "simulator/model_spec.hpp"
 #include "simulator/parallel_config.hpp"
 #include "simulator/prediction.hpp"
@@ -14,17 +16,18 @@ inline constexpr const char* kPlanSchema = "shardplan.plan/1";
 
 struct Plan {
   std::string shardplan_version;
-  simulator::ModelSpec model;        // embedded as a model card
-  simulator::ClusterSpec cluster;    // resolved hardware profile + nodes
-  simulator::ParallelConfig config;  // incl. partition and rank order
-  simulator::Prediction prediction;  // what the simulator expects
-  nlohmann::json search;             // the search settings that chose it (informational)
+  simulator::ModelSpec model;                           // embedded as a model card
+  simulator::ClusterSpec cluster;                       // resolved hardware profile + nodes
+  simulator::ParallelConfig config;                     // incl. partition and rank order
+  simulator::Prediction prediction;                     // what the simulator expects
+  nlohmann::json search;                                // the search settings that chose it (informational)
+  std::optional<frameworks::FrameworkModel> framework;  // the framework it is for, when one was named
 };
 
-// JSON: {"schema", "shardplan_version", "model": card, "cluster": {"nodes", "devices_per_node",
-// "hardware": resolved profile}, "config": ParallelConfig, "rank_layout": {"order", "tp", "dp",
-// "pp"}, "prediction": Prediction JSON (summary, no events), "checkpoint": {"interval_steps",
-// "interval_seconds"} (the optimal interval, simulator/goodput.hpp), "search": {...}}.
+// JSON: {"schema", "shardplan_version", "framework": {"name", "version"} (optional), "model": card, "cluster":
+// {"nodes", "devices_per_node", "hardware": resolved profile}, "config": ParallelConfig, "rank_layout": {"order", "tp",
+// "dp", "pp"}, "prediction": Prediction JSON (summary, no events), "checkpoint": {"interval_steps", "interval_seconds"}
+// (the optimal interval, simulator/goodput.hpp), "search": {...}}.
 nlohmann::json to_json(const Plan& plan);
 // Reads a plan; errors name `source` and the field. The prediction is re-simulated from the
 // embedded model, cluster and config (the stored one is informational), so a plan can never

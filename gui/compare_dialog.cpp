@@ -45,15 +45,19 @@ std::vector<Metric> metrics() {
          return pred(r, [](const auto& p) { return p.train_cost_usd.value_or(std::nan("")); });
        },
        [](double v) { return format_usd(v); }, -1}};
-  const char* kinds[] = {"parameters", "gradients", "optimizer", "activations", "LoRA", "buffers", "workspace"};
+  const char* kinds[] = {"parameters", "gradients", "optimizer",       "activations",   "LoRA",
+                         "buffers",    "workspace", "runtime context", "communicators", "library workspace"};
   double simulator::MemoryBreakdown::*fields[] = {&simulator::MemoryBreakdown::parameters,
                                                   &simulator::MemoryBreakdown::gradients,
                                                   &simulator::MemoryBreakdown::optimizer_states,
                                                   &simulator::MemoryBreakdown::activations,
                                                   &simulator::MemoryBreakdown::lora,
                                                   &simulator::MemoryBreakdown::comm_buffers,
-                                                  &simulator::MemoryBreakdown::workspace};
-  for (int k = 0; k < 7; ++k) {
+                                                  &simulator::MemoryBreakdown::workspace,
+                                                  &simulator::MemoryBreakdown::runtime_context,
+                                                  &simulator::MemoryBreakdown::communicators,
+                                                  &simulator::MemoryBreakdown::library_workspace};
+  for (int k = 0; k < 10; ++k) {
     auto f = fields[k];
     m.push_back({QString("  memory: %1").arg(kinds[k]),
                  [f](const CandidateRow& r) { return pred(r, [f](const auto& p) { return p.worst.*f; }); }, gib, 0});

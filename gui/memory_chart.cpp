@@ -6,6 +6,7 @@
 #include <QStackedBarSeries>
 #include <QValueAxis>
 #include <algorithm>
+#include <iterator>
 
 #include "units.hpp"
 
@@ -25,7 +26,12 @@ const Kind kKinds[] = {{"parameters", &simulator::MemoryBreakdown::parameters, Q
                        {"activations", &simulator::MemoryBreakdown::activations, QColor(0x76, 0xb7, 0xb2)},
                        {"LoRA", &simulator::MemoryBreakdown::lora, QColor(0x59, 0xa1, 0x4f)},
                        {"buffers", &simulator::MemoryBreakdown::comm_buffers, QColor(0xed, 0xc9, 0x48)},
-                       {"workspace", &simulator::MemoryBreakdown::workspace, QColor(0xb0, 0x7a, 0xa1)}};
+                       {"workspace", &simulator::MemoryBreakdown::workspace, QColor(0xb0, 0x7a, 0xa1)},
+                       {"runtime context", &simulator::MemoryBreakdown::runtime_context, QColor(0x9c, 0x75, 0x5f)},
+                       {"communicators", &simulator::MemoryBreakdown::communicators, QColor(0xff, 0x9d, 0xa7)},
+                       {"library workspace", &simulator::MemoryBreakdown::library_workspace, QColor(0xba, 0xb0, 0xac)}};
+
+static_assert(std::size(kKinds) == MemoryChart::kKindCount, "memory_chart.hpp documents every kind");
 
 QLineSeries* hline(const QString& name, double y, int stages, QColor color, Qt::PenStyle style) {
   auto* s = new QLineSeries;

@@ -18,7 +18,9 @@ class MemoryChart : public QChartView {
 
   [[nodiscard]] int stageCount() const { return stages_; }
   [[nodiscard]] double capacityGiB() const { return capacity_gib_; }
-  // GiB of `kind` (0 = parameters ... 6 = workspace) on `stage`, as drawn.
+  // GiB of `kind` (0 = parameters ... 6 = workspace, 7-9 the runtime's context, communicators and
+  // library workspace) on `stage`, as drawn; kKindCount kinds in all.
+  static constexpr int kKindCount = 10;
   [[nodiscard]] double value(int kind, int stage) const;
   [[nodiscard]] bool hasMeasuredLine() const { return measured_; }
 

@@ -17,7 +17,8 @@ formats::Plan make_plan(const CandidateRow& row, const nlohmann::json& search_se
     throw sim::InputError("export: " + row.candidate.key + " does not fit (" + row.prediction->infeasible_reason + ")");
   return formats::Plan{sim::version(),        *row.model,
                        row.candidate.cluster, row.candidate.config,
-                       *row.prediction,       row.search_settings ? *row.search_settings : search_settings};
+                       *row.prediction,       row.search_settings ? *row.search_settings : search_settings,
+                       std::nullopt};
 }
 
 interop::ExportOptions cli_export_options(const formats::Plan& plan) {

@@ -104,6 +104,12 @@ std::string read_text(const std::string& path) {
   return s.str();
 }
 
+// The result with the framework its format belongs to (frameworks/registry.hpp names).
+ImportResult named(ImportResult r, const char* framework) {
+  r.framework = framework;
+  return r;
+}
+
 bool mentions(const std::string& text, std::initializer_list<const char*> needles) {
   return std::any_of(needles.begin(), needles.end(), [&](const char* n) { return text.find(n) != std::string::npos; });
 }
@@ -113,8 +119,8 @@ ImportResult import_json(const std::string& path, const ImportContext& ctx) {
   if (!j.is_object()) throw sim::InputError(path + ": expected a JSON object (a DeepSpeed config or SMP parameters)");
   if (has_any(j, {"train_batch_size", "train_micro_batch_size_per_gpu", "gradient_accumulation_steps",
                   "zero_optimization"}))
-    return import_deepspeed(j, ctx, path);
-  if (is_smp_v2(j)) return import_smp_v2(j, ctx, path);
+    return named(import_deepspeed(j, ctx, path), "deepspeed");
+  if (is_smp_v2(j)) return named(import_smp_v2(j, ctx, path), "smp-v2");
   if (has_any(j, {"partitions", "pipeline_parallel_degree", "microbatches", "tensor_parallel_degree",
                   "sharded_data_parallel_degree", "modelparallel", "smdistributed"}))
     return import_smp(j, ctx, path);
@@ -145,15 +151,16 @@ ImportResult import_config_file(const std::string& path, const ImportContext& ct
   const std::string ext = fs::path(path).extension().string();
   if (ext == ".json") return import_json(path, ctx);
   const std::string text = read_text(path);
-  if (ext == ".toml") return import_torchtitan(text, ctx, path);
-  if (ext == ".yaml" || ext == ".yml") return import_accelerate(text, ctx, path);
+  if (ext == ".toml") return named(import_torchtitan(text, ctx, path), "torchtitan");
+  if (ext == ".yaml" || ext == ".yml") return named(import_accelerate(text, ctx, path), "accelerate-fsdp");
   const auto first = text.find_first_not_of(" \t\r\n");
   if (first != std::string::npos && text[first] == '{') return import_json(path, ctx);
-  if (mentions(text, {"gaudi_spawn.py", "run_lora_clm.py", "run_clm.py"})) return import_habana_file(path, text, ctx);
+  if (mentions(text, {"gaudi_spawn.py", "run_lora_clm.py", "run_clm.py"}))
+    return named(import_habana_file(path, text, ctx), "optimum-habana");
   if (mentions(text, {"--tensor_parallel_size", "tp_zero1_llama", "run_llama_nxd.py", "neuron_parallel_compile"}))
-    return import_neuron(text, ctx, path);
+    return named(import_neuron(text, ctx, path), "neuronx-distributed");
   if (mentions(text, {"--tensor-model-parallel-size", "pretrain_gpt.py", "--micro-batch-size"}))
-    return import_megatron(text, ctx, path);
+    return named(import_megatron(text, ctx, path), "megatron");
   throw sim::InputError(path +
                         ": not a format shardplan imports (expected a DeepSpeed or SageMaker JSON, a "
                         "torchtitan .toml, an Accelerate .yaml, or a Megatron-LM, NeuronX Distributed or "

@@ -46,6 +46,9 @@ struct ImportContext {
 struct ImportResult {
   simulator::ParallelConfig config;
   std::vector<std::string> warnings;  // one line each: ignored/unsupported keys, assumed defaults
+  // The framework the file belongs to (a frameworks/registry.hpp name; import_config_file sets
+  // it, "" for SageMaker model parallel v1, which no framework model covers).
+  std::string framework;
 };
 
 // DeepSpeed ds_config (JSON object). Reads zero_optimization.{stage, offload_optimizer.device,

@@ -11,13 +11,14 @@ cd "$(dirname "${BASH_SOURCE[0]}")/.."
 # Floors, top to bottom: a room may include only rooms on a lower floor. bench/ and fuzz/ are
 # harnesses over everything.
 declare -A FLOOR=(
-  [bench]=4 [fuzz]=4
-  [cli]=3 [gui]=3
-  [executor]=2 [calibration]=2 [interop]=2 [planner]=2
-  [formats]=1
+  [bench]=5 [fuzz]=5
+  [cli]=4 [gui]=4
+  [executor]=3 [calibration]=3 [interop]=3 [planner]=3
+  [formats]=2
+  [frameworks]=1
   [simulator]=0 [proc]=0
 )
-ROOMS=(bench fuzz cli gui executor calibration interop planner formats proc simulator)
+ROOMS=(bench fuzz cli gui executor calibration interop planner formats frameworks proc simulator)
 
 quiet=0
 [[ "${1:-}" == "--quiet" ]] && quiet=1

@@ -74,6 +74,24 @@ LinkProfile parse_link(const nlohmann::json& obj, const JsonContext& ctx) {
   return l;
 }
 
+// device.runtime_memory {"context_MiB", "communicator_MiB", "library_workspace_MiB"} (any unit
+// key), else the lump device.runtime_reserved of older profiles, counted as context.
+RuntimeMemory parse_runtime_memory(const nlohmann::json& d, const JsonContext& ctx) {
+  RuntimeMemory r;
+  auto it = d.find("runtime_memory");
+  if (it == d.end() || it->is_null()) {
+    r.context_bytes = get_quantity(d, "runtime_reserved", Quantity::bytes, ctx, false, true).value_or(0.0);
+    return r;
+  }
+  if (!it->is_object())
+    ctx.fail("runtime_memory", "an object {\"context_MiB\", \"communicator_MiB\", \"library_workspace_MiB\"}");
+  const JsonContext rctx = ctx.child("runtime_memory");
+  r.context_bytes = get_quantity(*it, "context", Quantity::bytes, rctx, false, true).value_or(0.0);
+  r.communicator_bytes = get_quantity(*it, "communicator", Quantity::bytes, rctx, false, true).value_or(0.0);
+  r.library_workspace_bytes = get_quantity(*it, "library_workspace", Quantity::bytes, rctx, false, true).value_or(0.0);
+  return r;
+}
+
 DeviceProfile parse_device(const nlohmann::json& d, const JsonContext& ctx) {
   DeviceProfile dev;
   dev.name = get_string(d, "name", ctx);
@@ -108,8 +126,9 @@ DeviceProfile parse_device(const nlohmann::json& d, const JsonContext& ctx) {
       dev.gemm_efficiency_by_precision[static_cast<std::size_t>(index)] = parse_curve(*it, key.c_str(), cctx);
     }
   }
+  dev.runtime = get_enum_or(d, "runtime", DeviceRuntime::cuda, ctx);
   dev.kernel_launch_s = get_quantity(d, "kernel_launch", Quantity::seconds, ctx, false, true).value_or(0.0);
-  dev.runtime_reserved_bytes = get_quantity(d, "runtime_reserved", Quantity::bytes, ctx, false, true).value_or(0.0);
+  dev.runtime_memory = parse_runtime_memory(d, ctx);
   dev.op_costs = parse_op_costs(d, ctx);
   dev.flash_attention = parse_flash_attention_curves(d, ctx);
   if (auto it = d.find("fused_attention"); it != d.end() && !it->is_null()) {
@@ -158,7 +177,9 @@ void split_into_logical_devices(HardwareProfile& hw, int k) {
   d.memory_bandwidth_Bps /= k;
   for (double& p : d.peak_flops) p /= k;
   d.peak_fp8_flops /= k;
-  d.runtime_reserved_bytes /= k;
+  d.runtime_memory.context_bytes /= k;
+  d.runtime_memory.communicator_bytes /= k;
+  d.runtime_memory.library_workspace_bytes /= k;
   hw.node.devices_per_node *= k;
   hw.node.intra.bandwidth_Bps /= k;
   hw.host.link_bandwidth_Bps /= k;
@@ -371,6 +392,7 @@ nlohmann::json to_json(const HardwareProfile& hw) {
       {"measured", hw.measured},
       {"device",
        {{"name", d.name},
+        {"runtime", name_of(d.runtime)},
         {"memory_bytes", d.memory_bytes},
         {"memory_bandwidth_bytes_per_s", d.memory_bandwidth_Bps},
         {"peak_TFLOPs",
@@ -380,7 +402,10 @@ nlohmann::json to_json(const HardwareProfile& hw) {
         {"gemm_efficiency_by_flop", to_json(d.gemm_efficiency)},
         {"memory_efficiency_by_bytes", to_json(d.memory_efficiency)},
         {"kernel_launch_s", d.kernel_launch_s},
-        {"runtime_reserved_bytes", d.runtime_reserved_bytes}}},
+        {"runtime_memory",
+         {{"context_bytes", d.runtime_memory.context_bytes},
+          {"communicator_bytes", d.runtime_memory.communicator_bytes},
+          {"library_workspace_bytes", d.runtime_memory.library_workspace_bytes}}}}},
       {"node",
        {{"devices_per_node", hw.node.devices_per_node},
         {"intra_node",

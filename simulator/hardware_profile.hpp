@@ -13,6 +13,7 @@
 #include "enum_names.hpp"
 #include "host_overhead.hpp"
 #include "op_costs.hpp"
+#include "runtime_memory.hpp"
 
 namespace shardplan::simulator {
 
@@ -24,8 +25,20 @@ struct EnumNames<Precision> {
 };
 enum class IntraTopology { switch_fabric, pcie, all_to_all, torus };
 
+// The software stack that drives the device (which frameworks run on it, which runtime's memory
+// it holds): CUDA (NVIDIA GPUs), the Neuron runtime (Trainium), SynapseAI (Gaudi), the CPU.
+enum class DeviceRuntime { cuda, neuron, synapse, cpu };
+template <>
+struct EnumNames<DeviceRuntime> {
+  static constexpr NameTable<DeviceRuntime, 4> table{{{DeviceRuntime::cuda, "cuda"},
+                                                      {DeviceRuntime::neuron, "neuron"},
+                                                      {DeviceRuntime::synapse, "synapse"},
+                                                      {DeviceRuntime::cpu, "cpu"}}};
+};
+
 struct DeviceProfile {
   std::string name;
+  DeviceRuntime runtime = DeviceRuntime::cuda;
   double memory_bytes = 0;
   double memory_bandwidth_Bps = 0;
   // Dense peak FLOP/s per precision; 0 = unsupported.
@@ -40,7 +53,7 @@ struct DeviceProfile {
   EfficiencyCurve gemm_efficiency_fp8;
   EfficiencyCurve memory_efficiency;     // by bytes moved
   double kernel_launch_s = 0;            // fixed cost per kernel
-  double runtime_reserved_bytes = 0;     // context, library workspaces, allocator slack
+  RuntimeMemory runtime_memory;          // context, communicator buffers, library workspaces
   OpCostTable op_costs{};                // measured non-GEMM ops (op_costs.hpp); none = roofline
   FlashAttentionCurves flash_attention;  // fused attention kernel by seq len; none = GEMM curve
   // Whether flash attention runs as one fused kernel (FlashAttention-2, SDPA: every GPU profile);

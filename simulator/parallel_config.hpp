@@ -7,6 +7,7 @@
 #include <vector>
 
 #include "enum_names.hpp"
+#include "framework_terms.hpp"
 #include "hardware_profile.hpp"
 #include "model_spec.hpp"
 #include "pipeline_schedule.hpp"
@@ -251,15 +252,27 @@ struct ParallelConfig {
   // of s x s. 0: one document per sequence. Fused attention only, cp 1.
   int packed_document_tokens = 0;
   [[nodiscard]] bool fp32_grad_accum() const { return grad_accum_dtype == GradAccumDtype::fp32; }
-  // fp32 accumulation by an eager framework is DeepSpeed's BF16_Optimizer, which all-reduces the
-  // whole fp32 gradients after the backward (step_model.cpp, step_tail); Megatron's main_grad
-  // (fusion megatron) reduces as its ZeRO stage says.
-  [[nodiscard]] bool bf16_optimizer_reduce() const { return fp32_grad_accum() && fusion == Fusion::eager; }
+  // fp32 accumulation the DeepSpeed way (BF16_Optimizer) all-reduces the whole fp32 gradients
+  // after the backward (step_model.cpp, step_tail); Megatron's main_grad reduces as its ZeRO stage
+  // says (framework_terms.hpp Fp32GradReduce).
+  [[nodiscard]] bool bf16_optimizer_reduce() const {
+    if (!fp32_grad_accum()) return false;
+    if (framework.fp32_grad_reduce == Fp32GradReduce::by_fusion) return fusion == Fusion::eager;
+    return framework.fp32_grad_reduce == Fp32GradReduce::after_backward;
+  }
+  // The weight-gradient GEMM accumulates micro-batches into main_grad (no separate pass).
+  [[nodiscard]] bool wgrad_accumulates_in_gemm() const {
+    if (framework.wgrad_accumulation == WgradAccumulation::by_fusion) return fusion == Fusion::megatron;
+    return framework.wgrad_accumulation == WgradAccumulation::in_gemm;
+  }
   LoraConfig lora;
   // Layers per pipeline stage (p entries) or per model chunk (p*v entries, chunk-major).
   std::vector<int> partition;
   std::string rank_order = "tp-dp-pp";  // fastest-varying first (Megatron core's order string)
   double memory_headroom = 0.05;        // fraction of device memory kept free
+  // The framework that runs it (frameworks/ resolves a name and version into these terms at the
+  // edge); not a config key: plans and runs files name the framework beside the config.
+  FrameworkTerms framework;
 
   [[nodiscard]] int devices() const { return tp * cp * pp * dp; }
   // Ranks that hold the same dense weights and split the batch and the sequence (Megatron's

@@ -5,6 +5,7 @@
 #include <string>
 #include <vector>
 
+#include "framework_terms.hpp"
 #include "goodput.hpp"
 #include "pipeline_schedule.hpp"
 
@@ -17,10 +18,30 @@ struct MemoryBreakdown {        // bytes on one device
   double activations = 0;       // stored for backward, all in-flight micro-batches
   double lora = 0;              // LoRA adapters: weights + gradients + optimizer states
   double comm_buffers = 0;      // p2p and TP buffers held across the step
-  double workspace = 0;         // runtime reserve + the largest transient (outputs in flight, logits,
-                                // ZeRO gradient buckets and gathered units)
-  [[nodiscard]] double total() const {
+  double workspace = 0;         // the largest transient (outputs in flight, logits, ZeRO gradient
+                                // buckets and gathered units)
+  // The runtime beside the tensors (runtime_memory.hpp): outside the caching allocator.
+  double runtime_context = 0;    // the driver context
+  double communicators = 0;      // collective communicators' buffers (communicators_used x each)
+  double library_workspace = 0;  // cuBLAS / cuBLASLt workspaces
+  // Cached free blocks the caching allocator holds at the peak (the framework's
+  // allocator_slack_fraction of allocated): in what "reserved" reports, not in what must fit, as
+  // the allocator frees its cache and retries before an allocation fails.
+  double allocator_slack = 0;
+  // The tensors: what torch.cuda.max_memory_allocated reports.
+  [[nodiscard]] double allocated() const {
     return parameters + gradients + optimizer_states + activations + lora + comm_buffers + workspace;
+  }
+  // What torch.cuda.max_memory_reserved reports.
+  [[nodiscard]] double reserved() const { return allocated() + allocator_slack; }
+  [[nodiscard]] double runtime() const { return runtime_context + communicators + library_workspace; }
+  // What must fit in the device's memory: the tensors and the runtime.
+  [[nodiscard]] double total() const { return allocated() + runtime(); }
+  // What the device holds at the peak (nvidia-smi): the reserved pool and the runtime.
+  [[nodiscard]] double device() const { return reserved() + runtime(); }
+  // The figure a framework's log prints.
+  [[nodiscard]] double reported(MemoryReport k) const {
+    return k == MemoryReport::allocated ? allocated() : k == MemoryReport::reserved ? reserved() : device();
   }
 };
 
@@ -61,6 +82,8 @@ struct Prediction {
   // Echo of the inputs.
   std::string model_name;
   std::string hardware_name;
+  std::string framework_name;                           // "megatron@2022"; empty when none was named
+  MemoryReport memory_reported = MemoryReport::device;  // the figure that framework's log prints
   int nodes = 0;
   int devices = 0;
 

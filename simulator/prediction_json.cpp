@@ -121,9 +121,21 @@ ParallelConfig config_from_json(const nlohmann::json& j, const std::string& sour
 }
 
 nlohmann::json to_json(const MemoryBreakdown& m) {
-  return {{"parameters", m.parameters},   {"gradients", m.gradients}, {"optimizer_states", m.optimizer_states},
-          {"activations", m.activations}, {"lora", m.lora},           {"comm_buffers", m.comm_buffers},
-          {"workspace", m.workspace},     {"total", m.total()}};
+  return {{"parameters", m.parameters},
+          {"gradients", m.gradients},
+          {"optimizer_states", m.optimizer_states},
+          {"activations", m.activations},
+          {"lora", m.lora},
+          {"comm_buffers", m.comm_buffers},
+          {"workspace", m.workspace},
+          {"runtime_context", m.runtime_context},
+          {"communicators", m.communicators},
+          {"library_workspace", m.library_workspace},
+          {"allocator_slack", m.allocator_slack},
+          {"allocated", m.allocated()},
+          {"reserved", m.reserved()},
+          {"device", m.device()},
+          {"total", m.total()}};
 }
 
 namespace {
@@ -170,6 +182,9 @@ nlohmann::json to_json(const Prediction& p, bool with_events) {
   j["shardplan_version"] = version();
   j["model"] = p.model_name;
   j["hardware"] = p.hardware_name;
+  if (!p.framework_name.empty()) j["framework"] = p.framework_name;
+  j["peak_memory_reported"] = {{"kind", name_of(p.memory_reported)},
+                               {"bytes", p.stages.empty() ? 0.0 : p.worst.reported(p.memory_reported)}};
   j["nodes"] = p.nodes;
   j["devices"] = p.devices;
   j["feasible"] = p.feasible;

@@ -46,10 +46,14 @@ std::string infeasible_reason(const Prediction& pr) {
   const auto& st = pr.stages[pr.worst_stage];
   if (st.memory.total() > pr.usable_bytes) {
     const MemoryBreakdown& m = st.memory;
-    std::pair<double, const char*> parts[] = {
-        {m.parameters, "parameters"},   {m.gradients, "gradients"}, {m.optimizer_states, "optimizer states"},
-        {m.activations, "activations"}, {m.lora, "LoRA adapters"},  {m.comm_buffers, "communication buffers"},
-        {m.workspace, "workspace"}};
+    std::pair<double, const char*> parts[] = {{m.parameters, "parameters"},
+                                              {m.gradients, "gradients"},
+                                              {m.optimizer_states, "optimizer states"},
+                                              {m.activations, "activations"},
+                                              {m.lora, "LoRA adapters"},
+                                              {m.comm_buffers, "communication buffers"},
+                                              {m.workspace, "workspace"},
+                                              {m.runtime(), "the runtime (context, communicators, workspaces)"}};
     auto big = *std::max_element(std::begin(parts), std::end(parts));
     std::snprintf(buf, sizeof buf, "stage %d needs %s per device > %s usable (%s x %.2f); largest: %s %s", st.stage,
                   format_bytes(m.total()).c_str(), format_bytes(pr.usable_bytes).c_str(),
@@ -71,6 +75,8 @@ Prediction prediction_frame(const ConfigContext& c) {
   Prediction pr;
   pr.model_name = mc.model.name;
   pr.hardware_name = hw.name;
+  pr.framework_name = cfg.framework.name;
+  pr.memory_reported = cfg.framework.reports;
   pr.nodes = mc.cluster.nodes;
   pr.devices = cfg.devices();
   pr.micro_batches = cfg.micro_batches();

@@ -130,10 +130,10 @@ void fp8_weight_memory(const ConfigContext& c, const StageShape& s, StageMemory&
 
 // Gradient bytes held per trainable parameter at ZeRO 0/1: the 16-bit .grad, plus the fp32
 // accumulation buffer (DeepSpeed BF16_Optimizer keeps both); Megatron's main_grad replaces .grad
-// (fusion megatron: the weight-gradient GEMM writes into it).
+// (the weight-gradient GEMM writes into it).
 double grad_buffer_bytes(const ParallelConfig& cfg, double w) {
   if (!cfg.fp32_grad_accum()) return w;
-  return cfg.fusion == Fusion::megatron ? 4.0 : w + 4.0;
+  return cfg.bf16_optimizer_reduce() ? w + 4.0 : 4.0;
 }
 
 // The routed experts' model states on one device (`X` expert parameters of the stage's MoE
@@ -227,7 +227,7 @@ StageMemory stage_memory(const ConfigContext& c, const StageShape& s) {
   if (cfg.pp > 1) m.comm_buffers += 2 * e * M * h / cfg.tp;  // received activations + gradients
   if (cfg.tp > 1) m.comm_buffers += e * M * h;               // all-gathered / reduced (s, b, h)
 
-  // Workspace: runtime reserve plus the largest transient, in forward or in backward.
+  // Workspace: the largest transient, in forward or in backward; then the runtime's rows.
   const UnitBuffers u = unit_buffers(c, s);
   double fwd = 2 * e * M * h;  // activation gradients / outputs in flight
   if (s.head) fwd = std::max(fwd, c.head.transient_bytes);
@@ -242,7 +242,11 @@ StageMemory stage_memory(const ConfigContext& c, const StageShape& s) {
   const double bwd_next = 2 * e * M * h + u.next - (s.head ? c.head.stored_activation_bytes : 0.0) + recomputed;
   const double bwd_last = u.last - m.activations;  // the stored activations are gone by then
   const double transient = std::max({fwd, bwd_first, bwd_next, bwd_last});
-  m.workspace = dev.runtime_reserved_bytes + transient;
+  m.workspace = transient;
+  m.runtime_context = dev.runtime_memory.context_bytes;
+  m.communicators = communicators_used(cfg) * dev.runtime_memory.communicator_bytes;
+  m.library_workspace = dev.runtime_memory.library_workspace_bytes;
+  m.allocator_slack = cfg.framework.allocator_slack_fraction * m.allocated();
   return out;
 }
 

@@ -343,11 +343,12 @@ void add_zero_comm(const ConfigContext& c, const ChunkShape& sh, const ChunkBloc
   }
 }
 
-// Gradient accumulation between micro-batches (ZeRO 0/1 under eager fusion).
+// Gradient accumulation between micro-batches (ZeRO 0/1: BF16_Optimizer's fp32 pass, or eager
+// AccumulateGrad where no fused weight-gradient GEMM accumulates).
 void add_grad_accumulation(const ConfigContext& c, const ChunkShape& sh, const ChunkBlocks& k, const ChunkGrads& grads,
                            ChunkTime& t) {
   const auto& cfg = *c.cfg;
-  if (cfg.fusion == Fusion::eager && cfg.zero_stage <= 1 && cfg.fp32_grad_accum()) {
+  if (cfg.zero_stage <= 1 && cfg.bf16_optimizer_reduce()) {
     // fp32 accumulation beside the 16-bit weights (DeepSpeed BF16_Optimizer.update_hp_grads:
     // hp_grad.add_(lp.grad.to(fp32))), after every micro-batch: the cast reads w and writes 4
     // bytes per gradient, the add reads 4 + 4 and writes 4. Megatron's fused wgrad accumulates
@@ -355,7 +356,7 @@ void add_grad_accumulation(const ConfigContext& c, const ChunkShape& sh, const C
     const double accumulate = memory_time_s(c.env, (c.param_bytes + 16.0) * grads.all);
     t.backward_s += accumulate;
     t.bwd_compute_s += accumulate;
-  } else if (cfg.fusion == Fusion::eager && cfg.zero_stage <= 1 && cfg.micro_batches() > 1) {
+  } else if (!cfg.wgrad_accumulates_in_gemm() && cfg.zero_stage <= 1 && cfg.micro_batches() > 1) {
     // Gradient accumulation: eager PyTorch keeps the first micro-batch's weight gradients as they
     // are and adds each later one into .grad (AccumulateGrad: both read, one written); Megatron-Core
     // accumulates inside the weight-gradient GEMM (gradient_accumulation_fusion). ZeRO-2/3 reduce

@@ -184,7 +184,7 @@ formats::RunReport::Predicted predicted_of(const simulator::Prediction& p, bool 
   r.pp_p2p_s = p.time.pp_p2p_s;
   r.max_in_flight_per_stage = p.pipeline.max_in_flight;
   r.in_flight_activation_bytes_per_stage = p.pipeline.peak_stored_activation_bytes;
-  r.peak_bytes = p.worst.total();
+  r.peak_bytes = p.worst.allocated();  // what shardrun measures: tensor bytes
   r.memory_bytes = {{"parameters", p.worst.parameters},
                     {"gradients", p.worst.gradients},
                     {"optimizer_states", p.worst.optimizer_states},

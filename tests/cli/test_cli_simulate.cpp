@@ -40,8 +40,10 @@ double number_at(const json& j, const std::string& dotted) {
   return v.get<double>();
 }
 
-const std::vector<std::string> kMemoryParts = {"parameters", "gradients",    "optimizer_states", "activations",
-                                               "lora",       "comm_buffers", "workspace"};
+// The rows that must fit (total); allocator_slack is in the reserved figure only.
+const std::vector<std::string> kMemoryParts = {
+    "parameters",   "gradients", "optimizer_states", "activations",   "lora",
+    "comm_buffers", "workspace", "runtime_context",  "communicators", "library_workspace"};
 
 void expect_sane_prediction(const json& j) {
   ASSERT_TRUE(j.is_object());

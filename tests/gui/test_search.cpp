@@ -67,7 +67,7 @@ class SearchTest : public QObject {
       QCOMPARE(h.window->memoryChart()->capacityGiB(), p.device_capacity_bytes / kGiB);
       for (int s = 0; s < static_cast<int>(p.stages.size()); ++s) {
         double sum = 0;
-        for (int k = 0; k < 7; ++k) sum += h.window->memoryChart()->value(k, s);
+        for (int k = 0; k < MemoryChart::kKindCount; ++k) sum += h.window->memoryChart()->value(k, s);
         QVERIFY(std::abs(sum - p.stages[static_cast<std::size_t>(s)].memory.total() / kGiB) < 1e-6);
       }
       double step = 0;

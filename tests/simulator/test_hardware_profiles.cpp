@@ -65,7 +65,8 @@ TEST(HardwareProfiles, EveryBuiltinLoadsWithPositiveFigures) {
     EXPECT_GT(hw.device.peak(Precision::bf16), 1e10);
     EXPECT_GT(hw.device.peak(Precision::fp32), 0);
     EXPECT_GE(hw.device.kernel_launch_s, 0);
-    EXPECT_LT(hw.device.runtime_reserved_bytes, hw.device.memory_bytes);
+    const auto& rm = hw.device.runtime_memory;
+    EXPECT_LT(rm.context_bytes + 8 * rm.communicator_bytes + rm.library_workspace_bytes, hw.device.memory_bytes);
     EXPECT_GT(hw.node.devices_per_node, 0);
     EXPECT_GT(hw.node.intra.bandwidth_Bps, 0);
     EXPECT_GT(hw.node.intra.latency_s, 0);
@@ -153,7 +154,10 @@ TEST(HardwareProfiles, SiConversionsFromJson) {
     expect_rel(hw.network.latency_s, j["network"]["latency_us"].get<double>() * 1e-6);
     expect_rel(hw.device.kernel_launch_s, j["device"]["kernel_launch_us"].get<double>() * 1e-6);
     EXPECT_EQ(hw.device.peak(Precision::bf16), j["device"]["peak_TFLOPs"]["bf16"].get<double>() * 1e12);
-    EXPECT_EQ(hw.device.runtime_reserved_bytes, 1.5 * 1073741824.0);
+    EXPECT_EQ(hw.device.runtime_memory.context_bytes,
+              j["device"]["runtime_memory"]["context_MiB"].get<double>() * 1048576.0);
+    EXPECT_EQ(hw.device.runtime_memory.communicator_bytes,
+              j["device"]["runtime_memory"]["communicator_MiB"].get<double>() * 1048576.0);
     EXPECT_EQ(hw.host.memory_bytes, 1152.0 * 1073741824.0);
     EXPECT_EQ(hw.node.topology, IntraTopology::switch_fabric);
   }
@@ -252,7 +256,7 @@ TEST(HardwareProfiles, P4deInheritsFromP4d) {
   // Inherited.
   EXPECT_EQ(de.device.peak_flops, d.device.peak_flops);
   EXPECT_EQ(de.device.gemm_efficiency.efficiency, d.device.gemm_efficiency.efficiency);
-  EXPECT_EQ(de.device.runtime_reserved_bytes, d.device.runtime_reserved_bytes);
+  EXPECT_EQ(de.device.runtime_memory.communicator_bytes, d.device.runtime_memory.communicator_bytes);
   EXPECT_EQ(de.network.bandwidth_Bps, d.network.bandwidth_Bps);
   EXPECT_EQ(de.network.latency_s, d.network.latency_s);
   EXPECT_EQ(de.network.efficiency, d.network.efficiency);

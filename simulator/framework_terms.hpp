@@ -1,0 +1,52 @@
+#pragma once
+// FrameworkTerms: what the cost model takes from the framework that runs a configuration. The
+// frameworks room (frameworks/) fills it from a framework's model; the default is no framework
+// named: memory compared as the device holds it, no allocator slack.
+#include <string>
+
+#include "enum_names.hpp"
+
+namespace shardplan::simulator {
+
+// Which peak-memory figure a framework's log prints:
+//   allocated  bytes in live tensors (torch.cuda.max_memory_allocated; shardrun's accounting)
+//   reserved   bytes the caching allocator holds from the device (torch.cuda.max_memory_reserved)
+//   device     everything the process holds on the device (nvidia-smi, neuron-top, hl-smi):
+//              reserved + the runtime's context, communicator buffers, library workspaces
+enum class MemoryReport { allocated, reserved, device };
+template <>
+struct EnumNames<MemoryReport> {
+  static constexpr NameTable<MemoryReport, 3> table{{{MemoryReport::allocated, "allocated"},
+                                                     {MemoryReport::reserved, "reserved"},
+                                                     {MemoryReport::device, "device"}}};
+};
+
+// How a run that accumulates gradients in fp32 (grad_accum_dtype fp32) reduces them:
+//   by_fusion        no framework named: after the backward with eager kernels, bucketed with
+//                    Megatron's (the proxy used before frameworks were named)
+//   after_backward   the whole fp32 gradient all-reduced once after the last micro-batch
+//                    (DeepSpeed's BF16_Optimizer, deepspeed/runtime/bf16_optimizer.py)
+//   bucketed         fp32 main_grad buffers reduced in buckets as the ZeRO stage says, overlapped
+//                    with the last backward (Megatron's DistributedDataParallel)
+enum class Fp32GradReduce { by_fusion, after_backward, bucketed };
+
+// Where a ZeRO 0/1 run adds each micro-batch's weight gradients to the step's:
+//   by_fusion      no framework named: inside the GEMM under fusion megatron, a pass otherwise
+//   separate_pass  a pass after each backward (PyTorch's AccumulateGrad; Megatron-LM 2021's
+//                  main_grad.add_(grad) hook, megatron/model/distributed.py:174 @ v2.5)
+//   in_gemm        the weight-gradient GEMM accumulates into main_grad (Megatron's
+//                  gradient_accumulation_fusion, commit 83b1e42f, 2022-02-16)
+enum class WgradAccumulation { by_fusion, separate_pass, in_gemm };
+
+struct FrameworkTerms {
+  std::string name;     // "megatron@2022"; empty: none named
+  MemoryReport reports = MemoryReport::device;
+  // The caching allocator's reserved bytes over allocated ones at the peak (block rounding and
+  // cached free blocks: c10/cuda/CUDACachingAllocator.cpp); 0 where no caching allocator runs.
+  double allocator_slack_fraction = 0;
+  Fp32GradReduce fp32_grad_reduce = Fp32GradReduce::by_fusion;
+  WgradAccumulation wgrad_accumulation = WgradAccumulation::by_fusion;
+  [[nodiscard]] bool named() const { return !name.empty(); }
+};
+
+}  // namespace shardplan::simulator

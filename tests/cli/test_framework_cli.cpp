@@ -1,0 +1,43 @@
+// `--framework` on the command line: a framework's defaults for what the flags leave open, its
+// name and memory figure in the prediction, an imported file's framework by default, and one line
+// with exit 2 for an unknown name or version.
+#include <gtest/gtest.h>
+
+#include "cli/cli_support.hpp"
+
+namespace framework_cli_test {  // named, not anonymous: the files share a unity-build unit
+
+using namespace shardplan::testing::cli;  // NOLINT: the CLI test helpers
+
+const std::vector<std::string> kGpt = {"simulate", "--model", "gpt3-175b", "--hardware", "p4de.24xlarge",
+                                       "--nodes",  "8",       "--tp",      "8",          "--pp",
+                                       "8",        "--micro-batch-size",    "1",         "--global-batch-size",
+                                       "64",       "--seq-len", "2048",     "--json"};
+
+std::vector<std::string> with(std::vector<std::string> args, std::initializer_list<std::string> more) {
+  args.insert(args.end(), more);
+  return args;
+}
+
+TEST(CliFramework, TheFrameworksDefaultsFillWhatTheFlagsLeaveOpen) {
+  const json plain = run_json(kGpt);
+  const json m2022 = run_json(with(kGpt, {"--framework", "megatron@2022"}));
+  EXPECT_EQ(plain["config"]["attention"], "flash");
+  EXPECT_EQ(m2022["config"]["attention"], "eager");
+  EXPECT_EQ(m2022["config"]["fusion"], "megatron");
+  EXPECT_EQ(m2022["framework"], "megatron@2022");
+  EXPECT_EQ(m2022["peak_memory_reported"]["kind"], "allocated");
+  // A flag the user gave wins over the default.
+  const json given = run_json(with(kGpt, {"--framework", "megatron@2022", "--attention", "flash"}));
+  EXPECT_EQ(given["config"]["attention"], "flash");
+  // Eager attention stores the s x s scores: the 2022 framework's prediction needs more memory.
+  EXPECT_GT(m2022["memory"]["per_device_bytes"]["activations"].get<double>(),
+            plain["memory"]["per_device_bytes"]["activations"].get<double>());
+}
+
+TEST(CliFramework, UnknownNamesAndVersionsAreOneLineExitTwo) {
+  expect_one_line_error(with(kGpt, {"--framework", "megatorn"}), {"--framework", "megatorn", "torchtitan"});
+  expect_one_line_error(with(kGpt, {"--framework", "torchtitan@v9"}), {"--framework", "v9", "v0.2.2"});
+}
+
+}  // namespace framework_cli_test

@@ -1,0 +1,177 @@
+// The framework models (frameworks/): every registered model at every version is well formed, its
+// defaults are a configuration it can itself run, named knobs are refused with one line, and the
+// defaults fill exactly what a run does not write.
+#include <gtest/gtest.h>
+
+#include "frameworks/apply.hpp"
+#include "frameworks/registry.hpp"
+#include "simulator/evaluator.hpp"
+#include "support/input_error.hpp"
+
+namespace shardplan::frameworks {
+namespace {
+
+using nlohmann::json;
+using testing::input_error_of;
+
+const char* profile_for(sim::DeviceRuntime r) {
+  switch (r) {
+    case sim::DeviceRuntime::neuron: return "trn1.32xlarge-neuroncore";
+    case sim::DeviceRuntime::synapse: return "gaudi2-hls2";
+    case sim::DeviceRuntime::cpu: return "local-cpu-2core";
+    case sim::DeviceRuntime::cuda: break;
+  }
+  return "p5.48xlarge";
+}
+
+// One node's data-parallel configuration in config keys: what a run writes at the least.
+json minimal_config(int devices) {
+  return {{"tensor_parallel", 1}, {"pipeline_parallel", 1}, {"data_parallel", devices},
+          {"micro_batch_size", 1}, {"global_batch_size", devices}, {"seq_len", 2048}};
+}
+
+TEST(FrameworkRegistry, EveryVersionBuildsWithItsOwnNameVersionAndSourcedFacts) {
+  for (const auto& e : registry()) {
+    ASSERT_FALSE(e.versions.empty()) << e.name;
+    for (const auto& v : e.versions) {
+      const FrameworkModel fw = find_framework(e.name, v, "test");
+      EXPECT_EQ(fw.name, e.name);
+      EXPECT_EQ(fw.version, v);
+      EXPECT_FALSE(fw.display.empty()) << e.name;
+      EXPECT_FALSE(fw.runs.runtimes.empty()) << e.name << "@" << v;
+      EXPECT_FALSE(fw.facts.empty()) << e.name << "@" << v << " cites nothing";
+      for (const Fact& f : fw.facts) EXPECT_FALSE(f.source.empty()) << e.name << ": " << f.what;
+    }
+    EXPECT_EQ(find_framework(e.name, "", "test").version, e.versions.back()) << "a bare name is the newest";
+  }
+}
+
+// A run that writes only its degrees and batch gets the framework's defaults, and the framework
+// can run that configuration: its defaults lie inside its own knob table.
+TEST(FrameworkRegistry, DefaultsAreAConfigurationTheFrameworkRuns) {
+  const sim::ModelSpec m = sim::load_model("llama2-7b");
+  for (const auto& e : registry()) {
+    for (const auto& v : e.versions) {
+      const FrameworkModel fw = find_framework(e.name, v, "test");
+      sim::ClusterSpec c{sim::load_hardware(profile_for(fw.runs.runtimes.front())), 1, 0};
+      json config = minimal_config(c.devices());
+      config["zero_stage"] = fw.runs.zero_stages.front();
+      sim::ParallelConfig cfg = config_with_framework(fw, config, "test");
+      EXPECT_NO_THROW(sim::validate_config(m, c, cfg)) << e.name << "@" << v;
+      EXPECT_EQ(why_not(fw, cfg, c), std::nullopt) << e.name << "@" << v << ": " << why_not(fw, cfg, c).value_or("");
+      EXPECT_EQ(cfg.framework.name, e.name + "@" + v);
+    }
+  }
+}
+
+TEST(FrameworkRegistry, UnknownNamesAndVersionsAreOneLineNamingTheField) {
+  const std::string name = input_error_of([] { parse_framework_spec("megatorn", "--framework"); });
+  EXPECT_NE(name.find("--framework: unknown framework 'megatorn'"), std::string::npos) << name;
+  EXPECT_NE(name.find("torchtitan"), std::string::npos) << "lists what exists: " << name;
+  EXPECT_EQ(name.find('\n'), std::string::npos);
+  const std::string version = input_error_of([] { parse_framework_spec("megatron@2019", "--framework"); });
+  EXPECT_NE(version.find("unknown megatron version '2019' (expected one of: 2021, 2022, core)"), std::string::npos)
+      << version;
+  const std::string shape = input_error_of([] { framework_from_json(json{{"version", "2022"}}, "runs[0].framework"); });
+  EXPECT_NE(shape.find("runs[0].framework: expected {\"name\""), std::string::npos) << shape;
+}
+
+TEST(FrameworkDefaults, TheEraDecidesTheAttentionKernelAndFusion) {
+  const json c = minimal_config(8);
+  const auto m2021 = config_with_framework(parse_framework_spec("megatron@2021", "t"), c, "t");
+  const auto core = config_with_framework(parse_framework_spec("megatron", "t"), c, "t");
+  const auto titan = config_with_framework(parse_framework_spec("torchtitan", "t"), c, "t");
+  EXPECT_EQ(m2021.attention, sim::AttentionKind::eager);
+  EXPECT_EQ(m2021.fusion, sim::Fusion::megatron);
+  EXPECT_EQ(core.attention, sim::AttentionKind::flash);
+  EXPECT_EQ(titan.fusion, sim::Fusion::eager);
+  EXPECT_EQ(config_with_framework(parse_framework_spec("llm-foundry@2023", "t"), c, "t").attention,
+            sim::AttentionKind::flash1);
+  EXPECT_EQ(config_with_framework(parse_framework_spec("hf-peft@4.35", "t"), c, "t").attention,
+            sim::AttentionKind::eager);
+}
+
+// DeepSpeed 0.4.0's per-tensor fetch is its ZeRO-3 behaviour; below stage 3 nothing is fetched.
+TEST(FrameworkDefaults, TheZero3FetchAppliesAtStage3Only) {
+  const FrameworkModel ds = parse_framework_spec("deepspeed@0.4.0", "t");
+  json c = minimal_config(8);
+  c["zero_stage"] = 3;
+  EXPECT_EQ(config_with_framework(ds, c, "t").zero3_fetch, sim::Zero3Fetch::per_tensor_sync);
+  c["zero_stage"] = 1;
+  EXPECT_EQ(config_with_framework(ds, c, "t").zero3_fetch, sim::Zero3Fetch::prefetch);
+  c["zero_stage"] = 3;
+  EXPECT_EQ(config_with_framework(parse_framework_spec("deepspeed", "t"), c, "t").zero3_fetch,
+            sim::Zero3Fetch::prefetch);
+}
+
+TEST(FrameworkDefaults, WhatTheRunWritesWins) {
+  json c = minimal_config(8);
+  c["attention"] = "flash";
+  c["fusion"] = "eager";
+  const auto cfg = config_with_framework(parse_framework_spec("megatron@2021", "t"), c, "t");
+  EXPECT_EQ(cfg.attention, sim::AttentionKind::flash);
+  EXPECT_EQ(cfg.fusion, sim::Fusion::eager);
+}
+
+// Megatron forces fp32 accumulation for bf16 only (arguments.py); at ZeRO 3 there is nothing to
+// accumulate across micro-batches, and an explicit param stays param.
+TEST(FrameworkDefaults, PrecisionSpecificDefaultsApplyWhereTheConfigurationAllowsThem) {
+  const FrameworkModel fw = parse_framework_spec("megatron", "t");
+  json c = minimal_config(8);
+  EXPECT_EQ(config_with_framework(fw, c, "t").grad_accum_dtype, sim::GradAccumDtype::fp32);
+  c["precision"] = "fp16";
+  EXPECT_EQ(config_with_framework(fw, c, "t").grad_accum_dtype, sim::GradAccumDtype::param);
+  c["precision"] = "bf16";
+  c["zero_stage"] = 3;
+  EXPECT_EQ(config_with_framework(fw, c, "t").grad_accum_dtype, sim::GradAccumDtype::param);
+  c["zero_stage"] = 1;
+  c["grad_accum_dtype"] = "param";
+  EXPECT_EQ(config_with_framework(fw, c, "t").grad_accum_dtype, sim::GradAccumDtype::param);
+  EXPECT_EQ(config_with_framework(parse_framework_spec("nemo", "t"), minimal_config(8), "t").grad_accum_dtype,
+            sim::GradAccumDtype::param)
+      << "NeMo's distributed_fused_adam reduces in bf16";
+}
+
+// The CLI's path: defaults over a built configuration, except the keys the user gave.
+TEST(FrameworkDefaults, ApplyDefaultsLeavesExplicitKeys) {
+  sim::ParallelConfig cfg;
+  cfg.attention = sim::AttentionKind::flash;
+  cfg.fusion = sim::Fusion::eager;
+  apply_defaults(parse_framework_spec("megatron@2022", "t"), cfg, {"attention"});
+  EXPECT_EQ(cfg.attention, sim::AttentionKind::flash);
+  EXPECT_EQ(cfg.fusion, sim::Fusion::megatron);
+}
+
+TEST(FrameworkKnobs, EachRefusalNamesTheKnob) {
+  const sim::ClusterSpec p5{sim::load_hardware("p5.48xlarge"), 2, 0};
+  sim::ParallelConfig cfg;
+  cfg.pp = 4;
+  cfg.dp = 4;
+  cfg.schedule = sim::PipelineSchedule::interleaved;
+  EXPECT_NE(why_not(parse_framework_spec("deepspeed", "t"), cfg, p5).value_or("").find("pipeline schedule interleaved"),
+            std::string::npos);
+  cfg.schedule = sim::PipelineSchedule::one_f_one_b;
+  cfg.zero_stage = 2;
+  EXPECT_NE(why_not(parse_framework_spec("deepspeed", "t"), cfg, p5).value_or("").find("with pipeline parallelism"),
+            std::string::npos);
+  sim::ParallelConfig cp;
+  cp.cp = 2;
+  cp.dp = 8;
+  cp.cp_kind = sim::CpKind::all_to_all;
+  EXPECT_NE(why_not(parse_framework_spec("torchtitan", "t"), cp, p5).value_or("").find("context-parallel kind"),
+            std::string::npos);
+  cp.cp_kind = sim::CpKind::ring;
+  EXPECT_EQ(why_not(parse_framework_spec("torchtitan", "t"), cp, p5), std::nullopt);
+  sim::ParallelConfig dp;
+  dp.dp = 16;
+  EXPECT_NE(why_not(parse_framework_spec("neuronx-distributed", "t"), dp, p5).value_or("").find("driven by cuda"),
+            std::string::npos);
+  EXPECT_NE(why_not(parse_framework_spec("hf-peft", "t"), dp, p5).value_or("").find("more than one node"),
+            std::string::npos);
+  dp.zero_stage = 3;
+  EXPECT_NE(why_not(parse_framework_spec("megatron@2021", "t"), dp, p5).value_or("").find("ZeRO stage 3"),
+            std::string::npos);
+}
+
+}  // namespace
+}  // namespace shardplan::frameworks
