@@ -66,6 +66,7 @@ sim::ParallelConfig to_config(const LayoutOptions& o, const sim::ModelSpec& m, c
   cfg.virtual_stages = o.virtual_stages;
   cfg.recompute = planner::parse_recomputes(o.recompute).front();
   cfg.recompute_num_layers = o.recompute_num_layers;
+  cfg.recompute_every = o.recompute_every;
   cfg.sequence_parallel = o.sequence_parallel;
   cfg.tp_comm_overlap = o.tp_comm_overlap;
   cfg.offload_activations = o.offload_activations;
@@ -195,6 +196,10 @@ void add_layout_options(CLI::App* cmd, LayoutOptions& o) {
   cmd->add_option("--recompute-num-layers", o.recompute_num_layers,
                   "With --recompute full: recompute only the first N blocks of each model chunk, the others keep "
                   "their activations (Megatron --recompute-method block; 0 = every block)");
+  given(o, "recompute_every",
+        cmd->add_option("--recompute-every", o.recompute_every,
+                        "With --recompute full: recompute only every N-th block of each pipeline rank, counted over "
+                        "its chunks (torchtitan selective_ac_option N; 0 = every block)"));
   given(o, "sequence_parallel",
         cmd->add_flag("--sequence-parallel", o.sequence_parallel, "Megatron sequence parallelism"));
   cmd->add_flag("--tp-comm-overlap", o.tp_comm_overlap,

@@ -29,7 +29,7 @@ struct LayoutOptions {
               rank_order = "tp-dp-pp";
   std::string attention = "flash", zero3_fetch = "prefetch", fp8 = "none", fusion = "eager", grad_accum = "param";
   bool fp8_param_gather = false, tp_comm_overlap = false;
-  int virtual_stages = 1, recompute_num_layers = 0, packed_document_tokens = 0;
+  int virtual_stages = 1, recompute_num_layers = 0, recompute_every = 0, packed_document_tokens = 0;
   bool sequence_parallel = false, offload_activations = false, offload_optimizer = false;
   int lora_rank = 0;
   double lora_alpha = 16, lora_dropout = 0, headroom = 0.05;

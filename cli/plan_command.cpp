@@ -67,7 +67,8 @@ void add_options(CLI::App* cmd, PlanOptions& o) {
   cmd->add_option("--zero-stages", o.zero_stages, "ZeRO stages to try");
   cmd->add_option("--schedules", o.schedules, "Pipeline schedules to try (gpipe,1f1b,interleaved)");
   cmd->add_option("--virtual-stages", o.virtual_stages, "Model chunks per stage for interleaved");
-  cmd->add_option("--recompute", o.recomputes, "Recompute modes to try (none,selective,full)");
+  cmd->add_option("--recompute", o.recomputes,
+                  "Recompute modes to try (default none,selective,full; op_sac on request)");
   cmd->add_option("--precision", o.precisions, "Precisions to try (bf16,fp16,fp32)");
   cmd->add_option("--mixed-precision", o.mixed_precision,
                   "How bf16/fp16 keep weights: master_weights (DeepSpeed, Megatron) or autocast (PyTorch AMP)")

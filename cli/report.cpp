@@ -55,6 +55,7 @@ void print_config(std::ostream& out, const sim::Prediction& p, const sim::Parall
   if (c.virtual_stages > 1) out << " x" << c.virtual_stages;
   out << " recompute=" << sim::to_string(c.recompute);
   if (c.recompute_num_layers > 0) out << " (first " << c.recompute_num_layers << " blocks per chunk)";
+  if (c.recompute_every > 1) out << " (every " << c.recompute_every << "-th block of each pipeline rank)";
   out << " precision=" << sim::to_string(c.precision)
       << (c.precision != sim::Precision::fp32 ? std::string(" (") + sim::to_string(c.mixed_precision) + ")" : "")
       << " attention=" << sim::to_string(c.attention) << (c.fusion == sim::Fusion::megatron ? " fusion=megatron" : "")

@@ -22,6 +22,7 @@
 #include "accelerate.hpp"
 #include "accelerate_flags.hpp"
 #include "formats/shell_quote.hpp"
+#include "launch_export.hpp"
 #include "simulator/errors.hpp"
 
 namespace shardplan::interop {
@@ -163,6 +164,8 @@ void check_runnable(const Plan& plan) {
     refuse("a sharding group of 1 over dp " + n(c.dp) +
            ": FSDP2's HSDP needs dp_shard_size > 1 "
            "(parallelism_config.py:61-66); re-plan with ZeRO 0 (NO_SHARD) or a larger sharding degree");
+  // fsdp_activation_checkpointing wraps every decoder layer.
+  if (const std::string why = torchtitan_only_recompute(c, false); !why.empty()) refuse(why);
 }
 
 struct Layout {

@@ -3,6 +3,7 @@
 
 #include "deepspeed_flags.hpp"
 #include "launch_export.hpp"
+#include "simulator/errors.hpp"
 #include "simulator/prediction_json.hpp"
 
 namespace shardplan::interop {
@@ -86,6 +87,11 @@ std::vector<std::string> deepspeed_notes(const Plan& plan) {
     n.push_back("recompute_num_layers " + std::to_string(c.recompute_num_layers) +
                 ": wrap only the first that many blocks of each stage in deepspeed.checkpointing.checkpoint "
                 "(activation_checkpointing configures how, the model code chooses which)");
+  if (c.recompute_every > 1)
+    n.push_back("recompute_every " + std::to_string(c.recompute_every) +
+                ": wrap only every that-many-th block of each stage (counted over its chunks) in "
+                "deepspeed.checkpointing.checkpoint (activation_checkpointing configures how, the model code "
+                "chooses which)");
   if (c.offload_optimizer && c.zero_stage == 0) n.push_back("offload_optimizer needs ZeRO stage >= 1 in DeepSpeed");
   if (c.recompute == sim::Recompute::selective)
     n.push_back("selective recompute is a Megatron feature; DeepSpeed checkpoints whole layers");
@@ -119,6 +125,8 @@ std::vector<std::string> deepspeed_notes(const Plan& plan) {
 
 nlohmann::json deepspeed_config(const Plan& plan) {
   const auto& c = plan.config;
+  if (const std::string why = torchtitan_only_recompute(c, true); !why.empty())
+    throw sim::InputError("DeepSpeed export: " + why);
   json ds;
   ds[dk::train_batch] = c.global_batch_size;
   ds[dk::micro_batch] = c.micro_batch_size;

@@ -22,6 +22,7 @@
 #include "formats/shell_quote.hpp"
 #include "habana.hpp"
 #include "habana_flags.hpp"
+#include "launch_export.hpp"
 #include "simulator/errors.hpp"
 
 namespace shardplan::interop {
@@ -92,6 +93,8 @@ void check_runnable(const formats::Plan& plan) {
     refuse(plan, "fp16: GaudiTrainingArguments refuses --fp16 (training_args.py); re-plan with --precision bf16");
   if (c.lora.quantized_base())
     refuse(plan, "QLoRA: run_lora_clm.py loads no 4-bit NF4 base (no bitsandbytes on Gaudi)");
+  // --gradient_checkpointing checkpoints every decoder layer.
+  if (const std::string why = torchtitan_only_recompute(c, false); !why.empty()) refuse(plan, why);
 }
 
 // One argument of the training script, written for both shells (see the top of the file).

@@ -177,6 +177,18 @@ int default_omp_threads(const sim::ClusterSpec& cluster) {
   return std::max(1, cluster.hardware.host.cpu_cores / per_node);
 }
 
+std::string torchtitan_only_recompute(const sim::ParallelConfig& c, bool model_code_picks_blocks) {
+  if (c.recompute == sim::Recompute::op_sac)
+    return "recompute op_sac is torchtitan's per-op selective checkpointing (selective_ac_option \"op\"), which "
+           "this framework has no setting for; export to torchtitan or re-plan with --recompute none, selective or "
+           "full";
+  if (c.recompute_every > 1 && !model_code_picks_blocks)
+    return "recompute_every " + std::to_string(c.recompute_every) +
+           " (full recompute of every N-th block, torchtitan's selective_ac_option) has no setting here; re-plan "
+           "with --recompute-num-layers or export to torchtitan";
+  return "";
+}
+
 std::string attention_note(sim::AttentionKind kind) {
   if (kind == sim::AttentionKind::eager)
     return "attention kind eager (explicit softmax; the plan's memory holds the s x s scores) is not a setting "

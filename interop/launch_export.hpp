@@ -76,6 +76,8 @@ std::string slurm_script(const Plan& plan, const std::string& plan_path, const S
 // DeepSpeed ds_config: batch sizes, zero_optimization (offload, MiCS, stage-3 buckets sized from
 // the hidden size), bf16/fp16, gradient_clipping 1.0, activation_checkpointing when recomputing,
 // tensor_parallel.autotp_size (tp > 1), pipeline.stages (pp > 1), and "shardplan_note".
+// InputError for recompute op_sac (torchtitan_only_recompute); so megatron_args (also for every
+// N-th block) and smp_parameters.
 nlohmann::json deepspeed_config(const Plan& plan);
 std::vector<std::string> deepspeed_notes(const Plan& plan);
 
@@ -96,6 +98,10 @@ std::vector<std::string> smp_notes(const Plan& plan);
 // plan's attention kind: the model code (Hugging Face attn_implementation, Megatron flags). One
 // line, for the *_notes() lists.
 std::string attention_note(simulator::AttentionKind kind);
+// Why a framework that checkpoints whole blocks cannot run the plan's recompute, or empty:
+// torchtitan's per-op policy (op_sac) never; full recompute of every N-th block only where the
+// model code picks the checkpointed blocks (`model_code_picks_blocks`: DeepSpeed, SMP v1).
+std::string torchtitan_only_recompute(const simulator::ParallelConfig& c, bool model_code_picks_blocks);
 // What shardrun runs for the plan's attention kind, as a one-line comment text for the launch
 // scripts (fused SDPA on CUDA with LibTorch >= 2, the explicit path elsewhere; report.json says).
 std::string shardrun_attention_comment(const Plan& plan);

@@ -5,6 +5,7 @@
 #include "formats/shell_quote.hpp"
 #include "launch_export.hpp"
 #include "megatron_flags.hpp"
+#include "simulator/errors.hpp"
 
 namespace shardplan::interop {
 
@@ -181,6 +182,9 @@ void training_args(const sim::ParallelConfig& c, Args& a) {
 }  // namespace
 
 std::vector<std::string> megatron_args(const Plan& plan) {
+  // --recompute-method uniform/block checkpoints groups of layers or the first k of each stage.
+  if (const std::string why = torchtitan_only_recompute(plan.config, false); !why.empty())
+    throw sim::InputError("Megatron-LM export: " + why);
   Args a;
   parallel_args(plan, a);
   model_args(plan.model, plan.config.seq_len, a);

@@ -12,6 +12,7 @@
 #include <sstream>
 
 #include "formats/shell_quote.hpp"
+#include "launch_export.hpp"
 #include "neuron.hpp"
 #include "neuron_flags.hpp"
 #include "simulator/errors.hpp"
@@ -95,6 +96,8 @@ void check_runnable(const formats::Plan& plan) {
                      "bf16 auto-cast); re-plan with --precision bf16");
   if (c.offload_optimizer || c.offload_activations)
     refuse(plan, "offload: the NxD Llama examples keep optimizer states and activations on the NeuronCores");
+  // NxD's full and selective checkpointing take every decoder layer.
+  if (const std::string why = torchtitan_only_recompute(c, false); !why.empty()) refuse(plan, why);
 }
 
 bool pipeline_script(const sim::ParallelConfig& c) { return c.pp > 1; }

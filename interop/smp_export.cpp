@@ -1,5 +1,6 @@
 // SageMaker model parallel (v1) "parameters" from a Plan.
 #include "launch_export.hpp"
+#include "simulator/errors.hpp"
 
 namespace shardplan::interop {
 
@@ -27,6 +28,9 @@ std::vector<std::string> smp_notes(const Plan& plan) {
                 "': enable it in the training script (smp.set_activation_checkpointing)" +
                 (c.recompute_num_layers > 0
                      ? " on the first " + std::to_string(c.recompute_num_layers) + " blocks of each stage only"
+                     : std::string()) +
+                (c.recompute_every > 1
+                     ? " on every " + std::to_string(c.recompute_every) + "-th block of each stage only"
                      : std::string()));
   if (c.lora.enabled()) n.push_back("LoRA: apply with PEFT in the training script");
   if (c.lora.quantized_base())
@@ -49,6 +53,8 @@ std::vector<std::string> smp_notes(const Plan& plan) {
 
 nlohmann::json smp_parameters(const Plan& plan) {
   const auto& c = plan.config;
+  if (const std::string why = torchtitan_only_recompute(c, true); !why.empty())
+    throw sim::InputError("SageMaker model parallel v1: " + why);
   json p;
   p["partitions"] = c.pp;
   p["microbatches"] = c.micro_batches();

@@ -47,6 +47,9 @@ void check_runnable(const formats::Plan& plan) {
   if (c.ep > 1 && c.expert_tp() != 1)
     throw sim::InputError("SageMaker model parallel v2: has no expert tensor parallelism (etp " +
                           std::to_string(c.expert_tp()) + ")");
+  // activation_checkpointing 1 checkpoints every transformer layer.
+  if (const std::string why = torchtitan_only_recompute(c, false); !why.empty())
+    throw sim::InputError("SageMaker model parallel v2: " + why);
 }
 
 const char* sharding_strategy(const sim::ParallelConfig& c) {

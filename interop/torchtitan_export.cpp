@@ -266,11 +266,16 @@ toml::table parallelism_table(const formats::Plan& plan) {
 toml::table ac_table(const formats::Plan& plan) {
   const auto& c = plan.config;
   toml::table t;
-  if (c.recompute == sim::Recompute::none) {
+  // Megatron's selective recompute drops only the s x s score tensors, which torchtitan's SDPA
+  // never stores: it keeps what no recompute keeps (a note says so).
+  if (c.recompute == sim::Recompute::none || c.recompute == sim::Recompute::selective) {
     t.insert_or_assign(tf::ac_mode, str(tf::ac_none));
-  } else if (c.recompute == sim::Recompute::selective) {
+  } else if (c.recompute == sim::Recompute::op_sac) {
     t.insert_or_assign(tf::ac_mode, str(tf::ac_selective));
     t.insert_or_assign(tf::ac_selective_option, str(tf::ac_option_op));
+  } else if (c.recompute_every > 1) {
+    t.insert_or_assign(tf::ac_mode, str(tf::ac_selective));
+    t.insert_or_assign(tf::ac_selective_option, std::to_string(c.recompute_every));
   } else if (c.recompute_num_layers == 0) {
     t.insert_or_assign(tf::ac_mode, str(tf::ac_full));
   } else {
@@ -361,9 +366,9 @@ void pipeline_recompute_notes(const formats::Plan& plan, std::vector<std::string
   const auto& c = plan.config;
   if (c.recompute == sim::Recompute::selective)
     n.push_back(
-        "selective recompute: torchtitan's per-op policy (selective_ac_option op) keeps matmul and attention "
-        "outputs (recomputing every second matmul and the pointwise ops), not Megatron's attention-core "
-        "recompute the plan models");
+        "selective recompute (Megatron's attention-core recompute) has no torchtitan setting: exported as "
+        "mode none, which keeps the same tensors under torchtitan's SDPA (no s x s scores to drop); its "
+        "per-op policy is --recompute op_sac");
   if (c.recompute == sim::Recompute::full && c.recompute_num_layers > 0 && !layer_ac(plan).exact)
     n.push_back("full recompute of " + std::to_string(c.recompute_num_layers) +
                 " blocks per chunk: torchtitan "

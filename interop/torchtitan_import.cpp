@@ -11,11 +11,10 @@
 //   Precision: bf16 with fp32 master weights under FSDP, torch.autocast (MixedPrecision autocast)
 //   for DDP / one device, fp32 with TP or PP and no FSDP (torchtitan disables mixed precision there).
 // The model is not read (the caller gives it); [model] name/flavor only tell the layer count
-// where torchtitan derives the pipeline split or the every-N-th-block checkpointing from it.
+// where torchtitan derives the pipeline split from it.
 #include <toml++/toml.h>
 #include <algorithm>
 #include <cctype>
-#include <cmath>
 #include <optional>
 #include <sstream>
 
@@ -355,19 +354,15 @@ std::vector<int> pipeline_split(const Section& par, const tf::Flavor* flavor, bo
   return generated_split(stages, flavor->n_layers, in, out, par);
 }
 
-void read_pipeline(const Section& par, const tf::Flavor* flavor, sim::ParallelConfig& c, std::vector<int>& split,
-                   Warnings& w) {
-  if (c.pp == 1) {
-    split = flavor ? std::vector<int>{flavor->n_layers} : std::vector<int>{};
-    return;
-  }
+void read_pipeline(const Section& par, const tf::Flavor* flavor, sim::ParallelConfig& c, Warnings& w) {
+  if (c.pp == 1) return;
   c.schedule = schedule_of(par);
   if (!par.string(tf::pp_schedule_csv).value_or("").empty())
     w.push_back(par.where(tf::pp_schedule_csv) +
                 " (a custom schedule) is not modelled; the "
                 "named schedule is used");
   const bool single = c.schedule != sim::PipelineSchedule::interleaved;
-  split = pipeline_split(par, flavor, single, c.pp, w);
+  const std::vector<int> split = pipeline_split(par, flavor, single, c.pp, w);
   const int stages = split.empty() ? c.pp * (single ? 1 : 2) : static_cast<int>(split.size());
   if (stages % c.pp != 0 || (single && stages != c.pp))
     par.fail(tf::pp_fqns, std::string(single ? "one part per pipeline rank" : "a multiple of the pipeline degree") +
@@ -381,7 +376,10 @@ void read_pipeline(const Section& par, const tf::Flavor* flavor, sim::ParallelCo
   if (!even) c.partition = split;
 }
 
-void read_recompute(const Section& ac, const std::vector<int>& split, sim::ParallelConfig& c, Warnings& w) {
+// mode "full": every block; "selective" with "op": the per-op policy (Recompute::op_sac), with
+// digits N: full recompute of every N-th block of each pipeline rank (recompute_every; 0 and 1
+// checkpoint every block, activation_checkpoint.py:39-40).
+void read_recompute(const Section& ac, sim::ParallelConfig& c, Warnings& w) {
   const std::string mode = ac.string(tf::ac_mode).value_or(std::string(tf::ac_selective));
   const std::string option = ac.string(tf::ac_selective_option).value_or(std::string(tf::ac_default_option));
   if (mode == tf::ac_none) return;
@@ -399,31 +397,15 @@ void read_recompute(const Section& ac, const std::vector<int>& split, sim::Paral
   if (mode != tf::ac_selective)
     ac.fail(tf::ac_mode, "\"none\", \"selective\", \"full\" or \"memory_budget\", got \"" + mode + "\"");
   if (option == tf::ac_option_op) {
-    c.recompute = sim::Recompute::selective;
+    c.recompute = sim::Recompute::op_sac;
     return;
   }
-  if (option.empty() || !std::all_of(option.begin(), option.end(), [](unsigned char ch) { return std::isdigit(ch); }))
+  if (option.empty() || option.size() > 9 ||
+      !std::all_of(option.begin(), option.end(), [](unsigned char ch) { return std::isdigit(ch); }))
     ac.fail(tf::ac_selective_option, "\"op\" or a block frequency (digits), got \"" + option + "\"");
-  const long long every = option.size() > 9 ? 999999999LL : std::stoll(option);
   c.recompute = sim::Recompute::full;
-  if (every <= 1) return;  // 0 and 1 checkpoint every block (activation_checkpoint.py:40)
-  if (split.empty()) {
-    w.push_back(
-        ac.where(tf::ac_selective_option) + " = \"" + option + "\" checkpoints every " + option +
-        "-th block; "
-        "the layer count is unknown ([model] names no known flavor): modelled as full recompute of every block");
-    return;
-  }
-  double mean = 0;
-  for (int l : split) mean += l;
-  mean /= static_cast<double>(split.size());
-  c.recompute_num_layers = std::max(1, static_cast<int>(std::lround(mean / static_cast<double>(every))));
-  const bool exact = std::all_of(split.begin(), split.end(), [&](int l) { return l % every == 0; });
-  if (!exact)
-    w.push_back(ac.where(tf::ac_selective_option) + " = \"" + option + "\": every " + option +
-                "-th block is not a "
-                "whole count per stage: modelled as the first " +
-                std::to_string(c.recompute_num_layers) + " blocks of each stage");
+  const int every = std::stoi(option);
+  if (every > 1) c.recompute_every = every;
 }
 
 sim::Fp8Recipe float8_recipe(const Section& f8, const Dims& d, sim::ParallelConfig& c, Warnings& w) {
@@ -524,9 +506,8 @@ ImportResult import_torchtitan(std::string_view toml_text, const ImportContext& 
   read_offload(training, d, c, w);
   const tf::Flavor* flavor = tf::find_flavor(model.string(tf::model_name).value_or("llama3"),
                                              model.string(tf::model_flavor).value_or("debugmodel"));
-  std::vector<int> split;
-  read_pipeline(par, flavor, c, split, w);
-  read_recompute(ac, split, c, w);
+  read_pipeline(par, flavor, c, w);
+  read_recompute(ac, c, w);
   read_fp8(root, model, d, c, source, w);
   read_async_tp(par, compile, c, w);
   if (sec(tf::fault_tolerance).boolean(tf::ft_enable).value_or(false))

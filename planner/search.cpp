@@ -246,6 +246,7 @@ bool run_block(Shared& sh, const Block& b, detail::ThreadState& ts) {
         cfg.recompute = rc;
         cfg.sequence_parallel = seq_par;
         sp.complete_config(cfg);
+        if (rc == sim::Recompute::op_sac && !sim::op_sac_unsupported(m, cfg).empty()) continue;  // not modelled
         cfg.schedule = sp.schedules.front();
         cfg.virtual_stages = 1;
         // Per-layer costs depend on none of the loops below: one context for all of them.

@@ -13,19 +13,6 @@
 namespace shardplan::simulator {
 namespace {
 
-int chunk_layers(const ModelSpec& m, const ParallelConfig& cfg, int chunk, int stage) {
-  const int p = cfg.pp, v = cfg.virtual_stages;
-  if (cfg.partition.empty()) return static_cast<int>(m.num_layers / (p * v));
-  if (static_cast<int>(cfg.partition.size()) == p * v) return cfg.partition[chunk * p + stage];
-  return cfg.partition[stage];
-}
-
-ChunkShape chunk_shape(const ModelSpec& m, const ParallelConfig& cfg, int chunk, int stage) {
-  const int p = cfg.pp, v = cfg.virtual_stages;
-  return {chunk_layers(m, cfg, chunk, stage), chunk == 0 && stage == 0, chunk == v - 1 && stage == p - 1,
-          dense_layers_in_chunk(m, cfg, chunk, stage)};
-}
-
 // One stage, all its chunks: per-micro-batch time and memory shape.
 struct StageSummary {
   ChunkTime sum;  // summed over chunks

@@ -13,6 +13,7 @@
 #include "efficiency_fit.hpp"
 #include "errors.hpp"
 #include "moe_cost.hpp"
+#include "op_sac.hpp"
 
 namespace shardplan::simulator {
 namespace {
@@ -391,6 +392,7 @@ double block_activation_bytes(const CostEnv& env, Recompute recompute) {
   const double rep = env.sp ? 1.0 / t : 1.0;
   const bool hidden_drop = m.hidden_dropout > 0;
   if (recompute == Recompute::full) return e * M * h * rep;  // the block's input only
+  if (recompute == Recompute::op_sac) return op_sac_activation_bytes(env);
   // FP8 linears keep their input for wgrad as the FP8 copy (1 byte; TE saves the quantised
   // tensor), unless LoRA adapters read the same input in 16-bit.
   const bool fp8_inputs = env.fp8 != Fp8Recipe::none && !env.lora;
@@ -608,6 +610,12 @@ PartCost assemble_block_cost(const CostEnv& env, const Acc& a, const Acc& attn_c
   } else if (env.recompute == Recompute::selective && env.attention == AttentionKind::eager) {
     c.recompute_s = attn_core.fwd_s;
     c.recompute_flops = attn_core.fwd_flops;
+  } else if (env.recompute == Recompute::op_sac) {
+    // The whole forward but the kept ops (op_sac.hpp), and its collectives not on the save list:
+    // with SP the all-gathers (half the volume; the reduce-scatters are kept), else the all-reduces.
+    const OpSacKept kept = op_sac_kept_forward(env, attn_core.fwd_s, attn_core.fwd_flops);
+    c.recompute_s = a.fwd_s - kept.forward_s + (env.sp ? 0.5 : 1.0) * c.tp_comm_forward_s;
+    c.recompute_flops = a.fwd_flops - kept.forward_flops;
   }
   c.recompute_flops += a.kernel_recompute_flops;  // hardware FLOPs count the flash kernel's own recompute
   c.stored_activation_bytes = block_activation_bytes(env, env.recompute);

@@ -71,6 +71,14 @@ void check_recompute(const ModelSpec& m, const ParallelConfig& cfg) {
                                       str(cfg.recompute_num_layers));
   if (cfg.recompute_num_layers > 0 && cfg.recompute != Recompute::full)
     bad("--recompute-num-layers", "needs --recompute full (it picks which blocks are fully recomputed)");
+  if (cfg.recompute_every < 0)
+    bad("--recompute-every", "expected 0 (unused) or a block frequency N >= 1, got " + str(cfg.recompute_every));
+  if (cfg.recompute_every > 0 && cfg.recompute != Recompute::full)
+    bad("--recompute-every", "needs --recompute full (it picks which blocks are fully recomputed)");
+  if (cfg.recompute_every > 0 && cfg.recompute_num_layers > 0)
+    bad("--recompute-every", "expected 0 with --recompute-num-layers (every N-th block or the first k, not both)");
+  if (cfg.recompute == Recompute::op_sac)
+    if (const std::string why = op_sac_unsupported(m, cfg); !why.empty()) throw InputError(why);
 }
 
 void check_pipeline(const ModelSpec& m, ParallelConfig& cfg) {
@@ -259,6 +267,29 @@ void validate_config(const ModelSpec& m, const ClusterSpec& c, ParallelConfig& c
     bad("--precision", std::string("the device of '") + c.hardware.name + "' has no " + to_string(cfg.precision) +
                            " peak in its profile");
   if (cfg.memory_headroom < 0 || cfg.memory_headroom >= 1) bad("--headroom", "expected a fraction in [0, 1)");
+}
+
+std::string op_sac_unsupported(const ModelSpec& m, const ParallelConfig& cfg) {
+  const std::string flag = "--recompute: op_sac (torchtitan's per-op policy) is modelled ";
+  if (cfg.fusion == Fusion::megatron) return flag + "on unfused linears, expected --fusion eager";
+  if (cfg.uses_fp8()) return flag + "without --fp8 (a float8 linear runs _scaled_mm, not the mm its save list names)";
+  if (cfg.lora.enabled()) return flag + "for full training, expected --lora-rank 0";
+  if (m.is_moe() || m.mla.enabled()) return flag + "for dense blocks with standard attention, not MoE or MLA models";
+  if (cfg.cp > 1) return flag + "without context parallelism (a ring runs SDPA once per step), expected --cp 1";
+  return "";
+}
+
+int chunk_layers(const ModelSpec& m, const ParallelConfig& cfg, int chunk, int stage) {
+  const int p = cfg.pp, v = cfg.virtual_stages;
+  if (cfg.partition.empty()) return static_cast<int>(m.num_layers / (p * v));
+  if (static_cast<int>(cfg.partition.size()) == p * v) return cfg.partition[chunk * p + stage];
+  return cfg.partition[stage];
+}
+
+int rank_blocks_before(const ModelSpec& m, const ParallelConfig& cfg, int chunk, int stage) {
+  int before = 0;
+  for (int c = 0; c < chunk; ++c) before += chunk_layers(m, cfg, c, stage);
+  return before;
 }
 
 std::vector<int> layers_per_chunk(const ModelSpec& m, const ParallelConfig& cfg) {

@@ -14,11 +14,28 @@
 
 namespace shardplan::simulator {
 
-enum class Recompute { none, selective, full };
+// What a transformer block keeps for its backward:
+//   none       every op's saved tensors
+//   selective  all but the attention core's s x s tensors, recomputed in backward (Megatron-LM
+//              --recompute-granularity selective; Korthikanti et al. 2022, §5); nothing under flash
+//   full       the block's input only; the whole block runs forward again in its backward
+//              (Megatron --recompute-granularity full, torchtitan mode "full"). Hugging Face's
+//              gradient_checkpointing_enable() is exactly this: every decoder layer is a
+//              GradientCheckpointingLayer run under torch.utils.checkpoint (transformers
+//              src/transformers/modeling_layers.py:61-89 @00029cfa0ed780d1ddb6e5d199bd92e86c5791a2;
+//              use_reentrant=True by default, modeling_utils.py gradient_checkpointing_enable
+//              @040ba146759afc625c77f49d04982bb54873995f), which saves the layer's inputs (the hidden
+//              states; mask and rotary tables are shared by all layers) and reruns the whole layer
+//   op_sac     torchtitan's per-op selective checkpointing ([activation_checkpoint] mode "selective",
+//              selective_ac_option "op"): the outputs of the ops on its save list are kept, every
+//              other op runs again in backward (simulator/op_sac.hpp)
+enum class Recompute { none, selective, full, op_sac };
 template <>
 struct EnumNames<Recompute> {
-  static constexpr NameTable<Recompute, 3> table{
-      {{Recompute::none, "none"}, {Recompute::selective, "selective"}, {Recompute::full, "full"}}};
+  static constexpr NameTable<Recompute, 4> table{{{Recompute::none, "none"},
+                                                  {Recompute::selective, "selective"},
+                                                  {Recompute::full, "full"},
+                                                  {Recompute::op_sac, "op_sac"}}};
 };
 const char* to_string(Recompute r);
 
@@ -147,11 +164,22 @@ GradAccumDtype grad_accum_for(const ParallelConfig& cfg, GradAccumDtype wanted);
 // grad_accum_for share it.
 bool fp32_grad_accum_applies(const ParallelConfig& cfg);
 
-// Of a model chunk of `layers` blocks, how many `recompute` with `recompute_num_layers`
-// (ParallelConfig's fields) recomputes fully: all under full with 0, the first k under full with
-// k, none otherwise. The simulator and shardrun's model both count with it.
-inline int recomputed_blocks(Recompute recompute, int recompute_num_layers, int layers) {
+// Of the first `layers` blocks of a model chunk, how many `recompute` with `recompute_num_layers`
+// and `recompute_every` (ParallelConfig's fields) recomputes fully: under full, all of them; with
+// recompute_num_layers k the first k of the chunk; with recompute_every N those whose number among
+// the pipeline rank's blocks, counted from 1 over its chunks in order, is a multiple of N
+// (`rank_blocks_before`: the rank's blocks in its earlier chunks). None under the other policies.
+// torchtitan's counter is _layer_sac_count, a module global each block apply_ac wraps in the
+// process increments, checkpointing at count % N == 0 (torchtitan/distributed/
+// activation_checkpoint.py:24-49 @73a0e6979dd10b6b1904098eb3c8f62c18ab87ce); a pipeline rank
+// builds its stages pp_rank + s * pp in order of s and wraps each stage's module in that order
+// (pipeline_parallel.py:136-141, 451-473). Block i of a chunk is recomputed iff the count of the
+// first i + 1 exceeds that of the first i. The simulator and shardrun's model both count with it.
+inline int recomputed_blocks(Recompute recompute, int recompute_num_layers, int recompute_every, int layers,
+                             int rank_blocks_before = 0) {
   if (recompute != Recompute::full) return 0;
+  if (recompute_every > 1)
+    return (rank_blocks_before + layers) / recompute_every - rank_blocks_before / recompute_every;
   return recompute_num_layers > 0 ? std::min(layers, recompute_num_layers) : layers;
 }
 
@@ -230,6 +258,10 @@ struct ParallelConfig {
   // others keep their activations (Megatron-LM --recompute-method block --recompute-num-layers k;
   // fms-fsdp's selective_checkpointing p is k = p x layers).
   int recompute_num_layers = 0;
+  // With full recompute: N > 1 = every N-th block of each pipeline rank, counted over its chunks in
+  // order (torchtitan [activation_checkpoint] mode "selective", selective_ac_option "N");
+  // 0 (unused) and 1 = every block.
+  int recompute_every = 0;
   bool sequence_parallel = false;
   // Sequence-parallel all-gathers and reduce-scatters pipelined with the linears' GEMMs in
   // chunks (Megatron-Core --tp-comm-overlap, Transformer Engine userbuffers; needs SP).
@@ -292,9 +324,14 @@ struct ParallelConfig {
   // distributed optimizer shards over the data-parallel group with context parallelism).
   [[nodiscard]] int dense_shard_group() const { return shard_group() * cp; }
   [[nodiscard]] int micro_batches() const { return global_batch_size / (micro_batch_size * dp); }
-  // Of a model chunk of `layers` blocks, how many are fully recomputed in backward.
-  [[nodiscard]] int recomputed_blocks(int layers) const {
-    return simulator::recomputed_blocks(recompute, recompute_num_layers, layers);
+  // Of the first `layers` blocks of a model chunk, how many are fully recomputed in backward
+  // (`rank_blocks_before`: the pipeline rank's blocks in its earlier chunks).
+  [[nodiscard]] int recomputed_blocks(int layers, int rank_blocks_before = 0) const {
+    return simulator::recomputed_blocks(recompute, recompute_num_layers, recompute_every, layers, rank_blocks_before);
+  }
+  // Full recompute of some blocks only, the others keeping their activations.
+  [[nodiscard]] bool recomputes_some_blocks() const {
+    return recompute == Recompute::full && (recompute_num_layers > 0 || recompute_every > 1);
   }
 };
 
@@ -319,5 +356,13 @@ void validate_packing(const ParallelConfig& cfg);
 // Layers of each model chunk, indexed [chunk * pp + stage] (size pp * v). Even split unless
 // cfg.partition is given.
 std::vector<int> layers_per_chunk(const ModelSpec& model, const ParallelConfig& cfg);
+// Layers of model chunk `chunk` on pipeline stage `stage` (layers_per_chunk's entry, no allocation).
+int chunk_layers(const ModelSpec& model, const ParallelConfig& cfg, int chunk, int stage);
+// The blocks pipeline rank `stage` holds in its chunks before `chunk`.
+int rank_blocks_before(const ModelSpec& model, const ParallelConfig& cfg, int chunk, int stage);
+// Why torchtitan's per-op policy (Recompute::op_sac) is not modelled for `cfg` ("--flag: reason"),
+// or empty: it is modelled for dense blocks of unfused, unadapted 16-bit linears without context
+// parallelism (validate_config and the planner's search check it).
+std::string op_sac_unsupported(const ModelSpec& model, const ParallelConfig& cfg);
 
 }  // namespace shardplan::simulator

@@ -44,6 +44,8 @@ nlohmann::json to_json(const ParallelConfig& c) {
       {"memory_headroom_fraction", c.memory_headroom},
       {"partition", c.partition},
   };
+  // Written only when set, so the plans and predictions of other configurations keep their bytes.
+  if (c.recompute_every > 0) j["recompute_every"] = c.recompute_every;
   if (c.lora.enabled())
     j["lora"] = {{"rank", c.lora.rank},
                  {"alpha", c.lora.alpha},
@@ -76,6 +78,7 @@ ParallelConfig config_from_json(const nlohmann::json& j, const std::string& sour
   c.virtual_stages = static_cast<int>(get_int_or(j, "virtual_stages", 1, ctx));
   c.recompute = get_enum_or(j, "recompute", Recompute::none, ctx);
   c.recompute_num_layers = static_cast<int>(get_int_or(j, "recompute_num_layers", 0, ctx));
+  c.recompute_every = static_cast<int>(get_int_or(j, "recompute_every", 0, ctx));  // absent: unused
   c.sequence_parallel = get_bool_or(j, "sequence_parallel", false, ctx);
   c.tp_comm_overlap = get_bool_or(j, "tp_comm_overlap", false, ctx);
   c.offload_activations = get_bool_or(j, "offload_activations", false, ctx);

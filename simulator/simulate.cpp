@@ -25,14 +25,11 @@ PipelineInput pipeline_input(const ConfigContext& c, std::vector<ChunkTime>& chu
   in.virtual_stages = v;
   in.schedule = cfg.schedule;
   in.p2p_s = c.p2p_s;
-  const auto layers = layers_per_chunk(c.mc->model, cfg);
   chunks.resize(static_cast<std::size_t>(p) * v);
   for (int ch = 0; ch < v; ++ch) {
     for (int s = 0; s < p; ++s) {
       const int vs = ch * p + s;
-      ChunkShape shape{layers[vs], ch == 0 && s == 0, ch == v - 1 && s == p - 1,
-                       dense_layers_in_chunk(c.mc->model, cfg, ch, s)};
-      chunks[vs] = chunk_time(c, shape);
+      chunks[vs] = chunk_time(c, chunk_shape(c.mc->model, cfg, ch, s));
       in.forward_s.push_back(chunks[vs].forward_s);
       in.backward_s.push_back(chunks[vs].backward_s);
       in.stored_activation_bytes.push_back(chunks[vs].stored_bytes);

@@ -44,12 +44,12 @@ double sync_skew_factor(double two_rank_fraction, int ranks) {
 
 namespace {
 
-// A block's cost and the same block keeping its activations (for the blocks past
-// recompute_num_layers in a chunk; equal unless recompute is full with recompute_num_layers > 0).
+// A block's cost and the same block keeping its activations (for the blocks full recompute of
+// some blocks leaves out; equal unless ParallelConfig::recomputes_some_blocks).
 void block_costs(const CostEnv& env, const ParallelConfig& config, PartCost& block, PartCost& kept) {
   block = block_cost(env);
   kept = block;
-  if (config.recompute == Recompute::full && config.recompute_num_layers > 0) {
+  if (config.recomputes_some_blocks()) {
     CostEnv k = env;
     k.recompute = Recompute::none;
     kept = block_cost(k);
@@ -175,6 +175,17 @@ int dense_layers_in_chunk(const ModelSpec& m, const ParallelConfig& cfg, int chu
   return std::clamp(dense - first, 0, layers[static_cast<std::size_t>(index)]);
 }
 
+ChunkShape chunk_shape(const ModelSpec& m, const ParallelConfig& cfg, int chunk, int stage) {
+  const int p = cfg.pp, v = cfg.virtual_stages;
+  ChunkShape sh{chunk_layers(m, cfg, chunk, stage), chunk == 0 && stage == 0, chunk == v - 1 && stage == p - 1,
+                dense_layers_in_chunk(m, cfg, chunk, stage)};
+  // Every N-th block counts over the rank's chunks; the other policies count within the chunk.
+  const int before = cfg.recompute_every > 1 ? rank_blocks_before(m, cfg, chunk, stage) : 0;
+  sh.recomputed = cfg.recomputed_blocks(sh.layers, before);
+  sh.dense_recomputed = cfg.recomputed_blocks(sh.dense_layers, before);  // the chunk's first blocks are dense
+  return sh;
+}
+
 void ConfigContext::set_sync_skew(double two_rank_fraction) {
   if (two_rank_fraction <= 0) return;
   const auto& c = *cfg;
@@ -225,11 +236,11 @@ struct ChunkBlocks {
   double moe_layers = 0;  // the repeated block (MoE or dense model)
 };
 
-ChunkBlocks chunk_blocks(const ParallelConfig& cfg, const ChunkShape& sh) {
+ChunkBlocks chunk_blocks(const ChunkShape& sh) {
   ChunkBlocks k;
   k.L = sh.layers;
-  k.recomputed = cfg.recomputed_blocks(sh.layers);
-  k.dense = sh.dense_layers, k.dense_recomputed = std::min(k.recomputed, k.dense);
+  k.recomputed = sh.recomputed;
+  k.dense = sh.dense_layers, k.dense_recomputed = sh.dense_recomputed;
   k.moe_layers = k.L - k.dense;
   return k;
 }
@@ -409,7 +420,7 @@ void add_activation_offload(const ConfigContext& c, ChunkTime& t) {
 
 ChunkTime chunk_time(const ConfigContext& c, const ChunkShape& sh) {
   const auto& cfg = *c.cfg;
-  const ChunkBlocks k = chunk_blocks(cfg, sh);
+  const ChunkBlocks k = chunk_blocks(sh);
   ChunkTime t;
   add_part_costs(c, sh, k, t);
   const ChunkGrads grads = chunk_grads(c, sh, k);
@@ -551,7 +562,8 @@ void flops_per_micro_batch(const ConfigContext& c, double* model, double* hardwa
   auto part = [](const PartCost& p) { return p.forward_flops + p.backward_flops; };
   *model = ranks * ((L - Ld) * part(c.block) + Ld * part(c.dense_block) + part(c.embedding) + part(c.head));
   double recomputed = 0;  // fully recomputed blocks; the others cost block_kept's recompute_flops
-  for (const int layers : layers_per_chunk(m, cfg)) recomputed += cfg.recomputed_blocks(layers);
+  for (int ch = 0; ch < cfg.virtual_stages; ++ch)
+    for (int st = 0; st < cfg.pp; ++st) recomputed += chunk_shape(m, cfg, ch, st).recomputed;
   // Per block, dense and MoE blocks averaged.
   auto avg = [&](double moe, double dense) { return ((L - Ld) * moe + Ld * dense) / L; };
   const double full = avg(c.block.recompute_flops, c.dense_block.recompute_flops);

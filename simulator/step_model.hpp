@@ -55,8 +55,8 @@ struct ConfigContext {
   GroupPlacement dp_group, shard_group, replica_group, expert_dp_group;
   CostEnv env;
   PartCost block, embedding, head;
-  // A block that keeps its activations, for the blocks past recompute_num_layers in a chunk
-  // (equal to `block` unless recompute is full with recompute_num_layers > 0).
+  // A block that keeps its activations, for the blocks full recompute of some blocks leaves out
+  // (equal to `block` unless ParallelConfig::recomputes_some_blocks).
   PartCost block_kept;
   // An MoE model's first dense blocks (ModelSpec::moe.first_dense_layers), as `block`/`block_kept`.
   CostEnv dense_env;
@@ -110,9 +110,14 @@ struct ChunkShape {
   int layers = 0;
   bool embedding = false;
   bool head = false;
-  int dense_layers = 0;  // of `layers`, an MoE model's first dense blocks
+  int dense_layers = 0;      // of `layers`, an MoE model's first dense blocks
+  int recomputed = 0;        // of `layers`, the fully recomputed blocks (ParallelConfig::recomputed_blocks)
+  int dense_recomputed = 0;  // of `recomputed`, the dense ones
   bool operator==(const ChunkShape&) const = default;
 };
+
+// Model chunk `chunk` on pipeline stage `stage`.
+ChunkShape chunk_shape(const ModelSpec& m, const ParallelConfig& cfg, int chunk, int stage);
 
 // Of model chunk `chunk` on pipeline stage `stage`, how many blocks are an MoE model's first dense
 // ones (0 for dense models: every block is `block`).

@@ -97,8 +97,9 @@ Zero3SyncTime per_tensor_sync_time(const ConfigContext& c, const ChunkShape& sh)
   if (sh.embedding) fetch_edge += fetch(c.embedding_params), reduce_edge += lora ? 0.0 : reduce(c.embedding_params);
   if (sh.head && c.head_params > 0)
     fetch_edge += fetch(c.head_params), reduce_edge += lora ? 0.0 : reduce(c.head_params);
-  // A fully recomputed block runs its modules' forward hooks again in backward: fetched again.
-  const double refetched = c.cfg->recomputed_blocks(sh.layers);
+  // A recomputed block runs its modules' forward hooks again in backward: fetched again (op_sac
+  // reruns every block's forward, taking the kept ops' outputs from its cache).
+  const double refetched = c.cfg->recompute == Recompute::op_sac ? sh.layers : sh.recomputed;
   Zero3SyncTime t;
   t.forward_s = sh.layers * fetch_block + fetch_edge;
   t.backward_s = (sh.layers + refetched) * fetch_block + sh.layers * reduce_block + fetch_edge + reduce_edge;

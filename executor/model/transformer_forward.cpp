@@ -225,7 +225,8 @@ ChunkOutput Transformer::forward_chunk(int chunk, const torch::Tensor& input, co
   const ModelChunk& c = chunks_.at(static_cast<size_t>(chunk));
   torch::Tensor x = c.first ? embed(c, input, ctx, hooks) : input;  // (B, Sx, H)
   // Megatron's block method: the first recompute_num_layers blocks of the chunk (0: all of them).
-  const int recomputed = simulator::recomputed_blocks(opt_.recompute, opt_.recompute_num_layers, c.layers);
+  // (Every N-th block, recompute_every, is refused before the model is built: run/trainer.cpp.)
+  const int recomputed = simulator::recomputed_blocks(opt_.recompute, opt_.recompute_num_layers, 0, c.layers);
   for (int i = 0; i < c.layers; ++i) {
     const Block& blk = blocks_[static_cast<size_t>(c.block_begin + i)];
     const bool full = i < recomputed;

@@ -97,6 +97,15 @@ ModelOptions setup_model_options(const TrainerState& s) {
   mo.pp = cfg.pp;
   mo.pp_rank = c.pp;
   mo.virtual_stages = cfg.virtual_stages;
+  // torchtitan's policies, which the simulator models, shardrun does not run.
+  if (cfg.recompute == simulator::Recompute::op_sac)
+    throw InputError(o.plan_path +
+                     ": field 'config.recompute': op_sac (torchtitan's per-op selective checkpointing) is not run "
+                     "by shardrun; plan with none, selective or full");
+  if (cfg.recompute_every > 1)
+    throw InputError(o.plan_path +
+                     ": field 'config.recompute_every': full recompute of every N-th block is not run by shardrun; "
+                     "plan with recompute_num_layers (the first k blocks of each chunk) instead");
   mo.recompute = cfg.recompute;
   mo.recompute_num_layers = cfg.recompute_num_layers;
   mo.offload_activations = cfg.offload_activations;

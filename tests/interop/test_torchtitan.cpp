@@ -175,8 +175,16 @@ void expect_round_trip(const Plan& p, int zero, sim::MixedPrecision mixed) {
   if (e.pp > 1) { EXPECT_EQ(a.schedule, e.schedule); }
   EXPECT_EQ(a.virtual_stages, e.virtual_stages);
   EXPECT_EQ(a.partition, e.partition);
-  EXPECT_EQ(a.recompute, e.recompute);
-  EXPECT_EQ(a.recompute_num_layers, e.recompute_num_layers);
+  // Megatron's selective recompute goes out as mode none (the same tensors under SDPA); the first k
+  // blocks of each chunk as every N-th block, the same count in every chunk.
+  EXPECT_EQ(a.recompute, e.recompute == sim::Recompute::selective ? sim::Recompute::none : e.recompute);
+  if (e.recompute_num_layers == 0) {
+    EXPECT_EQ(a.recompute_num_layers, 0);
+    EXPECT_EQ(a.recompute_every, e.recompute_every);
+  }
+  for (int ch = 0; ch < e.virtual_stages; ++ch)
+    for (int st = 0; st < e.pp; ++st)
+      EXPECT_EQ(sim::chunk_shape(p.model, a, ch, st).recomputed, sim::chunk_shape(p.model, e, ch, st).recomputed);
   EXPECT_EQ(a.sequence_parallel, e.sequence_parallel);
   EXPECT_EQ(a.tp_comm_overlap, e.tp_comm_overlap);
   EXPECT_EQ(a.precision, e.precision);
@@ -503,8 +511,8 @@ TEST(TorchtitanImport, DefaultsFollowTorchtitanIncludingItsPipelineSplit) {
   EXPECT_EQ(r.config.zero_stage, 0);        // dp 1: no FSDP
   EXPECT_EQ(r.config.micro_batch_size, 1);  // pipeline_parallel_microbatch_size 1 of local_batch_size 8
   EXPECT_EQ(r.config.global_batch_size, 8);
-  EXPECT_EQ(r.config.recompute, sim::Recompute::full);  // selective, every 2nd block of each stage
-  EXPECT_EQ(r.config.recompute_num_layers, 10);
+  EXPECT_EQ(r.config.recompute, sim::Recompute::full);  // selective, every 2nd block of each pipeline rank
+  EXPECT_EQ(r.config.recompute_every, 2);
   EXPECT_EQ(r.config.precision, sim::Precision::fp32);  // TP and PP without FSDP: no mixed precision
   EXPECT_TRUE(any_contains(r.warnings, "has no effect with TP or PP"));
   r = import_torchtitan(

@@ -69,7 +69,7 @@ TEST(SpaceParse, ListsReadTheNameTablesAndNameTheFlag) {
     parse_recomputes("none,sometimes");
     FAIL() << "accepted an unknown recompute mode";
   } catch (const sim::InputError& e) {
-    EXPECT_EQ(std::string(e.what()), "--recompute: expected none, selective or full, got 'sometimes'");
+    EXPECT_EQ(std::string(e.what()), "--recompute: expected none, selective, full or op_sac, got 'sometimes'");
   }
   EXPECT_THROW(parse_attention("flash2"), sim::InputError);
   EXPECT_THROW(parse_schedules(""), sim::InputError);
