@@ -23,7 +23,8 @@ json defaults_for(const FrameworkModel& fw, const json& precision) {
 }  // namespace
 
 json with_defaults(const FrameworkModel& fw, const json& config) {
-  const json precision = config.contains("precision") ? config["precision"] : fw.defaults.value("precision", json("bf16"));
+  const json precision =
+      config.contains("precision") ? config["precision"] : fw.defaults.value("precision", json("bf16"));
   json out = defaults_for(fw, precision);
   for (const auto& [key, value] : config.items()) out[key] = value;
   return out;
@@ -118,6 +119,7 @@ std::optional<std::string> feature_gap(const KnobTable& k, const sim::ParallelCo
   if (!has(k.recompute, c.recompute)) return not_in("recompute", c.recompute, k.recompute);
   if (c.recompute_num_layers > 0 && !k.recompute_num_layers)
     return std::string("full recompute of only the first blocks of a chunk");
+  if (c.recompute_every > 1 && !k.recompute_every) return std::string("full recompute of every N-th block only");
   if (!has(k.attention, c.attention)) return not_in("attention", c.attention, k.attention);
   if (!has(k.fusion, c.fusion)) return not_in("fusion", c.fusion, k.fusion);
   if (!has(k.precisions, c.precision)) return not_in("precision", c.precision, k.precisions);
@@ -143,8 +145,7 @@ std::optional<std::string> why_not(const FrameworkModel& fw, const sim::Parallel
   std::optional<std::string> gap;
   if (!has(k.runtimes, cluster.hardware.device.runtime))
     gap = std::string("devices driven by ") + sim::name_of(cluster.hardware.device.runtime);
-  else if (cluster.nodes > 1 && !k.multi_node)
-    gap = "more than one node (" + std::to_string(cluster.nodes) + ")";
+  else if (cluster.nodes > 1 && !k.multi_node) gap = "more than one node (" + std::to_string(cluster.nodes) + ")";
   if (!gap) gap = layout_gap(k, cfg);
   if (!gap) gap = feature_gap(k, cfg);
   if (!gap) return std::nullopt;

@@ -49,7 +49,8 @@ FrameworkModel deepspeed_model(std::string_view version) {
   fw.display = "DeepSpeed " + fw.version;
   fw.repository = "github.com/deepspeedai/DeepSpeed";
   fw.released = version == "0.4.0" ? "2021-06" : "2026-08";
-  fw.commit = version == "0.4.0" ? "2d302d6abb2cfa181f63320da3ed1be45e34ded3" : "edaa7221267243c7be7fb49c5d5f5c4fb97b4641";
+  fw.commit =
+      version == "0.4.0" ? "2d302d6abb2cfa181f63320da3ed1be45e34ded3" : "edaa7221267243c7be7fb49c5d5f5c4fb97b4641";
   fw.runs = deepspeed_table(version);
   fw.defaults = {{"fusion", "eager"}, {"mixed_precision", "master_weights"}};
   fw.defaults["zero3_fetch"] = version == "0.4.0" ? "per_tensor_sync" : "prefetch";

@@ -25,7 +25,7 @@ namespace sim = shardplan::simulator;
 struct KnobTable {
   std::vector<sim::DeviceRuntime> runtimes;  // the device stacks it runs on
   bool tensor_parallel = false;
-  bool sequence_parallel = false;  // Megatron SP over the tp group
+  bool sequence_parallel = false;           // Megatron SP over the tp group
   bool sequence_parallel_required = false;  // SP is always on with tp > 1 (torchtitan, NxD)
   bool tp_comm_overlap = false;
   std::vector<sim::PipelineSchedule> schedules;  // empty: no pipeline parallelism
@@ -34,12 +34,13 @@ struct KnobTable {
   std::vector<sim::CpKind> cp_kinds;             // empty: no context parallelism
   bool expert_parallel = false;
   std::vector<int> zero_stages{0};
-  int pipeline_zero_max = 3;  // the highest ZeRO stage it runs together with pp > 1
+  int pipeline_zero_max = 3;     // the highest ZeRO stage it runs together with pp > 1
   bool sharding_degree = false;  // a sharding group smaller than dp (HSDP, MiCS, ZeRO++ hpZ)
   bool offload_optimizer = false;
   bool offload_activations = false;
   std::vector<sim::Recompute> recompute{sim::Recompute::none};
   bool recompute_num_layers = false;  // full recompute of the first k blocks of a chunk
+  bool recompute_every = false;       // full recompute of every N-th block of a rank
   std::vector<sim::AttentionKind> attention;
   std::vector<sim::Fusion> fusion;
   std::vector<sim::Precision> precisions;

@@ -51,9 +51,10 @@ FrameworkModel accelerate_fsdp_model(std::string_view version) {
   fw.terms.allocator_slack_fraction = kCachingAllocatorSlack;
   fw.facts.push_back({"backward prefetch unset: NO_PREFETCH (PyTorch's own default is BACKWARD_PRE)",
                       "huggingface/accelerate src/accelerate/utils/dataclasses.py:1679-1683,1884-1887 @ 16cb6eb8"});
-  fw.facts.push_back({"mixed precision: param_dtype = reduce_dtype = bf16, forward under autocast",
-                      "huggingface/accelerate src/accelerate/utils/dataclasses.py:2092-2125, accelerator.py:1818-1824 @ "
-                      "16cb6eb8"});
+  fw.facts.push_back(
+      {"mixed precision: param_dtype = reduce_dtype = bf16, forward under autocast",
+       "huggingface/accelerate src/accelerate/utils/dataclasses.py:2092-2125, accelerator.py:1818-1824 @ "
+       "16cb6eb8"});
   return fw;
 }
 
@@ -82,9 +83,8 @@ FrameworkModel fms_fsdp_model(std::string_view version) {
   fw.repository = "github.com/foundation-model-stack/fms-fsdp";
   fw.released = "2024-03";
   fw.runs.zero_stages = {3};
-  // fms_fsdp/policies/ac_handler.py: selective_checkpointing p wraps every 1/p-th block; the
-  // simulator counts it as p x layers blocks of full recompute (recompute_num_layers).
-  fw.runs.recompute_num_layers = true;
+  // fms_fsdp/policies/ac_handler.py: selective_checkpointing p wraps every 1/p-th block.
+  fw.runs.recompute_every = true;
   fw.facts.push_back({"selective_checkpointing p wraps every 1/p-th block (interleaved)",
                       "foundation-model-stack/fms-fsdp fms_fsdp/policies/ac_handler.py:16-55 @ 5a296afe"});
   fw.facts.push_back({"the log prints max_memory_reserved and max_memory_allocated",

@@ -77,7 +77,8 @@ std::vector<Fact> megatron_facts() {
       {"core: Transformer Engine the default layer implementation; attention backend auto (cuDNN on Hopper)",
        "NVIDIA/Megatron-LM commits e7b74a4b (2024-04-03), fa0dcc48 (2024-12-07)"},
       {"bf16 forces fp32 gradient accumulation and reduction (main_grad); fp16 keeps the param dtype",
-       "NVIDIA/Megatron-LM megatron/training/arguments.py:1209-1217 @ d98e8a64; megatron/model/distributed.py:127-130 @ "
+       "NVIDIA/Megatron-LM megatron/training/arguments.py:1209-1217 @ d98e8a64; megatron/model/distributed.py:127-130 "
+       "@ "
        "v2.5"},
       {"the log prints allocated, max allocated, reserved and max reserved (report_memory)",
        "NVIDIA/Megatron-LM megatron/training/utils.py (report_memory) @ d98e8a64"},

@@ -16,7 +16,7 @@ FrameworkModel nemo_model(std::string_view version) {
   fw.released = version == "23.09" ? "2023-09" : "2024-07";
   fw.commit.clear();
   KnobTable& k = fw.runs;
-  k.lora = true;  // NeMo's PEFT (nemo/collections/nlp/parts/peft_config.py): LoRA on linear_qkv etc.
+  k.lora = true;                     // NeMo's PEFT (nemo/collections/nlp/parts/peft_config.py): LoRA on linear_qkv etc.
   k.cp_kinds = {sim::CpKind::ring};  // TE's p2p ring; a2a only from TE 1.11 (2024-09)
   if (version == "23.09") {
     k.fp8 = {sim::Fp8Recipe::none, sim::Fp8Recipe::delayed};
@@ -27,8 +27,7 @@ FrameworkModel nemo_model(std::string_view version) {
     k.fp8 = {sim::Fp8Recipe::none, sim::Fp8Recipe::delayed};
     k.zero_stages = {0, 1};
   }
-  fw.defaults = {{"attention", "flash"}, {"fusion", "megatron"},
-                 {"mixed_precision", "master_weights"}};
+  fw.defaults = {{"attention", "flash"}, {"fusion", "megatron"}, {"mixed_precision", "master_weights"}};
   // NeMo's performance configs train with Apex's distributed_fused_adam and grad_sync_dtype bf16:
   // gradients accumulate and reduce in bf16, not Megatron-LM's forced fp32.
   fw.defaults_by_precision = nlohmann::json::object();

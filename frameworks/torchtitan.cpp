@@ -24,14 +24,14 @@ FrameworkModel torchtitan_model(std::string_view version) {
   k.tp_comm_overlap = true;             // parallelism.enable_async_tensor_parallel (needs compile)
   k.schedules = {PipelineSchedule::gpipe, PipelineSchedule::one_f_one_b, PipelineSchedule::interleaved};
   k.uneven_partition = true;
-  k.embedding_only_chunks = true;  // module_fqns_per_model_stage
+  k.embedding_only_chunks = true;    // module_fqns_per_model_stage
   k.cp_kinds = {sim::CpKind::ring};  // ring attention only: rotate_method alltoall swaps KV shards
   k.expert_parallel = true;
-  k.zero_stages = {0, 2, 3};  // DDP, fully_shard with reshard_after_forward False / True
-  k.sharding_degree = true;   // HSDP: data_parallel_replicate_degree x data_parallel_shard_degree
-  k.offload_optimizer = true; // training.enable_cpu_offload (FSDP2 CPUOffloadPolicy)
-  k.recompute = {Recompute::none, Recompute::full};
-  k.recompute_num_layers = false;
+  k.zero_stages = {0, 2, 3};   // DDP, fully_shard with reshard_after_forward False / True
+  k.sharding_degree = true;    // HSDP: data_parallel_replicate_degree x data_parallel_shard_degree
+  k.offload_optimizer = true;  // training.enable_cpu_offload (FSDP2 CPUOffloadPolicy)
+  k.recompute = {Recompute::none, Recompute::full, Recompute::op_sac};  // mode none | full | selective op
+  k.recompute_every = true;                                             // selective N: every N-th block
   k.attention = {AttentionKind::flash};
   k.fusion = {sim::Fusion::eager};
   k.precisions = {Precision::bf16, Precision::fp32};
@@ -41,20 +41,24 @@ FrameworkModel torchtitan_model(std::string_view version) {
   k.packed_sequences = false;
   // FSDP2's MixedPrecisionPolicy(param_dtype bf16, reduce_dtype fp32): fp32 sharded parameters,
   // bf16 compute copies gathered per block, gradients reduced in fp32.
-  fw.defaults = {{"attention", "flash"}, {"fusion", "eager"}, {"mixed_precision", "master_weights"},
-                 {"sequence_parallel", true}};
+  // [activation_checkpoint] defaults to mode "selective", selective_ac_option "2": every 2nd block.
+  fw.defaults = {{"attention", "flash"},      {"fusion", "eager"},   {"mixed_precision", "master_weights"},
+                 {"sequence_parallel", true}, {"recompute", "full"}, {"recompute_every", 2}};
   fw.terms.reports = sim::MemoryReport::reserved;
   fw.terms.allocator_slack_fraction = kCachingAllocatorSlack;
   fw.facts = {
       {"attention: SDPA (attn_type sdpa); compile off by default",
-       "pytorch/torchtitan torchtitan/models/llama3/model/args.py:45, torchtitan/config/job_config.py:721-725 @ 73a0e697"},
+       "pytorch/torchtitan torchtitan/models/llama3/model/args.py:45, torchtitan/config/job_config.py:721-725 @ "
+       "73a0e697"},
       {"activation checkpointing default mode selective, option 2 (every 2nd block); op = per-op SAC",
-       "pytorch/torchtitan torchtitan/config/job_config.py:651-659, torchtitan/distributed/activation_checkpoint.py:27-116 "
+       "pytorch/torchtitan torchtitan/config/job_config.py:651-659, "
+       "torchtitan/distributed/activation_checkpoint.py:27-116 "
        "@ 73a0e697"},
       {"FSDP2 mixed precision: param bfloat16, reduce float32 (fp32 sharded parameters)",
        "pytorch/torchtitan torchtitan/config/job_config.py:282,290 @ 73a0e697"},
       {"context parallelism is ring attention (rotate method allgather | alltoall), no Ulysses",
-       "pytorch/torchtitan torchtitan/config/job_config.py:446-451, torchtitan/distributed/utils.py:205-216 @ 73a0e697"},
+       "pytorch/torchtitan torchtitan/config/job_config.py:446-451, torchtitan/distributed/utils.py:205-216 @ "
+       "73a0e697"},
       {"async TP needs compile", "pytorch/torchtitan torchtitan/distributed/tensor_parallel.py:22 @ 73a0e697"},
       {"the log's memory figure is max_reserved_gib (reserved_bytes.all.peak)",
        "pytorch/torchtitan torchtitan/components/metrics.py:64-72,465 @ 73a0e697"},

@@ -16,9 +16,8 @@ namespace shardplan::simulator {
 enum class MemoryReport { allocated, reserved, device };
 template <>
 struct EnumNames<MemoryReport> {
-  static constexpr NameTable<MemoryReport, 3> table{{{MemoryReport::allocated, "allocated"},
-                                                     {MemoryReport::reserved, "reserved"},
-                                                     {MemoryReport::device, "device"}}};
+  static constexpr NameTable<MemoryReport, 3> table{
+      {{MemoryReport::allocated, "allocated"}, {MemoryReport::reserved, "reserved"}, {MemoryReport::device, "device"}}};
 };
 
 // How a run that accumulates gradients in fp32 (grad_accum_dtype fp32) reduces them:
@@ -39,7 +38,7 @@ enum class Fp32GradReduce { by_fusion, after_backward, bucketed };
 enum class WgradAccumulation { by_fusion, separate_pass, in_gemm };
 
 struct FrameworkTerms {
-  std::string name;     // "megatron@2022"; empty: none named
+  std::string name;  // "megatron@2022"; empty: none named
   MemoryReport reports = MemoryReport::device;
   // The caching allocator's reserved bytes over allocated ones at the peak (block rounding and
   // cached free blocks: c10/cuda/CUDACachingAllocator.cpp); 0 where no caching allocator runs.

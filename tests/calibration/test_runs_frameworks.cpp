@@ -31,7 +31,9 @@ json run_with(const json& framework) {
   return r;
 }
 
-RunsFile parse(const json& run) { return runs_from_json({{"schema", kRunsSchema}, {"runs", json::array({run})}}, "r.json"); }
+RunsFile parse(const json& run) {
+  return runs_from_json({{"schema", kRunsSchema}, {"runs", json::array({run})}}, "r.json");
+}
 
 TEST(RunsFramework, DefaultsFillWhatTheRunDoesNotWrite) {
   const RecordedRun plain = parse(run_with(nullptr)).runs[0];

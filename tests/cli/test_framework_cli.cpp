@@ -9,10 +9,10 @@ namespace framework_cli_test {  // named, not anonymous: the files share a unity
 
 using namespace shardplan::testing::cli;  // NOLINT: the CLI test helpers
 
-const std::vector<std::string> kGpt = {"simulate", "--model", "gpt3-175b", "--hardware", "p4de.24xlarge",
-                                       "--nodes",  "8",       "--tp",      "8",          "--pp",
-                                       "8",        "--micro-batch-size",    "1",         "--global-batch-size",
-                                       "64",       "--seq-len", "2048",     "--json"};
+const std::vector<std::string> kGpt = {
+    "simulate", "--model",   "gpt3-175b", "--hardware", "p4de.24xlarge",      "--nodes", "8",
+    "--tp",     "8",         "--pp",      "8",          "--micro-batch-size", "1",       "--global-batch-size",
+    "64",       "--seq-len", "2048",      "--json"};
 
 std::vector<std::string> with(std::vector<std::string> args, std::initializer_list<std::string> more) {
   args.insert(args.end(), more);

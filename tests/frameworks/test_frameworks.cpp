@@ -16,17 +16,21 @@ using testing::input_error_of;
 
 const char* profile_for(sim::DeviceRuntime r) {
   switch (r) {
-    case sim::DeviceRuntime::neuron: return "trn1.32xlarge-neuroncore";
-    case sim::DeviceRuntime::synapse: return "gaudi2-hls2";
-    case sim::DeviceRuntime::cpu: return "local-cpu-2core";
-    case sim::DeviceRuntime::cuda: break;
+    case sim::DeviceRuntime::neuron:
+      return "trn1.32xlarge-neuroncore";
+    case sim::DeviceRuntime::synapse:
+      return "gaudi2-hls2";
+    case sim::DeviceRuntime::cpu:
+      return "local-cpu-2core";
+    case sim::DeviceRuntime::cuda:
+      break;
   }
   return "p5.48xlarge";
 }
 
 // One node's data-parallel configuration in config keys: what a run writes at the least.
 json minimal_config(int devices) {
-  return {{"tensor_parallel", 1}, {"pipeline_parallel", 1}, {"data_parallel", devices},
+  return {{"tensor_parallel", 1},  {"pipeline_parallel", 1},       {"data_parallel", devices},
           {"micro_batch_size", 1}, {"global_batch_size", devices}, {"seq_len", 2048}};
 }
 
@@ -102,6 +106,23 @@ TEST(FrameworkDefaults, TheZero3FetchAppliesAtStage3Only) {
   c["zero_stage"] = 3;
   EXPECT_EQ(config_with_framework(parse_framework_spec("deepspeed", "t"), c, "t").zero3_fetch,
             sim::Zero3Fetch::prefetch);
+}
+
+// torchtitan's [activation_checkpoint] default: mode selective, option "2" (job_config.py:651-659).
+TEST(FrameworkDefaults, TorchtitanCheckpointsEverySecondBlockUnlessTold) {
+  const FrameworkModel titan = parse_framework_spec("torchtitan", "t");
+  json c = minimal_config(8);
+  const auto cfg = config_with_framework(titan, c, "t");
+  EXPECT_EQ(cfg.recompute, sim::Recompute::full);
+  EXPECT_EQ(cfg.recompute_every, 2);
+  c["recompute"] = "op_sac";
+  c["recompute_every"] = 0;
+  const auto op = config_with_framework(titan, c, "t");
+  EXPECT_EQ(op.recompute, sim::Recompute::op_sac);
+  const sim::ClusterSpec p5{sim::load_hardware("p5.48xlarge"), 1, 0};
+  EXPECT_EQ(why_not(titan, op, p5), std::nullopt);
+  EXPECT_NE(why_not(parse_framework_spec("megatron", "t"), op, p5).value_or("").find("recompute op_sac"),
+            std::string::npos);
 }
 
 TEST(FrameworkDefaults, WhatTheRunWritesWins) {
