@@ -107,6 +107,8 @@ std::optional<std::string> layout_gap(const KnobTable& k, const sim::ParallelCon
   if (c.pp > 1 && c.zero_stage > k.pipeline_zero_max)
     return "ZeRO stage " + std::to_string(c.zero_stage) + " with pipeline parallelism (at most " +
            std::to_string(k.pipeline_zero_max) + " with pp > 1)";
+  if (k.zero0_only_alone && c.zero_stage == 0 && c.dp > 1 && (c.tp > 1 || c.pp > 1 || c.cp > 1))
+    return std::string("ZeRO stage 0 beside tensor, pipeline or context parallelism (it shards over dp then)");
   if (c.sharding_degree > 0 && c.sharding_degree != c.dp && !k.sharding_degree)
     return "a sharding group of " + std::to_string(c.sharding_degree) + " inside dp " + std::to_string(c.dp);
   return std::nullopt;

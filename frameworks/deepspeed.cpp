@@ -32,8 +32,9 @@ KnobTable deepspeed_table(std::string_view version) {
     k.zero3_fetch = {sim::Zero3Fetch::per_tensor_sync};
   } else {
     k.zero3_fetch = {sim::Zero3Fetch::prefetch};
-    k.sharding_degree = true;                       // MiCS (mics_shard_size), ZeRO++ hpZ
-    k.cp_kinds = {sim::CpKind::all_to_all};         // DeepSpeed-Ulysses (deepspeed/sequence/layer.py)
+    k.sharding_degree = true;  // MiCS (mics_shard_size), ZeRO++ hpZ
+    // DeepSpeed-Ulysses (deepspeed/sequence/layer.py:351) runs through the client's attention code
+    // (DistributedAttention); a ds_config cannot set it, so this model leaves it to megatron-deepspeed.
     k.tensor_parallel = true;                       // AutoTP training (tensor_parallel.autotp_size)
     k.schedules = {PipelineSchedule::one_f_one_b};  // deepspeed/runtime/pipe/schedule.py TrainSchedule
   }

@@ -28,6 +28,7 @@ FrameworkModel torchtitan_model(std::string_view version) {
   k.cp_kinds = {sim::CpKind::ring};  // ring attention only: rotate_method alltoall swaps KV shards
   k.expert_parallel = true;
   k.zero_stages = {0, 2, 3};   // DDP, fully_shard with reshard_after_forward False / True
+  k.zero0_only_alone = true;   // DDP only without TP, PP, CP (llama3/infra/parallelize.py:148-151)
   k.sharding_degree = true;    // HSDP: data_parallel_replicate_degree x data_parallel_shard_degree
   k.offload_optimizer = true;  // training.enable_cpu_offload (FSDP2 CPUOffloadPolicy)
   k.recompute = {Recompute::none, Recompute::full, Recompute::op_sac};  // mode none | full | selective op

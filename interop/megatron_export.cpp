@@ -75,6 +75,12 @@ void parallel_args(const Plan& plan, Args& a) {
   if (c.tp_comm_overlap) add(a, mf::tp_comm_overlap);  // TE userbuffers; Megatron-Core
   if (c.rank_order == "tp-pp-dp") add(a, mf::tp_pp_dp_mapping);
   if (c.dp > 1) add(a, mf::overlap_grad_reduce);  // the simulator overlaps the DP reduction per bucket
+  if (c.zero_stage >= 2) {
+    // Megatron-FSDP shards gradients (optim_grads) and parameters too (optim_grads_params); its
+    // v1 runs on the distributed optimizer (arguments.py:1118-1135 @ d98e8a64).
+    add(a, mf::megatron_fsdp);
+    add(a, mf::fsdp_sharding, std::string(c.zero_stage == 2 ? "optim_grads" : "optim_grads_params"));
+  }
   if (c.zero_stage >= 1) {
     add(a, mf::distributed_optimizer);
     if (c.dp > 1) add(a, mf::overlap_param_gather);
@@ -219,14 +225,6 @@ std::vector<std::string> megatron_notes(const Plan& plan) {
     n.push_back("rank order '" + c.rank_order +
                 "' is not expressible (Megatron: tp-dp-pp, or tp-pp-dp with "
                 "--use-tp-pp-dp-mapping)");
-  if (c.zero_stage == 2)
-    n.push_back(
-        "ZeRO-2: Megatron's distributed optimizer shards optimizer states (ZeRO-1 memory); gradients "
-        "stay whole");
-  if (c.zero_stage == 3)
-    n.push_back(
-        "ZeRO-3: parameter sharding is not expressible with the distributed optimizer; use "
-        "Megatron-DeepSpeed with ds_config.json, or Megatron's FSDP");
   if (c.offload_optimizer && c.zero_stage == 0)
     n.push_back("optimizer offload: --optimizer-cpu-offload needs the distributed optimizer (ZeRO >= 1)");
   if (c.offload_activations)
