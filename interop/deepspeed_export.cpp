@@ -3,6 +3,7 @@
 
 #include "deepspeed_flags.hpp"
 #include "launch_export.hpp"
+#include "simulator/errors.hpp"
 #include "simulator/prediction_json.hpp"
 
 namespace shardplan::interop {
@@ -119,6 +120,10 @@ std::vector<std::string> deepspeed_notes(const Plan& plan) {
 
 nlohmann::json deepspeed_config(const Plan& plan) {
   const auto& c = plan.config;
+  if (c.has_empty_chunk())
+    throw sim::InputError(
+        "DeepSpeed: config.partition: an embedding-only first or head-only last pipeline stage is not expressible "
+        "(ds_config has no layer partition; PipelineModule's partition_method decides)");
   json ds;
   ds[dk::train_batch] = c.global_batch_size;
   ds[dk::micro_batch] = c.micro_batch_size;

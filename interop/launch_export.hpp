@@ -76,6 +76,7 @@ std::string slurm_script(const Plan& plan, const std::string& plan_path, const S
 // DeepSpeed ds_config: batch sizes, zero_optimization (offload, MiCS, stage-3 buckets sized from
 // the hidden size), bf16/fp16, gradient_clipping 1.0, activation_checkpointing when recomputing,
 // tensor_parallel.autotp_size (tp > 1), pipeline.stages (pp > 1), and "shardplan_note".
+// InputError for an embedding-only first or head-only last stage (no ds_config key says so).
 nlohmann::json deepspeed_config(const Plan& plan);
 std::vector<std::string> deepspeed_notes(const Plan& plan);
 

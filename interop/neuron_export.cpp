@@ -95,6 +95,10 @@ void check_runnable(const formats::Plan& plan) {
                      "bf16 auto-cast); re-plan with --precision bf16");
   if (c.offload_optimizer || c.offload_activations)
     refuse(plan, "offload: the NxD Llama examples keep optimizer states and activations on the NeuronCores");
+  if (c.has_empty_chunk())
+    refuse(plan,
+           "an embedding-only first or head-only last pipeline stage is not expressible (run_llama_nxd.py "
+           "partitions the layers automatically)");
 }
 
 bool pipeline_script(const sim::ParallelConfig& c) { return c.pp > 1; }
