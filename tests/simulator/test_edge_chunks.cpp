@@ -107,10 +107,12 @@ TEST(EdgeChunks, InterleavedFirstAndLastChunksHoldOnlyTheEmbeddingAndTheHead) {
   // The event simulation times chunk 0's ops at the embedding's cost, chunk 3's (stage 1's
   // chunk 1) at the head's.
   for (const PipelineEvent& op : p.pipeline.events) {
-    if (op.stage == 0 && op.chunk == 0)
+    if (op.stage == 0 && op.chunk == 0) {
       EXPECT_NEAR(op.end_s - op.start_s, op.backward ? e.backward_s : e.forward_s, 1e-12);
-    if (op.stage == 1 && op.chunk == 1)
+    }
+    if (op.stage == 1 && op.chunk == 1) {
       EXPECT_NEAR(op.end_s - op.start_s, op.backward ? h.backward_s : h.forward_s, 1e-12);
+    }
   }
   // Interleaved unequal chunks have no closed form (the in-flight peak is not in-flight count x
   // mean chunk, here 8 % under): the estimate is the simulation's.
