@@ -253,7 +253,8 @@ void add_layout_options(CLI::App* cmd, LayoutOptions& o) {
                   "Frozen base weights under LoRA: bf16 (default) or nf4 (QLoRA: 4-bit NormalFloat, double-quantised)")
       ->check(CLI::IsMember(sim::enum_names<sim::LoraBase>()));
   cmd->add_option("--partition", o.partition,
-                  "Layers per stage (or per model chunk), comma-separated; or auto / auto-memory");
+                  "Layers per stage (or per model chunk), comma-separated, 0 first/last for an embedding-only / "
+                  "head-only stage; or auto / auto-memory");
   cmd->add_option("--rank-order", o.rank_order, "Rank layout, fastest-varying first");
   cmd->add_option("--headroom", o.headroom, "Fraction of device memory kept free");
 }

@@ -127,6 +127,10 @@ nlohmann::json deepspeed_config(const Plan& plan) {
   const auto& c = plan.config;
   if (const std::string why = torchtitan_only_recompute(c, true); !why.empty())
     throw sim::InputError("DeepSpeed export: " + why);
+  if (c.has_empty_chunk())
+    throw sim::InputError(
+        "DeepSpeed: config.partition: an embedding-only first or head-only last pipeline stage is not expressible "
+        "(ds_config has no layer partition; PipelineModule's partition_method decides)");
   json ds;
   ds[dk::train_batch] = c.global_batch_size;
   ds[dk::micro_batch] = c.micro_batch_size;

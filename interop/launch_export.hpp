@@ -77,7 +77,8 @@ std::string slurm_script(const Plan& plan, const std::string& plan_path, const S
 // the hidden size), bf16/fp16, gradient_clipping 1.0, activation_checkpointing when recomputing,
 // tensor_parallel.autotp_size (tp > 1), pipeline.stages (pp > 1), and "shardplan_note".
 // InputError for recompute op_sac (torchtitan_only_recompute); so megatron_args (also for every
-// N-th block) and smp_parameters.
+// N-th block) and smp_parameters;
+// InputError for an embedding-only first or head-only last stage (no ds_config key says so).
 nlohmann::json deepspeed_config(const Plan& plan);
 std::vector<std::string> deepspeed_notes(const Plan& plan);
 

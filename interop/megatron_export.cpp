@@ -6,6 +6,7 @@
 #include "launch_export.hpp"
 #include "megatron_flags.hpp"
 #include "simulator/errors.hpp"
+#include "megatron_layout.hpp"
 
 namespace shardplan::interop {
 
@@ -31,26 +32,27 @@ void add(Args& a, std::string_view flag, const std::string& value) {
   a.push_back(value);
 }
 
-// Megatron expresses an uneven pipeline only as "first stage X layers, last stage Y, the stages
-// between split the rest evenly" (--decoder-first/last-pipeline-num-layers), without
-// interleaving. first/last 0 = flag not needed.
-struct EdgeSplit {
-  bool expressible = true;
-  int first = 0;
+// How the export states the partition: an even split needs nothing; "first stage X layers, last Y,
+// the stages between split the rest evenly" without interleaving is
+// --decoder-first/last-pipeline-num-layers (each > 0: TC:2303, 2322); any other split (interleaved,
+// an embedding-only first or head-only last chunk) is a --pipeline-model-parallel-layout.
+struct PipelineSplit {
+  int first = 0;  // 0: flag not needed
   int last = 0;
+  std::string layout;  // non-empty: the layout, which replaces the flags above and the virtual stages
 };
 
-EdgeSplit edge_split(const sim::ParallelConfig& c) {
-  EdgeSplit e;
+PipelineSplit pipeline_split(const sim::ParallelConfig& c) {
+  PipelineSplit e;
   const auto& p = c.partition;
   if (p.empty() || std::all_of(p.begin(), p.end(), [&](int l) { return l == p.front(); })) return e;
-  if (c.virtual_stages > 1 || static_cast<int>(p.size()) != c.pp) return {false, 0, 0};
-  if (c.pp == 2) return {true, p[0], p[1]};
-  const int mid = p[1];
-  for (int s = 1; s + 1 < c.pp; ++s)
-    if (p[static_cast<std::size_t>(s)] != mid) return {false, 0, 0};
-  e.first = p.front() != mid ? p.front() : 0;
-  e.last = p.back() != mid ? p.back() : 0;
+  const bool positive = std::all_of(p.begin(), p.end(), [](int l) { return l > 0; });
+  bool edges = positive && c.virtual_stages == 1 && static_cast<int>(p.size()) == c.pp;
+  for (int s = 2; edges && s + 1 < c.pp; ++s) edges = p[static_cast<std::size_t>(s)] == p[1];
+  if (!edges) return {0, 0, megatron_layout(p)};
+  if (c.pp == 2) return {p[0], p[1], ""};
+  e.first = p.front() != p[1] ? p.front() : 0;
+  e.last = p.back() != p[1] ? p.back() : 0;
   return e;
 }
 
@@ -66,11 +68,12 @@ void parallel_args(const Plan& plan, Args& a) {
     add(a, mf::ep, c.ep);
     add(a, mf::etp, c.expert_tp());
   }
-  if (c.schedule == sim::PipelineSchedule::interleaved && edge_split(c).expressible)
+  const PipelineSplit e = pipeline_split(c);
+  if (c.schedule == sim::PipelineSchedule::interleaved && e.layout.empty())
     add(a, mf::virtual_stages, c.virtual_stages);
-  const EdgeSplit e = edge_split(c);
   if (e.first > 0) add(a, mf::first_stage_layers, e.first);
   if (e.last > 0) add(a, mf::last_stage_layers, e.last);
+  if (!e.layout.empty()) add(a, mf::pipeline_layout, e.layout);
   if (c.sequence_parallel) add(a, mf::sequence_parallel);
   if (c.tp_comm_overlap) add(a, mf::tp_comm_overlap);  // TE userbuffers; Megatron-Core
   if (c.rank_order == "tp-pp-dp") add(a, mf::tp_pp_dp_mapping);
@@ -215,10 +218,6 @@ std::vector<std::string> megatron_notes(const Plan& plan) {
         "flash1 attention: the plan times first-generation fused kernels (flash-attn 1.x); "
         "--attention-backend flash runs whichever flash-attn is installed (2.x is faster: re-plan with "
         "--attention flash)");
-  if (!edge_split(c).expressible)
-    n.push_back(
-        "the layer partition is not expressible in Megatron-LM (only uneven first/last stages, "
-        "without interleaving); Megatron will split the layers evenly");
   if (c.schedule == sim::PipelineSchedule::gpipe && c.pp > 1)
     n.push_back("GPipe schedule: Megatron-LM runs 1F1B (or interleaved 1F1B)");
   if (c.rank_order != "tp-dp-pp" && c.rank_order != "tp-pp-dp")

@@ -24,7 +24,14 @@ inline constexpr std::string_view tp_comm_overlap = "--tp-comm-overlap";      //
 inline constexpr std::string_view tp_pp_dp_mapping = "--use-tp-pp-dp-mapping";                 // common_config.py:105
 inline constexpr std::string_view first_stage_layers = "--decoder-first-pipeline-num-layers";  // A:3095
 inline constexpr std::string_view last_stage_layers = "--decoder-last-pipeline-num-layers";    // A:3099
-inline constexpr std::string_view virtual_stages = "--num-virtual-stages-per-pipeline-rank";   // A:3116
+// A:3103, the grammar in megatron/core/transformer/pipeline_parallel_layer_layout.py:282-321
+// (megatron_layout.hpp); excludes the two above (TC:2245-2259) and the two below (A:928-939).
+inline constexpr std::string_view pipeline_layout = "--pipeline-model-parallel-layout";
+// The embedding / the loss counted as one layer of an even split and taken off the first / last
+// chunk (transformer_block.py:148-201); not with the uneven-stage flags (TC:2229-2239).
+inline constexpr std::string_view account_embedding = "--account-for-embedding-in-pipeline-split";       // TC:137
+inline constexpr std::string_view account_loss = "--account-for-loss-in-pipeline-split";                 // TC:141
+inline constexpr std::string_view virtual_stages = "--num-virtual-stages-per-pipeline-rank";             // A:3116
 inline constexpr std::string_view layers_per_virtual_stage = "--num-layers-per-virtual-pipeline-stage";  // A:3114
 
 // Data parallelism, optimizer, offload (A:3069-3216; MPC:461).

@@ -3,14 +3,16 @@
 //
 // The model's shape flags (--num-layers, --hidden-size, ...) describe the model, which comes from
 // --model: they are read only where a setting needs them (--num-layers for per-virtual-stage
-// layer counts and uneven stages). The data, tokenizer, optimizer, logging and checkpoint flags do
-// not matter to the cost model and are accepted silently; any other flag is reported.
+// layer counts, uneven stages and a pipeline layout's block count). The data, tokenizer,
+// optimizer, logging and checkpoint flags do not matter to the cost model and are accepted
+// silently; any other flag is reported.
 #include <algorithm>
 
 #include "command_args.hpp"
 #include "config_import.hpp"
 #include "config_import_detail.hpp"
 #include "megatron_flags.hpp"
+#include "megatron_layout.hpp"
 #include "simulator/errors.hpp"
 
 namespace shardplan::interop {
@@ -157,29 +159,74 @@ void read_parallel(const CommandArgs& a, const ImportContext& ctx, sim::Parallel
   c.dp = ctx.devices / model_parallel;
 }
 
-// Interleaving and uneven first/last stages (both need the layer count).
+// --pipeline-model-parallel-layout: the blocks of every chunk, the virtual stages with them
+// (A:941-952); alone among the pipeline-split flags (A:928-939, TC:2245-2259).
+void read_layout(const CommandArgs& a, const std::string& layout, std::optional<long long> layers,
+                 sim::ParallelConfig& c) {
+  for (const std::string_view other : {mf::virtual_stages, mf::layers_per_virtual_stage, mf::first_stage_layers,
+                                       mf::last_stage_layers, mf::account_embedding, mf::account_loss})
+    if (a.has(other)) fail(a, mf::pipeline_layout, "no " + std::string(other) + " with it (Megatron refuses both)");
+  std::vector<int> chunks;
+  try {
+    chunks = parse_megatron_layout(layout, c.pp, layers.value_or(0), mf::pipeline_layout);
+  } catch (const sim::InputError& e) { throw sim::InputError(a.source() + ": " + e.what()); }
+  c.virtual_stages = static_cast<int>(chunks.size()) / c.pp;
+  if (c.virtual_stages > 1) c.schedule = sim::PipelineSchedule::interleaved;
+  if (!std::all_of(chunks.begin(), chunks.end(), [&](int l) { return l == chunks.front(); })) c.partition = chunks;
+}
+
+// --account-for-embedding/loss-in-pipeline-split: an even split of the blocks plus one layer for
+// each, taken off the first and the last chunk, which may be left with none
+// (transformer_block.py:148-201).
+void read_accounted_split(const CommandArgs& a, long long layers, int embedding, int loss, sim::ParallelConfig& c) {
+  const std::string_view flag = embedding ? mf::account_embedding : mf::account_loss;
+  const long long chunks = static_cast<long long>(c.pp) * c.virtual_stages, counted = layers + embedding + loss;
+  if (counted % chunks != 0)  // TC:2370-2400
+    fail(a, flag,
+         "--num-layers + 1 for each of the embedding and loss flags (" + std::to_string(counted) +
+             ") divisible by pipeline size x virtual stages (" + std::to_string(chunks) + ")");
+  c.partition.assign(static_cast<std::size_t>(chunks), static_cast<int>(counted / chunks));
+  c.partition.front() -= embedding;
+  c.partition.back() -= loss;
+}
+
+// Interleaving and uneven stages (they need the layer count), or a layout.
 void read_pipeline(const CommandArgs& a, sim::ParallelConfig& c) {
   const auto layers = a.integer(mf::num_layers, 1);
+  if (const auto layout = a.value(mf::pipeline_layout)) {
+    read_layout(a, *layout, layers, c);
+    return;
+  }
+  const int embedding = a.has(mf::account_embedding) ? 1 : 0, loss = a.has(mf::account_loss) ? 1 : 0;
   const auto chunks = a.integer(mf::virtual_stages, 1);
   const auto per_chunk = a.integer(mf::layers_per_virtual_stage, 1);
   if (chunks && per_chunk)
     fail(a, mf::virtual_stages, std::string("one of it and ") + std::string(mf::layers_per_virtual_stage));
-  if (per_chunk) {
-    if (!layers || *layers % (*per_chunk * c.pp) != 0)
+  if (per_chunk) {  // A:953-975: the embedding and the loss counted as layers here too
+    const long long counted = layers.value_or(0) + embedding + loss;
+    if (!layers || counted % (*per_chunk * c.pp) != 0)
       fail(a, mf::layers_per_virtual_stage, "a divisor of --num-layers / pipeline size (give --num-layers)");
-    c.virtual_stages = static_cast<int>(*layers / (*per_chunk * c.pp));
+    c.virtual_stages = static_cast<int>(counted / (*per_chunk * c.pp));
   } else if (chunks) {
     c.virtual_stages = static_cast<int>(*chunks);
   }
   if (c.virtual_stages > 1) c.schedule = sim::PipelineSchedule::interleaved;
   const auto first = a.integer(mf::first_stage_layers, 1), last = a.integer(mf::last_stage_layers, 1);
+  if ((embedding || loss) && c.pp > 1) {
+    const std::string_view flag = embedding ? mf::account_embedding : mf::account_loss;
+    if (first || last) fail(a, flag, "no --decoder-first/last-pipeline-num-layers with it (Megatron refuses both)");
+    if (!layers) fail(a, flag, "--num-layers with it (the split needs it)");
+    read_accounted_split(a, *layers, embedding, loss, c);
+    return;
+  }
   if (!first && !last) return;
   if (!layers)
     fail(a, first ? mf::first_stage_layers : mf::last_stage_layers, "--num-layers with it (the split needs it)");
   if (c.virtual_stages > 1) fail(a, mf::first_stage_layers, "no interleaving with uneven stages in this import");
   const long long rest = *layers - first.value_or(0) - last.value_or(0);
   const int middle = c.pp - (first ? 1 : 0) - (last ? 1 : 0);
-  if (c.pp < 2 || rest < 0 || (middle > 0 && rest % middle != 0) || (middle == 0 && rest != 0))
+  // TC:2340-2353: the middle stages get an even share, none when there are none.
+  if (c.pp < 2 || rest < 0 || (middle > 0 && (rest == 0 || rest % middle != 0)) || (middle == 0 && rest != 0))
     fail(a, mf::first_stage_layers,
          "first/last stage layers that leave an even split of the rest over the middle stages");
   c.partition.assign(static_cast<std::size_t>(c.pp), middle > 0 ? static_cast<int>(rest / middle) : 0);

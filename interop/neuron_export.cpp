@@ -98,6 +98,10 @@ void check_runnable(const formats::Plan& plan) {
     refuse(plan, "offload: the NxD Llama examples keep optimizer states and activations on the NeuronCores");
   // NxD's full and selective checkpointing take every decoder layer.
   if (const std::string why = torchtitan_only_recompute(c, false); !why.empty()) refuse(plan, why);
+  if (c.has_empty_chunk())
+    refuse(plan,
+           "an embedding-only first or head-only last pipeline stage is not expressible (run_llama_nxd.py "
+           "partitions the layers automatically)");
 }
 
 bool pipeline_script(const sim::ParallelConfig& c) { return c.pp > 1; }

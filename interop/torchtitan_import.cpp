@@ -295,20 +295,32 @@ std::vector<int> generated_split(int stages, int layers, int in, int out, const 
   return counts;
 }
 
-// Transformer blocks of each part of module_fqns_per_model_part.
+// Transformer blocks of each part of module_fqns_per_model_part. A part without blocks is the
+// first holding only tok_embeddings or the last holding only norm and output (pipeline_module_split
+// keeps what each part lists, pipeline_parallel.py:389-431); the simulator models no other.
 std::vector<int> listed_split(const Section& par) {
   const toml::node* n = par.get(tf::pp_fqns);
   if (!n->is_array()) par.fail(tf::pp_fqns, "an array of arrays of module names, got " + value_text(*n));
+  const auto& parts = *n->as_array();
   std::vector<int> counts;
-  for (const auto& part : *n->as_array()) {
-    if (!part.is_array())
-      par.fail(tf::pp_fqns, "an array of arrays of module names, got an element " + value_text(part));
+  for (std::size_t i = 0; i < parts.size(); ++i) {
+    if (!parts[i].is_array())
+      par.fail(tf::pp_fqns, "an array of arrays of module names, got an element " + value_text(parts[i]));
     int blocks = 0;
-    for (const auto& fqn : *part.as_array()) {
+    bool embeddings = false, output = false;
+    for (const auto& fqn : *parts[i].as_array()) {
       if (!fqn.is_string()) par.fail(tf::pp_fqns, "module names (strings), got " + value_text(fqn));
-      if (fqn.as_string()->get().rfind(tf::fqn_layers, 0) == 0) ++blocks;
+      const std::string& name = fqn.as_string()->get();
+      if (name.rfind(tf::fqn_layers, 0) == 0) ++blocks;
+      embeddings |= name == tf::fqn_embeddings;
+      output |= name == tf::fqn_output;
     }
-    if (blocks == 0) par.fail(tf::pp_fqns, "every stage to hold at least one transformer block (layers.N)");
+    const bool edge = (i == 0 && embeddings) || (i + 1 == parts.size() && output);
+    if (blocks == 0 && !edge)
+      par.fail(tf::pp_fqns,
+               "a transformer block (layers.N) in every part but a first holding only tok_embeddings and a last "
+               "holding only norm and output; part " +
+                   std::to_string(i) + " has none");
     counts.push_back(blocks);
   }
   return counts;

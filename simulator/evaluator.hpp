@@ -1,8 +1,9 @@
 #pragma once
 // The simulator's entry point: one model on one cluster with fixed LoRA settings, evaluated
 // for many ParallelConfigs. `estimate` is the fast analytical screen (allocation-free, closed-
-// form pipeline); `simulate` is the full model (event-simulated pipeline, per-stage memory,
-// time breakdown, trace).
+// form pipeline; a hand-given interleaved partition of unequal chunks, which has no closed form, is
+// simulated); `simulate` is the full model (event-simulated pipeline, per-stage memory, time
+// breakdown, trace).
 #include "prediction.hpp"
 #include "step_model.hpp"
 

@@ -100,9 +100,18 @@ void check_pipeline(const ModelSpec& m, ParallelConfig& cfg) {
                              ") layer counts, got " + str(static_cast<long long>(cfg.partition.size())));
     if (v > 1 && static_cast<long long>(cfg.partition.size()) != chunks)
       bad("--partition", "expected pp x virtual stages = " + str(chunks) + " layer counts with interleaving");
+    // The first chunk may hold only the embedding and the last only the head (Megatron-Core's
+    // --pipeline-model-parallel-layout "E|...|L", torchtitan's [["tok_embeddings"], ..., ["norm", "output"]]).
     long long sum = 0;
-    for (int l : cfg.partition) {
-      if (l < 1) bad("--partition", "expected every stage to hold >= 1 layer");
+    const std::size_t last = cfg.partition.size() - 1;
+    for (std::size_t i = 0; i <= last; ++i) {
+      const int l = cfg.partition[i];
+      if (l < 0) bad("--partition", "expected layer counts >= 0, got " + str(l));
+      if (l == 0 && i != 0 && i != last)
+        bad("--partition",
+            "a chunk of 0 layers is allowed only first (embedding only) or last (head only); expected >= 1 "
+            "layer at chunk " +
+                str(static_cast<long long>(i)));
       sum += l;
     }
     if (sum != m.num_layers)

@@ -298,7 +298,8 @@ struct ParallelConfig {
     return framework.wgrad_accumulation == WgradAccumulation::in_gemm;
   }
   LoraConfig lora;
-  // Layers per pipeline stage (p entries) or per model chunk (p*v entries, chunk-major).
+  // Layers per pipeline stage (p entries) or per model chunk (p*v entries, chunk-major). The first
+  // chunk may hold 0 (the embedding only), the last 0 (the final norm, head and loss only).
   std::vector<int> partition;
   std::string rank_order = "tp-dp-pp";  // fastest-varying first (Megatron core's order string)
   double memory_headroom = 0.05;        // fraction of device memory kept free
@@ -306,6 +307,10 @@ struct ParallelConfig {
   // edge); not a config key: plans and runs files name the framework beside the config.
   FrameworkTerms framework;
 
+  // An embedding-only first or head-only last chunk (the only 0-layer chunks validate_config allows).
+  [[nodiscard]] bool has_empty_chunk() const {
+    return std::find(partition.begin(), partition.end(), 0) != partition.end();
+  }
   [[nodiscard]] int devices() const { return tp * cp * pp * dp; }
   // Ranks that hold the same dense weights and split the batch and the sequence (Megatron's
   // data-parallel group with context parallelism): gradients are reduced over them.

@@ -57,15 +57,23 @@ UnitBuffers unit_buffers(const ConfigContext& c, const StageShape& s) {
   const bool per_tensor = cfg.zero3_fetch == Zero3Fetch::per_tensor_sync;  // one module at a time
   const double block_held = per_tensor ? largest_fetched_module(mc, cfg.tp) : c.block_params + c.block_lora;
   const Unit block{c.block_params + c.block_lora, c.block_trainable, block_largest, block_held};
-  Unit first = block, next = block;
+  const Unit embedding{c.embedding_params, lora ? 0.0 : c.embedding_params, lora ? 0.0 : embedding_fresh,
+                       c.embedding_params};
+  // A stage without blocks (an embedding-only first or head-only last chunk) has no unit after
+  // its head, or none after its embedding.
+  const Unit none{0, 0, 0, 0};
+  Unit first = block, next = s.layers > 0 ? block : none;
   if (s.head) {
     double params = c.head_params + (tied_here ? c.embedding_params : 0.0);
     first = {params, lora ? 0.0 : params, lora ? 0.0 : head_fresh, params};
-    if (s.layers == 0 && s.embedding && !tied_here)
-      next = {c.embedding_params, lora ? 0.0 : c.embedding_params, lora ? 0.0 : embedding_fresh, c.embedding_params};
+    if (s.layers == 0 && s.embedding && !tied_here) next = embedding;
   } else if (s.layers == 0 && s.embedding) {
-    first = {c.embedding_params, lora ? 0.0 : c.embedding_params, lora ? 0.0 : embedding_fresh, c.embedding_params};
+    first = embedding;
   }
+  // The activations the first unit's backward frees.
+  const double first_freed = s.head         ? c.head.stored_activation_bytes
+                             : s.layers > 0 ? c.block_kept.stored_activation_bytes
+                                            : c.embedding.stored_activation_bytes;
   // While this unit's gradients are handled. `freed`: its saved activations, released once its
   // backward has produced the gradients.
   auto grads = [&](const Unit& u, double freed) {
@@ -97,7 +105,7 @@ UnitBuffers unit_buffers(const ConfigContext& c, const StageShape& s) {
     // (2 + 1/N) gradients of the unit besides its gathered weights.
     out.first = w * first.trainable * (2 + 1 / N) + (cfg.zero_stage == 3 ? w * first.params : 0.0);
   } else {
-    out.first = grads(first, s.head ? c.head.stored_activation_bytes : c.block_kept.stored_activation_bytes);
+    out.first = grads(first, first_freed);
   }
   out.next = grads(next, c.block_kept.stored_activation_bytes) + in_flight(first);
   if (tied_here && cfg.zero_stage < 2 && !lora) {
@@ -237,8 +245,9 @@ StageMemory stage_memory(const ConfigContext& c, const StageShape& s) {
   const double bwd_first = 2 * e * M * h + u.first;
   // A recomputed block rebuilds its full activations during its own backward only, when the
   // head's transients are gone (shardrun's checkpoint function, executor/model/recompute.hpp).
-  const double recomputed =
-      cfg.recompute != Recompute::none ? c.block.full_activation_bytes - c.block.stored_activation_bytes : 0.0;
+  const double recomputed = cfg.recompute != Recompute::none && s.layers > 0
+                                ? c.block.full_activation_bytes - c.block.stored_activation_bytes
+                                : 0.0;
   const double bwd_next = 2 * e * M * h + u.next - (s.head ? c.head.stored_activation_bytes : 0.0) + recomputed;
   const double bwd_last = u.last - m.activations;  // the stored activations are gone by then
   const double transient = std::max({fwd, bwd_first, bwd_next, bwd_last});

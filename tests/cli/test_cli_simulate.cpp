@@ -96,6 +96,30 @@ TEST(CliSimulateJson, FullTrainingHasAllKeysWithSaneValues) {
             j["memory"]["per_device_bytes"]["total"].get<double>() <= j["memory"]["usable_bytes"].get<double>());
 }
 
+// --partition 0,16,16,0: stage 0 only the embedding, stage 3 only the head; a 0 elsewhere refused.
+TEST(CliSimulateJson, EmbeddingOnlyAndHeadOnlyStagesFromThePartitionFlag) {
+  const json j = run_json({"simulate", "--model", "llama2-7b", "--hardware", "p4de.24xlarge", "--tp", "2", "--pp", "4",
+                           "--partition", "0,16,16,0", "--global-batch-size", "16", "--seq-len", "4096", "--json"});
+  SCOPED_TRACE(j.dump(2));
+  expect_sane_prediction(j);
+  EXPECT_EQ(j["config"]["partition"], json::array({0, 16, 16, 0}));
+  const json& stages = at_path(j, "memory.stages");
+  ASSERT_EQ(stages.size(), 4u);
+  EXPECT_EQ(stages[0]["layers"], 0);
+  EXPECT_EQ(stages[0]["has_embedding"], true);
+  EXPECT_EQ(stages[3]["layers"], 0);
+  EXPECT_EQ(stages[3]["has_head"], true);
+  EXPECT_EQ(stages[1]["layers"], 16);
+  // llama2-7b's untied embedding and head: 32000 x 4096 each, over tp 2 (the head's final norm beside).
+  EXPECT_EQ(stages[0]["parameters_per_device"], 32000 * 4096 / 2);
+  EXPECT_EQ(stages[3]["parameters_per_device"], 32000 * 4096 / 2 + 4096);
+  EXPECT_LT(stages[0]["forward_seconds_per_micro_batch"].get<double>(),
+            0.1 * stages[1]["forward_seconds_per_micro_batch"].get<double>());
+  expect_one_line_error({"simulate", "--model", "llama2-7b", "--hardware", "p4de.24xlarge", "--tp", "2", "--pp", "4",
+                         "--partition", "8,0,16,8", "--global-batch-size", "16"},
+                        {"--partition", "only first (embedding only) or last (head only)"});
+}
+
 TEST(CliSimulateJson, LoraHasFewerTrainableParameters) {
   const json j = run_json({"simulate", "--model", "llama2-7b", "--hardware", "p4d.24xlarge", "--zero", "1",
                            "--global-batch-size", "64", "--seq-len", "4096", "--recompute", "full", "--lora-rank", "8",

@@ -1,7 +1,8 @@
 // Equivalence of layouts: for the same seed and data, tensor-parallel, data-parallel, ZeRO 1/2/3,
-// MiCS, pipeline-parallel (gpipe, 1F1B, interleaved; even and uneven partitions; tied embeddings)
-// and their mixes: runs of the real shardrun give the same per-step losses as a single-rank run
-// (fp32: within 1e-5 relative over 20 steps) and the same final weights once gathered.
+// MiCS, pipeline-parallel (gpipe, 1F1B, interleaved; even and uneven partitions, embedding-only
+// and head-only stages; tied embeddings) and their mixes: runs of the real shardrun give the same
+// per-step losses as a single-rank run (fp32: within 1e-5 relative over 20 steps) and the same
+// final weights once gathered.
 #include <gtest/gtest.h>
 
 #include <cmath>
@@ -74,6 +75,9 @@ TEST_P(Equivalence, SameLossesAndFinalWeightsAsOneRank) {
                "--steps " + std::to_string(kSteps) + " --dropout 0 --lr 1e-3 " + corpus_data_args(*dir_) +
                    " --save-final " + weights + (l.lora ? " --save-adapter " + dir_->file(l.name + "-adapter") : ""));
   ASSERT_EQ(run.exit_code, 0) << run.output;
+  if (cfg.contains("partition")) {  // the run followed the plan's partition
+    EXPECT_EQ(run.report["layout"]["partition"], cfg["partition"]);
+  }
   ASSERT_EQ(run.losses.size(), ref.losses.size());
   for (size_t i = 0; i < ref.losses.size(); ++i)
     EXPECT_NEAR(run.losses[i], ref.losses[i], 1e-5 * std::abs(ref.losses[i])) << "step " << i + 1;
@@ -168,6 +172,36 @@ INSTANTIATE_TEST_SUITE_P(
                 {"pipeline_schedule", "interleaved"},
                 {"virtual_stages", 2},
                 {"micro_batch_size", 1}},
+               true},
+        // Stages with no block: the first only the embedding, the last only the head (Megatron-Core's
+        // layout "E|t*4|L"); interleaved, chunk 0 and stage 1's last chunk; tied embeddings, whose
+        // copy then lives alone with the head; LoRA, whose frozen embedding's output is a leaf.
+        Layout{"llama_pp3_edge_stages",
+               "tiny-llama",
+               3,
+               {{"pipeline_parallel", 3},
+                {"pipeline_schedule", "1f1b"},
+                {"micro_batch_size", 1},
+                {"partition", {0, 4, 0}}}},
+        Layout{"llama_pp2_interleaved_edge_chunks",
+               "tiny-llama",
+               2,
+               {{"pipeline_parallel", 2},
+                {"pipeline_schedule", "interleaved"},
+                {"virtual_stages", 2},
+                {"micro_batch_size", 1},
+                {"partition", {0, 2, 2, 0}}}},
+        Layout{"gpt_pp3_tied_edge_stages",
+               "tiny-gpt",
+               3,
+               {{"pipeline_parallel", 3}, {"pipeline_schedule", "1f1b"}, {"partition", {0, 4, 0}}}},
+        Layout{"lora_pp3_edge_stages",
+               "tiny-llama",
+               3,
+               {{"pipeline_parallel", 3},
+                {"pipeline_schedule", "1f1b"},
+                {"micro_batch_size", 1},
+                {"partition", {0, 4, 0}}},
                true}),
     [](const ::testing::TestParamInfo<Layout>& info) { return info.param.name; });
 

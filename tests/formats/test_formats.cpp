@@ -114,5 +114,33 @@ TEST(PlanFile, TheClusterIsReadWithoutSimulatingThePlan) {
   EXPECT_THROW((void)load_plan(path), sim::InputError);
 }
 
+// A plan whose first chunk holds only the embedding and whose last only the head is written and
+// read back as it was (1F1B over 4 stages, interleaved over 2 stages x 2 chunks).
+TEST(PlanFile, EmbeddingOnlyAndHeadOnlyChunksRoundTrip) {
+  for (const int v : {1, 2}) {
+    Plan plan;
+    plan.model = sim::load_model("tiny-llama");  // 4 blocks
+    plan.cluster = sim::ClusterSpec{sim::load_hardware("p4d.24xlarge"), 1, 4};
+    plan.config.pp = 4 / v;
+    plan.config.dp = v;
+    plan.config.virtual_stages = v;
+    plan.config.schedule = v > 1 ? sim::PipelineSchedule::interleaved : sim::PipelineSchedule::one_f_one_b;
+    plan.config.global_batch_size = 8;
+    plan.config.seq_len = 128;
+    plan.config.partition = {0, 2, 2, 0};
+    plan.prediction = sim::simulate(plan.model, plan.cluster, plan.config);
+    const std::string path = temp_path("edges.json");
+    save_plan(plan, path);
+    const Plan back = load_plan(path);
+    EXPECT_EQ(back.config.partition, (std::vector<int>{0, 2, 2, 0}));
+    EXPECT_EQ(back.config.virtual_stages, v);
+    ASSERT_EQ(back.prediction.stages.size(), static_cast<std::size_t>(4 / v));
+    EXPECT_EQ(back.prediction.stages.front().layers, v == 1 ? 0 : 2);
+    EXPECT_TRUE(back.prediction.stages.front().has_embedding);
+    EXPECT_EQ(back.prediction.stages.back().layers, v == 1 ? 0 : 2);
+    EXPECT_NEAR(back.prediction.time.step_s, plan.prediction.time.step_s, 1e-12 * plan.prediction.time.step_s);
+  }
+}
+
 }  // namespace formats_test
 }  // namespace shardplan::formats

@@ -536,7 +536,7 @@ TEST(MegatronExport, RecomputingTheFirstLayersOfEachStageIsTheBlockMethod) {
                           [](const std::string& n) { return n.find("recompute_num_layers 5") != std::string::npos; }));
 }
 
-TEST(MegatronExport, UnevenEdgesAreExpressedMiddleIsNot) {
+TEST(MegatronExport, UnevenEdgesAreFlagsAnyOtherSplitALayout) {
   const auto with_partition = [](std::vector<int> part) {
     return make_plan([part](sim::ParallelConfig& c) {
       c.tp = 2;
@@ -557,12 +557,13 @@ TEST(MegatronExport, UnevenEdgesAreExpressedMiddleIsNot) {
   const Plan first_only = with_partition({17, 21, 21, 21});
   EXPECT_EQ(arg_after(megatron_args(first_only), "--decoder-first-pipeline-num-layers"), "17");
   EXPECT_FALSE(has_flag(megatron_args(first_only), "--decoder-last-pipeline-num-layers"));
+  EXPECT_FALSE(has_flag(megatron_args(first_only), "--pipeline-model-parallel-layout"));
+  // Uneven middle stages: Megatron-Core's layout string, quoted for the shell.
   const Plan middle = with_partition({20, 22, 18, 20});
   EXPECT_FALSE(has_flag(megatron_args(middle), "--decoder-first-pipeline-num-layers"));
-  const auto notes = megatron_notes(middle);
-  ASSERT_FALSE(notes.empty());
-  EXPECT_NE(notes.front().find("not expressible"), std::string::npos);
-  EXPECT_NE(megatron_command_line(middle).find("# shardplan note: the layer partition is not expressible"),
+  EXPECT_EQ(arg_after(megatron_args(middle), "--pipeline-model-parallel-layout"), "Et*20|t*22|t*18|t*20L");
+  EXPECT_TRUE(megatron_notes(middle).empty());
+  EXPECT_NE(megatron_command_line(middle).find("--pipeline-model-parallel-layout 'Et*20|t*22|t*18|t*20L'"),
             std::string::npos);
 }
 
