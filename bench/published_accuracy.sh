@@ -3,7 +3,7 @@
 #   1. `shardplan validate --suite published`: every recorded run of runs/published.json simulated
 #      with the shipped profiles, throughput predicted vs measured, per source and overall, and
 #      whether every run that really ran is predicted to fit (headroom 0).
-#   2. `shardplan calibrate --leave-one-source-out` per GPU family, and for H100's FP8 term: each source predicted by a fit
+#   2. `shardplan calibrate --leave-one-source-out` (and --leave-one-framework-out) per GPU family, and for H100's FP8 term: each source predicted by a fit
 #      to the other sources only (the shipped profiles' fitted term refitted on top; step-time
 #      errors), with the protocol of the shipped fits.
 #   bash bench/published_accuracy.sh [out-dir]      (after scripts/test.sh or demo.sh)
@@ -31,6 +31,10 @@ for family in "A100:p4d.24xlarge:p4d.24xlarge,p4de.24xlarge:" "H100:p5.48xlarge:
   "$SP" calibrate --suite published --only "$profiles" ${exclude:+--exclude "$exclude"} --hardware "$base" \
     --fit compute_scale --leave-one-source-out --out "$OUT/${name}-refit.json" --json "$OUT/${name}-refit-report.json" |
     sed -n '/leave-one-source-out/,/mean over sources/p'
+  echo "==> ${name}: leave-one-framework-out (the same, each run's framework as its group)"
+  "$SP" calibrate --suite published --only "$profiles" ${exclude:+--exclude "$exclude"} --hardware "$base" \
+    --fit compute_scale --leave-one-framework-out --out "$OUT/${name}-refit-fw.json" |
+    sed -n '/leave-one-framework-out/,/mean over frameworks/p'
 done
 
 # The FP8 GEMM term of p5.48xlarge (fitted.fp8_compute_efficiency_scale), fitted to the FP8 runs
