@@ -5,8 +5,8 @@
 #include "formats/shell_quote.hpp"
 #include "launch_export.hpp"
 #include "megatron_flags.hpp"
-#include "simulator/errors.hpp"
 #include "megatron_layout.hpp"
+#include "simulator/errors.hpp"
 
 namespace shardplan::interop {
 

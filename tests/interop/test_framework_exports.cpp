@@ -43,8 +43,7 @@ sim::ParallelConfig draw(const fw::KnobTable& k, std::mt19937& rng) {
   std::vector<int> zero;
   const bool model_parallel = c.tp > 1 || c.pp > 1 || c.cp > 1;
   for (int z : k.zero_stages)
-    if ((c.pp == 1 || z <= k.pipeline_zero_max) && !(z == 0 && k.zero0_only_alone && model_parallel))
-      zero.push_back(z);
+    if ((c.pp == 1 || z <= k.pipeline_zero_max) && !(z == 0 && k.zero0_only_alone && model_parallel)) zero.push_back(z);
   c.zero_stage = pick(rng, zero);
   c.sequence_parallel = c.tp > 1 && (k.sequence_parallel_required || (k.sequence_parallel && rng() % 2));
   c.recompute = pick(rng, k.recompute);
@@ -89,11 +88,21 @@ void check_framework(const std::string& spec, const RoundTrip& round_trip, int d
     p.cluster = sim::ClusterSpec{sim::load_hardware("p5.48xlarge"), 2, 0};
     sim::ParallelConfig cfg = draw(model.runs, rng);
     // What the draw decided; the framework's defaults fill the rest.
-    const std::set<std::string> given = {"tensor_parallel",  "pipeline_parallel", "context_parallel",
-                                         "context_parallel_kind", "data_parallel", "pipeline_schedule",
-                                         "virtual_stages",   "zero_stage",        "sequence_parallel",
-                                         "recompute",        "recompute_every",   "attention",
-                                         "fp8",              "micro_batch_size",  "global_batch_size",
+    const std::set<std::string> given = {"tensor_parallel",
+                                         "pipeline_parallel",
+                                         "context_parallel",
+                                         "context_parallel_kind",
+                                         "data_parallel",
+                                         "pipeline_schedule",
+                                         "virtual_stages",
+                                         "zero_stage",
+                                         "sequence_parallel",
+                                         "recompute",
+                                         "recompute_every",
+                                         "attention",
+                                         "fp8",
+                                         "micro_batch_size",
+                                         "global_batch_size",
                                          "seq_len"};
     fw::apply_defaults(model, cfg, given);
     fw::bind(model, cfg);
