@@ -182,6 +182,10 @@ TEST(FrameworkKnobs, EachRefusalNamesTheKnob) {
   EXPECT_NE(why_not(parse_framework_spec("torchtitan", "t"), cp, p5).value_or("").find("context-parallel kind"),
             std::string::npos);
   cp.cp_kind = sim::CpKind::ring;
+  EXPECT_NE(why_not(parse_framework_spec("torchtitan", "t"), cp, p5).value_or("").find("ZeRO stage 0 beside"),
+            std::string::npos)
+      << "torchtitan's DDP runs only without TP, PP and CP";
+  cp.zero_stage = 3;
   EXPECT_EQ(why_not(parse_framework_spec("torchtitan", "t"), cp, p5), std::nullopt);
   sim::ParallelConfig dp;
   dp.dp = 16;
