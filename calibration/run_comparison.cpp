@@ -89,6 +89,18 @@ std::vector<SourceStats> grouped(const std::vector<RunComparison>& rows, Key key
   return out;
 }
 
+// One object per group: its statistics, named under `key`.
+json groups_json(const std::vector<SourceStats>& groups, const char* key) {
+  json out = json::array();
+  for (const auto& g : groups) {
+    json j = stats_json(g.throughput, g.bias);
+    j[key] = g.source;
+    j["predicted_not_to_fit"] = g.not_fitting;
+    out.push_back(j);
+  }
+  return out;
+}
+
 }  // namespace
 
 ComparisonSummary summarize(const std::vector<RunComparison>& rows) {
@@ -123,24 +135,10 @@ json to_json(const std::vector<RunComparison>& rows, const ComparisonSummary& s,
            {"capacity_bytes", r.capacity_bytes},
            {"time", sim::to_json(r.predicted_time)}}},
          {"throughput_error", r.throughput_error()}});
-  json per = json::array();
-  for (const auto& ps : s.per_source) {
-    json j = stats_json(ps.throughput, ps.bias);
-    j["source"] = ps.source;
-    j["predicted_not_to_fit"] = ps.not_fitting;
-    per.push_back(j);
-  }
   json summary = stats_json(s.throughput, s.bias);
   summary["predicted_not_to_fit"] = s.not_fitting;
-  summary["per_source"] = per;
-  json per_fw = json::array();
-  for (const auto& pf : s.per_framework) {
-    json j = stats_json(pf.throughput, pf.bias);
-    j["framework"] = pf.source;
-    j["predicted_not_to_fit"] = pf.not_fitting;
-    per_fw.push_back(j);
-  }
-  summary["per_framework"] = per_fw;
+  summary["per_source"] = groups_json(s.per_source, "source");
+  summary["per_framework"] = groups_json(s.per_framework, "framework");
   return {{"schema", "shardplan.runs-validation/1"}, {"runs_file", runs_file}, {"runs", runs}, {"summary", summary}};
 }
 

@@ -176,13 +176,6 @@ RunsFile add_run_to_file(const std::string& path, const json& run, bool append, 
   return checked;
 }
 
-std::vector<std::string> frameworks_of(const std::vector<RecordedRun>& runs) {
-  std::vector<std::string> out;
-  for (const auto& r : runs)
-    if (std::find(out.begin(), out.end(), r.framework_name()) == out.end()) out.push_back(r.framework_name());
-  return out;
-}
-
 std::vector<std::string> sources_of(const std::vector<RecordedRun>& runs) {
   std::vector<std::string> out;
   for (const auto& r : runs)

@@ -78,7 +78,5 @@ RunsFile add_run_to_file(const std::string& path, const nlohmann::json& run, boo
 
 // Distinct sources in file order.
 std::vector<std::string> sources_of(const std::vector<RecordedRun>& runs);
-// Distinct framework names in file order ("unnamed" for runs that name none).
-std::vector<std::string> frameworks_of(const std::vector<RecordedRun>& runs);
 
 }  // namespace shardplan::calibration
