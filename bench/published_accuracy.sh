@@ -3,9 +3,11 @@
 #   1. `shardplan validate --suite published`: every recorded run of runs/published.json simulated
 #      with the shipped profiles, throughput predicted vs measured, per source and overall, and
 #      whether every run that really ran is predicted to fit (headroom 0).
-#   2. `shardplan calibrate --leave-one-source-out` (and --leave-one-framework-out) per GPU family, and for H100's FP8 term: each source predicted by a fit
-#      to the other sources only (the shipped profiles' fitted term refitted on top; step-time
-#      errors), with the protocol of the shipped fits.
+#   2. `shardplan calibrate --frameworks --leave-one-framework-out`: the shipped fit (each profile's
+#      compute term with each framework's compute_efficiency), and each framework's runs predicted
+#      at compute_efficiency 1 by a fit to the other frameworks' runs (step-time errors).
+#   3. `shardplan calibrate --leave-one-source-out` per GPU family, and for H100's FP8 term: each
+#      source predicted by a refit of the profile's term to the other sources only.
 #   bash bench/published_accuracy.sh [out-dir]      (after scripts/test.sh or demo.sh)
 set -euo pipefail
 cd "$(dirname "${BASH_SOURCE[0]}")/.."
@@ -21,9 +23,13 @@ echo
 echo "==> shardplan validate --runs runs/heldout-nemo-24.07.json (held out)"
 "$SP" validate --runs runs/heldout-nemo-24.07.json --json "$OUT/heldout.json" | sed -n '/^source/,/^all/p'
 
-# The protocol of the shipped fits (hardware_profiles/p4d.24xlarge.json, p5.48xlarge.json "fitted"):
-# one term, compute_scale, every 16-bit run of the GPU family (the FP8 runs, MLPerf and NeMo, are
-# left out of it: they have their own term, below).
+# The shipped fit (hardware_profiles/*.json "fitted", frameworks/fitted_efficiency.cpp).
+echo
+echo "==> shardplan calibrate --suite published --frameworks --leave-one-framework-out"
+"$SP" calibrate --suite published --frameworks --leave-one-framework-out --out "$OUT/framework-fit.json"
+
+# Per GPU family: compute_scale refitted on top of the shipped terms to every 16-bit run but one
+# source's (the FP8 runs, MLPerf and NeMo, have their own term, below).
 for family in "A100:p4d.24xlarge:p4d.24xlarge,p4de.24xlarge:" "H100:p5.48xlarge:p5.48xlarge:mlperf-training,nemo-perf"; do
   IFS=: read -r name base profiles exclude <<< "$family"
   echo
@@ -31,10 +37,6 @@ for family in "A100:p4d.24xlarge:p4d.24xlarge,p4de.24xlarge:" "H100:p5.48xlarge:
   "$SP" calibrate --suite published --only "$profiles" ${exclude:+--exclude "$exclude"} --hardware "$base" \
     --fit compute_scale --leave-one-source-out --out "$OUT/${name}-refit.json" --json "$OUT/${name}-refit-report.json" |
     sed -n '/leave-one-source-out/,/mean over sources/p'
-  echo "==> ${name}: leave-one-framework-out (the same, each run's framework as its group)"
-  "$SP" calibrate --suite published --only "$profiles" ${exclude:+--exclude "$exclude"} --hardware "$base" \
-    --fit compute_scale --leave-one-framework-out --out "$OUT/${name}-refit-fw.json" |
-    sed -n '/leave-one-framework-out/,/mean over frameworks/p'
 done
 
 # The FP8 GEMM term of p5.48xlarge (fitted.fp8_compute_efficiency_scale), fitted to the FP8 runs

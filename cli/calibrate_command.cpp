@@ -7,7 +7,9 @@
 #include <iostream>
 #include <memory>
 
+#include "calibrate_frameworks.hpp"
 #include "calibration/calibration.hpp"
+#include "calibration/framework_fit.hpp"
 #include "commands.hpp"
 #include "planner/space_parse.hpp"
 #include "simulator/errors.hpp"
@@ -23,8 +25,9 @@ namespace {
 struct CalibrateOptions {
   std::vector<std::string> runs;
   std::string hardware, out, holdout, fit, json, only, exclude, suite;
-  bool loso = false, lofo = false;
+  bool loso = false, lofo = false, frameworks = false;
   int max_iterations = 100;
+  double prior_sd = 0.10;
 };
 
 std::string line(const char* f, ...) __attribute__((format(printf, 1, 2)));
@@ -102,6 +105,15 @@ int run_calibrate(const CalibrateOptions& o) {
   if (files.empty()) throw sim::InputError("--runs: expected a runs file (or --suite published)");
   calibration::MeasuredRuns loaded = calibration::load_measured_runs(files);
   calibration::select_runs(loaded.runs, planner::split_list(o.only), planner::split_list(o.exclude));
+  if (o.frameworks) {
+    for (const auto& [flag, value] :
+         {std::pair{"--fit", &o.fit}, {"--holdout", &o.holdout}, {"--hardware", &o.hardware}})
+      if (!value->empty())
+        throw sim::InputError(std::string(flag) +
+                              ": not with --frameworks (it fits every profile's compute term and every framework's)");
+    if (o.loso) throw sim::InputError("--leave-one-source-out: not with --frameworks (use --leave-one-framework-out)");
+    return run_framework_fit(loaded.runs, {o.out, o.json, o.lofo, o.max_iterations, o.prior_sd});
+  }
   const sim::HardwareProfile base = base_profile(o, loaded);
   calibration::CalibrationOptions opts;
   opts.parameters = planner::split_list(o.fit);
@@ -157,6 +169,12 @@ Run add_calibrate_command(CLI::App& app) {
                 "First print, for each source, its error when the fit sees only the other sources");
   cmd->add_flag("--leave-one-framework-out", o->lofo,
                 "First print, for each framework the runs name, its error when the fit sees only the others' runs");
+  cmd->add_flag("--frameworks", o->frameworks,
+                "Fit each hardware family's compute term and each framework's compute_efficiency together (recorded "
+                "runs naming their framework); --out gets the fit (shardplan.framework-fit/1)");
+  cmd->add_option("--framework-prior-sd", o->prior_sd,
+                  "With --frameworks: the prior's sd of ln(compute_efficiency) (default 0.10)")
+      ->check(CLI::Range(0.001, 10.0));
   cmd->add_option("--hardware", o->hardware,
                   "Profile to calibrate: built-in name or JSON (default: the first runs file's hardware_file)");
   cmd->add_option("--out", o->out, "Write the calibrated profile here")->required();

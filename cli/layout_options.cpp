@@ -224,7 +224,8 @@ void add_layout_options(CLI::App* cmd, LayoutOptions& o) {
         cmd->add_option(
             "--fusion", o.fusion,
             "Kernels the framework fuses: eager (a GEMM per projection, silu then mul; HF, torchtitan, "
-            "shardrun; default) or megatron (fused q/k/v and gate/up GEMMs, fused SwiGLU; Megatron-Core, NeMo)"));
+            "shardrun; default), megatron (fused q/k/v and gate/up GEMMs, fused SwiGLU; Megatron-Core, NeMo) or "
+            "compile (torch.compile: pointwise ops fused, GEMMs separate; torchtitan's [compile])"));
   given(o, "grad_accum_dtype",
         cmd->add_option(
             "--grad-accum-dtype", o.grad_accum,

@@ -78,8 +78,9 @@ void add_options(CLI::App* cmd, PlanOptions& o) {
       "Attention kernel of every plan (not searched): flash (fused, FlashAttention-2 / SDPA; default, "
       "what current frameworks run), flash1 (FlashAttention v1 / Triton kernels) or eager (explicit softmax)");
   cmd->add_option("--fusion", o.fusion,
-                  "Kernels the framework fuses, for every plan (not searched): eager (default) or megatron "
-                  "(fused q/k/v and gate/up GEMMs, fused SwiGLU: Megatron-Core, NeMo)");
+                  "Kernels the framework fuses, for every plan (not searched): eager (default), megatron "
+                  "(fused q/k/v and gate/up GEMMs, fused SwiGLU: Megatron-Core, NeMo) or compile (torch.compile: "
+                  "fused pointwise ops, separate GEMMs)");
   cmd->add_option("--grad-accum-dtype", o.grad_accum,
                   "Gradient accumulation of every ZeRO 0/1 16-bit plan (not searched): param (in .grad; default) or "
                   "fp32 (an fp32 buffer reduced in fp32: DeepSpeed BF16_Optimizer, Megatron main_grad)");

@@ -58,7 +58,8 @@ void print_config(std::ostream& out, const sim::Prediction& p, const sim::Parall
   if (c.recompute_every > 1) out << " (every " << c.recompute_every << "-th block of each pipeline rank)";
   out << " precision=" << sim::to_string(c.precision)
       << (c.precision != sim::Precision::fp32 ? std::string(" (") + sim::to_string(c.mixed_precision) + ")" : "")
-      << " attention=" << sim::to_string(c.attention) << (c.fusion == sim::Fusion::megatron ? " fusion=megatron" : "")
+      << " attention=" << sim::to_string(c.attention)
+      << (c.fusion != sim::Fusion::eager ? std::string(" fusion=") + sim::to_string(c.fusion) : std::string())
       << (c.fp32_grad_accum() ? " grad-accum=fp32" : "")
       << (c.packed_document_tokens > 0 ? " packed-docs=" + std::to_string(c.packed_document_tokens) : "")
       << (c.uses_fp8() ? std::string(" fp8=") + sim::to_string(c.fp8) : "")

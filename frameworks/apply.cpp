@@ -32,11 +32,15 @@ json with_defaults(const FrameworkModel& fw, const json& config) {
 
 namespace {
 
+bool async_tp(const sim::ParallelConfig& cfg) { return cfg.tp_comm_overlap && cfg.tp > 1; }
+
 // Defaults that are the framework's choice only where the configuration allows them.
-void settle_defaults(sim::ParallelConfig& cfg, const std::set<std::string>& explicit_keys) {
+void settle_defaults(const KnobTable& k, sim::ParallelConfig& cfg, const std::set<std::string>& explicit_keys) {
   if (!explicit_keys.count("grad_accum_dtype")) cfg.grad_accum_dtype = sim::grad_accum_for(cfg, cfg.grad_accum_dtype);
   // A ZeRO-3 fetch is the framework's only where stage 3 gathers parameters.
   if (!explicit_keys.count("zero3_fetch") && cfg.zero_stage != 3) cfg.zero3_fetch = sim::Zero3Fetch::prefetch;
+  // Async TP switches compile on where the framework needs it for that (torchtitan raises otherwise).
+  if (!explicit_keys.count("fusion") && k.tp_overlap_needs_compile && async_tp(cfg)) cfg.fusion = sim::Fusion::compile;
 }
 
 }  // namespace
@@ -45,7 +49,7 @@ sim::ParallelConfig config_with_framework(const FrameworkModel& fw, const json& 
   sim::ParallelConfig cfg = sim::config_from_json(with_defaults(fw, config), source);
   std::set<std::string> given;
   for (const auto& [key, value] : config.items()) given.insert(key);
-  settle_defaults(cfg, given);
+  settle_defaults(fw.runs, cfg, given);
   bind(fw, cfg);
   return cfg;
 }
@@ -58,7 +62,7 @@ void apply_defaults(const FrameworkModel& fw, sim::ParallelConfig& cfg, const st
   const sim::FrameworkTerms terms = cfg.framework;
   cfg = sim::config_from_json(j, fw.name + " defaults");
   cfg.framework = terms;
-  settle_defaults(cfg, explicit_keys);
+  settle_defaults(fw.runs, cfg, explicit_keys);
 }
 
 void bind(const FrameworkModel& fw, sim::ParallelConfig& cfg) {
@@ -124,6 +128,8 @@ std::optional<std::string> feature_gap(const KnobTable& k, const sim::ParallelCo
   if (c.recompute_every > 1 && !k.recompute_every) return std::string("full recompute of every N-th block only");
   if (!has(k.attention, c.attention)) return not_in("attention", c.attention, k.attention);
   if (!has(k.fusion, c.fusion)) return not_in("fusion", c.fusion, k.fusion);
+  if (k.tp_overlap_needs_compile && async_tp(c) && c.fusion != sim::Fusion::compile)
+    return std::string("async tensor parallelism without torch.compile (fusion compile)");
   if (!has(k.precisions, c.precision)) return not_in("precision", c.precision, k.precisions);
   if (c.precision != sim::Precision::fp32 && !has(k.mixed_precision, c.mixed_precision))
     return not_in("mixed precision", c.mixed_precision, k.mixed_precision);

@@ -72,6 +72,12 @@ FrameworkModel llm_foundry_model(std::string_view version) {
                       "c26309de (2024-03-18)"});
   fw.facts.push_back({"Composer's MemoryMonitor logs allocated and reserved peaks; the benchmark tables quote neither",
                       "docs.mosaicml.com composer.callbacks.MemoryMonitor"});
+  if (version != "2023") {
+    fw.runs.fusion = {sim::Fusion::eager, sim::Fusion::compile};
+    fw.facts.push_back({"compile_config (Composer's torch.compile of the model): None by default",
+                        "mosaicml/llm-foundry llmfoundry/utils/config_utils.py:182, llmfoundry/command_utils/"
+                        "train.py:558,598 @ 8c8dd48f"});
+  }
   fw.terms.reports = sim::MemoryReport::reserved;
   fw.terms.allocator_slack_fraction = kCachingAllocatorSlack;
   return fw;
@@ -87,6 +93,13 @@ FrameworkModel fms_fsdp_model(std::string_view version) {
   fw.runs.recompute_every = true;
   fw.facts.push_back({"selective_checkpointing p wraps every 1/p-th block (interleaved)",
                       "foundation-model-stack/fms-fsdp fms_fsdp/policies/ac_handler.py:16-55 @ 5a296afe"});
+  fw.runs.fusion = {sim::Fusion::eager, sim::Fusion::compile};
+  fw.defaults["fusion"] = "compile";
+  fw.facts.push_back(
+      {"use_torch_compile defaults to True (torch.compile of the whole model after FSDP and AC); the "
+       "README's throughput table ran compiled (its 'Compile: Y' column)",
+       "foundation-model-stack/fms-fsdp fms_fsdp/config/training.py:61, main_training_llama.py:104-110, "
+       "README.md:10-19 @ 5a296afe"});
   fw.facts.push_back({"the log prints max_memory_reserved and max_memory_allocated",
                       "foundation-model-stack/fms-fsdp fms_fsdp/utils/train_utils.py:128-141 @ 5a296afe"});
   fw.terms.reports = sim::MemoryReport::reserved;

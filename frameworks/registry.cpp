@@ -3,6 +3,7 @@
 
 #include <algorithm>
 
+#include "fitted_efficiency.hpp"
 #include "models.hpp"
 #include "simulator/errors.hpp"
 
@@ -54,11 +55,12 @@ FrameworkModel find_framework(const std::string& name, const std::string& versio
   if (it == r.end())
     throw sim::InputError(field + ": unknown framework '" + name + "' (expected one of: " + joined(framework_names()) +
                           ")");
-  if (version.empty()) return it->build(it->versions.back());
-  if (std::find(it->versions.begin(), it->versions.end(), version) == it->versions.end())
+  if (!version.empty() && std::find(it->versions.begin(), it->versions.end(), version) == it->versions.end())
     throw sim::InputError(field + ": unknown " + name + " version '" + version +
                           "' (expected one of: " + joined(it->versions) + ")");
-  return it->build(version);
+  FrameworkModel fw = it->build(version.empty() ? it->versions.back() : version);
+  apply_fitted_efficiency(fw);
+  return fw;
 }
 
 FrameworkModel parse_framework_spec(const std::string& spec, const std::string& field) {

@@ -21,7 +21,8 @@ FrameworkModel torchtitan_model(std::string_view version) {
   k.tensor_parallel = true;
   k.sequence_parallel = true;
   k.sequence_parallel_required = true;  // parallelize_llama: SequenceParallel on the norms
-  k.tp_comm_overlap = true;             // parallelism.enable_async_tensor_parallel (needs compile)
+  k.tp_comm_overlap = true;             // parallelism.enable_async_tensor_parallel
+  k.tp_overlap_needs_compile = true;    // ... which raises without compile of the model
   k.schedules = {PipelineSchedule::gpipe, PipelineSchedule::one_f_one_b, PipelineSchedule::interleaved};
   k.uneven_partition = true;
   k.embedding_only_chunks = true;    // module_fqns_per_model_stage
@@ -34,7 +35,7 @@ FrameworkModel torchtitan_model(std::string_view version) {
   k.recompute = {Recompute::none, Recompute::full, Recompute::op_sac};  // mode none | full | selective op
   k.recompute_every = true;                                             // selective N: every N-th block
   k.attention = {AttentionKind::flash};
-  k.fusion = {sim::Fusion::eager};
+  k.fusion = {sim::Fusion::eager, sim::Fusion::compile};  // [compile] enable: per-block torch.compile
   k.precisions = {Precision::bf16, Precision::fp32};
   k.mixed_precision = {sim::MixedPrecision::master_weights};
   k.fp8 = {sim::Fp8Recipe::none, sim::Fp8Recipe::tensorwise, sim::Fp8Recipe::blockwise};
@@ -61,6 +62,10 @@ FrameworkModel torchtitan_model(std::string_view version) {
        "pytorch/torchtitan torchtitan/config/job_config.py:446-451, torchtitan/distributed/utils.py:205-216 @ "
        "73a0e697"},
       {"async TP needs compile", "pytorch/torchtitan torchtitan/distributed/tensor_parallel.py:22 @ 73a0e697"},
+      {"compile wraps each TransformerBlock in torch.compile (fullgraph); wq, wk, wv and w1, w3 stay separate "
+       "nn.Linear",
+       "pytorch/torchtitan torchtitan/models/llama3/infra/parallelize.py:121-123,256-269, "
+       "torchtitan/models/llama3/model/model.py:343 @ 73a0e697"},
       {"the log's memory figure is max_reserved_gib (reserved_bytes.all.peak)",
        "pytorch/torchtitan torchtitan/components/metrics.py:64-72,465 @ 73a0e697"},
   };

@@ -104,7 +104,7 @@ void InputsPanel::buildForm() {
        {"precision", "&Precision", comboField("precision", {"bf16", "fp16", "fp32", "bf16,fp16"}, true, false)},
        {"mixed_precision", "&Weights", comboField("mixed_precision", {"master_weights", "autocast"}, false, false)},
        {"attention", "Attent&ion", comboField("attention", {"flash", "flash1", "eager"}, false, false)},
-       {"fusion", "F&usion", comboField("fusion", {"eager", "megatron"}, false, false)},
+       {"fusion", "F&usion", comboField("fusion", {"eager", "megatron", "compile"}, false, false)},
        {"grad_accum_dtype", "&Grad accumulation", comboField("grad_accum_dtype", {"param", "fp32"}, false, false)},
        {"packed_document_tokens", "Packed do&c tokens",
         lineField("packed_document_tokens", "0 = not packed", "Mean document tokens of packed sequences (cu_seqlens)")},

@@ -313,6 +313,10 @@ void parallel_notes(const Plan& plan, std::vector<std::string>& out) {
     out.push_back(
         "the plan times Megatron-Core's fused layers; transformers runs one GEMM per projection "
         "(re-plan with fusion eager for its cost)");
+  if (c.fusion == sim::Fusion::compile)
+    out.push_back(
+        "the plan times torch.compile'd blocks; this config leaves the Trainer eager (set "
+        "TrainingArguments torch_compile, or re-plan with fusion eager)");
   if (c.packed_document_tokens > 0)
     out.push_back("packed sequences (documents of " + n(c.packed_document_tokens) +
                   " tokens): pack with transformers' DataCollatorWithFlattening and "

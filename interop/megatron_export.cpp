@@ -238,11 +238,11 @@ std::vector<std::string> megatron_notes(const Plan& plan) {
   if ((m.qkv_bias || m.out_proj_bias || m.mlp_bias) && !(m.qkv_bias && m.out_proj_bias && m.mlp_bias) &&
       !(m.qkv_bias && !m.out_proj_bias && !m.mlp_bias))
     n.push_back("the model's mix of linear biases is not expressible; Megatron keeps all of them");
-  if (c.fusion == sim::Fusion::eager && sim::has_fusable_layers(m))
-    n.push_back(
-        "eager layers: the plan was simulated with a GEMM per projection and an unfused SwiGLU "
-        "(fusion: eager); Megatron-Core fuses them (linear_qkv, linear_fc1, fused SwiGLU), so re-plan "
-        "with --fusion megatron for the time and memory it will show");
+  if (c.fusion != sim::Fusion::megatron && sim::has_fusable_layers(m))
+    n.push_back(std::string(sim::to_string(c.fusion)) +
+                " layers: the plan was simulated with a GEMM per projection (fusion: " + sim::to_string(c.fusion) +
+                "); Megatron-Core fuses them (linear_qkv, linear_fc1, fused SwiGLU), so re-plan "
+                "with --fusion megatron for the time and memory it will show");
   return n;
 }
 

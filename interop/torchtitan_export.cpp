@@ -285,7 +285,10 @@ toml::table ac_table(const formats::Plan& plan) {
   return t;
 }
 
-bool needs_compile(const sim::ParallelConfig& c) { return (c.tp_comm_overlap && c.tp > 1) || c.uses_fp8(); }
+// [compile] on for fusion compile, and for async TP (which raises without it).
+bool needs_compile(const sim::ParallelConfig& c) {
+  return c.fusion == sim::Fusion::compile || (c.tp_comm_overlap && c.tp > 1);
+}
 
 // [quantize.linear.float8]: tensorwise = no recipe (the only one with FSDP float8 all-gather,
 // float8.py:75-100); blockwise as per-row scales.
@@ -398,10 +401,14 @@ void layer_notes(const formats::Plan& plan, std::vector<std::string>& n) {
     n.push_back(
         "fusion megatron: torchtitan runs wq, wk, wv and w1, w3 as separate GEMMs and SwiGLU unfused "
         "(re-plan with --fusion eager for its time and memory)");
-  if (needs_compile(c))
+  if (needs_compile(c) && c.fusion != sim::Fusion::compile)
     n.push_back(
-        "torch.compile is on ([compile]; async TP needs it, float8 wants it): it fuses pointwise kernels "
-        "beyond the plan's");
+        "torch.compile is on ([compile]; async TP needs it): it fuses pointwise kernels beyond the plan's "
+        "(re-plan with --fusion compile for its time and memory)");
+  if (c.uses_fp8() && !needs_compile(c))
+    n.push_back(
+        "float8 without torch.compile: its casts and scaling run as separate kernels (torchtitan "
+        "recommends [compile] with float8; re-plan with --fusion compile)");
   if (m.is_moe() && c.moe_capacity_factor > 0)
     n.push_back("torchtitan's MoE is dropless: the plan's capacity factor is not expressible");
   if (m.is_moe() && c.ep == 1 && c.expert_tp() != c.tp)

@@ -464,17 +464,23 @@ void read_fp8(const Section& root, const Section& model, const Dims& d, sim::Par
   }
 }
 
+// [compile] enable with "model" among the components: each block under torch.compile.
+bool compiles_model(const Section& compile) {
+  const auto components = compile.get(tf::compile_components)
+                              ? compile.strings(tf::compile_components)
+                              : std::vector<std::string>{std::string(tf::compile_model), std::string(tf::compile_loss)};
+  const bool model = std::find(components.begin(), components.end(), tf::compile_model) != components.end();
+  return compile.boolean(tf::compile_enable).value_or(false) && model;
+}
+
 void read_async_tp(const Section& par, const Section& compile, sim::ParallelConfig& c, Warnings& w) {
+  if (compiles_model(compile)) c.fusion = sim::Fusion::compile;
   if (!par.boolean(tf::async_tp).value_or(false)) return;
   if (c.tp == 1) {
     w.push_back(par.where(tf::async_tp) + " has no effect with tensor_parallel_degree 1");
     return;
   }
-  const auto components = compile.get(tf::compile_components)
-                              ? compile.strings(tf::compile_components)
-                              : std::vector<std::string>{std::string(tf::compile_model), std::string(tf::compile_loss)};
-  const bool model = std::find(components.begin(), components.end(), tf::compile_model) != components.end();
-  if (!compile.boolean(tf::compile_enable).value_or(false) || !model)
+  if (!compiles_model(compile))
     par.fail(tf::async_tp,
              "compile.enable = true with \"model\" in compile.components alongside it (torchtitan "
              "raises: async TP needs torch.compile)");

@@ -128,7 +128,7 @@ std::string describe(const sim::ParallelConfig& c, int nodes) {
   if (c.uses_fp8()) s += std::string(" fp8=") + sim::to_string(c.fp8);
   if (c.fp8_param_gather) s += " fp8-param-gather";
   if (c.attention != sim::AttentionKind::flash) s += std::string(" ") + sim::to_string(c.attention) + "-attention";
-  if (c.fusion == sim::Fusion::megatron) s += " megatron-fusion";
+  if (c.fusion != sim::Fusion::eager) s += std::string(" ") + sim::to_string(c.fusion) + "-fusion";
   if (c.fp32_grad_accum()) s += " fp32-grad-accum";
   if (c.packed_document_tokens > 0) s += " packed-docs-" + std::to_string(c.packed_document_tokens);
   return s;

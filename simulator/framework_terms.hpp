@@ -45,6 +45,11 @@ struct FrameworkTerms {
   double allocator_slack_fraction = 0;
   Fp32GradReduce fp32_grad_reduce = Fp32GradReduce::by_fusion;
   WgradAccumulation wgrad_accumulation = WgradAccumulation::by_fusion;
+  // The rate its GEMM and attention kernels reach, over the hardware profile's sustained rate (its
+  // curves times fitted.compute_efficiency_scale): 1 is the calibration set's frameworks in common;
+  // a framework with runs there has its own fit (calibration/framework_fit.hpp, the
+  // frameworks room cites it), what its kernels and engine lose beyond what the simulator prices.
+  double compute_efficiency = 1.0;
   [[nodiscard]] bool named() const { return !name.empty(); }
 };
 

@@ -183,8 +183,8 @@ void eager_attention_core(const CostEnv& env, Acc& a) {
   const double batch = env.b * heads;
   if (const OpCost* c = env.hw->device.op_cost(env.precision, OpKind::attention_gemms)) {
     const double flops = 4.0 * batch * s * sk * d;  // both forward GEMMs; backward does twice that
-    a.fwd_s += c->forward_s(flops);
-    a.bwd_s += c->backward_s(flops, env.warm_backward_fraction);
+    a.fwd_s += c->forward_s(flops) / env.kernel_efficiency;
+    a.bwd_s += c->backward_s(flops, env.warm_backward_fraction) / env.kernel_efficiency;
     a.fwd_flops += flops;
     a.bwd_flops += 2 * flops;
   } else {
@@ -211,11 +211,11 @@ std::optional<AttentionTime> unfused_flash_attention_time(const CostEnv& env) {
   const double executed = env.causal ? (1.0 + (ring - 1.0) / 2.0) / ring : 1.0;
   const double elements = score_elements(env) * executed;
   const double flops = attention_flops(env).model_forward * executed;
-  const double gemms_fwd = gemms->forward_s(flops), softmax_fwd = softmax->forward_s(elements);
+  const double gemms_fwd = gemms->forward_s(flops) / env.kernel_efficiency, softmax_fwd = softmax->forward_s(elements);
   const double recompute = gemms_fwd / 2 + softmax_fwd;  // the scores GEMM and the exps again
   const double warm = env.warm_backward_fraction;
-  return AttentionTime{gemms_fwd + softmax_fwd,
-                       gemms->backward_s(flops, warm) + softmax->backward_s(elements, warm) + recompute};
+  return AttentionTime{gemms_fwd + softmax_fwd, gemms->backward_s(flops, warm) / env.kernel_efficiency +
+                                                    softmax->backward_s(elements, warm) + recompute};
 }
 
 // The attention core as one fused kernel per pass (flash): mask, softmax and dropout inside it.
@@ -294,7 +294,7 @@ AttentionTime flash_attention_time(const CostEnv& env) {
     eff_bwd /= dev.flash_attention_v1_slowdown.backward;
   }
   auto pass = [&](double flops, double eff, double bytes) {
-    const double compute = flops / (env.peak_flops * eff);
+    const double compute = flops / (env.peak_flops * eff * env.kernel_efficiency);
     const double memory = bytes / (dev.memory_bandwidth_Bps * dev.memory_efficiency.at(bytes));
     return std::max(compute, memory) + dev.kernel_launch_s;
   };
@@ -305,7 +305,7 @@ double gemm_time_s(const CostEnv& env, double m, double k, double n, double batc
   const DeviceProfile& dev = env.hw->device;
   const double flops = 2.0 * batch * m * k * n;
   const double bytes = env.act_bytes * batch * (m * k + k * n + m * n);
-  const double compute = flops / (env.peak_flops * env.gemm_curve->at(flops));
+  const double compute = flops / (env.peak_flops * env.gemm_curve->at(flops) * env.kernel_efficiency);
   // A CPU BLAS packs its operands between the FMA loops (Goto & van de Geijn 2008, Sec. 4): those
   // streamed from DRAM add (efficiency_fit.hpp, streamed_operand_bytes); a GPU overlaps them.
   if (dev.gemm_operand_stream_Bps > 0) {
@@ -325,7 +325,7 @@ double fp8_gemm_time_s(const CostEnv& env, double m, double k, double n) {
   const DeviceProfile& dev = env.hw->device;
   const double flops = 2.0 * m * k * n;
   const double bytes = (m * k + k * n) + env.act_bytes * m * n;  // 1-byte operands, 16-bit output
-  const double compute = flops / (env.fp8_peak_flops * env.fp8_gemm_curve->at(flops));
+  const double compute = flops / (env.fp8_peak_flops * env.fp8_gemm_curve->at(flops) * env.kernel_efficiency);
   const double memory = bytes / (dev.memory_bandwidth_Bps * dev.memory_efficiency.at(bytes));
   return std::max(compute, memory) + dev.kernel_launch_s;
 }
@@ -370,6 +370,7 @@ CostEnv make_cost_env(const ModelSpec& m, const ClusterSpec& c, const ParallelCo
   env.act_bytes = cfg.precision == Precision::fp32 ? 4.0 : 2.0;
   env.peak_flops = c.hardware.device.peak(cfg.precision);
   env.gemm_curve = &c.hardware.device.gemm_curve(cfg.precision);
+  env.kernel_efficiency = cfg.framework.compute_efficiency;
   env.fp8 = cfg.fp8;
   if (cfg.uses_fp8()) {
     env.fp8_peak_flops = c.hardware.device.peak_fp8_flops;
@@ -431,7 +432,7 @@ double block_activation_bytes(const CostEnv& env, Recompute recompute) {
   const double f_local = (env.moe ? m.moe.shared_ffn_hidden : m.ffn_hidden) / t;
   // Activation in/out: SwiGLU eager keeps gate, up, silu(gate) and the product (FC2's input);
   // fused, the fc1 output [gate|up] and the product (silu recomputed); GELU its input and output.
-  const bool fused_swiglu = m.ffn_kind == FfnKind::swiglu && env.fusion == Fusion::megatron;
+  const bool fused_swiglu = m.ffn_kind == FfnKind::swiglu && fuses_pointwise(env.fusion);
   bytes += (m.ffn_kind == FfnKind::swiglu ? (fused_swiglu ? 3.0 : 4.0) : 2.0) * e * M * f_local;
   bytes -= (kept[3] ? e - li : e) * M * f_local;  // the output (FC2's input): FP8, or not kept
   if (hidden_drop) bytes += M * h * rep;          // MLP dropout mask
@@ -522,7 +523,7 @@ void add_mlp_activation(const CostEnv& env, Acc& a) {
   const bool swiglu = m.ffn_kind == FfnKind::swiglu;
   // silu then mul (eager: r/w gate, r gate-act and up, w out), one fused kernel (r gate and up,
   // w out), or gelu (r/w)
-  const double act = swiglu ? (env.fusion == Fusion::megatron ? 3.0 : 5.0) : 2.0;
+  const double act = swiglu ? (fuses_pointwise(env.fusion) ? 3.0 : 5.0) : 2.0;
   const double f_mlp = block_mlp_hidden(env);  // dense MLP or shared expert
   if (f_mlp > 0) model_op(env, a, swiglu ? OpKind::swiglu : OpKind::gelu_tanh, M * f_mlp / t, act * e * M * f_mlp / t);
 }

@@ -48,6 +48,7 @@ struct CostEnv {
   double act_bytes = 2;                         // bytes per activation element (2 for bf16/fp16, 4 for fp32)
   double peak_flops = 0;                        // device peak for the precision
   const EfficiencyCurve* gemm_curve = nullptr;  // the device's GEMM curve for the precision
+  double kernel_efficiency = 1;                 // the framework's compute_efficiency: divides GEMM/attention time
   // FP8 (ParallelConfig::fp8): the blocks' linears run e4m3/e5m2 GEMMs at the FP8 peak.
   Fp8Recipe fp8 = Fp8Recipe::none;
   double fp8_peak_flops = 0;

@@ -89,11 +89,19 @@ std::optional<AttentionKind> attention_kind_from_string(const std::string& name)
 //             (linear_fc1 with gated_linear_unit), each timed at the fused GEMM's size; SwiGLU as
 //             one kernel that keeps only the fc1 output and recomputes silu in backward
 //             (megatron/core/fusions/fused_bias_swiglu.py). NeMo, MLPerf's Megatron runs.
-enum class Fusion { eager, megatron };
+//   compile   torch.compile (Inductor) over each block: the projections stay separate GEMMs as in
+//             eager, the pointwise ops fuse into single kernels; SwiGLU is one kernel that keeps
+//             gate and up and recomputes silu in backward (the min-cut partitioner recomputes
+//             cheap pointwise ops: torch/_functorch/partitioners.py). torchtitan's [compile],
+//             fms-fsdp's use_torch_compile, llm-foundry's compile_config.
+enum class Fusion { eager, megatron, compile };
 template <>
 struct EnumNames<Fusion> {
-  static constexpr NameTable<Fusion, 2> table{{{Fusion::eager, "eager"}, {Fusion::megatron, "megatron"}}};
+  static constexpr NameTable<Fusion, 3> table{
+      {{Fusion::eager, "eager"}, {Fusion::megatron, "megatron"}, {Fusion::compile, "compile"}}};
 };
+// SwiGLU (and the other pointwise chains) as one kernel: Megatron's fused kernels, or Inductor's.
+inline bool fuses_pointwise(Fusion f) { return f != Fusion::eager; }
 const char* to_string(Fusion f);
 std::optional<Fusion> fusion_from_string(const std::string& name);
 
@@ -289,7 +297,7 @@ struct ParallelConfig {
   // says (framework_terms.hpp Fp32GradReduce).
   [[nodiscard]] bool bf16_optimizer_reduce() const {
     if (!fp32_grad_accum()) return false;
-    if (framework.fp32_grad_reduce == Fp32GradReduce::by_fusion) return fusion == Fusion::eager;
+    if (framework.fp32_grad_reduce == Fp32GradReduce::by_fusion) return fusion != Fusion::megatron;
     return framework.fp32_grad_reduce == Fp32GradReduce::after_backward;
   }
   // The weight-gradient GEMM accumulates micro-batches into main_grad (no separate pass).

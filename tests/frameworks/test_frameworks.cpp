@@ -3,7 +3,10 @@
 // defaults fill exactly what a run does not write.
 #include <gtest/gtest.h>
 
+#include <algorithm>
+
 #include "frameworks/apply.hpp"
+#include "frameworks/fitted_efficiency.hpp"
 #include "frameworks/registry.hpp"
 #include "simulator/evaluator.hpp"
 #include "support/input_error.hpp"
@@ -196,6 +199,41 @@ TEST(FrameworkKnobs, EachRefusalNamesTheKnob) {
   dp.zero_stage = 3;
   EXPECT_NE(why_not(parse_framework_spec("megatron@2021", "t"), dp, p5).value_or("").find("ZeRO stage 3"),
             std::string::npos);
+}
+
+// Every framework's compute_efficiency is its fitted row, or 1 with a fact saying it has no runs;
+// the term divides compute time only (memory is untouched).
+TEST(FrameworkEfficiency, EachFrameworkCarriesItsFitOrTheCommonRate) {
+  for (const auto& e : registry()) {
+    const FrameworkModel fw = find_framework(e.name, "", "test");
+    const auto& t = fitted_efficiencies();
+    const auto row = std::find_if(t.begin(), t.end(), [&](const FittedEfficiency& f) { return f.framework == e.name; });
+    const double expected = row == t.end() ? 1.0 : row->compute_efficiency;
+    EXPECT_DOUBLE_EQ(fw.terms.compute_efficiency, expected) << e.name;
+    const bool cited = std::any_of(fw.facts.begin(), fw.facts.end(), [](const Fact& f) {
+      return f.what.starts_with("compute_efficiency") && !f.source.empty();
+    });
+    EXPECT_TRUE(cited) << e.name;
+  }
+  for (const auto& f : fitted_efficiencies()) {
+    EXPECT_GT(f.compute_efficiency, 0.5) << f.framework;
+    EXPECT_LT(f.compute_efficiency, 1.5) << f.framework;
+    EXPECT_NO_THROW(find_framework(std::string(f.framework), "", "test")) << f.framework;
+  }
+}
+
+TEST(FrameworkEfficiency, ItSlowsComputeAndLeavesMemory) {
+  const sim::ModelSpec m = sim::load_model("llama2-7b");
+  const sim::ClusterSpec c{sim::load_hardware("p4de.24xlarge"), 1, 8};
+  sim::ParallelConfig base = config_with_framework(find_framework("megatron", "core", "test"), minimal_config(8), "t");
+  base.framework.compute_efficiency = 1.0;
+  sim::ParallelConfig slow = base;
+  slow.framework.compute_efficiency = 0.5;
+  const sim::Prediction a = sim::simulate(m, c, base), b = sim::simulate(m, c, slow);
+  EXPECT_GT(b.time.step_s, 1.4 * a.time.step_s);  // compute-bound: close to twice
+  EXPECT_LT(b.time.step_s, 2.0 * a.time.step_s + 1e-9);
+  EXPECT_DOUBLE_EQ(b.worst.total(), a.worst.total());
+  EXPECT_NEAR(b.mfu * b.time.step_s, a.mfu * a.time.step_s, 1e-12);  // MFU keeps the datasheet peak
 }
 
 }  // namespace

@@ -49,6 +49,7 @@ sim::ParallelConfig draw(const fw::KnobTable& k, std::mt19937& rng) {
   c.recompute = pick(rng, k.recompute);
   if (c.recompute == sim::Recompute::full && k.recompute_every && rng() % 2) c.recompute_every = 2;
   c.attention = pick(rng, k.attention);
+  c.fusion = pick(rng, k.fusion);
   c.fp8 = pick(rng, k.fp8);
   c.micro_batch_size = 1;
   c.global_batch_size = 64;
@@ -68,6 +69,7 @@ void expect_same(const sim::ParallelConfig& want, const sim::ParallelConfig& got
   EXPECT_EQ(got.recompute_every, want.recompute_every);
   EXPECT_EQ(got.sequence_parallel, want.sequence_parallel);
   EXPECT_EQ(got.fp8, want.fp8);
+  EXPECT_EQ(got.fusion, want.fusion);
   if (want.pp > 1) {
     EXPECT_EQ(got.schedule, want.schedule);
     EXPECT_EQ(got.virtual_stages, want.virtual_stages);
@@ -100,6 +102,7 @@ void check_framework(const std::string& spec, const RoundTrip& round_trip, int d
                                          "recompute",
                                          "recompute_every",
                                          "attention",
+                                         "fusion",
                                          "fp8",
                                          "micro_batch_size",
                                          "global_batch_size",
