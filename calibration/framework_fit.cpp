@@ -21,7 +21,7 @@ using HW = sim::HardwareProfile;
 // The terms the runs touch, and which ones each run depends on (-1: none).
 struct Term {
   TermKind kind;
-  std::string key;  // family: its fitted block's source line; framework: its name
+  std::string key;                 // family: its fitted block's source line; framework: its name
   std::vector<std::string> names;  // the profiles, or the framework
   double shipped = 1;
   int fitting_runs = 0;
@@ -60,8 +60,8 @@ Layout layout_of(const std::vector<MeasuredRun>& runs, const std::string& held_o
     const HW& hw = r.plan.cluster.hardware;
     std::array<int, 3> slots{-1, -1, -1};
     if (hw.fitted.present) {
-      slots[kHw16] = find_or_add(L.terms, TermKind::hardware_16bit, hw.fitted.source, hw.name,
-                                 hw.fitted.compute_efficiency_scale);
+      slots[kHw16] =
+          find_or_add(L.terms, TermKind::hardware_16bit, hw.fitted.source, hw.name, hw.fitted.compute_efficiency_scale);
       if (r.plan.config.uses_fp8())
         slots[kHw8] = find_or_add(L.terms, TermKind::hardware_fp8, hw.fitted.source, hw.name,
                                   hw.fitted.fp8_compute_efficiency_scale);
@@ -207,8 +207,8 @@ FrameworkFitResult fit_frameworks(const std::vector<MeasuredRun>& runs, const Fr
     if (const std::string why = unpredictable_reason(L, runs, options.held_out); !why.empty())
       throw sim::InputError("framework '" + options.held_out + "' cannot be held out: " + why);
   }
-  JointProblem p{&runs, &L, options.held_out, {}, {}, std::vector<int>(L.terms.size(), -1), {},
-                 options.run_sd / options.prior_sd};
+  JointProblem p{
+      &runs, &L, options.held_out, {}, {}, std::vector<int>(L.terms.size(), -1), {}, options.run_sd / options.prior_sd};
   for (std::size_t i = 0; i < runs.size(); ++i)
     if (runs[i].framework != options.held_out) p.fitting.push_back(static_cast<int>(i));
   if (p.fitting.empty()) throw sim::InputError("calibrate --frameworks: no fitting run");
@@ -292,8 +292,11 @@ std::vector<FrameworkHoldout> leave_one_framework_out_joint(const std::vector<Me
 nlohmann::json to_json(const FrameworkFitResult& r) {
   nlohmann::json terms = nlohmann::json::array(), runs = nlohmann::json::array();
   for (const auto& t : r.terms) {
-    nlohmann::json j{{"kind", to_string(t.kind)}, {"name", t.name},         {"fitting_runs", t.runs},
-                     {"shipped", t.shipped},      {"fitted", t.fitted}};
+    nlohmann::json j{{"kind", to_string(t.kind)},
+                     {"name", t.name},
+                     {"fitting_runs", t.runs},
+                     {"shipped", t.shipped},
+                     {"fitted", t.fitted}};
     if (t.std_error >= 0) j["std_error"] = t.std_error;
     terms.push_back(std::move(j));
   }

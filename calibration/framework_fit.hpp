@@ -37,8 +37,8 @@ struct FittedTerm {
 };
 
 struct FrameworkFitResult {
-  std::vector<FittedTerm> terms;  // families (16-bit, FP8), then frameworks, in first-appearance order
-  std::vector<RunResult> runs;    // input order; holdout = the held-out framework's runs
+  std::vector<FittedTerm> terms;            // families (16-bit, FP8), then frameworks, in first-appearance order
+  std::vector<RunResult> runs;              // input order; holdout = the held-out framework's runs
   std::vector<std::string> run_frameworks;  // parallel to runs
   ErrorStats fit_before, fit_after, heldout_after;
   double heldout_bias = 0;  // mean signed error of the held-out runs
@@ -56,7 +56,7 @@ struct FrameworkHoldout {
   std::string framework;
   int runs = 0;
   bool predicted = false;
-  std::string why_not;  // when not predicted
+  std::string why_not;             // when not predicted
   std::vector<std::string> notes;  // the fit's notes (an FP8 term taken from the 16-bit one)
   ErrorStats error;
   double bias = 0;

@@ -19,8 +19,8 @@ void print_terms(const cal::FrameworkFitResult& r) {
   for (const auto& t : r.terms) {
     char se[32] = "        -";
     if (t.std_error >= 0) std::snprintf(se, sizeof se, "%9.3f", t.std_error);
-    std::printf("%-30s %-34s %5d %9.3f %9.3f %s\n", cal::to_string(t.kind), t.name.c_str(), t.runs, t.shipped,
-                t.fitted, se);
+    std::printf("%-30s %-34s %5d %9.3f %9.3f %s\n", cal::to_string(t.kind), t.name.c_str(), t.runs, t.shipped, t.fitted,
+                se);
   }
   std::printf("Levenberg-Marquardt on log step time: %d iterations, %s\n", r.iterations,
               r.converged ? "converged" : "not converged");

@@ -33,6 +33,9 @@ json with_defaults(const FrameworkModel& fw, const json& config) {
 namespace {
 
 bool async_tp(const sim::ParallelConfig& cfg) { return cfg.tp_comm_overlap && cfg.tp > 1; }
+bool model_parallel_or_fp8(const sim::ParallelConfig& cfg) {
+  return cfg.tp > 1 || cfg.cp > 1 || cfg.ep > 1 || cfg.uses_fp8();
+}
 
 // Defaults that are the framework's choice only where the configuration allows them.
 void settle_defaults(const KnobTable& k, sim::ParallelConfig& cfg, const std::set<std::string>& explicit_keys) {
@@ -41,6 +44,8 @@ void settle_defaults(const KnobTable& k, sim::ParallelConfig& cfg, const std::se
   if (!explicit_keys.count("zero3_fetch") && cfg.zero_stage != 3) cfg.zero3_fetch = sim::Zero3Fetch::prefetch;
   // Async TP switches compile on where the framework needs it for that (torchtitan raises otherwise).
   if (!explicit_keys.count("fusion") && k.tp_overlap_needs_compile && async_tp(cfg)) cfg.fusion = sim::Fusion::compile;
+  if (!explicit_keys.count("fusion") && k.model_parallel_needs_fused_layers && model_parallel_or_fp8(cfg))
+    cfg.fusion = sim::Fusion::megatron;
 }
 
 }  // namespace
@@ -103,6 +108,8 @@ std::optional<std::string> layout_gap(const KnobTable& k, const sim::ParallelCon
     if (!has(k.cp_kinds, c.cp_kind)) return not_in("context-parallel kind", c.cp_kind, k.cp_kinds);
   }
   if (c.ep > 1 && !k.expert_parallel) return "expert parallelism (ep " + std::to_string(c.ep) + ")";
+  if (c.micro_batches() > 1 && !k.gradient_accumulation)
+    return "gradient accumulation (" + std::to_string(c.micro_batches()) + " micro-batches a step)";
   if (!has(k.zero_stages, c.zero_stage)) {
     std::string list;
     for (int z : k.zero_stages) list += (list.empty() ? "" : ", ") + std::to_string(z);
@@ -130,6 +137,8 @@ std::optional<std::string> feature_gap(const KnobTable& k, const sim::ParallelCo
   if (!has(k.fusion, c.fusion)) return not_in("fusion", c.fusion, k.fusion);
   if (k.tp_overlap_needs_compile && async_tp(c) && c.fusion != sim::Fusion::compile)
     return std::string("async tensor parallelism without torch.compile (fusion compile)");
+  if (k.model_parallel_needs_fused_layers && model_parallel_or_fp8(c) && c.fusion != sim::Fusion::megatron)
+    return std::string("tensor, context or expert parallelism or FP8 without its fused layers (fusion megatron)");
   if (!has(k.precisions, c.precision)) return not_in("precision", c.precision, k.precisions);
   if (c.precision != sim::Precision::fp32 && !has(k.mixed_precision, c.mixed_precision))
     return not_in("mixed precision", c.mixed_precision, k.mixed_precision);

@@ -23,9 +23,12 @@ constexpr const char* kFit =
 const std::vector<FittedEfficiency>& fitted_efficiencies() {
   // compute_efficiency, runs, std error, leave-one-framework-out mean |error| (its runs at 1).
   static const std::vector<FittedEfficiency> table{
-      {"megatron-deepspeed", 0.931, 2, 0.072, 0.085}, {"deepspeed", 0.967, 6, 0.075, 0.074},
-      {"megatron", 1.034, 6, 0.071, 0.037},           {"fms-fsdp", 1.010, 6, 0.069, 0.082},
-      {"llm-foundry", 1.043, 29, 0.066, 0.075},       {"neuronx-distributed", 1.028, 3, 0.073, 0.091},
+      {"megatron-deepspeed", 0.931, 2, 0.072, 0.085},
+      {"deepspeed", 0.967, 6, 0.075, 0.074},
+      {"megatron", 1.034, 6, 0.071, 0.037},
+      {"fms-fsdp", 1.010, 6, 0.069, 0.082},
+      {"llm-foundry", 1.043, 29, 0.066, 0.075},
+      {"neuronx-distributed", 1.028, 3, 0.073, 0.091},
       {"nemo", 1.019, 5, 0.131, 0.130},
   };
   return table;
@@ -37,10 +40,11 @@ void apply_fitted_efficiency(FrameworkModel& fw) {
   char what[256];
   if (it == t.end()) {
     fw.terms.compute_efficiency = 1;
-    fw.facts.push_back({"compute_efficiency 1: no runs of it in the calibration set, so the hardware profile's "
-                        "sustained rate as fitted to the other frameworks' runs; its fusion, attention kernel, "
-                        "recompute and sharding are priced by the simulator itself",
-                        "frameworks/fitted_efficiency.cpp (no row)"});
+    fw.facts.push_back(
+        {"compute_efficiency 1: no runs of it in the calibration set, so the hardware profile's "
+         "sustained rate as fitted to the other frameworks' runs; its fusion, attention kernel, "
+         "recompute and sharding are priced by the simulator itself",
+         "frameworks/fitted_efficiency.cpp (no row)"});
     return;
   }
   fw.terms.compute_efficiency = it->compute_efficiency;

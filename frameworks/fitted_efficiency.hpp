@@ -13,9 +13,9 @@ namespace shardplan::frameworks {
 struct FittedEfficiency {
   std::string_view framework;
   double compute_efficiency = 1;
-  int runs = 0;                    // the calibration set's runs of it
-  double std_error = 0;            // of compute_efficiency
-  double leave_out_error = 0;      // its runs' mean |step-time error| when the fit sees only the others
+  int runs = 0;                // the calibration set's runs of it
+  double std_error = 0;        // of compute_efficiency
+  double leave_out_error = 0;  // its runs' mean |step-time error| when the fit sees only the others
 };
 
 // The fitted table, one row per framework with runs in the calibration set.

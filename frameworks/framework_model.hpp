@@ -28,7 +28,11 @@ struct KnobTable {
   bool sequence_parallel = false;           // Megatron SP over the tp group
   bool sequence_parallel_required = false;  // SP is always on with tp > 1 (torchtitan, NxD)
   bool tp_comm_overlap = false;
-  bool tp_overlap_needs_compile = false;         // async TP runs only inside torch.compile (fusion compile)
+  bool tp_overlap_needs_compile = false;  // async TP runs only inside torch.compile (fusion compile)
+  // tp, cp, ep and FP8 run only through the framework's fused (Transformer Engine) layers: fusion
+  // megatron with any of them (SMP v2's use_smp_implementation).
+  bool model_parallel_needs_fused_layers = false;
+  bool gradient_accumulation = true;             // more than one micro-batch a step
   std::vector<sim::PipelineSchedule> schedules;  // empty: no pipeline parallelism
   bool uneven_partition = false;                 // an explicit layer count per chunk
   bool embedding_only_chunks = false;            // a first chunk of 0 blocks, a last of 0 blocks

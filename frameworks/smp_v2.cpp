@@ -30,6 +30,8 @@ FrameworkModel smp_v2_model(std::string_view version) {
   k.precisions = {Precision::bf16, Precision::fp16, Precision::fp32};
   k.mixed_precision = {sim::MixedPrecision::master_weights};
   k.fp8 = {sim::Fp8Recipe::none, sim::Fp8Recipe::delayed};
+  k.model_parallel_needs_fused_layers = true;  // use_smp_implementation: the TE transformer layers
+  k.gradient_accumulation = false;             // the example script steps after every batch
   fw.defaults = {{"fusion", "eager"}, {"attention", "flash"}, {"mixed_precision", "master_weights"}};
   fw.terms.reports = sim::MemoryReport::allocated;
   fw.terms.allocator_slack_fraction = kCachingAllocatorSlack;
@@ -40,6 +42,10 @@ FrameworkModel smp_v2_model(std::string_view version) {
       {"tensor parallelism through Transformer Engine on top of PyTorch FSDP",
        "docs.aws.amazon.com/sagemaker/latest/dg/model-parallel-core-features-v2-tensor-parallelism.html"},
       {"no pipeline parallelism (no pipeline key)", "interop/smp_flags.hpp"},
+      {"tp, cp, ep and FP8 need use_smp_implementation 1 (the script swaps in Transformer Engine's fused layers); "
+       "no gradient accumulation argument (one optimizer step per train_batch_size batch)",
+       "aws/amazon-sagemaker-examples build_and_train_models/sm-distributed_model_parallel_v2/shared-scripts/"
+       "arguments.py @ a39b68fa"},
   };
   return fw;
 }

@@ -73,7 +73,8 @@ json smp_v2_config(const formats::Plan& plan) {
   json distribution;
   distribution[sf::torch_distributed] = {{sf::enabled, true}};
   distribution[sf::smdistributed][sf::modelparallel] = {{sf::enabled, true}, {sf::parameters, params}};
-  const bool transform = c.tp > 1 || c.cp > 1 || c.ep > 1 || c.uses_fp8();
+  // SMP's implementation (Transformer Engine's fused layers): what tp/cp/ep/FP8 need, and fusion megatron.
+  const bool transform = c.tp > 1 || c.cp > 1 || c.ep > 1 || c.uses_fp8() || c.fusion == sim::Fusion::megatron;
   json hp;
   hp[sf::train_batch_size] = c.micro_batch_size;
   hp[sf::max_context_width] = c.seq_len;

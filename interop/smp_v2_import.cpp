@@ -68,6 +68,7 @@ void read_parameters(const json& p, const ImportContext& ctx, const sim::JsonCon
   if (ctx.devices % (c.tp * c.cp) != 0)
     jc.fail(sf::tensor_parallel_degree, "tp x cp dividing the " + std::to_string(ctx.devices) + " devices");
   c.dp = ctx.devices / (c.tp * c.cp);
+  c.sequence_parallel = c.tp > 1;  // SMP's TE tensor parallelism shards the sequence too
 }
 
 // The example script's hyperparameters (their defaults: arguments.py).
@@ -84,6 +85,7 @@ void read_hyperparameters(const json& hp, const ImportContext& ctx, const sim::J
     c.fp8 = sim::Fp8Recipe::delayed;
   }
   c.recompute = flag_or(hp, sf::activation_checkpointing, true, hc) ? sim::Recompute::full : sim::Recompute::none;
+  if (flag_or(hp, sf::use_smp_implementation, false, hc)) c.fusion = sim::Fusion::megatron;  // TE's fused layers
   *strategy = hp.contains(sf::sharding_strategy) ? sim::get_string(hp, sf::sharding_strategy, hc) : "hybrid_shard";
   if (hp.contains(sf::cp_comm_type)) {
     const std::string kind = sim::get_string(hp, sf::cp_comm_type, hc);

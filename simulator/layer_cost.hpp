@@ -111,8 +111,11 @@ PartCost head_cost(const CostEnv& env);
 
 // Stored activation bytes of one block for one micro-batch on one tp rank (the op-by-op
 // derivation of Korthikanti et al. 2022, §4.1, generalised to GQA, SwiGLU, parallel residual,
-// dropout-free models and LoRA adapters).
+// dropout-free models and LoRA adapters): block_activations.cpp.
 double block_activation_bytes(const CostEnv& env, Recompute recompute);
+// The SP region a block linear reads, in block order: attention in (0), attention out (1), MLP in
+// (2), MLP out (3); `rows_seen` counts the row-parallel linears before it and is advanced.
+int linear_region(const LinearDesc& lin, int& rows_seen);
 
 // Attention scores of one micro-batch on one tp rank: b·(a/t)·s·s_full, over packed documents of
 // l tokens s/l blocks of l x l (doc_tokens). Every score costs 2·(d + d_v) FLOPs forward.

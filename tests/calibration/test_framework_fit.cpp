@@ -115,9 +115,7 @@ TEST(FrameworkFit, BadInputNamesWhatIsWrong) {
   try {
     fit_frameworks(rs, o);
     FAIL() << "expected an InputError";
-  } catch (const sim::InputError& e) {
-    EXPECT_NE(std::string(e.what()).find("'nope'"), std::string::npos) << e.what();
-  }
+  } catch (const sim::InputError& e) { EXPECT_NE(std::string(e.what()).find("'nope'"), std::string::npos) << e.what(); }
   rs[2].framework.clear();
   try {
     fit_frameworks(rs);

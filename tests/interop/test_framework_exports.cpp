@@ -1,6 +1,7 @@
 // Each framework's knob table against its export: configurations drawn from what the table allows
 // (frameworks/), with the framework's defaults, validated by the simulator, export without a
-// refusal and import back to the same layout and settings. A seeded draw, so a failure repeats.
+// refusal, are written as files and import back (`--import`'s path) as the same framework with
+// the same layout and settings. A seeded draw, so a failure repeats.
 #include <gtest/gtest.h>
 
 #include <functional>
@@ -11,11 +12,15 @@
 #include "frameworks/registry.hpp"
 #include "interop/accelerate.hpp"
 #include "interop/config_import.hpp"
+#include "interop/habana.hpp"
 #include "interop/launch_export.hpp"
+#include "interop/neuron.hpp"
+#include "interop/smp_v2.hpp"
 #include "interop/torchtitan.hpp"
 #include "simulator/errors.hpp"
 #include "simulator/evaluator.hpp"
 #include "simulator/prediction_json.hpp"
+#include "support/temp_dir.hpp"
 
 namespace shardplan::interop {
 namespace framework_exports_test {  // named: the files share a unity-build unit
@@ -28,14 +33,14 @@ T pick(std::mt19937& rng, const std::vector<T>& v) {
   return v[std::uniform_int_distribution<std::size_t>(0, v.size() - 1)(rng)];
 }
 
-// One configuration of llama3.1-8b on 2 x p5 inside `table`.
-sim::ParallelConfig draw(const fw::KnobTable& k, std::mt19937& rng) {
+// One configuration of llama3.1-8b on `devices` inside `table`.
+sim::ParallelConfig draw(const fw::KnobTable& k, int devices, std::mt19937& rng) {
   sim::ParallelConfig c;
   c.tp = k.tensor_parallel ? pick(rng, std::vector<int>{1, 2, 4}) : 1;
   c.pp = k.schedules.empty() ? 1 : pick(rng, std::vector<int>{1, 2});
   c.cp = k.cp_kinds.empty() ? 1 : pick(rng, std::vector<int>{1, 2});
   if (c.cp > 1) c.cp_kind = pick(rng, k.cp_kinds);
-  c.dp = 16 / (c.tp * c.pp * c.cp);
+  c.dp = devices / (c.tp * c.pp * c.cp);
   if (c.pp > 1) {
     c.schedule = pick(rng, k.schedules);
     if (c.schedule == sim::PipelineSchedule::interleaved) c.virtual_stages = 2;
@@ -51,8 +56,11 @@ sim::ParallelConfig draw(const fw::KnobTable& k, std::mt19937& rng) {
   c.attention = pick(rng, k.attention);
   c.fusion = pick(rng, k.fusion);
   c.fp8 = pick(rng, k.fp8);
+  // What the table ties together: SMP v2's model parallelism and FP8 run its fused layers.
+  if (k.model_parallel_needs_fused_layers && (c.tp > 1 || c.cp > 1 || c.ep > 1 || c.uses_fp8()))
+    c.fusion = sim::Fusion::megatron;
   c.micro_batch_size = 1;
-  c.global_batch_size = 64;
+  c.global_batch_size = k.gradient_accumulation ? 64 : c.dp;
   c.seq_len = 4096;
   return c;
 }
@@ -78,17 +86,39 @@ void expect_same(const sim::ParallelConfig& want, const sim::ParallelConfig& got
   EXPECT_EQ(got.global_batch_size, want.global_batch_size);
 }
 
-using RoundTrip = std::function<ImportResult(const formats::Plan&, const ImportContext&)>;
+// The export's files, named; the first is the one `--import` reads (it names the others).
+using Files = std::vector<std::pair<std::string, std::string>>;
+using Export = std::function<Files(const formats::Plan&)>;
 
-void check_framework(const std::string& spec, const RoundTrip& round_trip, int draws = 40) {
+// The files written to a fresh folder and the first imported back, as `simulate --import` does.
+ImportResult through_files(const Files& files, const ImportContext& ctx) {
+  const testing::TempDir dir("framework_export");
+  for (const auto& [name, text] : files) dir.write(name, text);
+  return import_config_file(dir.file(files.front().first), ctx);
+}
+
+// Two nodes of the framework's first device runtime (one trn1 node: 32 NeuronCores).
+sim::ClusterSpec cluster_for(const fw::KnobTable& k) {
+  switch (k.runtimes.front()) {
+    case sim::DeviceRuntime::neuron:
+      return sim::ClusterSpec{sim::load_hardware("trn1.32xlarge-neuroncore"), 1, 0};
+    case sim::DeviceRuntime::synapse:
+      return sim::ClusterSpec{sim::load_hardware("gaudi2-hls2"), 2, 0};
+    default:
+      return sim::ClusterSpec{sim::load_hardware("p5.48xlarge"), 2, 0};
+  }
+}
+
+// `imports_as`: the framework `--import` names for the files (NeMo's runs take Megatron's arguments).
+void check_framework(const std::string& spec, const std::string& imports_as, const Export& make, int draws = 40) {
   const fw::FrameworkModel model = fw::parse_framework_spec(spec, "test");
   std::mt19937 rng(20261129);
   int valid = 0;
   for (int i = 0; i < draws; ++i) {
     formats::Plan p;
     p.model = sim::load_model("llama3.1-8b");
-    p.cluster = sim::ClusterSpec{sim::load_hardware("p5.48xlarge"), 2, 0};
-    sim::ParallelConfig cfg = draw(model.runs, rng);
+    p.cluster = cluster_for(model.runs);
+    sim::ParallelConfig cfg = draw(model.runs, p.cluster.devices(), rng);
     // What the draw decided; the framework's defaults fill the rest.
     const std::set<std::string> given = {"tensor_parallel",
                                          "pipeline_parallel",
@@ -127,33 +157,62 @@ void check_framework(const std::string& spec, const RoundTrip& round_trip, int d
     ctx.micro_batch_size = cfg.micro_batch_size;
     ctx.global_batch_size = cfg.global_batch_size;
     try {
-      expect_same(cfg, round_trip(p, ctx).config, what);
+      const ImportResult back = through_files(make(p), ctx);
+      EXPECT_EQ(back.framework, imports_as) << what;
+      expect_same(cfg, back.config, what);
     } catch (const sim::InputError& e) { ADD_FAILURE() << what << "\n  export or import refused: " << e.what(); }
   }
   EXPECT_GE(valid, draws / 3) << spec << ": too few drawn configurations are valid to say anything";
 }
 
+std::string with_newline(std::string s) { return s.empty() || s.back() == '\n' ? s : s + "\n"; }
+
 TEST(FrameworkExports, MegatronCoreRunsEveryCombinationItsTableAllows) {
-  check_framework("megatron", [](const formats::Plan& p, const ImportContext& ctx) {
-    return import_megatron(megatron_command_line(p), ctx, "megatron_args.sh");
+  check_framework("megatron", "megatron", [](const formats::Plan& p) {
+    return Files{{"megatron_args.sh", with_newline(megatron_command_line(p))}};
+  });
+}
+
+TEST(FrameworkExports, NemoRunsEveryCombinationItsTableAllowsThroughMegatronArguments) {
+  check_framework("nemo", "megatron", [](const formats::Plan& p) {
+    return Files{{"megatron_args.sh", with_newline(megatron_command_line(p))}};
   });
 }
 
 TEST(FrameworkExports, TorchtitanRunsEveryCombinationItsTableAllows) {
-  check_framework("torchtitan", [](const formats::Plan& p, const ImportContext& ctx) {
-    return import_torchtitan(torchtitan_toml(p), ctx, "job.toml");
+  check_framework("torchtitan", "torchtitan", [](const formats::Plan& p) {
+    return Files{{"job.toml", torchtitan_toml(p)}};
   });
 }
 
 TEST(FrameworkExports, DeepSpeedRunsEveryCombinationItsTableAllows) {
-  check_framework("deepspeed", [](const formats::Plan& p, const ImportContext& ctx) {
-    return import_deepspeed(deepspeed_config(p), ctx, "ds_config.json");
+  check_framework("deepspeed", "deepspeed", [](const formats::Plan& p) {
+    return Files{{"ds_config.json", deepspeed_config(p).dump(2)}};
   });
 }
 
 TEST(FrameworkExports, AccelerateFsdpRunsEveryCombinationItsTableAllows) {
-  check_framework("accelerate-fsdp", [](const formats::Plan& p, const ImportContext& ctx) {
-    return import_accelerate(accelerate_yaml(p), ctx, "accelerate.yaml");
+  check_framework("accelerate-fsdp", "accelerate-fsdp", [](const formats::Plan& p) {
+    return Files{{"accelerate.yaml", accelerate_yaml(p)}};
+  });
+}
+
+TEST(FrameworkExports, SmpV2RunsEveryCombinationItsTableAllows) {
+  check_framework("smp-v2", "smp-v2", [](const formats::Plan& p) {
+    return Files{{"smp_v2.json", smp_v2_config(p).dump(2)}};
+  });
+}
+
+TEST(FrameworkExports, NeuronxDistributedRunsEveryCombinationItsTableAllows) {
+  check_framework("neuronx-distributed", "neuronx-distributed", [](const formats::Plan& p) {
+    return Files{{"neuron_launch.sh", with_newline(neuron_command_line(p))}};
+  });
+}
+
+TEST(FrameworkExports, OptimumHabanaRunsEveryCombinationItsTableAllows) {
+  check_framework("optimum-habana", "optimum-habana", [](const formats::Plan& p) {
+    return Files{{"habana_launch.sh", with_newline(habana_command_line(p, "habana_ds_config.json"))},
+                 {"habana_ds_config.json", habana_deepspeed_config(p).dump(2)}};
   });
 }
 
