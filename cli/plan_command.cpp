@@ -85,8 +85,8 @@ void add_options(CLI::App* cmd, PlanOptions& o) {
                   "Gradient accumulation of every ZeRO 0/1 16-bit plan (not searched): param (in .grad; default) or "
                   "fp32 (an fp32 buffer reduced in fp32: DeepSpeed BF16_Optimizer, Megatron main_grad)");
   cmd->add_option("--fp8", o.fp8,
-                  "FP8 recipes to try: auto (none and delayed where the device has FP8 tensor cores: H100, "
-                  "Gaudi2; default), none, or a list of none,delayed,tensorwise,blockwise");
+                  "FP8 recipes to try: none (default: FP8 only when asked), auto (none and delayed where the "
+                  "device has FP8 tensor cores: H100, Gaudi2), or a list of none,delayed,tensorwise,blockwise");
   cmd->add_option("--cp", o.cp,
                   "Context-parallel degrees to try: auto (1,2,4,8 for sequences of 8K tokens or more, else 1; "
                   "default) or a list");
@@ -278,6 +278,8 @@ CurrentSetup current_setup(PlanOptions& o, const sim::ModelSpec& model, const si
   o.precisions = sim::to_string(cur.config.precision);
   o.attention = sim::to_string(cur.config.attention);
   o.fusion = sim::to_string(cur.config.fusion);
+  // The setup's precision recipe is kept: an FP8 setup is compared with FP8 plans, a 16-bit one with 16-bit ones.
+  if (o.fp8 == pl::search_defaults().fp8) o.fp8 = sim::to_string(cur.config.fp8);
   if (cur.config.lora.enabled()) {
     o.lora_ranks = std::to_string(cur.config.lora.rank);
     o.lora_alpha = cur.config.lora.alpha;

@@ -35,6 +35,7 @@ nlohmann::json search_json(const pl::SearchResult& r, const std::optional<std::s
     e["description"] = x.candidate.key;
     e["score"] = x.score;
     e["usd_per_token"] = x.candidate.usd_per_token;
+    e["equivalents"] = x.equivalents;  // predicted identically, folded into this row
     j["ranked"].push_back(std::move(e));
   }
   j["pareto"] = nlohmann::json::array();
@@ -85,6 +86,7 @@ void print_search(std::ostream& out, const sim::ModelSpec& model, const pl::Sear
             << (p.train_cost_with_failures_usd ? f("%8.0f", *p.train_cost_with_failures_usd) : std::string("       -"));
       }
       out << "  " << x.candidate.key << "\n";
+      for (const auto& same : x.equivalents) out << "      (the same prediction: " << same << ")\n";
     }
   }
   if (!r.pareto.empty()) {

@@ -42,6 +42,7 @@ std::vector<CandidateRow> rows_of(const pl::SearchResult& result, const std::vec
                      Origin::ranked, ++rank, front.count(r.candidate.key) > 0,
                      std::nullopt};
     seen.insert(r.candidate.key);
+    for (const auto& same : r.equivalents) seen.insert(same);  // folded into this row: not shown again
     rows.push_back(std::move(row));
   }
   auto add = [&](const pl::Candidate& c, Origin origin) {

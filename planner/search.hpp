@@ -111,6 +111,9 @@ struct Ranked {
   Candidate candidate;
   simulator::Prediction prediction;  // full simulation
   double score = 0;
+  // Configurations predicted to behave identically (the same step time and memory: selective
+  // recompute under flash attention recomputes nothing), folded into this, the simplest, row.
+  std::vector<std::string> equivalents;
 };
 
 struct RegionReport {
@@ -122,7 +125,7 @@ struct RegionReport {
 
 struct SearchResult {
   std::vector<Ranked> ranked;          // best first (top K re-scored with the full simulation)
-  std::vector<Candidate> pareto;       // (step time per token, cost per token, memory) front
+  std::vector<Candidate> pareto;       // (step time per token, cost per token, memory) front, full simulation
   std::vector<RegionReport> rejected;  // regions where nothing fits or nothing meets constraints
   long long evaluated = 0;             // analytical evaluations
   long long pruned = 0;                // skipped by the model-state lower bound

@@ -1,6 +1,8 @@
 // The deterministic end of a search: merge per-thread results, re-score the top candidates with
 // the full simulation, build the Pareto front and the rejected-region explanations.
 #include <algorithm>
+#include <array>
+#include <cmath>
 #include <cstdio>
 
 #include "search_result.hpp"
@@ -18,6 +20,38 @@ std::string fmt_gib(double b) {
   char buf[32];
   std::snprintf(buf, sizeof buf, "%.2f GiB", b / (1024.0 * 1024 * 1024));
   return buf;
+}
+
+// Ties go to the configuration an expert picks: no offload, a lower ZeRO stage, fewer pipeline
+// stages, no recompute, less model parallelism, fewer features. Lower is simpler.
+std::array<int, 8> complexity(const sim::ParallelConfig& c) {
+  return {int(c.offload_optimizer) + int(c.offload_activations),
+          c.zero_stage,
+          c.pp,
+          c.recompute == sim::Recompute::none ? 0 : 1,
+          c.virtual_stages,
+          c.tp * c.cp * c.ep,
+          int(c.uses_fp8()) + int(c.tp_comm_overlap) + int(c.fp8_param_gather),
+          int(!c.partition.empty())};
+}
+
+bool same_behaviour(const Ranked& a, const Ranked& b) {
+  const auto close = [](double x, double y) { return std::fabs(x - y) <= 1e-9 * std::max(std::fabs(x), std::fabs(y)); };
+  return a.candidate.cluster.nodes == b.candidate.cluster.nodes &&
+         a.candidate.cluster.hardware.name == b.candidate.cluster.hardware.name &&
+         close(a.prediction.time.step_s, b.prediction.time.step_s) &&
+         close(a.prediction.worst.total(), b.prediction.worst.total()) && close(a.score, b.score);
+}
+
+// Sorted rows whose predictions agree fold into the first (the simplest of them).
+std::vector<Ranked> fold_equivalents(std::vector<Ranked> sorted) {
+  std::vector<Ranked> out;
+  for (auto& r : sorted) {
+    auto same = std::find_if(out.begin(), out.end(), [&](const Ranked& k) { return same_behaviour(k, r); });
+    if (same == out.end()) out.push_back(std::move(r));
+    else same->equivalents.push_back(r.candidate.key);
+  }
+  return out;
 }
 
 std::vector<Ranked> rescore(const sim::ModelSpec& model, const std::vector<sim::Evaluator>& evaluators,
@@ -53,9 +87,12 @@ std::vector<Ranked> rescore(const sim::ModelSpec& model, const std::vector<sim::
   }
   std::sort(ranked.begin(), ranked.end(), [](const Ranked& a, const Ranked& b) {
     if (a.score != b.score) return a.score < b.score;
+    if (complexity(a.candidate.config) != complexity(b.candidate.config))
+      return complexity(a.candidate.config) < complexity(b.candidate.config);
     return detail::key_of(a.candidate.config, a.candidate.cluster.nodes) <
            detail::key_of(b.candidate.config, b.candidate.cluster.nodes);
   });
+  ranked = fold_equivalents(std::move(ranked));
   if (static_cast<int>(ranked.size()) > o.top_k) ranked.resize(o.top_k);
   return ranked;
 }
@@ -136,6 +173,59 @@ std::string describe(const sim::ParallelConfig& c, int nodes) {
 
 namespace detail {
 
+// The estimate's front re-judged by the full simulation the table uses, with the table's rows
+// added: no front point is dominated by a ranked row (time and cost per token, memory).
+std::vector<Candidate> final_front(const sim::ModelSpec& model, const std::vector<sim::Evaluator>& evaluators,
+                                   const SearchSpace& space, const Constraints& c, const SearchOptions& o,
+                                   const std::vector<Point>& front, const std::vector<Ranked>& ranked) {
+  std::vector<Candidate> all;
+  auto with_prediction = [](Candidate cand, const sim::Prediction& pred) {
+    cand.estimate.step_s = pred.time.step_s;
+    cand.estimate.tokens_per_s = pred.tokens_per_s;
+    cand.estimate.worst_memory_bytes = pred.worst.total();
+    cand.estimate.mfu = pred.mfu;
+    cand.estimate.fits = pred.feasible;
+    const double price = cand.cluster.hardware.price.usd_per_hour * cand.cluster.nodes;
+    cand.usd_per_token = price / 3600.0 / pred.tokens_per_s;
+    return cand;
+  };
+  for (const auto& p : front) {
+    const sim::Evaluator& ev = evaluators[p.node_index];
+    sim::ParallelConfig cfg = config_of(p, model, space, c);
+    const sim::Prediction pred = ev.simulate(cfg, sim::TrainingGoal{o.train_tokens});
+    if (!pred.feasible) continue;
+    all.push_back(
+        with_prediction({ev.cluster(), cfg, p.estimate, p.score, 0, describe(cfg, ev.cluster().nodes)}, pred));
+  }
+  for (const auto& x : ranked) all.push_back(with_prediction(x.candidate, x.prediction));
+  auto dominates = [](const Candidate& a, const Candidate& b) {
+    const double ta = 1 / a.estimate.tokens_per_s, tb = 1 / b.estimate.tokens_per_s;
+    const bool no_worse = ta <= tb && a.usd_per_token <= b.usd_per_token &&
+                          a.estimate.worst_memory_bytes <= b.estimate.worst_memory_bytes;
+    return no_worse && (ta < tb || a.usd_per_token < b.usd_per_token ||
+                        a.estimate.worst_memory_bytes < b.estimate.worst_memory_bytes);
+  };
+  // Fastest first; among points predicted alike, the simplest first, and the others left out.
+  std::sort(all.begin(), all.end(), [](const Candidate& a, const Candidate& b) {
+    if (a.estimate.tokens_per_s != b.estimate.tokens_per_s) return a.estimate.tokens_per_s > b.estimate.tokens_per_s;
+    if (a.estimate.worst_memory_bytes != b.estimate.worst_memory_bytes)
+      return a.estimate.worst_memory_bytes < b.estimate.worst_memory_bytes;
+    if (complexity(a.config) != complexity(b.config)) return complexity(a.config) < complexity(b.config);
+    return a.key < b.key;
+  });
+  auto alike = [](const Candidate& a, const Candidate& b) {
+    return a.estimate.tokens_per_s == b.estimate.tokens_per_s &&
+           a.estimate.worst_memory_bytes == b.estimate.worst_memory_bytes && a.usd_per_token == b.usd_per_token;
+  };
+  std::vector<Candidate> out;
+  for (const auto& a : all) {
+    const bool beaten = std::any_of(all.begin(), all.end(), [&](const Candidate& b) { return dominates(b, a); });
+    const bool repeat = std::any_of(out.begin(), out.end(), [&](const Candidate& k) { return alike(k, a); });
+    if (!beaten && !repeat) out.push_back(a);
+  }
+  return out;
+}
+
 SearchResult finish(const sim::ModelSpec& model, const std::vector<sim::Evaluator>& evaluators,
                     const SearchSpace& space, const Constraints& c, const SearchOptions& o,
                     std::vector<ThreadState>& states) {
@@ -162,11 +252,7 @@ SearchResult finish(const sim::ModelSpec& model, const std::vector<sim::Evaluato
     if (a.time_per_token != b.time_per_token) return a.time_per_token < b.time_per_token;
     return a.key < b.key;
   });
-  for (const auto& p : merged.front) {
-    const sim::Evaluator& ev = evaluators[p.node_index];
-    sim::ParallelConfig cfg = config_of(p, model, space, c);
-    r.pareto.push_back({ev.cluster(), cfg, p.estimate, p.score, p.usd_per_token, describe(cfg, ev.cluster().nodes)});
-  }
+  r.pareto = final_front(model, evaluators, space, c, o, merged.front, r.ranked);
 
   for (const auto& [k, acc] : regions) {
     if (acc.evaluated == 0 || acc.allowed > 0) continue;
