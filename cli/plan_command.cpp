@@ -4,11 +4,14 @@
 #include <cstdio>
 #include <iostream>
 #include <optional>
+#include <set>
 #include <sstream>
 
 #include "commands.hpp"
 #include "formats/plan.hpp"
+#include "frameworks/registry.hpp"
 #include "interop/config_import.hpp"
+#include "planner/framework_space.hpp"
 #include "planner/search.hpp"
 #include "planner/search_defaults.hpp"
 #include "planner/space_parse.hpp"
@@ -50,8 +53,15 @@ struct PlanOptions {
          max_usd = d().max_usd_per_hour, train_tokens = 0, dataset_tokens = 0, epochs = 1;
   std::string lora_base = d().lora_base;
   std::string lora_targets, objective = d().objective, require, forbid, out, why, rank_order = d().rank_order;
-  std::string from;  // --from: the user's current setup (any format `simulate --import` reads)
+  std::string from;             // --from: the user's current setup (any format `simulate --import` reads)
+  std::string framework;        // --framework NAME[@VERSION]: search what it runs (or --from's format)
+  std::set<std::string> given;  // the fixed fields' keys the user named (a framework's defaults fill the rest)
 };
+
+// Records that the flag of `key` was given (a framework's defaults do not replace it).
+CLI::Option* keyed(CLI::Option* opt, PlanOptions& o, const char* key) {
+  return opt->each([&o, key](const std::string&) { o.given.insert(key); });
+}
 
 void add_options(CLI::App* cmd, PlanOptions& o) {
   cmd->add_option("--model", o.model, "Built-in model, model card or Hugging Face config.json")->required();
@@ -70,28 +80,39 @@ void add_options(CLI::App* cmd, PlanOptions& o) {
   cmd->add_option("--recompute", o.recomputes,
                   "Recompute modes to try (default none,selective,full; op_sac on request)");
   cmd->add_option("--precision", o.precisions, "Precisions to try (bf16,fp16,fp32)");
-  cmd->add_option("--mixed-precision", o.mixed_precision,
-                  "How bf16/fp16 keep weights: master_weights (DeepSpeed, Megatron) or autocast (PyTorch AMP)")
+  keyed(cmd->add_option("--mixed-precision", o.mixed_precision,
+                        "How bf16/fp16 keep weights: master_weights (DeepSpeed, Megatron) or autocast (PyTorch AMP)"),
+        o, "mixed_precision")
       ->check(CLI::IsMember(sim::enum_names<sim::MixedPrecision>()));
-  cmd->add_option(
-      "--attention", o.attention,
-      "Attention kernel of every plan (not searched): flash (fused, FlashAttention-2 / SDPA; default, "
-      "what current frameworks run), flash1 (FlashAttention v1 / Triton kernels) or eager (explicit softmax)");
-  cmd->add_option("--fusion", o.fusion,
-                  "Kernels the framework fuses, for every plan (not searched): eager (default), megatron "
-                  "(fused q/k/v and gate/up GEMMs, fused SwiGLU: Megatron-Core, NeMo) or compile (torch.compile: "
-                  "fused pointwise ops, separate GEMMs)");
-  cmd->add_option("--grad-accum-dtype", o.grad_accum,
-                  "Gradient accumulation of every ZeRO 0/1 16-bit plan (not searched): param (in .grad; default) or "
-                  "fp32 (an fp32 buffer reduced in fp32: DeepSpeed BF16_Optimizer, Megatron main_grad)");
+  keyed(cmd->add_option(
+            "--attention", o.attention,
+            "Attention kernel of every plan (not searched): flash (fused, FlashAttention-2 / SDPA; default, "
+            "what current frameworks run), flash1 (FlashAttention v1 / Triton kernels) or eager (explicit softmax)"),
+        o, "attention");
+  keyed(cmd->add_option("--fusion", o.fusion,
+                        "Kernels the framework fuses, for every plan (not searched): eager (default), megatron "
+                        "(fused q/k/v and gate/up GEMMs, fused SwiGLU: Megatron-Core, NeMo) or compile "
+                        "(torch.compile: fused pointwise ops, separate GEMMs)"),
+        o, "fusion");
+  keyed(cmd->add_option("--grad-accum-dtype", o.grad_accum,
+                        "Gradient accumulation of every ZeRO 0/1 16-bit plan (not searched): param (in .grad; "
+                        "default) or fp32 (an fp32 buffer reduced in fp32: DeepSpeed BF16_Optimizer, Megatron "
+                        "main_grad)"),
+        o, "grad_accum_dtype");
   cmd->add_option("--fp8", o.fp8,
                   "FP8 recipes to try: none (default: FP8 only when asked), auto (none and delayed where the "
                   "device has FP8 tensor cores: H100, Gaudi2), or a list of none,delayed,tensorwise,blockwise");
   cmd->add_option("--cp", o.cp,
                   "Context-parallel degrees to try: auto (1,2,4,8 for sequences of 8K tokens or more, else 1; "
                   "default) or a list");
-  cmd->add_option("--cp-kind", o.cp_kind, "Context-parallel attention of every plan (not searched): ring or all_to_all")
+  keyed(cmd->add_option("--cp-kind", o.cp_kind,
+                        "Context-parallel attention of every plan (not searched): ring or all_to_all"),
+        o, "cp_kind")
       ->check(CLI::IsMember(sim::enum_names<sim::CpKind>()));
+  cmd->add_option("--framework", o.framework,
+                  "Search only what this framework runs (NAME or NAME@VERSION: megatron, nemo, torchtitan, deepspeed, "
+                  "accelerate-fsdp, smp-v2, neuronx-distributed, optimum-habana, shardrun, ...), with its defaults for "
+                  "attention, fusion, mixed precision and gradient accumulation; --from sets it from the file");
   cmd->add_option("--ep", o.ep,
                   "Expert-parallel degrees to try on MoE models: auto (every power of two dividing the expert "
                   "count; default) or a list");
@@ -269,6 +290,7 @@ CurrentSetup current_setup(PlanOptions& o, const sim::ModelSpec& model, const si
   ctx.devices_per_node = cur.cluster.per_node();
   ctx.seq_len = o.seq_len;
   interop::ImportResult r = interop::import_config_file(o.from, ctx);
+  if (o.framework.empty()) o.framework = r.framework;  // the file's framework, unless one was named
   for (const auto& w : r.warnings) std::cerr << "shardplan: note: " << w << "\n";
   cur.config = r.config;
   cur.config.memory_headroom = o.headroom;
@@ -278,6 +300,7 @@ CurrentSetup current_setup(PlanOptions& o, const sim::ModelSpec& model, const si
   o.precisions = sim::to_string(cur.config.precision);
   o.attention = sim::to_string(cur.config.attention);
   o.fusion = sim::to_string(cur.config.fusion);
+  o.given.insert({"attention", "fusion"});  // the setup's, not the framework's defaults
   // The setup's precision recipe is kept: an FP8 setup is compared with FP8 plans, a 16-bit one with 16-bit ones.
   if (o.fp8 == pl::search_defaults().fp8) o.fp8 = sim::to_string(cur.config.fp8);
   if (cur.config.lora.enabled()) {
@@ -307,7 +330,9 @@ int run_plan(const PlanOptions& given) {
     (void)sim::resolve_lora_targets(model, probe.lora.targets);
     if (!space.lora.enabled()) throw sim::InputError("--lora-targets: needs --lora-rank > 0");
   }
-  const pl::Constraints constraints = make_constraints(o);
+  pl::Constraints constraints = make_constraints(o);
+  if (!o.framework.empty())
+    pl::narrow_to_framework(frameworks::parse_framework_spec(o.framework, "--framework"), space, constraints, o.given);
   pl::SearchOptions opts;
   opts.objective = objective_of(o.objective);
   opts.train_tokens = o.train_tokens > 0 ? o.train_tokens : o.dataset_tokens * o.epochs;
@@ -332,11 +357,15 @@ int run_plan(const PlanOptions& given) {
                        r.ranked.front().candidate.cluster,
                        r.ranked.front().candidate.config,
                        r.ranked.front().prediction,
-                       search_settings(o)};
+                       search_settings(o),
+                       constraints.framework};
     formats::save_plan(plan, o.out);
   }
   if (o.json) std::cout << search_json(r, why).dump(2) << "\n";
-  else print_search(std::cout, model, r, opts, why, o.out);
+  else {
+    if (constraints.framework) std::cout << "framework: " << constraints.framework->display << "\n";
+    print_search(std::cout, model, r, opts, why, o.out);
+  }
   if (r.ranked.empty()) return 1;
   return 0;
 }

@@ -36,6 +36,7 @@ nlohmann::json search_json(const pl::SearchResult& r, const std::optional<std::s
     e["score"] = x.score;
     e["usd_per_token"] = x.candidate.usd_per_token;
     e["equivalents"] = x.equivalents;  // predicted identically, folded into this row
+    e["frameworks"] = x.frameworks;    // the frameworks that run it
     j["ranked"].push_back(std::move(e));
   }
   j["pareto"] = nlohmann::json::array();
@@ -87,6 +88,9 @@ void print_search(std::ostream& out, const sim::ModelSpec& model, const pl::Sear
       }
       out << "  " << x.candidate.key << "\n";
       for (const auto& same : x.equivalents) out << "      (the same prediction: " << same << ")\n";
+      std::string runs_on;
+      for (const auto& f : x.frameworks) runs_on += (runs_on.empty() ? "" : ", ") + f;
+      out << "      runs on: " << runs_on << "\n";
     }
   }
   if (!r.pareto.empty()) {

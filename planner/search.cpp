@@ -11,6 +11,7 @@
 #include <optional>
 #include <thread>
 
+#include "frameworks/apply.hpp"
 #include "search_point.hpp"
 #include "search_result.hpp"
 #include "simulator/errors.hpp"
@@ -203,7 +204,9 @@ void evaluate_point(BlockRun& r, const sim::ParallelConfig& cfg, const sim::Conf
   pt.usd_per_token = r.price / 3600.0 * pt.time_per_token;
   pt.score = objective_score(r.sh.options->objective, pt.estimate.tokens_per_s, r.price, pt.estimate.worst_memory_bytes,
                              pt.estimate.goodput);
-  const bool allowed = r.price_ok && detail::meets(pt.key, *r.sh.constraints);
+  const auto& fw = r.sh.constraints->framework;
+  const bool allowed =
+      r.price_ok && detail::meets(pt.key, *r.sh.constraints) && (!fw || !frameworks::why_not(*fw, cfg, r.ev.cluster()));
   r.tally.add(pt, allowed, r.usable);
   if (pt.estimate.fits && allowed) {
     if (r.report && (!r.best || detail::better(pt, *r.best))) r.best = pt;

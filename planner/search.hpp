@@ -11,6 +11,7 @@
 #include <string>
 #include <vector>
 
+#include "frameworks/framework_model.hpp"
 #include "simulator/evaluator.hpp"
 
 namespace shardplan::planner {
@@ -96,6 +97,8 @@ struct Constraints {
   double memory_headroom = 0.05;
   std::vector<std::string> require;  // features: pp, tp, zero, zero3, offload, recompute, lora, sp, interleaved
   std::vector<std::string> forbid;
+  // Only configurations this framework runs (frameworks::why_not); see framework_space.hpp.
+  std::optional<frameworks::FrameworkModel> framework;
 };
 
 struct Candidate {
@@ -114,6 +117,8 @@ struct Ranked {
   // Configurations predicted to behave identically (the same step time and memory: selective
   // recompute under flash attention recomputes nothing), folded into this, the simplest, row.
   std::vector<std::string> equivalents;
+  // The frameworks (registry names) that run it; with Constraints::framework, that one only.
+  std::vector<std::string> frameworks;
 };
 
 struct RegionReport {

@@ -5,6 +5,8 @@
 #include <cmath>
 #include <cstdio>
 
+#include "framework_space.hpp"
+#include "frameworks/apply.hpp"
 #include "search_result.hpp"
 #include "simulator/errors.hpp"
 #include "stage_partition.hpp"
@@ -69,7 +71,8 @@ std::vector<Ranked> rescore(const sim::ModelSpec& model, const std::vector<sim::
       alt.partition = *part;
       if (std::all_of(part->begin(), part->end(), [&](int l) { return l == part->front(); })) alt.partition.clear();
       sim::Prediction alt_pred = ev.simulate(alt, sim::TrainingGoal{o.train_tokens});
-      if (alt_pred.feasible && (!pred.feasible || alt_pred.time.step_s < pred.time.step_s)) {
+      const bool runs = !c.framework || !frameworks::why_not(*c.framework, alt, ev.cluster());
+      if (runs && alt_pred.feasible && (!pred.feasible || alt_pred.time.step_s < pred.time.step_s)) {
         cfg = std::move(alt);
         pred = std::move(alt_pred);
       }
@@ -82,7 +85,10 @@ std::vector<Ranked> rescore(const sim::ModelSpec& model, const std::vector<sim::
                    objective_score(o.objective, pred.tokens_per_s, price, pred.worst.total(), pred.goodput.goodput),
                    price / 3600.0 / pred.tokens_per_s,
                    describe(cfg, ev.cluster().nodes)};
-    ranked.push_back({std::move(cand), pred, 0});
+    std::vector<std::string> runs_on =
+        c.framework ? std::vector<std::string>{c.framework->name} : frameworks_running(cfg, ev.cluster());
+    if (runs_on.empty()) continue;  // no framework runs it (plan --framework shardrun shows what shardrun runs)
+    ranked.push_back({std::move(cand), pred, 0, {}, std::move(runs_on)});
     ranked.back().score = ranked.back().candidate.score;
   }
   std::sort(ranked.begin(), ranked.end(), [](const Ranked& a, const Ranked& b) {
@@ -124,6 +130,9 @@ std::string region_reason(const sim::ModelSpec& model, const std::vector<sim::Ev
     return "no " + name + " configuration fits; closest (" + describe(cfg, ev.cluster().nodes) + "): " + detail_line;
   }
   if (r.price_rejected) return "all " + name + " configurations that fit exceed --max-usd-per-hour";
+  if (c.framework)
+    return "all " + name + " configurations that fit are excluded by --require/--forbid, or " + c.framework->display +
+           " cannot run them";
   return "all " + name + " configurations that fit are excluded by --require/--forbid";
 }
 
@@ -276,6 +285,8 @@ std::string why_not(const sim::ModelSpec& model, const sim::ClusterSpec& cluster
   const double price = cluster.hardware.price.usd_per_hour * cluster.nodes;
   if (c.max_usd_per_hour > 0 && price > c.max_usd_per_hour) return name + ": costs more than --max-usd-per-hour";
   if (!detail::meets(detail::key_of(cfg, cluster.nodes), c)) return name + ": excluded by --require/--forbid";
+  if (c.framework)
+    if (const auto gap = frameworks::why_not(*c.framework, cfg, cluster)) return name + ": " + *gap;
   if (result.ranked.empty()) return name + ": fits, and the search found nothing feasible to compare with";
   const Ranked& best = result.ranked.front();
   const double score = objective_score(objective, p.tokens_per_s, price, p.worst.total(), p.goodput.goodput);

@@ -1,0 +1,103 @@
+// plan --framework: the search narrowed to a framework's knob table gives only plans it runs
+// (frameworks::why_not) and its export writes every ranked row; a fixed field it cannot run is one
+// line naming the flag, and its defaults fill the fields the user left.
+#include <gtest/gtest.h>
+
+#include <functional>
+
+#include "formats/plan.hpp"
+#include "frameworks/apply.hpp"
+#include "frameworks/registry.hpp"
+#include "interop/accelerate.hpp"
+#include "interop/habana.hpp"
+#include "interop/launch_export.hpp"
+#include "interop/neuron.hpp"
+#include "interop/smp_v2.hpp"
+#include "interop/torchtitan.hpp"
+#include "planner/framework_space.hpp"
+#include "simulator/errors.hpp"
+#include "simulator/evaluator.hpp"
+
+namespace shardplan::planner {
+namespace framework_plans_test {  // named: the files share a unity-build unit
+
+namespace sim = shardplan::simulator;
+namespace fw = shardplan::frameworks;
+using namespace shardplan::interop;
+using Files = std::vector<std::pair<std::string, std::string>>;
+using Export = std::function<Files(const formats::Plan&)>;
+
+sim::ClusterSpec cluster_for(const fw::KnobTable& k) {
+  switch (k.runtimes.front()) {
+    case sim::DeviceRuntime::neuron:
+      return sim::ClusterSpec{sim::load_hardware("trn1.32xlarge-neuroncore"), 1, 0};
+    case sim::DeviceRuntime::synapse:
+      return sim::ClusterSpec{sim::load_hardware("gaudi2-hls2"), 2, 0};
+    default:
+      return sim::ClusterSpec{sim::load_hardware("p5.48xlarge"), 2, 0};
+  }
+}
+
+// plan --framework: every ranked row is one the framework runs, and its export writes it.
+void check_plans(const std::string& spec, const Export& make) {
+  const fw::FrameworkModel model = fw::parse_framework_spec(spec, "test");
+  const sim::ClusterSpec cluster = cluster_for(model.runs);
+  for (const char* name : {"llama3.1-8b", "llama2-13b"}) {
+    SearchSpace s;
+    s.node_counts = {cluster.nodes};
+    s.global_batch_sizes = {64};
+    s.seq_len = 4096;
+    Constraints c;
+    narrow_to_framework(model, s, c, {});
+    SearchOptions o;
+    o.top_k = 8;
+    o.threads = 1;
+    const sim::ModelSpec m = sim::load_model(name);
+    const SearchResult r = search(m, cluster.hardware, s, c, o);
+    EXPECT_FALSE(r.ranked.empty()) << spec << " " << name;
+    for (const auto& x : r.ranked) {
+      const std::string what = spec + " " + name + ": " + x.candidate.key;
+      EXPECT_EQ(fw::why_not(model, x.candidate.config, x.candidate.cluster), std::nullopt) << what;
+      EXPECT_EQ(x.frameworks, std::vector<std::string>{model.name}) << what;
+      formats::Plan p;
+      p.model = m;
+      p.cluster = x.candidate.cluster;
+      p.config = x.candidate.config;
+      p.prediction = x.prediction;
+      p.framework = model;
+      try {
+        (void)make(p);
+      } catch (const sim::InputError& e) { ADD_FAILURE() << what << "\n  export refused: " << e.what(); }
+    }
+  }
+}
+
+TEST(FrameworkPlans, EveryRankedRowIsOneTheFrameworkRunsAndExports) {
+  check_plans("megatron", [](const formats::Plan& p) { return Files{{"a.sh", megatron_command_line(p)}}; });
+  check_plans("torchtitan", [](const formats::Plan& p) { return Files{{"a.toml", torchtitan_toml(p)}}; });
+  check_plans("deepspeed", [](const formats::Plan& p) { return Files{{"a.json", deepspeed_config(p).dump()}}; });
+  check_plans("accelerate-fsdp", [](const formats::Plan& p) { return Files{{"a.yaml", accelerate_yaml(p)}}; });
+  check_plans("smp-v2", [](const formats::Plan& p) { return Files{{"a.json", smp_v2_config(p).dump()}}; });
+  check_plans("neuronx-distributed", [](const formats::Plan& p) { return Files{{"a.sh", neuron_command_line(p)}}; });
+  check_plans("optimum-habana", [](const formats::Plan& p) {
+    return Files{{"a.sh", habana_command_line(p, "ds.json")}, {"ds.json", habana_deepspeed_config(p).dump()}};
+  });
+}
+
+TEST(FrameworkPlans, AFixedFieldTheFrameworkCannotRunIsOneLineNamingTheFlag) {
+  SearchSpace s;
+  s.fusion = sim::Fusion::megatron;
+  Constraints c;
+  try {
+    narrow_to_framework(fw::parse_framework_spec("torchtitan", "test"), s, c, {"fusion"});
+    FAIL() << "expected an InputError";
+  } catch (const sim::InputError& e) {
+    EXPECT_NE(std::string(e.what()).find("--fusion megatron"), std::string::npos) << e.what();
+  }
+  SearchSpace d;
+  narrow_to_framework(fw::parse_framework_spec("megatron@core", "test"), d, c, {});
+  EXPECT_EQ(d.fusion, sim::Fusion::megatron);  // its default where the user named none
+}
+
+}  // namespace framework_plans_test
+}  // namespace shardplan::planner
