@@ -12,6 +12,7 @@
 #include "frameworks/registry.hpp"
 #include "interop/config_import.hpp"
 #include "planner/framework_space.hpp"
+#include "planner/hardware_search.hpp"
 #include "planner/search.hpp"
 #include "planner/search_defaults.hpp"
 #include "planner/space_parse.hpp"
@@ -65,7 +66,10 @@ CLI::Option* keyed(CLI::Option* opt, PlanOptions& o, const char* key) {
 
 void add_options(CLI::App* cmd, PlanOptions& o) {
   cmd->add_option("--model", o.model, "Built-in model, model card or Hugging Face config.json")->required();
-  cmd->add_option("--hardware", o.hardware, "Built-in profile or profile JSON")->required();
+  cmd->add_option("--hardware", o.hardware,
+                  "Built-in profile or profile JSON; a comma-separated list, or all (every built-in GPU, Trainium and "
+                  "Gaudi profile): one search over each, ranked together")
+      ->required();
   cmd->add_option("--nodes", o.nodes, "Node counts to consider: 16, 8,16,64 or 8-64 (powers of two)");
   cmd->add_option("--devices-per-node", o.devices_per_node, "Override the profile's devices per node");
   cmd->add_option("--global-batch-size", o.global_batch, "Sequences per step (list allowed)");
@@ -314,8 +318,56 @@ CurrentSetup current_setup(PlanOptions& o, const sim::ModelSpec& model, const si
   return cur;
 }
 
+// --hardware a,b,c or all: one search per profile, merged (planner/hardware_search.hpp).
+int run_plan_on_hardware_list(const PlanOptions& o) {
+  if (!o.from.empty() || !o.why.empty())
+    throw sim::InputError("--hardware: one profile with --from or --why (the setup runs on one)");
+  if (planner::parse_int_list("--lora-rank", o.lora_ranks, false).size() > 1)
+    throw sim::InputError("--hardware: one profile with several --lora-rank values");
+  const sim::ModelSpec model = sim::load_model(o.model);
+  std::vector<sim::HardwareProfile> profiles = pl::hardware_list(o.hardware);
+  for (auto& hw : profiles) apply_resilience(o.resilience, hw);
+  PlanOptions one = o;
+  one.fp8 = "none";  // the recipes below: FP8 where a device has it, skipped on the others
+  pl::SearchSpace space = make_space(one, profiles.front(), model);
+  if (o.fp8 == "auto") space.fp8_recipes = {sim::Fp8Recipe::none, sim::Fp8Recipe::delayed};
+  else space.fp8_recipes = planner::parse_fp8_recipes(o.fp8);
+  pl::Constraints constraints = make_constraints(o);
+  if (!o.framework.empty())
+    pl::narrow_to_framework(frameworks::parse_framework_spec(o.framework, "--framework"), space, constraints, o.given);
+  pl::SearchOptions opts;
+  opts.objective = objective_of(o.objective);
+  opts.train_tokens = o.train_tokens > 0 ? o.train_tokens : o.dataset_tokens * o.epochs;
+  opts.top_k = o.top;
+  opts.threads = o.threads;
+  opts.progress = !o.quiet && !o.json && ::isatty(STDERR_FILENO);
+  opts.cancel = &g_interrupted;
+  std::signal(SIGINT, on_sigint);
+  const pl::HardwareSearch h = pl::search_hardware(model, profiles, space, constraints, opts);
+  std::signal(SIGINT, SIG_DFL);
+  const pl::SearchResult& r = h.result;
+  if (!o.out.empty() && !r.ranked.empty()) {
+    const auto& best = r.ranked.front();
+    formats::save_plan({sim::version(), model, best.candidate.cluster, best.candidate.config, best.prediction,
+                        search_settings(o), constraints.framework},
+                       o.out);
+  }
+  if (o.json) {
+    nlohmann::json j = search_json(r, std::nullopt);
+    j["notes"] = h.notes;
+    std::cout << j.dump(2) << "\n";
+  } else {
+    if (constraints.framework) std::cout << "framework: " << constraints.framework->display << "\n";
+    std::cout << "hardware: " << profiles.size() << " profiles\n";
+    print_search(std::cout, model, r, opts, std::nullopt, o.out);
+    for (const auto& n : h.notes) std::cout << "note: " << n << "\n";
+  }
+  return r.ranked.empty() ? 1 : 0;
+}
+
 int run_plan(const PlanOptions& given) {
   PlanOptions o = given;
+  if (o.hardware == "all" || o.hardware.find(',') != std::string::npos) return run_plan_on_hardware_list(o);
   std::optional<CurrentSetup> current;
   if (!o.from.empty()) current = current_setup(o, sim::load_model(o.model), sim::load_hardware(o.hardware));
   const std::vector<int> ranks = planner::parse_int_list("--lora-rank", o.lora_ranks, false);

@@ -20,6 +20,7 @@ void narrow_to_framework(const frameworks::FrameworkModel& fw, SearchSpace& s, C
 
 // The registry's frameworks (each at its newest version) that run `cfg`'s layout and features on
 // `cluster`, each with its own kernels (attention, fusion, mixed precision: its defaults).
-std::vector<std::string> frameworks_running(const simulator::ParallelConfig& cfg, const simulator::ClusterSpec& cluster);
+std::vector<std::string> frameworks_running(const simulator::ParallelConfig& cfg,
+                                            const simulator::ClusterSpec& cluster);
 
 }  // namespace shardplan::planner

@@ -121,6 +121,10 @@ struct Ranked {
   std::vector<std::string> frameworks;
 };
 
+// The candidates no other one beats on time per token, cost per token and memory, fastest first;
+// of those predicted alike, the simplest only.
+std::vector<Candidate> non_dominated(std::vector<Candidate> all);
+
 struct RegionReport {
   std::string region;  // e.g. "pp=1", "tp=8 pp=2"
   long long evaluated = 0;

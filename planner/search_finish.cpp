@@ -180,6 +180,35 @@ std::string describe(const sim::ParallelConfig& c, int nodes) {
   return s;
 }
 
+std::vector<Candidate> non_dominated(std::vector<Candidate> all) {
+  auto dominates = [](const Candidate& a, const Candidate& b) {
+    const double ta = 1 / a.estimate.tokens_per_s, tb = 1 / b.estimate.tokens_per_s;
+    const bool no_worse = ta <= tb && a.usd_per_token <= b.usd_per_token &&
+                          a.estimate.worst_memory_bytes <= b.estimate.worst_memory_bytes;
+    return no_worse && (ta < tb || a.usd_per_token < b.usd_per_token ||
+                        a.estimate.worst_memory_bytes < b.estimate.worst_memory_bytes);
+  };
+  // Fastest first; among points predicted alike, the simplest first, and the others left out.
+  std::sort(all.begin(), all.end(), [](const Candidate& a, const Candidate& b) {
+    if (a.estimate.tokens_per_s != b.estimate.tokens_per_s) return a.estimate.tokens_per_s > b.estimate.tokens_per_s;
+    if (a.estimate.worst_memory_bytes != b.estimate.worst_memory_bytes)
+      return a.estimate.worst_memory_bytes < b.estimate.worst_memory_bytes;
+    if (complexity(a.config) != complexity(b.config)) return complexity(a.config) < complexity(b.config);
+    return a.key < b.key;
+  });
+  auto alike = [](const Candidate& a, const Candidate& b) {
+    return a.estimate.tokens_per_s == b.estimate.tokens_per_s &&
+           a.estimate.worst_memory_bytes == b.estimate.worst_memory_bytes && a.usd_per_token == b.usd_per_token;
+  };
+  std::vector<Candidate> out;
+  for (const auto& a : all) {
+    const bool beaten = std::any_of(all.begin(), all.end(), [&](const Candidate& b) { return dominates(b, a); });
+    const bool repeat = std::any_of(out.begin(), out.end(), [&](const Candidate& k) { return alike(k, a); });
+    if (!beaten && !repeat) out.push_back(a);
+  }
+  return out;
+}
+
 namespace detail {
 
 // The estimate's front re-judged by the full simulation the table uses, with the table's rows
@@ -207,32 +236,7 @@ std::vector<Candidate> final_front(const sim::ModelSpec& model, const std::vecto
         with_prediction({ev.cluster(), cfg, p.estimate, p.score, 0, describe(cfg, ev.cluster().nodes)}, pred));
   }
   for (const auto& x : ranked) all.push_back(with_prediction(x.candidate, x.prediction));
-  auto dominates = [](const Candidate& a, const Candidate& b) {
-    const double ta = 1 / a.estimate.tokens_per_s, tb = 1 / b.estimate.tokens_per_s;
-    const bool no_worse = ta <= tb && a.usd_per_token <= b.usd_per_token &&
-                          a.estimate.worst_memory_bytes <= b.estimate.worst_memory_bytes;
-    return no_worse && (ta < tb || a.usd_per_token < b.usd_per_token ||
-                        a.estimate.worst_memory_bytes < b.estimate.worst_memory_bytes);
-  };
-  // Fastest first; among points predicted alike, the simplest first, and the others left out.
-  std::sort(all.begin(), all.end(), [](const Candidate& a, const Candidate& b) {
-    if (a.estimate.tokens_per_s != b.estimate.tokens_per_s) return a.estimate.tokens_per_s > b.estimate.tokens_per_s;
-    if (a.estimate.worst_memory_bytes != b.estimate.worst_memory_bytes)
-      return a.estimate.worst_memory_bytes < b.estimate.worst_memory_bytes;
-    if (complexity(a.config) != complexity(b.config)) return complexity(a.config) < complexity(b.config);
-    return a.key < b.key;
-  });
-  auto alike = [](const Candidate& a, const Candidate& b) {
-    return a.estimate.tokens_per_s == b.estimate.tokens_per_s &&
-           a.estimate.worst_memory_bytes == b.estimate.worst_memory_bytes && a.usd_per_token == b.usd_per_token;
-  };
-  std::vector<Candidate> out;
-  for (const auto& a : all) {
-    const bool beaten = std::any_of(all.begin(), all.end(), [&](const Candidate& b) { return dominates(b, a); });
-    const bool repeat = std::any_of(out.begin(), out.end(), [&](const Candidate& k) { return alike(k, a); });
-    if (!beaten && !repeat) out.push_back(a);
-  }
-  return out;
+  return non_dominated(std::move(all));
 }
 
 SearchResult finish(const sim::ModelSpec& model, const std::vector<sim::Evaluator>& evaluators,
