@@ -1,6 +1,8 @@
 // The layout flags shared by `shardplan simulate` and `shardplan runs import`.
 #include "layout_options.hpp"
 
+#include "lora_defaults.hpp"
+
 #include <iostream>
 
 #include "frameworks/apply.hpp"
@@ -84,6 +86,7 @@ sim::ParallelConfig to_config(const LayoutOptions& o, const sim::ModelSpec& m, c
   cfg.lora.alpha = o.lora_alpha;
   cfg.lora.dropout = o.lora_dropout;
   cfg.lora.targets = planner::split_list(o.lora_targets);
+  default_lora_targets(m, cfg.lora);
   cfg.lora.base = *sim::lora_base_from_string(o.lora_base);  // CLI11 checked the name
   if (o.partition != "auto" && o.partition != "auto-memory") cfg.partition = parse_partition(o.partition);
   cfg.rank_order = o.rank_order;
@@ -104,6 +107,7 @@ interop::ImportResult imported(const LayoutOptions& o, const sim::ModelSpec& m, 
   r.config.lora.alpha = o.lora_alpha;
   r.config.lora.dropout = o.lora_dropout;
   r.config.lora.targets = planner::split_list(o.lora_targets);
+  default_lora_targets(m, r.config.lora);
   r.config.memory_headroom = o.headroom;
   r.config.attention = planner::parse_attention(o.attention);  // the imported files do not say
   return r;

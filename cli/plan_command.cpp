@@ -11,6 +11,7 @@
 #include "formats/plan.hpp"
 #include "frameworks/registry.hpp"
 #include "interop/config_import.hpp"
+#include "lora_defaults.hpp"
 #include "planner/framework_space.hpp"
 #include "planner/hardware_search.hpp"
 #include "planner/search.hpp"
@@ -190,6 +191,7 @@ pl::SearchSpace make_space(const PlanOptions& o, const sim::HardwareProfile& hw,
   s.lora.alpha = o.lora_alpha;
   s.lora.dropout = o.lora_dropout;
   s.lora.targets = planner::split_list(o.lora_targets);
+  default_lora_targets(m, s.lora);
   s.lora.base = *sim::lora_base_from_string(o.lora_base);  // CLI11 checked the name
   s.rank_order = o.rank_order;
   return s;

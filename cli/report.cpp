@@ -38,7 +38,6 @@ std::string duration(double s) {
   return fmt("%.2f ms", s * 1e3);
 }
 
-constexpr double kGiB = 1024.0 * 1024.0 * 1024.0;
 
 void print_config(std::ostream& out, const sim::Prediction& p, const sim::ParallelConfig& c) {
   out << "shardplan simulate: " << p.model_name << " on " << p.nodes << " x " << p.hardware_name << " (" << p.devices
@@ -127,7 +126,7 @@ void print_memory(std::ostream& out, const sim::Prediction& p) {
   out << "\n  => " << (p.feasible ? "FITS" : "DOES NOT FIT: " + p.infeasible_reason) << "\n\n";
 }
 
-void print_time(std::ostream& out, const sim::Prediction& p) {
+void print_time(std::ostream& out, const sim::Prediction& p, const sim::ParallelConfig& c) {
   const auto& t = p.time;
   out << "step time breakdown (critical stage)\n";
   auto row = [&](const char* name, double s) {
@@ -150,7 +149,9 @@ void print_time(std::ostream& out, const sim::Prediction& p) {
       << duration(t.dp_overlapped_comm_s) << ")\n\n";
   out << "throughput: " << fmt("%.0f", p.tokens_per_s) << " tokens/s, " << fmt("%.2f", p.samples_per_s)
       << " samples/s, " << fmt("%.1f", p.achieved_tflops_per_device) << " TFLOP/s per device, MFU "
-      << fmt("%.1f%%", 100 * p.mfu) << "\n";
+      << fmt("%.1f%%", 100 * p.mfu) << " of the " << sim::to_string(c.precision) << " peak";
+  if (c.uses_fp8()) out << " (" << fmt("%.1f%%", 100 * p.gemm_peak_fraction) << " of the FP8 peak its GEMMs run at)";
+  out << "\n";
   if (p.price_usd_per_hour > 0) out << "price: " << fmt("%.2f", p.price_usd_per_hour) << " USD/h for the cluster\n";
   if (p.train_time_s) {
     out << "training " << count(*p.train_tokens) << " tokens: " << duration(*p.train_time_s);
@@ -173,7 +174,7 @@ void print_time(std::ostream& out, const sim::Prediction& p) {
 void print_prediction(std::ostream& out, const sim::Prediction& p, const sim::ParallelConfig& cfg) {
   print_config(out, p, cfg);
   print_memory(out, p);
-  print_time(out, p);
+  print_time(out, p, cfg);
 }
 
 }  // namespace shardplan::cli

@@ -7,6 +7,8 @@
 
 namespace shardplan::cli {
 
+inline constexpr double kGiB = 1024.0 * 1024.0 * 1024.0;  // bytes, for the reports
+
 void print_prediction(std::ostream& out, const simulator::Prediction& p, const simulator::ParallelConfig& cfg);
 
 }  // namespace shardplan::cli

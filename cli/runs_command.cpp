@@ -11,6 +11,7 @@
 #include "frameworks/registry.hpp"
 #include "interop/training_log.hpp"
 #include "layout_options.hpp"
+#include "report.hpp"
 #include "simulator/errors.hpp"
 #include "simulator/json_fields.hpp"
 #include "simulator/prediction_json.hpp"
@@ -23,7 +24,6 @@ namespace fs = std::filesystem;
 
 namespace {
 
-constexpr double kGiB = 1024.0 * 1024.0 * 1024.0;
 
 struct RunsImportOptions {
   LayoutOptions layout;

@@ -93,6 +93,9 @@ void print_search(std::ostream& out, const sim::ModelSpec& model, const pl::Sear
       out << "      runs on: " << runs_on << "\n";
     }
   }
+  if (std::any_of(r.ranked.begin(), r.ranked.end(), [](const pl::Ranked& x) { return x.candidate.config.uses_fp8(); }))
+    out << "MFU: model FLOP/s over the 16-bit peak, as the field reports it; an FP8 row's fraction of the FP8 "
+           "peak its GEMMs run at is its gemm_peak_fraction (--json)\n";
   if (!r.pareto.empty()) {
     out << "\nPareto front (time per token, cost per token, memory): " << r.pareto.size() << " configurations\n";
     const std::size_t show = std::min<std::size_t>(r.pareto.size(), 5);

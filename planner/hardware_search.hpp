@@ -15,8 +15,9 @@ struct HardwareSearch {
   std::vector<std::string> notes;  // one line per profile left out (no price under a cost objective)
 };
 
-HardwareSearch search_hardware(const simulator::ModelSpec& model, const std::vector<simulator::HardwareProfile>& profiles,
-                               const SearchSpace& space, const Constraints& constraints, const SearchOptions& options);
+HardwareSearch search_hardware(const simulator::ModelSpec& model,
+                               const std::vector<simulator::HardwareProfile>& profiles, const SearchSpace& space,
+                               const Constraints& constraints, const SearchOptions& options);
 
 // "all": every built-in profile a framework trains on (not the CPU ones); else the comma-separated
 // names or paths. InputError naming --hardware for an unknown one.

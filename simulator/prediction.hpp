@@ -111,7 +111,9 @@ struct Prediction {
   double model_flops_per_step = 0;        // what the math needs (no recompute)
   double hardware_flops_per_step = 0;     // what the devices execute (incl. recompute)
   double achieved_tflops_per_device = 0;  // hardware FLOP/s per device / 1e12
-  double mfu = 0;                         // model FLOP/s / (devices x peak)
+  double mfu = 0;                 // model FLOP/s / (devices x the 16-bit (or fp32) peak), as the field reports it
+  double gemm_peak_fraction = 0;  // the same over the peak of the precision the blocks' GEMMs run at (FP8's
+                                  // under --fp8; else equal to mfu)
 
   // Time-to-train, when a token budget was given.
   std::optional<double> train_tokens;

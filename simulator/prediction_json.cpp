@@ -211,7 +211,8 @@ nlohmann::json to_json(const Prediction& p, bool with_events) {
                      {"achieved_tflops_per_device", p.achieved_tflops_per_device},
                      {"model_flops_per_step", p.model_flops_per_step},
                      {"hardware_flops_per_step", p.hardware_flops_per_step}};
-  j["mfu"] = p.mfu;
+  j["mfu"] = p.mfu;  // against the 16-bit (fp32) peak
+  j["gemm_peak_fraction"] = p.gemm_peak_fraction;
   j["cost"] = {{"price_usd_per_hour", p.price_usd_per_hour},
                {"train_tokens", p.train_tokens ? nlohmann::json(*p.train_tokens) : nlohmann::json()},
                {"train_seconds", p.train_time_s ? nlohmann::json(*p.train_time_s) : nlohmann::json()},

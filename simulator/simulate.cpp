@@ -205,6 +205,8 @@ void rate_throughput(const ConfigContext& c, Prediction& pr) {
   pr.hardware_flops_per_step = hf * m * cfg.dp;
   pr.achieved_tflops_per_device = pr.hardware_flops_per_step / t.step_s / pr.devices / 1e12;
   pr.mfu = pr.model_flops_per_step / (t.step_s * pr.devices * c.env.peak_flops);
+  const double gemm_peak = cfg.uses_fp8() ? c.env.fp8_peak_flops : c.env.peak_flops;
+  pr.gemm_peak_fraction = pr.model_flops_per_step / (t.step_s * pr.devices * gemm_peak);
 }
 
 // Price, goodput under failures, and the time and cost to train `goal.tokens`.

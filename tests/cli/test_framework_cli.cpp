@@ -40,4 +40,22 @@ TEST(CliFramework, UnknownNamesAndVersionsAreOneLineExitTwo) {
   expect_one_line_error(with(kGpt, {"--framework", "torchtitan@v9"}), {"--framework", "v9", "v0.2.2"});
 }
 
+// A LoRA rank without --lora-targets takes PEFT's default targets for the family, and says so; a
+// family PEFT has no default for still asks for them.
+TEST(CliLoraDefaults, PeftsDefaultTargetsWhereNoneAreGiven) {
+  const RunResult r = run_shardplan(
+      {"simulate", "--model", "llama2-7b", "--hardware", "p4d.24xlarge", "--dp", "8", "--lora-rank", "8", "--json"});
+  ASSERT_EQ(r.exit_code, 0) << r;
+  EXPECT_TRUE(contains(r.err, "--lora-targets q_proj,v_proj")) << r.err;
+  EXPECT_TRUE(contains(r.err, "peft/utils/constants.py")) << r.err;
+  const json j = json::parse(r.out);
+  EXPECT_EQ(j["config"]["lora"]["targets"], json::array({"q_proj", "v_proj"})) << j["config"].dump();
+  const RunResult g = run_shardplan({"simulate", "--model", "gpt2", "--hardware", "p4d.24xlarge", "--lora-rank", "4"});
+  ASSERT_EQ(g.exit_code, 0) << g;
+  EXPECT_TRUE(contains(g.err, "--lora-targets c_attn")) << g.err;
+  expect_one_line_error(
+      {"simulate", "--model", "deepseek-v3", "--hardware", "p5.48xlarge", "--nodes", "32", "--lora-rank", "8"},
+      {"--lora-targets"});
+}
+
 }  // namespace framework_cli_test

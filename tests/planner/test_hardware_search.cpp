@@ -49,8 +49,7 @@ TEST(HardwareSearch, EqualsThePerProfileSearchesMerged) {
   }
   for (const auto& a : both.result.pareto)
     for (const auto& b : both.result.pareto) {
-      const bool dominated = b.estimate.tokens_per_s >= a.estimate.tokens_per_s &&
-                             b.usd_per_token <= a.usd_per_token &&
+      const bool dominated = b.estimate.tokens_per_s >= a.estimate.tokens_per_s && b.usd_per_token <= a.usd_per_token &&
                              b.estimate.worst_memory_bytes <= a.estimate.worst_memory_bytes &&
                              (b.estimate.tokens_per_s > a.estimate.tokens_per_s || b.usd_per_token < a.usd_per_token ||
                               b.estimate.worst_memory_bytes < a.estimate.worst_memory_bytes);

@@ -81,6 +81,17 @@ TEST(Fp8, FasterComputeWithinThePeakRatioAndTheSameModelFlops) {
   EXPECT_GT(tensorwise.fp8.time.forward_compute_s, delayed.fp8.time.forward_compute_s);
 }
 
+// MFU stays against the 16-bit peak; the fraction of the FP8 peak the GEMMs run at is half of it
+// on the H100 (FP8 peak = 2 x bf16) and below 1; without FP8 the two are the same figure.
+TEST(Fp8, MfuAgainstTheSixteenBitPeakAndTheGemmPrecisionsFraction) {
+  const Pair p = pair(Fp8Recipe::delayed);
+  EXPECT_NEAR(p.fp8.gemm_peak_fraction, p.fp8.mfu / 2, 1e-3 * p.fp8.mfu);
+  EXPECT_LT(p.fp8.gemm_peak_fraction, 1.0);
+  EXPECT_GT(p.fp8.mfu, p.bf16.mfu);  // the same model FLOPs in less time, over the same peak
+  EXPECT_DOUBLE_EQ(p.bf16.gemm_peak_fraction, p.bf16.mfu);
+  EXPECT_LT(p.bf16.mfu, 1.0);
+}
+
 TEST(Fp8, WeightCopiesAgainstTheClosedForm) {
   const ModelSpec m = load_model("llama2-70b");
   const double W = m.num_layers * linear_weights(m, 8);
