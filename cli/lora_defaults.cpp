@@ -14,8 +14,8 @@ void default_lora_targets(const simulator::ModelSpec& m, simulator::LoraConfig& 
   lora.targets = peft->modules;
   std::string names;
   for (const auto& t : lora.targets) names += (names.empty() ? "" : ",") + t;
-  std::cerr << "shardplan: note: --lora-targets " << names << ": PEFT's default for the " << m.family
-            << " family (" << peft->source << ")\n";
+  std::cerr << "shardplan: note: --lora-targets " << names << ": PEFT's default for the " << m.family << " family ("
+            << peft->source << ")\n";
 }
 
 }  // namespace shardplan::cli

@@ -38,7 +38,6 @@ std::string duration(double s) {
   return fmt("%.2f ms", s * 1e3);
 }
 
-
 void print_config(std::ostream& out, const sim::Prediction& p, const sim::ParallelConfig& c) {
   out << "shardplan simulate: " << p.model_name << " on " << p.nodes << " x " << p.hardware_name << " (" << p.devices
       << " devices)\n";

@@ -24,7 +24,6 @@ namespace fs = std::filesystem;
 
 namespace {
 
-
 struct RunsImportOptions {
   LayoutOptions layout;
   std::string log, format, out, name, source = "my-cluster", citation, note;

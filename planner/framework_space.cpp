@@ -74,6 +74,7 @@ void narrow_to_framework(const fw::FrameworkModel& f, SearchSpace& s, Constraint
   fix(s.mixed_precision, "mixed_precision", k.mixed_precision, f, given);
   fix(s.grad_accum_dtype, "grad_accum_dtype", k.grad_accum, f, given);
   if (!k.cp_kinds.empty()) fix(s.cp_kind, "cp_kind", k.cp_kinds, f, given);
+  fix(s.zero3_fetch, "zero3_fetch", k.zero3_fetch, f, given);
   if (s.tp_comm_overlap && !k.tp_comm_overlap)
     throw sim::InputError("--tp-comm-overlap: " + f.display + " has no TP communication overlap");
   c.framework = f;

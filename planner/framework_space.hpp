@@ -12,9 +12,10 @@
 namespace shardplan::planner {
 
 // Narrows `s` and `c` to what `fw` runs and sets c.framework. The fixed fields (attention, fusion,
-// mixed precision, gradient-accumulation dtype, CP kind) take the framework's defaults unless
+// mixed precision, gradient-accumulation dtype, CP kind, ZeRO-3 fetch) take the framework's defaults unless
 // named in `given` (the flag's key, e.g. "fusion"); a given value the framework cannot run is an
-// InputError naming the flag. Lists keep only the values the table allows.
+// InputError naming the flag. Lists keep only the values the table allows. The search's
+// configurations carry its terms (SearchSpace::base_config binds them).
 void narrow_to_framework(const frameworks::FrameworkModel& fw, SearchSpace& s, Constraints& c,
                          const std::set<std::string>& given);
 

@@ -311,12 +311,14 @@ sim::ParallelConfig SearchSpace::base_config(const Constraints& c) const {
   cfg.cp_kind = cp_kind;
   cfg.rank_order = rank_order;
   cfg.memory_headroom = c.memory_headroom;
+  if (c.framework) frameworks::bind(*c.framework, cfg);  // its terms: what `simulate --framework` predicts
   return cfg;
 }
 
 void SearchSpace::complete_config(sim::ParallelConfig& cfg) const {
   cfg.grad_accum_dtype = sim::grad_accum_for(cfg, grad_accum_dtype);
   cfg.tp_comm_overlap = tp_comm_overlap && cfg.sequence_parallel;
+  cfg.zero3_fetch = cfg.zero_stage == 3 ? zero3_fetch : sim::Zero3Fetch::prefetch;
 }
 
 const char* to_string(Objective o) { return sim::name_of(o); }

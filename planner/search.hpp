@@ -72,6 +72,8 @@ struct SearchSpace {
   // Fixed, not searched: fp32 gradient accumulation (`--grad-accum-dtype`), applied to the ZeRO
   // 0/1 16-bit configurations (grad_accum_for).
   simulator::GradAccumDtype grad_accum_dtype = simulator::GradAccumDtype::param;
+  // Fixed, not searched: how ZeRO-3 fetches parameters (the framework's; applies at stage 3).
+  simulator::Zero3Fetch zero3_fetch = simulator::Zero3Fetch::prefetch;
   // Fixed, not searched: packed documents of this many tokens (ParallelConfig::packed_document_tokens).
   int packed_document_tokens = 0;
   // Fixed, not searched: the framework overlaps SP's collectives with the GEMMs (Megatron-Core
