@@ -46,3 +46,8 @@ echo "==> H100 FP8: leave-one-source-out (fp8_compute_scale refitted without eac
 "$SP" calibrate --suite published --only mlperf-training,nemo-perf --hardware p5.48xlarge \
   --fit fp8_compute_scale --leave-one-source-out --out "$OUT/H100-fp8-refit.json" --json "$OUT/H100-fp8-refit-report.json" |
   sed -n '/leave-one-source-out/,/mean over sources/p'
+
+# Plan regret: plan --framework <the run's> on each published run's cluster and batch.
+echo
+echo "==> build/release/bench/plan_regret (published layout vs the planner's best, in its framework)"
+build/release/bench/plan_regret | tail -2
