@@ -78,33 +78,6 @@ pl::SearchSpace space_of(const cal::RecordedRun& r) {
   return s;
 }
 
-// The knobs two configurations differ in, as "tp 8->4 pp 4->2".
-std::string differences(const sim::ParallelConfig& a, const sim::ParallelConfig& b) {
-  std::string out;
-  auto knob = [&](const char* name, long long x, long long y) {
-    if (x != y) out += std::string(out.empty() ? "" : " ") + name + " " + std::to_string(x) + "->" + std::to_string(y);
-  };
-  knob("tp", a.tp, b.tp);
-  knob("pp", a.pp, b.pp);
-  knob("dp", a.dp, b.dp);
-  knob("cp", a.cp, b.cp);
-  knob("ep", a.ep, b.ep);
-  knob("zero", a.zero_stage, b.zero_stage);
-  knob("shard", a.shard_group(), b.shard_group());
-  knob("recompute_layers", a.recompute_num_layers, b.recompute_num_layers);
-  knob("mbs", a.micro_batch_size, b.micro_batch_size);
-  knob("v", a.virtual_stages, b.virtual_stages);
-  if (a.pp > 1 && b.pp > 1 && a.schedule != b.schedule)
-    out += std::string(out.empty() ? "" : " ") + "schedule " + sim::to_string(a.schedule) + "->" +
-           sim::to_string(b.schedule);
-  knob("sp", a.sequence_parallel, b.sequence_parallel);
-  knob("offload", a.offload_optimizer + a.offload_activations, b.offload_optimizer + b.offload_activations);
-  if (a.recompute != b.recompute)
-    out += std::string(out.empty() ? "" : " ") + "recompute " + sim::to_string(a.recompute) + "->" +
-           sim::to_string(b.recompute);
-  return out;
-}
-
 struct Tally {
   int runs = 0, within_10 = 0, searched = 0, exportable = 0, exported = 0;
 };
@@ -150,8 +123,10 @@ void one_run(const cal::RecordedRun& r, Tally& t) {
   }
   std::printf("%-44s %-20s %10.0f %10.0f %+7.1f%% %5s %7s", r.name.c_str(), fw_name.c_str(), pp.tokens_per_s,
               best.prediction.tokens_per_s, 100 * gap, rank_text.c_str(),
-              exp == "-" ? "-" : exp.empty() ? "yes" : "NO");
-  if (gap > 0.10) std::printf("  differs: %s", differences(pub, best.candidate.config).c_str());
+              exp == "-"    ? "-"
+              : exp.empty() ? "yes"
+                            : "NO");
+  if (gap > 0.10) std::printf("  differs: %s", pl::knob_differences(pub, best.candidate.config).c_str());
   if (!outside.empty()) std::printf("  (published layout outside its table: %s)", outside.c_str());
   if (!exp.empty() && exp != "-") std::printf("  (export: %s)", exp.c_str());
   std::printf("\n");

@@ -123,6 +123,9 @@ struct Ranked {
   std::vector<std::string> frameworks;
 };
 
+// The knobs two configurations differ in, as "tp 8->4 pp 4->2 recompute full->none" ("" if none).
+std::string knob_differences(const simulator::ParallelConfig& from, const simulator::ParallelConfig& to);
+
 // The candidates no other one beats on time per token, cost per token and memory, fastest first;
 // of those predicted alike, the simplest only.
 std::vector<Candidate> non_dominated(std::vector<Candidate> all);

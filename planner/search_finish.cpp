@@ -180,6 +180,33 @@ std::string describe(const sim::ParallelConfig& c, int nodes) {
   return s;
 }
 
+// The knobs two configurations differ in, as "tp 8->4 pp 4->2".
+std::string knob_differences(const sim::ParallelConfig& a, const sim::ParallelConfig& b) {
+  std::string out;
+  auto knob = [&](const char* name, long long x, long long y) {
+    if (x != y) out += std::string(out.empty() ? "" : " ") + name + " " + std::to_string(x) + "->" + std::to_string(y);
+  };
+  knob("tp", a.tp, b.tp);
+  knob("pp", a.pp, b.pp);
+  knob("dp", a.dp, b.dp);
+  knob("cp", a.cp, b.cp);
+  knob("ep", a.ep, b.ep);
+  knob("zero", a.zero_stage, b.zero_stage);
+  knob("shard", a.shard_group(), b.shard_group());
+  knob("recompute_layers", a.recompute_num_layers, b.recompute_num_layers);
+  knob("mbs", a.micro_batch_size, b.micro_batch_size);
+  knob("v", a.virtual_stages, b.virtual_stages);
+  if (a.pp > 1 && b.pp > 1 && a.schedule != b.schedule)
+    out += std::string(out.empty() ? "" : " ") + "schedule " + sim::to_string(a.schedule) + "->" +
+           sim::to_string(b.schedule);
+  knob("sp", a.sequence_parallel, b.sequence_parallel);
+  knob("offload", a.offload_optimizer + a.offload_activations, b.offload_optimizer + b.offload_activations);
+  if (a.recompute != b.recompute)
+    out += std::string(out.empty() ? "" : " ") + "recompute " + sim::to_string(a.recompute) + "->" +
+           sim::to_string(b.recompute);
+  return out;
+}
+
 std::vector<Candidate> non_dominated(std::vector<Candidate> all) {
   auto dominates = [](const Candidate& a, const Candidate& b) {
     const double ta = 1 / a.estimate.tokens_per_s, tb = 1 / b.estimate.tokens_per_s;
@@ -311,7 +338,8 @@ std::string why_not(const sim::ModelSpec& model, const sim::ClusterSpec& cluster
   char buf[256];
   std::snprintf(buf, sizeof buf, ": fits, but %.0f%% worse by %s than the plan; most of the gap: %s (%+.3f s/step)",
                 100.0 * (score / best.score - 1.0), to_string(objective), worst.second, worst.first);
-  return name + buf;
+  const std::string knobs = knob_differences(cfg, best.candidate.config);
+  return name + buf + (knobs.empty() ? std::string() : "; the plan changes " + knobs);
 }
 
 }  // namespace shardplan::planner

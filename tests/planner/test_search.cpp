@@ -211,6 +211,11 @@ TEST(Search, WhyNotComparesAFeasibleConfigurationWithThePlan) {
   cfg.recompute = sim::Recompute::full;
   const std::string why = why_not(m, node, cfg, r, c, o.objective);
   EXPECT_NE(why.find("worse"), std::string::npos) << why;
+  // ... and names the knobs the plan changes: this one has pp 2 and full recompute.
+  const sim::ParallelConfig& plan = r.ranked.front().candidate.config;
+  EXPECT_NE(why.find("the plan changes"), std::string::npos) << why;
+  if (plan.pp != 2) EXPECT_NE(why.find("pp 2->" + std::to_string(plan.pp)), std::string::npos) << why;
+  if (plan.recompute != sim::Recompute::full) EXPECT_NE(why.find("recompute full->"), std::string::npos) << why;
 }
 
 TEST(Plan, RoundTripsThroughJson) {
