@@ -377,6 +377,10 @@ int run_plan(const PlanOptions& given) {
   const sim::ModelSpec model = sim::load_model(o.model);
   sim::HardwareProfile hw = sim::load_hardware(o.hardware);
   apply_resilience(o.resilience, hw);
+  if (objective_of(o.objective) == pl::Objective::cost && hw.price.usd_per_hour <= 0)
+    throw sim::InputError("--objective cost: '" + hw.name +
+                          "' has no public price (price.usd_per_hour 0); expected a profile with its price, or "
+                          "--objective throughput or time");
   pl::SearchSpace space = make_space(o, hw, model);
   if (space.lora.enabled() || !space.lora.targets.empty()) {
     sim::ParallelConfig probe;

@@ -58,4 +58,10 @@ TEST(CliLoraDefaults, PeftsDefaultTargetsWhereNoneAreGiven) {
       {"--lora-targets"});
 }
 
+// A cost ranking needs a price: a profile without one is one line naming the objective, not ranked free.
+TEST(CliPlanCost, AProfileWithoutAPriceIsNotRankedFree) {
+  expect_one_line_error({"plan", "--model", "llama2-7b", "--hardware", "gaudi2-hls2", "--objective", "cost"},
+                        {"--objective cost", "gaudi2-hls2", "no public price"});
+}
+
 }  // namespace framework_cli_test
