@@ -1,7 +1,7 @@
 #include "partition.hpp"
 
 // Legend: L = layers, p = in.stages (pipeline stages x model chunks), stage s holds layers [a, b),
-// n_s = b - a >= 1 layers, w = memory_weight.
+// n_s = b - a >= 1 layers (>= 0 for the first and last with empty_edges), w = memory_weight.
 //   T_s = stage_extra_time_s[s] + sum_{l in [a,b)} layer_time_s[l]
 //   M_s = stage_extra_bytes[s] + sum_{l in [a,b)} (layer_state_bytes[l]
 //                                                  + stage_in_flight[s] * layer_activation_bytes[l])
@@ -71,9 +71,11 @@ void validate(const PartitionInput& in) {
   if (in.stages < 1) { throw sim::InputError("partition.stages: expected >= 1, got " + std::to_string(in.stages)); }
   const std::size_t layers = in.layer_time_s.size();
   const auto stages = static_cast<std::size_t>(in.stages);
-  if (layers < stages) {
-    throw sim::InputError("partition.layer_time_s: expected at least stages (" + std::to_string(stages) +
-                          ") layers, got " + std::to_string(layers));
+  const std::size_t edges = in.empty_edges ? std::min<std::size_t>(stages, 2) : 0;
+  if (layers < stages - edges || layers == 0) {
+    throw sim::InputError("partition.layer_time_s: expected at least " + std::to_string(stages - edges) +
+                          " layers (one per stage" + (edges ? std::string(" between the edges") : std::string()) +
+                          "), got " + std::to_string(layers));
   }
   require_values(in.layer_time_s, layers, "layer_time_s", "layer");
   require_values(in.layer_state_bytes, layers, "layer_state_bytes", "layer");
@@ -117,6 +119,18 @@ class Costs {
   }
   int stages() const { return in_.stages; }
   int layers() const { return static_cast<int>(in_.layer_time_s.size()); }
+  // The fewest layers stage s may hold, and the fewest all stages before / after it hold together.
+  int least(int s) const { return in_.empty_edges && (s == 0 || s == in_.stages - 1) ? 0 : 1; }
+  int least_before(int s) const {
+    int n = 0;
+    for (int i = 0; i < s; ++i) n += least(i);
+    return n;
+  }
+  int least_after(int s) const {
+    int n = 0;
+    for (int i = s + 1; i < in_.stages; ++i) n += least(i);
+    return n;
+  }
   double time(int s, int a, int b) const { return in_.stage_extra_time_s[s] + (time_[b] - time_[a]); }
   double memory(int s, int a, int b) const {
     return in_.stage_extra_bytes[s] + (state_[b] - state_[a]) + in_.stage_in_flight[s] * (act_[b] - act_[a]);
@@ -160,9 +174,10 @@ double minmax_pass(const Costs& c, Measure target, const std::vector<Bound>& bou
   prev[0] = 0.0;
   for (int s = 0; s < p; ++s) {
     std::fill(cur.begin(), cur.end(), kInf);
-    for (int l = s + 1; l <= layers - (p - 1 - s); ++l) {
+    const int first = c.least_before(s), end_max = layers - c.least_after(s);
+    for (int l = first + c.least(s); l <= end_max; ++l) {
       double best = kInf;
-      for (int a = s; a < l; ++a) {
+      for (int a = first; a <= l - c.least(s); ++a) {
         if (prev[a] >= best || !allowed(c, bounds, s, a, l)) continue;  // cannot improve
         best = std::min(best, std::max(prev[a], c.measure(target, s, a, l)));
       }
@@ -185,8 +200,9 @@ std::vector<int> even_pass(const Costs& c, const std::vector<Bound>& bounds) {
   std::vector<std::vector<int>> next(p, std::vector<int>(width, -1));
   rest[p][layers] = 0;
   for (int s = p - 1; s >= 0; --s) {
-    for (int a = s; a <= layers - (p - s); ++a) {
-      for (int b = a + 1; b <= layers - (p - 1 - s); ++b) {  // ascending: fewest layers first
+    const int end_max = layers - c.least_after(s);
+    for (int a = c.least_before(s); a <= end_max - c.least(s); ++a) {
+      for (int b = a + c.least(s); b <= end_max; ++b) {  // ascending: fewest layers first
         if (rest[s + 1][b] == kNone || !allowed(c, bounds, s, a, b)) continue;
         const Dev d = static_cast<Dev>(p) * (b - a) - layers;
         if (rest[s + 1][b] + d * d < rest[s][a]) {
@@ -272,9 +288,12 @@ PartitionResult evaluate_partition(const PartitionInput& in, const std::vector<i
                           " entries (one per stage), got " + std::to_string(layers_per_stage.size()));
   }
   long long total = 0;
+  const Costs costs(in);
   for (std::size_t s = 0; s < layers_per_stage.size(); ++s) {
-    if (layers_per_stage[s] < 1) {
-      throw sim::InputError("partition.layers_per_stage[" + std::to_string(s) + "]: expected >= 1 layer, got " +
+    const int least = costs.least(static_cast<int>(s));
+    if (layers_per_stage[s] < least) {
+      throw sim::InputError("partition.layers_per_stage[" + std::to_string(s) +
+                            "]: expected >= " + std::to_string(least) + " layer" + (least == 1 ? "" : "s") + ", got " +
                             std::to_string(layers_per_stage[s]));
     }
     total += layers_per_stage[s];
@@ -283,7 +302,7 @@ PartitionResult evaluate_partition(const PartitionInput& in, const std::vector<i
     throw sim::InputError("partition.layers_per_stage: expected entries summing to " +
                           std::to_string(in.layer_time_s.size()) + " layers, got " + std::to_string(total));
   }
-  return costs_of(Costs(in), in.memory_cap_bytes, layers_per_stage);
+  return costs_of(costs, in.memory_cap_bytes, layers_per_stage);
 }
 
 }  // namespace shardplan::planner

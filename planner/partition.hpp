@@ -24,12 +24,15 @@ struct PartitionInput {
   PartitionGoal goal = PartitionGoal::speed;
   double memory_weight = 0.5;   // blend: score = (1-w) * time/T0 + w * memory/M0
   double memory_cap_bytes = 0;  // > 0: every stage must fit, else infeasible
+  // The first and the last stage may hold no layer (an embedding-only and a head-only chunk:
+  // Megatron's pipeline_model_parallel_layout, torchtitan's module_fqns_per_model_part).
+  bool empty_edges = false;
 };
 
 struct PartitionResult {
   bool feasible = false;
   std::string reason;                 // why not, when infeasible
-  std::vector<int> layers_per_stage;  // sums to L, each >= 1
+  std::vector<int> layers_per_stage;  // sums to L, each >= 1 (the edges >= 0 with empty_edges)
   std::vector<double> stage_time_s;   // per micro-batch
   std::vector<double> stage_bytes;
   double max_stage_time_s = 0;

@@ -66,7 +66,9 @@ std::vector<Ranked> rescore(const sim::ModelSpec& model, const std::vector<sim::
     sim::validate_config(model, ev.cluster(), cfg);
     sim::Prediction pred = ev.simulate(cfg, sim::TrainingGoal{o.train_tokens});
     // Auto-partition: keep the DP's layer split when the full simulation agrees it is better.
-    if (auto part = choose_partition(ev, cfg, PartitionGoal::speed); part && *part != cfg.partition) {
+    // With a framework that runs embedding-only and head-only chunks, the split may leave the edges empty.
+    const bool empty_edges = c.framework && c.framework->runs.embedding_only_chunks;
+    if (auto part = choose_partition(ev, cfg, PartitionGoal::speed, 0.5, empty_edges); part && *part != cfg.partition) {
       sim::ParallelConfig alt = cfg;
       alt.partition = *part;
       if (std::all_of(part->begin(), part->end(), [&](int l) { return l == part->front(); })) alt.partition.clear();

@@ -43,9 +43,11 @@ PartitionInput partition_input(const sim::Evaluator& ev, const sim::ParallelConf
 }
 
 std::optional<std::vector<int>> choose_partition(const sim::Evaluator& ev, const sim::ParallelConfig& cfg,
-                                                 PartitionGoal goal, double memory_weight) {
+                                                 PartitionGoal goal, double memory_weight, bool empty_edges) {
   if (cfg.pp < 2 || cfg.virtual_stages != 1 || cfg.pp > ev.model().num_layers) return std::nullopt;
-  const PartitionResult r = auto_partition(partition_input(ev, cfg, goal, memory_weight));
+  PartitionInput in = partition_input(ev, cfg, goal, memory_weight);
+  in.empty_edges = empty_edges;
+  const PartitionResult r = auto_partition(in);
   if (!r.feasible) return std::nullopt;
   return r.layers_per_stage;
 }

@@ -27,18 +27,24 @@ constexpr double kRel = 1e-9;
 constexpr double kGiB = 1024.0 * 1024.0 * 1024.0;
 
 // Every composition of `layers` into `stages` positive parts, in lexicographic order.
-std::vector<std::vector<int>> compositions(int layers, int stages) {
+// Every split of `layers` over `stages` in lexicographic order, each stage >= 1 layer (the first
+// and last >= 0 with `empty_edges`).
+std::vector<std::vector<int>> compositions(int layers, int stages, bool empty_edges = false) {
   std::vector<std::vector<int>> out;
   std::vector<int> cur;
+  auto least = [&](int s) { return empty_edges && (s == 0 || s == stages - 1) ? 0 : 1; };
   std::function<void(int)> rec = [&](int left) {
     const int s = static_cast<int>(cur.size());
     if (s == stages - 1) {
+      if (left < least(s)) return;
       cur.push_back(left);
       out.push_back(cur);
       cur.pop_back();
       return;
     }
-    for (int n = 1; n <= left - (stages - 1 - s); ++n) {
+    int after = 0;
+    for (int i = s + 1; i < stages; ++i) after += least(i);
+    for (int n = least(s); n <= left - after; ++n) {
       cur.push_back(n);
       rec(left - n);
       cur.pop_back();
@@ -97,7 +103,7 @@ struct Brute {
 // Brute force: keeps the split with the lexicographically least key (near-equal maxima tie).
 Brute brute_force(const PartitionInput& in) {
   Brute out;
-  for (const auto& split : compositions(static_cast<int>(in.layer_time_s.size()), in.stages)) {
+  for (const auto& split : compositions(static_cast<int>(in.layer_time_s.size()), in.stages, in.empty_edges)) {
     const PartitionResult r = evaluate_partition(in, split);
     out.least_max_bytes = std::min(out.least_max_bytes, r.max_stage_bytes);
     if (in.memory_cap_bytes > 0 && r.max_stage_bytes > in.memory_cap_bytes) continue;
@@ -165,7 +171,10 @@ void expect_matches_brute_force(const PartitionInput& in, bool full_key) {
   ASSERT_EQ(r.layers_per_stage.size(), static_cast<std::size_t>(in.stages));
   EXPECT_EQ(std::accumulate(r.layers_per_stage.begin(), r.layers_per_stage.end(), 0),
             static_cast<int>(in.layer_time_s.size()));
-  for (int n : r.layers_per_stage) EXPECT_GE(n, 1);
+  for (std::size_t s = 0; s < r.layers_per_stage.size(); ++s) {
+    const bool edge = s == 0 || s + 1 == r.layers_per_stage.size();
+    EXPECT_GE(r.layers_per_stage[s], in.empty_edges && edge ? 0 : 1);
+  }
   if (in.memory_cap_bytes > 0) { EXPECT_LE(r.max_stage_bytes, in.memory_cap_bytes); }
   const Key k = key_of(in, r);
   EXPECT_TRUE(near(k.maxima[0], bf.best.maxima[0]))
@@ -313,6 +322,32 @@ TEST(AutoPartition, EqualCostsGiveTheMostEvenSplit) {
   EXPECT_EQ(auto_partition(in).layers_per_stage, (std::vector<int>{1, 1, 1, 1, 1}));
   in = uniform(7, 1, 1.0, 1.0, 1.0);
   EXPECT_EQ(auto_partition(in).layers_per_stage, (std::vector<int>{7}));
+}
+
+// Embedding-only and head-only chunks: with empty_edges the DP searches splits whose first and last
+// stage hold no block, and still matches brute force over every such split, tie-breaks included.
+TEST(AutoPartition, EmptyEdgesMatchBruteForce) {
+  std::mt19937 rng(20261129);
+  int empty = 0;
+  for (int i = 0; i < 200; ++i) {
+    PartitionInput in = random_input(rng, i % 2 == 0);
+    in.empty_edges = true;
+    for (PartitionGoal g : kGoals) {
+      in.goal = g;
+      expect_matches_brute_force(in, i % 2 == 0);
+      const PartitionResult r = auto_partition(in);
+      if (in.stages > 1 && (r.layers_per_stage.front() == 0 || r.layers_per_stage.back() == 0)) ++empty;
+    }
+  }
+  EXPECT_GT(empty, 0);  // heavy edge extras (embedding, head) do empty them
+}
+
+TEST(AutoPartition, AnEmptyMiddleStageIsRefusedAndEmptyEdgesOnlyWhenAllowed) {
+  PartitionInput in = uniform(6, 3, 1.0, 1.0, 1.0);
+  EXPECT_THROW(evaluate_partition(in, {0, 3, 3}), InputError);
+  in.empty_edges = true;
+  EXPECT_NO_THROW(evaluate_partition(in, {0, 3, 3}));
+  EXPECT_THROW(evaluate_partition(in, {3, 0, 3}), InputError);
 }
 
 TEST(AutoPartition, Deterministic) {
