@@ -320,6 +320,25 @@ CurrentSetup current_setup(PlanOptions& o, const sim::ModelSpec& model, const si
   return cur;
 }
 
+// The constraints of the flags, narrowed (with `space`) to --framework's table when one is named.
+pl::Constraints framework_constraints(const PlanOptions& o, pl::SearchSpace& space) {
+  pl::Constraints constraints = make_constraints(o);
+  if (!o.framework.empty())
+    pl::narrow_to_framework(frameworks::parse_framework_spec(o.framework, "--framework"), space, constraints, o.given);
+  return constraints;
+}
+
+pl::SearchOptions search_options(const PlanOptions& o) {
+  pl::SearchOptions opts;
+  opts.objective = objective_of(o.objective);
+  opts.train_tokens = o.train_tokens > 0 ? o.train_tokens : o.dataset_tokens * o.epochs;
+  opts.top_k = o.top;
+  opts.threads = o.threads;
+  opts.progress = !o.quiet && !o.json && ::isatty(STDERR_FILENO);
+  opts.cancel = &g_interrupted;
+  return opts;
+}
+
 // --hardware a,b,c or all: one search per profile, merged (planner/hardware_search.hpp).
 int run_plan_on_hardware_list(const PlanOptions& o) {
   if (!o.from.empty() || !o.why.empty())
@@ -334,16 +353,8 @@ int run_plan_on_hardware_list(const PlanOptions& o) {
   pl::SearchSpace space = make_space(one, profiles.front(), model);
   if (o.fp8 == "auto") space.fp8_recipes = {sim::Fp8Recipe::none, sim::Fp8Recipe::delayed};
   else space.fp8_recipes = planner::parse_fp8_recipes(o.fp8);
-  pl::Constraints constraints = make_constraints(o);
-  if (!o.framework.empty())
-    pl::narrow_to_framework(frameworks::parse_framework_spec(o.framework, "--framework"), space, constraints, o.given);
-  pl::SearchOptions opts;
-  opts.objective = objective_of(o.objective);
-  opts.train_tokens = o.train_tokens > 0 ? o.train_tokens : o.dataset_tokens * o.epochs;
-  opts.top_k = o.top;
-  opts.threads = o.threads;
-  opts.progress = !o.quiet && !o.json && ::isatty(STDERR_FILENO);
-  opts.cancel = &g_interrupted;
+  const pl::Constraints constraints = framework_constraints(o, space);
+  const pl::SearchOptions opts = search_options(o);
   std::signal(SIGINT, on_sigint);
   const pl::HardwareSearch h = pl::search_hardware(model, profiles, space, constraints, opts);
   std::signal(SIGINT, SIG_DFL);
@@ -388,16 +399,8 @@ int run_plan(const PlanOptions& given) {
     (void)sim::resolve_lora_targets(model, probe.lora.targets);
     if (!space.lora.enabled()) throw sim::InputError("--lora-targets: needs --lora-rank > 0");
   }
-  pl::Constraints constraints = make_constraints(o);
-  if (!o.framework.empty())
-    pl::narrow_to_framework(frameworks::parse_framework_spec(o.framework, "--framework"), space, constraints, o.given);
-  pl::SearchOptions opts;
-  opts.objective = objective_of(o.objective);
-  opts.train_tokens = o.train_tokens > 0 ? o.train_tokens : o.dataset_tokens * o.epochs;
-  opts.top_k = o.top;
-  opts.threads = o.threads;
-  opts.progress = !o.quiet && !o.json && ::isatty(STDERR_FILENO);
-  opts.cancel = &g_interrupted;
+  const pl::Constraints constraints = framework_constraints(o, space);
+  const pl::SearchOptions opts = search_options(o);
   std::signal(SIGINT, on_sigint);
   const pl::SearchResult r = pl::search(model, hw, space, constraints, opts);
   std::signal(SIGINT, SIG_DFL);

@@ -20,6 +20,7 @@
 #include "simulator/errors.hpp"
 #include "simulator/evaluator.hpp"
 #include "simulator/prediction_json.hpp"
+#include "support/framework_cluster.hpp"
 #include "support/temp_dir.hpp"
 
 namespace shardplan::interop {
@@ -97,17 +98,7 @@ ImportResult through_files(const Files& files, const ImportContext& ctx) {
   return import_config_file(dir.file(files.front().first), ctx);
 }
 
-// Two nodes of the framework's first device runtime (one trn1 node: 32 NeuronCores).
-sim::ClusterSpec cluster_for(const fw::KnobTable& k) {
-  switch (k.runtimes.front()) {
-    case sim::DeviceRuntime::neuron:
-      return sim::ClusterSpec{sim::load_hardware("trn1.32xlarge-neuroncore"), 1, 0};
-    case sim::DeviceRuntime::synapse:
-      return sim::ClusterSpec{sim::load_hardware("gaudi2-hls2"), 2, 0};
-    default:
-      return sim::ClusterSpec{sim::load_hardware("p5.48xlarge"), 2, 0};
-  }
-}
+using testing::cluster_for;
 
 // `imports_as`: the framework `--import` names for the files (NeMo's runs take Megatron's arguments).
 void check_framework(const std::string& spec, const std::string& imports_as, const Export& make, int draws = 40) {

@@ -17,6 +17,7 @@
 #include "planner/framework_space.hpp"
 #include "simulator/errors.hpp"
 #include "simulator/evaluator.hpp"
+#include "support/framework_cluster.hpp"
 
 namespace shardplan::planner {
 namespace framework_plans_test {  // named: the files share a unity-build unit
@@ -27,16 +28,7 @@ using namespace shardplan::interop;
 using Files = std::vector<std::pair<std::string, std::string>>;
 using Export = std::function<Files(const formats::Plan&)>;
 
-sim::ClusterSpec cluster_for(const fw::KnobTable& k) {
-  switch (k.runtimes.front()) {
-    case sim::DeviceRuntime::neuron:
-      return sim::ClusterSpec{sim::load_hardware("trn1.32xlarge-neuroncore"), 1, 0};
-    case sim::DeviceRuntime::synapse:
-      return sim::ClusterSpec{sim::load_hardware("gaudi2-hls2"), 2, 0};
-    default:
-      return sim::ClusterSpec{sim::load_hardware("p5.48xlarge"), 2, 0};
-  }
-}
+using testing::cluster_for;
 
 // plan --framework: every ranked row is one the framework runs, and its export writes it.
 void check_plans(const std::string& spec, const Export& make) {
