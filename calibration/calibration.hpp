@@ -113,6 +113,8 @@ struct ErrorStats {  // of |relative error|
   double mean = 0, median = 0, worst = 0;
 };
 ErrorStats error_stats(const std::vector<double>& relative_errors);
+// The same, and the mean signed error (bias).
+void signed_stats(const std::vector<double>& relative_errors, ErrorStats& stats, double& bias);
 
 struct CalibrationResult {
   simulator::HardwareProfile base, calibrated;

@@ -166,14 +166,6 @@ std::vector<double> standard_errors(const JointProblem& p, const Eigen::VectorXd
   return se;
 }
 
-void signed_summary(const std::vector<double>& errors, ErrorStats& stats, double* bias) {
-  stats = error_stats(errors);
-  if (!bias) return;
-  *bias = 0;
-  for (double e : errors) *bias += e;
-  if (!errors.empty()) *bias /= static_cast<double>(errors.size());
-}
-
 // Why the held-out framework cannot be predicted honestly: a hardware term its runs need that only
 // they inform ("" when every such term has other runs).
 std::string unpredictable_reason(const Layout& L, const std::vector<MeasuredRun>& runs, const std::string& held_out) {
@@ -243,11 +235,11 @@ FrameworkFitResult fit_frameworks(const std::vector<MeasuredRun>& runs, const Fr
     res.terms.push_back(out);
   }
   std::vector<double> fit_before, fit_after, held;
+  JointProblem shipped = p;  // the shipped terms, every framework at its own (none held out)
+  shipped.held_out.clear();
   for (std::size_t i = 0; i < runs.size(); ++i) {
     const MeasuredRun& r = runs[i];
     RunResult rr{r.name, r.framework == options.held_out, r.plan.cluster.nodes, r.measured_step_s, 0, 0};
-    JointProblem shipped = p;
-    shipped.held_out.clear();
     rr.before_s = shipped.predict(static_cast<int>(i), u0);
     rr.after_s = p.predict(static_cast<int>(i), lm.u);
     (rr.holdout ? held : fit_after).push_back(rr.error_after());
@@ -255,9 +247,9 @@ FrameworkFitResult fit_frameworks(const std::vector<MeasuredRun>& runs, const Fr
     res.runs.push_back(rr);
     res.run_frameworks.push_back(r.framework);
   }
-  signed_summary(fit_before, res.fit_before, nullptr);
-  signed_summary(fit_after, res.fit_after, nullptr);
-  signed_summary(held, res.heldout_after, &res.heldout_bias);
+  res.fit_before = error_stats(fit_before);
+  res.fit_after = error_stats(fit_after);
+  signed_stats(held, res.heldout_after, res.heldout_bias);
   return res;
 }
 

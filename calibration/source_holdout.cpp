@@ -51,14 +51,14 @@ namespace {
 // The unit of leave-one-source-out: a recorded run's source id, else its runs file.
 const std::string& group_of(const MeasuredRun& r) { return r.group.empty() ? r.source : r.group; }
 
+}  // namespace
+
 void signed_stats(const std::vector<double>& errors, ErrorStats& stats, double& bias) {
   stats = error_stats(errors);
   bias = 0;
   for (double e : errors) bias += e;
   if (!errors.empty()) bias /= static_cast<double>(errors.size());
 }
-
-}  // namespace
 
 std::vector<SourceHoldout> leave_one_source_out(const sim::HardwareProfile& base, const std::vector<MeasuredRun>& runs,
                                                 const CalibrationOptions& options) {

@@ -339,6 +339,16 @@ pl::SearchOptions search_options(const PlanOptions& o) {
   return opts;
 }
 
+// --out: the best row as a plan file, naming the framework searched.
+void save_best(const PlanOptions& o, const sim::ModelSpec& model, const pl::SearchResult& r,
+               const pl::Constraints& constraints) {
+  if (o.out.empty() || r.ranked.empty()) return;
+  const pl::Ranked& best = r.ranked.front();
+  formats::save_plan({sim::version(), model, best.candidate.cluster, best.candidate.config, best.prediction,
+                      search_settings(o), constraints.framework},
+                     o.out);
+}
+
 // --hardware a,b,c or all: one search per profile, merged (planner/hardware_search.hpp).
 int run_plan_on_hardware_list(const PlanOptions& o) {
   if (!o.from.empty() || !o.why.empty())
@@ -359,12 +369,7 @@ int run_plan_on_hardware_list(const PlanOptions& o) {
   const pl::HardwareSearch h = pl::search_hardware(model, profiles, space, constraints, opts);
   std::signal(SIGINT, SIG_DFL);
   const pl::SearchResult& r = h.result;
-  if (!o.out.empty() && !r.ranked.empty()) {
-    const auto& best = r.ranked.front();
-    formats::save_plan({sim::version(), model, best.candidate.cluster, best.candidate.config, best.prediction,
-                        search_settings(o), constraints.framework},
-                       o.out);
-  }
+  save_best(o, model, r, constraints);
   if (o.json) {
     nlohmann::json j = search_json(r, std::nullopt);
     j["notes"] = h.notes;
@@ -412,16 +417,7 @@ int run_plan(const PlanOptions& given) {
     auto [cluster, cfg] = planner::parse_config_spec(o.why, model, hw, space, constraints);
     why = pl::why_not(model, cluster, cfg, r, constraints, opts.objective);
   }
-  if (!o.out.empty() && !r.ranked.empty()) {
-    formats::Plan plan{sim::version(),
-                       model,
-                       r.ranked.front().candidate.cluster,
-                       r.ranked.front().candidate.config,
-                       r.ranked.front().prediction,
-                       search_settings(o),
-                       constraints.framework};
-    formats::save_plan(plan, o.out);
-  }
+  save_best(o, model, r, constraints);
   if (o.json) std::cout << search_json(r, why).dump(2) << "\n";
   else {
     if (constraints.framework) std::cout << "framework: " << constraints.framework->display << "\n";

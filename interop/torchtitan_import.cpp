@@ -474,13 +474,14 @@ bool compiles_model(const Section& compile) {
 }
 
 void read_async_tp(const Section& par, const Section& compile, sim::ParallelConfig& c, Warnings& w) {
-  if (compiles_model(compile)) c.fusion = sim::Fusion::compile;
+  const bool compiled = compiles_model(compile);
+  if (compiled) c.fusion = sim::Fusion::compile;
   if (!par.boolean(tf::async_tp).value_or(false)) return;
   if (c.tp == 1) {
     w.push_back(par.where(tf::async_tp) + " has no effect with tensor_parallel_degree 1");
     return;
   }
-  if (!compiles_model(compile))
+  if (!compiled)
     par.fail(tf::async_tp,
              "compile.enable = true with \"model\" in compile.components alongside it (torchtitan "
              "raises: async TP needs torch.compile)");
