@@ -58,6 +58,36 @@ void BM_Search_GPT3_175B_64_p5_nodes_fp8(benchmark::State& state) { search_bench
 
 }  // namespace
 
+// The planner issue's targets (bound pruning): Llama 3.1 405B (<= 1 s) and DeepSeek-V3 with ep/cp/fp8
+// (<= 3 s) over 1-256 p5 nodes, 8K tokens, global batch 2048, on all cores; Arg: 1 = the step-time
+// bound on, 0 = exhaustive (the same ranking and front, tests/planner/test_bound_pruning.cpp).
+void large_search(benchmark::State& state, const char* model) {
+  pl::SearchSpace space;
+  space.node_counts = {1, 2, 4, 8, 16, 32, 64, 128, 256};
+  space.global_batch_sizes = {2048};
+  space.seq_len = 8192;
+  space.context_parallel = {1, 2, 4, 8};
+  space.fp8_recipes = {sim::Fp8Recipe::none, sim::Fp8Recipe::delayed};
+  const sim::ModelSpec m = sim::load_model(model);
+  if (m.is_moe())
+    for (int ep = 2; ep <= static_cast<int>(m.moe.num_experts); ep *= 2)
+      if (m.moe.num_experts % ep == 0) space.expert_parallel.push_back(ep);
+  pl::SearchOptions opt;
+  opt.bound_pruning = state.range(0) != 0;
+  long long outranked = 0;
+  for (auto _ : state) {
+    const pl::SearchResult r = pl::search(m, sim::load_hardware("p5.48xlarge"), space, pl::Constraints{}, opt);
+    outranked += r.outranked;
+    benchmark::DoNotOptimize(r.ranked.data());
+  }
+  state.counters["outranked"] = static_cast<double>(outranked) / static_cast<double>(state.iterations());
+}
+
+void BM_Search_Llama405B_1_256_p5_nodes(benchmark::State& state) { large_search(state, "llama3.1-405b"); }
+void BM_Search_DeepSeekV3_1_256_p5_nodes(benchmark::State& state) { large_search(state, "deepseek-v3"); }
+
+BENCHMARK(BM_Search_Llama405B_1_256_p5_nodes)->Arg(1)->Arg(0)->Unit(benchmark::kMillisecond)->UseRealTime();
+BENCHMARK(BM_Search_DeepSeekV3_1_256_p5_nodes)->Arg(1)->Arg(0)->Unit(benchmark::kMillisecond)->UseRealTime();
 BENCHMARK(BM_Search_GPT3_175B_64_nodes)
     ->Arg(1)
     ->Arg(static_cast<int>(std::max(1u, std::thread::hardware_concurrency())))

@@ -144,7 +144,12 @@ json to_json(const CalibrationResult& r) {
 
 json calibrated_profile_json(const CalibrationResult& r) {
   json j = sim::to_json(r.calibrated);
+  // The hardware schema's calibration status (hardware_profiles/SCHEMA.md) with the fit's summary.
   j["calibration"] = summary_json(r);
+  j["calibration"]["status"] = "calibrated";
+  j["calibration"]["rule"] = "fitted by `shardplan calibrate` (" + std::string(kMethod) + ") to " +
+                             std::to_string(run_names(r, false).size()) + " runs of " + j["calibration"]["runs_file"].dump() +
+                             " on top of " + r.base.name;
   j["sources"] = sources_json(r, j);
   return j;
 }

@@ -69,28 +69,32 @@ Run add_hardware_command(CLI::App& app) {
   return [json]() {
     nlohmann::json out = nlohmann::json::array();
     if (!*json)
-      std::printf("%-15s %-24s %3s %10s %9s %8s %8s %-10s %9s %8s\n", "name", "device", "n", "memory", "HBM GB/s",
-                  "bf16 TF", "link GB/s", "topology", "net Gb/s", "USD/h");
+      std::printf("%-15s %-24s %3s %10s %9s %8s %8s %-10s %9s %8s  %s\n", "name", "device", "n", "memory", "HBM GB/s",
+                  "bf16 TF", "link GB/s", "topology", "net Gb/s", "USD/h", "terms");
     for (const auto& name : sim::builtin_hardware_names()) {
       const sim::HardwareProfile hw = sim::load_hardware(name);
       const double bf16 = hw.device.peak(sim::Precision::bf16) / 1e12;
       if (*json) {
-        out.push_back({{"name", name},
-                       {"device", hw.device.name},
-                       {"devices_per_node", hw.node.devices_per_node},
-                       {"memory_bytes", hw.device.memory_bytes},
-                       {"memory_bandwidth_GBps", hw.device.memory_bandwidth_Bps / 1e9},
-                       {"peak_bf16_TFLOPs", bf16},
-                       {"intra_node_bandwidth_GBps", hw.node.intra.bandwidth_Bps / 1e9},
-                       {"topology", sim::to_string(hw.node.topology)},
-                       {"network_bandwidth_Gbps", hw.network.bandwidth_Bps * 8 / 1e9},
-                       {"price_usd_per_hour", hw.price.usd_per_hour},
-                       {"price_as_of", hw.price.as_of}});
+        out.push_back(
+            {{"name", name},
+             {"device", hw.device.name},
+             {"devices_per_node", hw.node.devices_per_node},
+             {"memory_bytes", hw.device.memory_bytes},
+             {"memory_bandwidth_GBps", hw.device.memory_bandwidth_Bps / 1e9},
+             {"peak_bf16_TFLOPs", bf16},
+             {"intra_node_bandwidth_GBps", hw.node.intra.bandwidth_Bps / 1e9},
+             {"topology", sim::to_string(hw.node.topology)},
+             {"network_bandwidth_Gbps", hw.network.bandwidth_Bps * 8 / 1e9},
+             {"price_usd_per_hour", hw.price.usd_per_hour},
+             {"price_as_of", hw.price.as_of},
+             {"calibration",
+              {{"status", hw.calibration.calibrated ? "calibrated" : "uncalibrated"}, {"rule", hw.calibration.rule}}}});
       } else {
-        std::printf("%-15s %-24.24s %3d %10s %9.0f %8.1f %9.1f %-10s %9.0f %8.2f\n", name.c_str(),
+        std::printf("%-15s %-24.24s %3d %10s %9.0f %8.1f %9.1f %-10s %9.0f %8.2f  %s\n", name.c_str(),
                     hw.device.name.c_str(), hw.node.devices_per_node, sim::format_bytes(hw.device.memory_bytes).c_str(),
                     hw.device.memory_bandwidth_Bps / 1e9, bf16, hw.node.intra.bandwidth_Bps / 1e9,
-                    sim::to_string(hw.node.topology), hw.network.bandwidth_Bps * 8 / 1e9, hw.price.usd_per_hour);
+                    sim::to_string(hw.node.topology), hw.network.bandwidth_Bps * 8 / 1e9, hw.price.usd_per_hour,
+                    hw.calibration.calibrated ? "fitted" : "uncalibrated");
       }
     }
     if (*json) std::cout << out.dump(2) << "\n";

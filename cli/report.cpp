@@ -41,6 +41,7 @@ std::string duration(double s) {
 void print_config(std::ostream& out, const sim::Prediction& p, const sim::ParallelConfig& c) {
   out << "shardplan simulate: " << p.model_name << " on " << p.nodes << " x " << p.hardware_name << " (" << p.devices
       << " devices)\n";
+  if (!p.hardware_calibrated) out << "  uncalibrated profile: " << p.hardware_calibration_rule << "\n";
   out << "  tp=" << c.tp << " pp=" << c.pp << " dp=" << c.dp;
   if (c.cp > 1) out << " cp=" << c.cp << " (" << sim::to_string(c.cp_kind) << ")";
   if (c.ep > 1 || c.expert_tp() != c.tp) out << " ep=" << c.ep << " etp=" << c.expert_tp();

@@ -1,6 +1,7 @@
 // Human and JSON output of `shardplan plan`.
 #include <algorithm>
 #include <cstdio>
+#include <vector>
 
 #include "planner/space_parse.hpp"
 #include "search_report.hpp"
@@ -51,11 +52,8 @@ nlohmann::json search_json(const pl::SearchResult& r, const std::optional<std::s
   j["rejected"] = nlohmann::json::array();
   for (const auto& g : r.rejected)
     j["rejected"].push_back({{"region", g.region}, {"evaluated", g.evaluated}, {"reason", g.reason}});
-  j["stats"] = {{"evaluated", r.evaluated},
-                {"pruned", r.pruned},
-                {"considered", r.considered},
-                {"seconds", r.seconds},
-                {"interrupted", r.interrupted}};
+  j["stats"] = {{"evaluated", r.evaluated},   {"pruned", r.pruned},   {"outranked", r.outranked},
+                {"considered", r.considered}, {"seconds", r.seconds}, {"interrupted", r.interrupted}};
   if (why) j["why_not"] = *why;
   return j;
 }
@@ -66,8 +64,8 @@ void print_search(std::ostream& out, const sim::ModelSpec& model, const pl::Sear
   if (!r.ranked.empty()) out << ", " << sim::to_string(r.ranked.front().candidate.config.attention) << " attention";
   out << "\n";
   out << "considered " << r.considered << " configurations (" << r.evaluated << " evaluated, " << r.pruned
-      << " pruned by the model-state bound) in " << f("%.2f", r.seconds) << " s"
-      << (r.interrupted ? " -- interrupted, best so far" : "") << "\n\n";
+      << " pruned by the model-state bound, " << r.outranked << " by the step-time bound) in " << f("%.2f", r.seconds)
+      << " s" << (r.interrupted ? " -- interrupted, best so far" : "") << "\n\n";
   if (r.ranked.empty()) {
     out << "no configuration fits the constraints\n";
   } else {
@@ -96,6 +94,14 @@ void print_search(std::ostream& out, const sim::ModelSpec& model, const pl::Sear
   if (std::any_of(r.ranked.begin(), r.ranked.end(), [](const pl::Ranked& x) { return x.candidate.config.uses_fp8(); }))
     out << "MFU: model FLOP/s over the 16-bit peak, as the field reports it; an FP8 row's fraction of the FP8 "
            "peak its GEMMs run at is its gemm_peak_fraction (--json)\n";
+  std::vector<std::string> uncalibrated;  // the profiles of ranked rows whose terms are not fitted
+  for (const auto& x : r.ranked)
+    if (!x.prediction.hardware_calibrated &&
+        std::find(uncalibrated.begin(), uncalibrated.end(), x.prediction.hardware_name) == uncalibrated.end()) {
+      uncalibrated.push_back(x.prediction.hardware_name);
+      out << "uncalibrated profile " << x.prediction.hardware_name << ": " << x.prediction.hardware_calibration_rule
+          << "\n";
+    }
   if (!r.pareto.empty()) {
     out << "\nPareto front (time per token, cost per token, memory): " << r.pareto.size() << " configurations\n";
     const std::size_t show = std::min<std::size_t>(r.pareto.size(), 5);

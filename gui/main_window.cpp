@@ -243,7 +243,7 @@ void MainWindow::onFinished(const OutcomePtr& outcome) {
   progress_->setValue(outcome->cancelled ? progress_->value() : 1000);
   QString s = QString("%1 configurations (%2 evaluated, %3 pruned) in %4; %5 fit and are ranked")
                   .arg(format_count(static_cast<double>(r.considered)), format_count(static_cast<double>(r.evaluated)),
-                       format_count(static_cast<double>(r.pruned)), format_seconds(r.seconds))
+                       format_count(static_cast<double>(r.pruned + r.outranked)), format_seconds(r.seconds))
                   .arg(r.ranked.size());
   if (outcome->cancelled) s = "Cancelled — best so far: " + s;
   if (r.ranked.empty()) s += " — nothing fits; see Details / why not";

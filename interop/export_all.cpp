@@ -1,4 +1,5 @@
 // export_all: every launch export of a Plan into one directory.
+#include <algorithm>
 #include <filesystem>
 #include <sstream>
 #include <system_error>
@@ -51,16 +52,18 @@ std::string script(const std::string& what, const std::string& command) {
 
 // One framework's files, or why it cannot run the plan.
 struct Format {
-  std::string title;  // "torchtitan"
+  std::string title;                // "torchtitan"
+  std::vector<std::string> serves;  // the registry's frameworks that run these files (frameworks/registry.hpp)
   std::vector<std::pair<std::string, std::string>> files;
   std::vector<std::string> notes;
   std::string refused;  // non-empty: not written, this is why
 };
 
 template <class F>
-Format attempt(const std::string& title, F&& make) {
+Format attempt(const std::string& title, std::vector<std::string> serves, F&& make) {
   Format f;
   f.title = title;
+  f.serves = std::move(serves);
   try {
     make(f);
   } catch (const sim::InputError& e) {
@@ -77,11 +80,11 @@ std::vector<Format> framework_formats(const Plan& plan) {
     return hw.find(a) != std::string::npos || device.find(b) != std::string::npos;
   };
   std::vector<Format> out;
-  out.push_back(attempt("DeepSpeed", [&](Format& f) {
+  out.push_back(attempt("DeepSpeed", {"deepspeed", "megatron-deepspeed"}, [&](Format& f) {
     f.files = {{"ds_config.json", deepspeed_config(plan).dump(2) + "\n"}};
     f.notes = deepspeed_notes(plan);
   }));
-  out.push_back(attempt("Megatron-LM", [&](Format& f) {
+  out.push_back(attempt("Megatron-LM", {"megatron", "nemo", "megatron-deepspeed"}, [&](Format& f) {
     std::string cmd = megatron_command_line(plan);
     if (!cmd.empty() && cmd.back() == '\n') cmd.pop_back();
     f.files = {
@@ -90,32 +93,32 @@ std::vector<Format> framework_formats(const Plan& plan) {
                                     cmd + " \\\n  \"$@\"")}};
     f.notes = megatron_notes(plan);
   }));
-  out.push_back(attempt("torchtitan", [&](Format& f) {
+  out.push_back(attempt("torchtitan", {"torchtitan"}, [&](Format& f) {
     f.files = {{"torchtitan.toml", torchtitan_toml(plan)},
                {"torchtitan_launch.sh", script("torchtitan launch", torchtitan_command_line(plan, "torchtitan.toml"))}};
     f.notes = torchtitan_notes(plan);
   }));
-  out.push_back(attempt("Hugging Face Accelerate (FSDP)", [&](Format& f) {
+  out.push_back(attempt("Hugging Face Accelerate (FSDP)", {"accelerate-fsdp"}, [&](Format& f) {
     f.files = {{"accelerate_fsdp.yaml", accelerate_yaml(plan)},
                {"accelerate_launch.sh", script("Accelerate launch; replace train.py with your training script",
                                                accelerate_command_line(plan, "accelerate_fsdp.yaml"))}};
     f.notes = accelerate_notes(plan);
   }));
-  out.push_back(attempt("SageMaker model parallel v2", [&](Format& f) {
+  out.push_back(attempt("SageMaker model parallel v2", {"smp-v2"}, [&](Format& f) {
     f.files = {{"smp_v2.json", smp_v2_config(plan).dump(2) + "\n"}};
     f.notes = smp_v2_notes(plan);
   }));
-  out.push_back(attempt("SageMaker model parallel v1 (archived; pipelines)", [&](Format& f) {
+  out.push_back(attempt("SageMaker model parallel v1 (archived; pipelines)", {}, [&](Format& f) {
     f.files = {{"smp_parameters.json", smp_parameters(plan).dump(2) + "\n"}};
     f.notes = smp_notes(plan);
   }));
   if (on("trn", "Trainium"))
-    out.push_back(attempt("NeuronX Distributed", [&](Format& f) {
+    out.push_back(attempt("NeuronX Distributed", {"neuronx-distributed"}, [&](Format& f) {
       f.files = {{"neuron_launch.sh", script("NeuronX Distributed launch", neuron_command_line(plan))}};
       f.notes = neuron_notes(plan);
     }));
   if (on("gaudi", "Gaudi"))
-    out.push_back(attempt("Optimum-Habana", [&](Format& f) {
+    out.push_back(attempt("Optimum-Habana", {"optimum-habana"}, [&](Format& f) {
       f.files = {
           {"habana_ds_config.json", habana_deepspeed_config(plan).dump(2) + "\n"},
           {"habana_launch.sh", script("Optimum-Habana launch (run from optimum-habana/examples/language-modeling)",
@@ -158,7 +161,18 @@ std::vector<std::string> export_all(const Plan& plan, const std::string& dir, co
       {"launch_mpirun.sh", mpirun_script(plan, plan_path, options.mpirun)},
       {"launch_slurm.sbatch", slurm_script(plan, plan_path, options.slurm)},
   };
-  const std::vector<Format> formats = framework_formats(plan);
+  std::vector<Format> formats = framework_formats(plan);
+  // A plan for one framework (plan --framework) gets that framework's files; shardrun's are the
+  // launch scripts above. A framework without an export of its own gets them all.
+  if (plan.framework) {
+    const std::string& name = plan.framework->name;
+    const auto serves = [&](const Format& f) {
+      return std::find(f.serves.begin(), f.serves.end(), name) != f.serves.end();
+    };
+    if (name == "shardrun") formats.clear();
+    else if (std::any_of(formats.begin(), formats.end(), serves))
+      std::erase_if(formats, [&](const Format& f) { return !serves(f); });
+  }
   for (const auto& f : formats) {
     files.insert(files.end(), f.files.begin(), f.files.end());
     if (!f.refused.empty() && skipped != nullptr) skipped->push_back(f.title + ": " + f.refused);

@@ -117,8 +117,10 @@ struct ExportOptions {
 // torchtitan.toml + torchtitan_launch.sh, accelerate_fsdp.yaml + accelerate_launch.sh, smp_v2.json,
 // smp_parameters.json (v1), neuron_launch.sh (Trainium plans), habana_ds_config.json +
 // habana_launch.sh (Gaudi plans) — and NOTES.txt (what each cannot express, and which frameworks
-// cannot run the plan and why; those reasons also go to `skipped`). `plan_path` is what the
-// scripts pass to shardrun --plan. Returns the paths written.
+// cannot run the plan and why; those reasons also go to `skipped`). A plan that names its
+// framework (plan --framework) gets only that framework's files beside the launch scripts
+// (shardrun: the launch scripts alone), unless the framework has no export of its own.
+// `plan_path` is what the scripts pass to shardrun --plan. Returns the paths written.
 std::vector<std::string> export_all(const Plan& plan, const std::string& dir, const std::string& plan_path,
                                     const ExportOptions& options = {}, std::vector<std::string>* skipped = nullptr);
 

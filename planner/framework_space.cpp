@@ -53,6 +53,7 @@ void narrow_lists(const fw::KnobTable& k, SearchSpace& s, Constraints& c) {
   if (k.cp_kinds.empty()) s.context_parallel = {1};
   if (!k.expert_parallel) s.expert_parallel = {1};
   if (!k.uneven_partition) s.uneven_pipeline = false;
+  if (!k.gradient_accumulation) s.gradient_accumulation = false;  // one micro-batch a step: gbs / dp
 }
 
 }  // namespace

@@ -6,7 +6,9 @@
 #include <algorithm>
 #include <chrono>
 #include <cstdio>
+#include <limits>
 #include <map>
+#include <memory>
 #include <mutex>
 #include <optional>
 #include <thread>
@@ -125,7 +127,7 @@ struct Shared {
   const std::vector<Block>* blocks;
   std::atomic<std::size_t> next{0}, done{0};
   std::mutex on_block_mutex{};
-  std::atomic<long long> evaluated{0}, pruned{0};
+  std::atomic<long long> evaluated{0}, pruned{0}, outranked{0};
   std::atomic<bool> stopped{false};
 };
 
@@ -153,7 +155,7 @@ void report_block(Shared& sh, const sim::Evaluator& ev, double price, const std:
   std::lock_guard lock(sh.on_block_mutex);
   prog.blocks_done = ++sh.done;
   prog.blocks_total = sh.blocks->size();
-  prog.considered = sh.evaluated.load() + sh.pruned.load();
+  prog.considered = sh.evaluated.load() + sh.pruned.load() + sh.outranked.load();
   sh.options->on_block(prog);
 }
 
@@ -214,13 +216,107 @@ void evaluate_point(BlockRun& r, const sim::ParallelConfig& cfg, const sim::Conf
   }
 }
 
+// One (micro-batch, SP) pair of a block with recompute none: its configuration and the
+// per-layer costs, built once for the step-time bound and reused for its points.
+struct NoRecompute {
+  sim::ParallelConfig cfg;
+  std::optional<sim::ConfigContext> ctx;
+};
+
+// The block's micro-batch sizes: the space's, or the global batch over dp alone where the
+// framework has no gradient accumulation.
+std::vector<int> micro_batch_sizes(const SearchSpace& sp, const Block& b) {
+  if (!sp.gradient_accumulation && b.gbs > 0) return {b.gbs / b.dp};
+  return sp.micro_batch_sizes;
+}
+
+// The inner loop's (micro-batch, SP) pairs in order, each with its configuration completed.
+template <class Fn>
+void for_each_batch_and_sp(const Shared& sh, const Block& b, sim::ParallelConfig& cfg, Fn&& fn) {
+  const auto& sp = *sh.space;
+  for (int mbs : micro_batch_sizes(sp, b)) {
+    const int gbs = b.gbs > 0 ? b.gbs : mbs * b.dp;
+    if (gbs % (mbs * b.dp)) continue;
+    cfg.micro_batch_size = mbs;
+    cfg.global_batch_size = gbs;
+    for (bool seq_par : sp.sequence_parallel) {
+      if (seq_par && (b.tp == 1 || sp.seq_len % b.tp)) continue;
+      if (!seq_par && b.tp > 1 && sh.model->is_moe()) continue;  // Megatron-Core's MoE needs SP with TP
+      if (seq_par && b.cp > 1 && sp.seq_len % (2 * b.cp * b.tp)) continue;
+      cfg.sequence_parallel = seq_par;
+      fn(mbs, seq_par);
+    }
+  }
+}
+
+// The block's point that needs the least memory, as a model-state-pruned block's representative:
+// the smallest micro-batch, the space's last recompute (full by default), SP and activation
+// offload where the space has them.
+sim::ParallelConfig frugal_config(const Shared& sh, const Block& b, sim::ParallelConfig cfg) {
+  const auto& sp = *sh.space;
+  cfg.micro_batch_size = micro_batch_sizes(sp, b).front();
+  cfg.global_batch_size = b.gbs > 0 ? b.gbs : cfg.micro_batch_size * b.dp;
+  cfg.recompute = sp.recomputes.back();
+  cfg.sequence_parallel =
+      b.tp > 1 && sp.seq_len % b.tp == 0 &&
+      std::find(sp.sequence_parallel.begin(), sp.sequence_parallel.end(), true) != sp.sequence_parallel.end();
+  cfg.offload_activations =
+      std::find(sp.offload_activations.begin(), sp.offload_activations.end(), true) != sp.offload_activations.end();
+  cfg.schedule = sp.schedules.front();
+  cfg.virtual_stages = 1;
+  sp.complete_config(cfg);
+  return cfg;
+}
+
+// The most model chunks per stage the block runs with `micro` micro-batches (1: not interleaved),
+// as evaluate_schedules allows them.
+int most_chunks(const Shared& sh, const Block& b, int micro) {
+  const auto& sp = *sh.space;
+  const int L = static_cast<int>(sh.model->num_layers);
+  const bool inter =
+      std::find(sp.schedules.begin(), sp.schedules.end(), sim::PipelineSchedule::interleaved) != sp.schedules.end();
+  if (!inter || b.pp == 1 || L % b.pp || micro % b.pp) return 1;
+  int most = 1;
+  for (int v : sp.virtual_stages)
+    if (v >= 2 && L % (b.pp * v) == 0) most = std::max(most, v);
+  return most;
+}
+
+// The schedules, virtual stages and activation offloads of one context's configuration.
+long long evaluate_schedules(BlockRun& run, sim::ParallelConfig& cfg, const sim::ConfigContext* ctx) {
+  static const std::vector<int> kOneChunk{1};
+  const auto& sp = *run.sh.space;
+  const Block& b = run.b;
+  const bool even = run.sh.model->num_layers % b.pp == 0;
+  const int micro = cfg.micro_batches();
+  long long inner = 0;
+  for (auto sched : sp.schedules) {
+    const bool inter = sched == sim::PipelineSchedule::interleaved;
+    if (b.pp == 1 && sched != sp.schedules.front()) continue;  // schedules coincide
+    if (inter && (b.pp == 1 || !even || micro % b.pp)) continue;
+    for (int v : inter ? sp.virtual_stages : kOneChunk) {
+      if (inter && (v < 2 || run.sh.model->num_layers % (b.pp * v))) continue;
+      cfg.schedule = sched;
+      cfg.virtual_stages = v;
+      for (bool off_act : sp.offload_activations) {
+        cfg.offload_activations = off_act;
+        ++inner;
+        if (ctx) evaluate_point(run, cfg, *ctx);
+      }
+    }
+  }
+  cfg.schedule = sp.schedules.front();
+  cfg.virtual_stages = 1;
+  cfg.offload_activations = false;
+  return inner;
+}
+
 // Evaluate every inner point of one block; returns false when cancelled.
 bool run_block(Shared& sh, const Block& b, detail::ThreadState& ts) {
   const auto& sp = *sh.space;
   const auto& m = *sh.model;
   const sim::Evaluator& ev = (*sh.evaluators)[b.node_index];
   sim::ParallelConfig cfg = block_config(sh, b);
-  const bool even = m.num_layers % b.pp == 0;
   BlockRun run{sh, b, ev, ts};
   run.price = ev.cluster().hardware.price.usd_per_hour * b.nodes;
   run.price_ok = sh.constraints->max_usd_per_hour <= 0 || run.price <= sh.constraints->max_usd_per_hour;
@@ -228,55 +324,67 @@ bool run_block(Shared& sh, const Block& b, detail::ThreadState& ts) {
 
   // Model-state lower bound: smallest micro-batch, no activations. If even that does not fit,
   // no micro-batch, schedule or recompute choice can.
-  cfg.micro_batch_size = sp.micro_batch_sizes.front();
+  cfg.micro_batch_size = micro_batch_sizes(sp, b).front();
   cfg.global_batch_size = b.gbs > 0 ? b.gbs : cfg.micro_batch_size * b.dp;
+  cfg.schedule = sp.schedules.front();
   run.usable = ev.cluster().hardware.device.memory_bytes * (1.0 - cfg.memory_headroom);
-  const double bound = detail::model_state_lower_bound(ev, cfg);
-  long long inner = 0;
-  static const std::vector<int> kOneChunk{1};
-  const bool prune = bound > run.usable;
-  for (int mbs : sp.micro_batch_sizes) {
-    const int gbs = b.gbs > 0 ? b.gbs : mbs * b.dp;
-    if (gbs % (mbs * b.dp)) continue;
-    const int micro = gbs / (mbs * b.dp);
-    cfg.micro_batch_size = mbs;
-    cfg.global_batch_size = gbs;
-    for (auto rc : sp.recomputes)
-      for (bool seq_par : sp.sequence_parallel) {
-        if (seq_par && (b.tp == 1 || sp.seq_len % b.tp)) continue;
-        if (!seq_par && b.tp > 1 && m.is_moe()) continue;  // Megatron-Core's MoE needs SP with TP
-        if (seq_par && b.cp > 1 && sp.seq_len % (2 * b.cp * b.tp)) continue;
-        cfg.recompute = rc;
-        cfg.sequence_parallel = seq_par;
-        sp.complete_config(cfg);
-        if (rc == sim::Recompute::op_sac && !sim::op_sac_unsupported(m, cfg).empty()) continue;  // not modelled
-        cfg.schedule = sp.schedules.front();
-        cfg.virtual_stages = 1;
-        // Per-layer costs depend on none of the loops below: one context for all of them.
-        std::optional<sim::ConfigContext> ctx;
-        if (!prune) ctx.emplace(ev.context(), cfg);
-        for (auto sched : sp.schedules) {
-          const bool inter = sched == sim::PipelineSchedule::interleaved;
-          if (b.pp == 1 && sched != sp.schedules.front()) continue;  // schedules coincide
-          if (inter && (b.pp == 1 || !even || micro % b.pp)) continue;
-          for (int v : inter ? sp.virtual_stages : kOneChunk) {
-            if (inter && (v < 2 || m.num_layers % (b.pp * v))) continue;
-            cfg.schedule = sched;
-            cfg.virtual_stages = v;
-            for (bool off_act : sp.offload_activations) {
-              cfg.offload_activations = off_act;
-              ++inner;
-              if (!prune) evaluate_point(run, cfg, *ctx);
-            }
-          }
-        }
-      }
+  const double memory_bound = detail::model_state_lower_bound(ev, cfg);
+  const bool prune = memory_bound > run.usable;
+
+  // Step-time lower bound (Evaluator::step_time_lower_bound) of each (micro-batch, SP) part of the
+  // block, from its recompute-none context: when every point of a part is slower than the k-th
+  // best this thread holds and dominated on its Pareto front, none can be ranked or on the front.
+  std::vector<std::unique_ptr<NoRecompute>> bases;
+  std::vector<double> bounds;
+  const bool has_none =
+      std::find(sp.recomputes.begin(), sp.recomputes.end(), sim::Recompute::none) != sp.recomputes.end();
+  if (!prune && has_none) {
+    cfg.recompute = sim::Recompute::none;
+    for_each_batch_and_sp(sh, b, cfg, [&](int, bool) {
+      sp.complete_config(cfg);
+      auto& base = bases.emplace_back(std::make_unique<NoRecompute>());
+      base->cfg = cfg;
+      base->ctx.emplace(ev.context(), base->cfg);
+      bounds.push_back(ev.step_time_lower_bound(*base->ctx, most_chunks(sh, b, base->cfg.micro_batches())));
+    });
   }
+  auto outranked = [&](double step_bound) {
+    const double tokens = static_cast<double>(cfg.global_batch_size) * sp.seq_len;  // fixed in a block
+    return ts.outranked(objective_score(sh.options->objective, tokens / step_bound, run.price, memory_bound),
+                        step_bound / tokens, run.price / 3600.0 * step_bound / tokens, memory_bound);
+  };
+
+  long long evaluated = 0, skipped = 0, inner = 0;
+  std::size_t part = 0;
+  for_each_batch_and_sp(sh, b, cfg, [&](int, bool) {
+    NoRecompute* base = bases.empty() ? nullptr : bases.at(part).get();  // built above, in this order
+    const bool skip = prune || (base && sh.options->bound_pruning && outranked(bounds.at(part)));
+    ++part;
+    long long n = 0;
+    for (auto rc : sp.recomputes) {
+      if (rc == sim::Recompute::none && base) {
+        n += evaluate_schedules(run, base->cfg, skip ? nullptr : &*base->ctx);
+        continue;
+      }
+      cfg.recompute = rc;
+      sp.complete_config(cfg);
+      if (rc == sim::Recompute::op_sac && !sim::op_sac_unsupported(m, cfg).empty()) continue;  // not modelled
+      // Per-layer costs depend on none of the loops below: one context for all of them.
+      std::optional<sim::ConfigContext> ctx;
+      if (!skip) ctx.emplace(ev.context(), cfg);
+      n += evaluate_schedules(run, cfg, ctx ? &*ctx : nullptr);
+    }
+    inner += n;
+    (skip ? skipped : evaluated) += n;
+  });
   if (prune) {
     sh.pruned += inner;
-    run.tally.pruned(inner, bound - run.usable, detail::key_of(cfg, b.nodes), b.node_index);
+    run.tally.pruned(inner, memory_bound - run.usable, detail::key_of(frugal_config(sh, b, cfg), b.nodes),
+                     b.node_index);
   } else {
-    sh.evaluated += inner;
+    sh.outranked += skipped;
+    sh.evaluated += evaluated;
+    if (skipped > 0) run.tally.outranked(skipped);
   }
   ts.record_block(b.nodes, b.tp, b.pp, b.zero, run.tally, run.price_ok);
   if (run.report) report_block(sh, ev, run.price, run.best, run.tally);
@@ -292,7 +400,7 @@ void progress_loop(Shared& sh, std::atomic<bool>& done, std::chrono::steady_cloc
     const double frac = static_cast<double>(std::min(sh.next.load(), sh.blocks->size())) / sh.blocks->size();
     const int filled = static_cast<int>(frac * 30);
     std::fprintf(stderr, "\rsearch [%-30s] %3.0f%%  %lld evaluated  %.1f s", std::string(filled, '#').c_str(),
-                 100 * frac, sh.evaluated.load() + sh.pruned.load(), secs);
+                 100 * frac, sh.evaluated.load() + sh.pruned.load() + sh.outranked.load(), secs);
     shown = true;
   }
   if (shown) std::fprintf(stderr, "\n");
@@ -339,7 +447,11 @@ SearchResult search(const sim::ModelSpec& model, const sim::HardwareProfile& hw,
     if (nodes < 1) throw sim::InputError("--nodes: expected node counts >= 1");
     evaluators.emplace_back(model, sim::ClusterSpec{hw, nodes, space.devices_per_node}, space.lora);
   }
-  const std::vector<Block> blocks = enumerate_blocks(model, hw, space, constraints);
+  std::vector<Block> blocks = enumerate_blocks(model, hw, space, constraints);
+  // The step-time bound prunes against the best points found so far: for speed objectives, the
+  // largest clusters (the fastest points) first. The result does not depend on the order.
+  if (options.objective == Objective::throughput || options.objective == Objective::time_to_train)
+    std::stable_sort(blocks.begin(), blocks.end(), [](const Block& a, const Block& b) { return a.nodes > b.nodes; });
   Shared sh{&model, &space, &constraints, &options, &evaluators, &blocks};
   const int threads = options.threads > 0 ? options.threads : std::max(1u, std::thread::hardware_concurrency());
   std::vector<detail::ThreadState> states(threads, detail::ThreadState(std::max(options.top_k * 4, 32)));
@@ -363,7 +475,8 @@ SearchResult search(const sim::ModelSpec& model, const sim::HardwareProfile& hw,
   SearchResult r = detail::finish(model, evaluators, space, constraints, options, states);
   r.evaluated = sh.evaluated.load();
   r.pruned = sh.pruned.load();
-  r.considered = r.evaluated + r.pruned;
+  r.outranked = sh.outranked.load();
+  r.considered = r.evaluated + r.pruned + r.outranked;
   r.interrupted = sh.stopped.load();
   r.seconds = std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count();
   return r;

@@ -2,7 +2,8 @@
 // The configuration search: enumerate every valid (tp, pp, dp) x ZeRO/MiCS x micro-batch x
 // schedule x recompute x SP x offload x precision point for each candidate cluster size,
 // screen all with the allocation-free analytical estimate (pruning whole sub-spaces whose
-// model states alone cannot fit), re-score the top K with the full event simulation, rank by
+// model states alone cannot fit, and parts whose step-time lower bound can reach neither the
+// ranked list nor the Pareto front), re-score the top K with the full event simulation, rank by
 // the objective, keep the Pareto front of (time, cost, memory) and explain rejected regions.
 // Multi-threaded; results are identical for any thread count.
 #include <atomic>
@@ -79,6 +80,9 @@ struct SearchSpace {
   // Fixed, not searched: the framework overlaps SP's collectives with the GEMMs (Megatron-Core
   // --tp-comm-overlap); applies to the points with sequence parallelism.
   bool tp_comm_overlap = false;
+  // false: the framework steps after every micro-batch (no gradient accumulation), so a point's
+  // micro-batch is the global batch over dp and micro_batch_sizes is not searched.
+  bool gradient_accumulation = true;
   std::string rank_order = "tp-dp-pp";
   bool uneven_pipeline = true;  // pp not dividing layers, via auto-partition
 
@@ -143,7 +147,8 @@ struct SearchResult {
   std::vector<RegionReport> rejected;  // regions where nothing fits or nothing meets constraints
   long long evaluated = 0;             // analytical evaluations
   long long pruned = 0;                // skipped by the model-state lower bound
-  long long considered = 0;            // points of the space (evaluated + pruned)
+  long long outranked = 0;             // skipped by the step-time lower bound (Evaluator::step_time_lower_bound)
+  long long considered = 0;            // points of the space (evaluated + pruned + outranked)
   double seconds = 0;
   bool interrupted = false;
 };
@@ -165,6 +170,10 @@ struct SearchOptions {
   int threads = 0;                            // 0 = hardware concurrency
   bool progress = false;                      // progress bar on stderr
   const std::atomic<bool>* cancel = nullptr;  // set to stop early (Ctrl-C): best so far
+  // Skip the parts of a block whose step-time lower bound cannot reach the ranked list or the
+  // Pareto front (Evaluator::step_time_lower_bound). The result is the same either way; false
+  // evaluates every point the model-state bound leaves (tests, benchmarks).
+  bool bound_pruning = true;
   // Called after every block from the search threads, one call at a time; may be empty. The
   // result does not depend on it (it may set *cancel).
   std::function<void(const SearchProgress&)> on_block;

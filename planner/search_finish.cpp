@@ -4,9 +4,12 @@
 #include <array>
 #include <cmath>
 #include <cstdio>
+#include <optional>
+#include <thread>
 
 #include "framework_space.hpp"
 #include "frameworks/apply.hpp"
+#include "parallel_map.hpp"
 #include "search_result.hpp"
 #include "simulator/errors.hpp"
 #include "stage_partition.hpp"
@@ -56,43 +59,58 @@ std::vector<Ranked> fold_equivalents(std::vector<Ranked> sorted) {
   return out;
 }
 
+int thread_count(const SearchOptions& o) {
+  return o.threads > 0 ? o.threads : static_cast<int>(std::max(1u, std::thread::hardware_concurrency()));
+}
+
+// One screened point through the full simulation (and the auto-partition where it helps): its
+// table row, or nothing when it does not fit or no framework runs it.
+std::optional<Ranked> rescore_point(const sim::ModelSpec& model, const std::vector<sim::Evaluator>& evaluators,
+                                    const SearchSpace& space, const Constraints& c, const SearchOptions& o,
+                                    const Point& p) {
+  const sim::Evaluator& ev = evaluators[p.node_index];
+  sim::ParallelConfig cfg = detail::config_of(p, model, space, c);
+  sim::validate_config(model, ev.cluster(), cfg);
+  sim::Prediction pred = ev.simulate(cfg, sim::TrainingGoal{o.train_tokens});
+  // Auto-partition: keep the DP's layer split when the full simulation agrees it is better.
+  // With a framework that runs embedding-only and head-only chunks, the split may leave the edges empty.
+  const bool empty_edges = c.framework && c.framework->runs.embedding_only_chunks;
+  if (auto part = choose_partition(ev, cfg, PartitionGoal::speed, 0.5, empty_edges); part && *part != cfg.partition) {
+    sim::ParallelConfig alt = cfg;
+    alt.partition = *part;
+    if (std::all_of(part->begin(), part->end(), [&](int l) { return l == part->front(); })) alt.partition.clear();
+    sim::Prediction alt_pred = ev.simulate(alt, sim::TrainingGoal{o.train_tokens});
+    const bool runs = !c.framework || !frameworks::why_not(*c.framework, alt, ev.cluster());
+    if (runs && alt_pred.feasible && (!pred.feasible || alt_pred.time.step_s < pred.time.step_s)) {
+      cfg = std::move(alt);
+      pred = std::move(alt_pred);
+    }
+  }
+  if (!pred.feasible) return std::nullopt;
+  const double price = ev.cluster().hardware.price.usd_per_hour * ev.cluster().nodes;
+  Candidate cand{ev.cluster(),
+                 cfg,
+                 p.estimate,
+                 objective_score(o.objective, pred.tokens_per_s, price, pred.worst.total(), pred.goodput.goodput),
+                 price / 3600.0 / pred.tokens_per_s,
+                 describe(cfg, ev.cluster().nodes)};
+  std::vector<std::string> runs_on =
+      c.framework ? std::vector<std::string>{c.framework->name} : frameworks_running(cfg, ev.cluster());
+  if (runs_on.empty())
+    return std::nullopt;  // no framework runs it (plan --framework shardrun shows what shardrun runs)
+  const double score = cand.score;
+  return Ranked{std::move(cand), std::move(pred), score, {}, std::move(runs_on)};
+}
+
 std::vector<Ranked> rescore(const sim::ModelSpec& model, const std::vector<sim::Evaluator>& evaluators,
                             const SearchSpace& space, const Constraints& c, const SearchOptions& o,
                             const std::vector<Point>& points) {
+  auto rows = detail::parallel_map<std::optional<Ranked>>(points.size(), thread_count(o), [&](std::size_t i) {
+    return rescore_point(model, evaluators, space, c, o, points[i]);
+  });
   std::vector<Ranked> ranked;
-  for (const Point& p : points) {
-    const sim::Evaluator& ev = evaluators[p.node_index];
-    sim::ParallelConfig cfg = detail::config_of(p, model, space, c);
-    sim::validate_config(model, ev.cluster(), cfg);
-    sim::Prediction pred = ev.simulate(cfg, sim::TrainingGoal{o.train_tokens});
-    // Auto-partition: keep the DP's layer split when the full simulation agrees it is better.
-    // With a framework that runs embedding-only and head-only chunks, the split may leave the edges empty.
-    const bool empty_edges = c.framework && c.framework->runs.embedding_only_chunks;
-    if (auto part = choose_partition(ev, cfg, PartitionGoal::speed, 0.5, empty_edges); part && *part != cfg.partition) {
-      sim::ParallelConfig alt = cfg;
-      alt.partition = *part;
-      if (std::all_of(part->begin(), part->end(), [&](int l) { return l == part->front(); })) alt.partition.clear();
-      sim::Prediction alt_pred = ev.simulate(alt, sim::TrainingGoal{o.train_tokens});
-      const bool runs = !c.framework || !frameworks::why_not(*c.framework, alt, ev.cluster());
-      if (runs && alt_pred.feasible && (!pred.feasible || alt_pred.time.step_s < pred.time.step_s)) {
-        cfg = std::move(alt);
-        pred = std::move(alt_pred);
-      }
-    }
-    if (!pred.feasible) continue;
-    const double price = ev.cluster().hardware.price.usd_per_hour * ev.cluster().nodes;
-    Candidate cand{ev.cluster(),
-                   cfg,
-                   p.estimate,
-                   objective_score(o.objective, pred.tokens_per_s, price, pred.worst.total(), pred.goodput.goodput),
-                   price / 3600.0 / pred.tokens_per_s,
-                   describe(cfg, ev.cluster().nodes)};
-    std::vector<std::string> runs_on =
-        c.framework ? std::vector<std::string>{c.framework->name} : frameworks_running(cfg, ev.cluster());
-    if (runs_on.empty()) continue;  // no framework runs it (plan --framework shardrun shows what shardrun runs)
-    ranked.push_back({std::move(cand), pred, 0, {}, std::move(runs_on)});
-    ranked.back().score = ranked.back().candidate.score;
-  }
+  for (auto& r : rows)
+    if (r) ranked.push_back(std::move(*r));
   std::sort(ranked.begin(), ranked.end(), [](const Ranked& a, const Ranked& b) {
     if (a.score != b.score) return a.score < b.score;
     if (complexity(a.candidate.config) != complexity(b.candidate.config))
@@ -256,14 +274,17 @@ std::vector<Candidate> final_front(const sim::ModelSpec& model, const std::vecto
     cand.usd_per_token = price / 3600.0 / pred.tokens_per_s;
     return cand;
   };
-  for (const auto& p : front) {
+  auto judged = parallel_map<std::optional<Candidate>>(front.size(), thread_count(o), [&](std::size_t i) {
+    const Point& p = front[i];
     const sim::Evaluator& ev = evaluators[p.node_index];
     sim::ParallelConfig cfg = config_of(p, model, space, c);
     const sim::Prediction pred = ev.simulate(cfg, sim::TrainingGoal{o.train_tokens});
-    if (!pred.feasible) continue;
-    all.push_back(
+    if (!pred.feasible) return std::optional<Candidate>();
+    return std::optional<Candidate>(
         with_prediction({ev.cluster(), cfg, p.estimate, p.score, 0, describe(cfg, ev.cluster().nodes)}, pred));
-  }
+  });
+  for (auto& cand : judged)
+    if (cand) all.push_back(std::move(*cand));
   for (const auto& x : ranked) all.push_back(with_prediction(x.candidate, x.prediction));
   return non_dominated(std::move(all));
 }
@@ -297,7 +318,7 @@ SearchResult finish(const sim::ModelSpec& model, const std::vector<sim::Evaluato
   r.pareto = final_front(model, evaluators, space, c, o, merged.front, r.ranked);
 
   for (const auto& [k, acc] : regions) {
-    if (acc.evaluated == 0 || acc.allowed > 0) continue;
+    if (acc.evaluated == 0 || acc.allowed > 0 || acc.outranked > 0) continue;
     const std::string name = region_name(k.first, k.second);
     r.rejected.push_back(
         {name, acc.evaluated, acc.evaluated - acc.allowed, region_reason(model, evaluators, space, c, name, acc)});

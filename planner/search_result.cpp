@@ -138,8 +138,14 @@ void BlockTally::pruned(long long n, double excess, const PointKey& k, int ni) {
   }
 }
 
+void BlockTally::outranked(long long n) {
+  evaluated += n;
+  skipped_by_bound += n;
+}
+
 void RegionAcc::merge(const RegionAcc& o) {
   evaluated += o.evaluated;
+  outranked += o.outranked;
   fits += o.fits;
   allowed += o.allowed;
   price_rejected |= o.price_rejected;
@@ -164,12 +170,22 @@ void ThreadState::offer(const Point& p) {
   }
 }
 
+bool ThreadState::outranked(double score, double time_per_token, double usd_per_token, double memory) const {
+  if (static_cast<int>(best.size()) < capacity_ || !(score > best.front().score)) return false;
+  return std::any_of(front.begin(), front.end(), [&](const Point& q) {
+    const double qm = q.estimate.worst_memory_bytes;
+    const bool no_worse = q.time_per_token <= time_per_token && q.usd_per_token <= usd_per_token && qm <= memory;
+    return no_worse && (q.time_per_token < time_per_token || q.usd_per_token < usd_per_token || qm < memory);
+  });
+}
+
 void ThreadState::record_block(int nodes, int tp, int pp, int zero, const BlockTally& t, bool price_ok) {
   RegionAcc acc;
   acc.evaluated = t.evaluated;
   acc.fits = t.fits;
   acc.allowed = t.allowed;
   acc.price_rejected = !price_ok && t.fits > 0;
+  acc.outranked = t.skipped_by_bound;
   acc.min_excess = t.min_excess;
   acc.closest = t.closest;
   acc.node_index = t.node_index;
@@ -182,6 +198,7 @@ double model_state_lower_bound(const sim::Evaluator& ev, const sim::ParallelConf
   const sim::ConfigContext c(ev.context(), cfg);
   const auto layers = sim::layers_per_chunk(ev.model(), cfg);
   double worst = 0;
+  sim::StageShape last;
   for (int s = 0; s < cfg.pp; ++s) {
     sim::StageShape shape;
     shape.stage = s;
@@ -191,6 +208,9 @@ double model_state_lower_bound(const sim::Evaluator& ev, const sim::ParallelConf
     }
     shape.embedding = s == 0;
     shape.head = s == cfg.pp - 1;
+    // A middle stage shaped like the one before holds the same states (at most two shapes).
+    if (s > 1 && shape.layers == last.layers && shape.dense_layers == last.dense_layers && !shape.head) continue;
+    last = shape;
     worst = std::max(worst, sim::stage_memory(c, shape).device.total());
   }
   return worst;

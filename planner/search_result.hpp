@@ -22,11 +22,15 @@ struct BlockTally {
   bool have_closest = false;
   void add(const Point& p, bool allowed_by_constraints, double usable);
   void pruned(long long n, double excess, const PointKey& k, int node_index);
+  // n points skipped by the step-time bound: better ones exist, so the region is not rejected.
+  void outranked(long long n);
+  long long skipped_by_bound = 0;
 };
 
 struct RegionAcc {
   long long evaluated = 0, fits = 0, allowed = 0;
   bool price_rejected = false;
+  long long outranked = 0;  // points skipped by the step-time bound (better ones exist)
   double min_excess = std::numeric_limits<double>::infinity();
   PointKey closest;
   int node_index = 0;
@@ -39,6 +43,10 @@ class ThreadState {
   explicit ThreadState(int capacity) : capacity_(capacity) {}
   void offer(const Point& p);
   void record_block(int nodes, int tp, int pp, int zero, const BlockTally& t, bool price_ok);
+  // Whether a block whose every point has at least these (objective score, time per token, USD
+  // per token, memory) can add nothing: the list is full of better points and a point on the
+  // front dominates the bounds (so it dominates every point of the block).
+  [[nodiscard]] bool outranked(double score, double time_per_token, double usd_per_token, double memory) const;
   std::vector<Point> best;                           // max-heap by `better` (worst on top), size <= capacity
   std::vector<Point> front;                          // non-dominated in (time/token, usd/token, memory)
   std::map<std::pair<int, int>, RegionAcc> regions;  // (dimension, value)

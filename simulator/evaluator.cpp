@@ -184,6 +184,39 @@ Estimate Evaluator::estimate(const ConfigContext& c) const {
   return e;
 }
 
+double Evaluator::step_time_lower_bound(const ConfigContext& c, int max_virtual_stages) const {
+  const ParallelConfig& cfg = *c.cfg;
+  SHARDPLAN_CHECK(cfg.virtual_stages == 1 && !cfg.offload_activations && cfg.recompute == Recompute::none,
+                  "step_time_lower_bound: expects one chunk per stage, no offload, no recompute");
+  const int p = cfg.pp;
+  const bool uniform = cfg.partition.empty();
+  double max_T = 0, sum_T = 0, last_T = 0;
+  int last_layers = -1, last_dense = -1;  // an uneven split's middle stages come in few shapes
+  for (int s = 0; s < p; ++s) {
+    const bool middle = s > 0 && s < p - 1;
+    if (uniform && middle && s > 1) {  // copies of stage 1
+      sum_T += last_T;
+      continue;
+    }
+    if (!uniform && middle) {
+      const int layers = cfg.partition[static_cast<std::size_t>(s)];
+      const int dense = dense_layers_in_chunk(mc_.model, cfg, 0, s);
+      if (layers == last_layers && dense == last_dense) {
+        sum_T += last_T;
+        continue;
+      }
+      last_layers = layers;
+      last_dense = dense;
+    }
+    const StageSummary st = summarize_stage(c, s);
+    last_T = st.sum.forward_s + st.sum.backward_s;
+    max_T = std::max(max_T, last_T);
+    sum_T += last_T;
+  }
+  const double v = std::max(1, max_virtual_stages);
+  return (cfg.micro_batches() - 1.0 / v) * max_T + sum_T / v + 2.0 * (p - 1) * c.p2p_s;
+}
+
 Prediction simulate(const ModelSpec& model, const ClusterSpec& cluster, ParallelConfig& cfg, const TrainingGoal& goal) {
   validate_config(model, cluster, cfg);
   Evaluator ev(model, cluster, cfg.lora);

@@ -25,6 +25,13 @@ class Evaluator {
   // varies the schedule, virtual stages and activation offload of `*c.cfg` in place.
   [[nodiscard]] Estimate estimate(const ConfigContext& c) const;
   [[nodiscard]] Prediction simulate(const ParallelConfig& cfg, const TrainingGoal& goal = {}) const;
+  // A lower bound on estimate(c').step_s over every c' that is `*c.cfg` with another pipeline
+  // schedule, up to `max_virtual_stages` chunks per stage, activation offload or recompute, for
+  // `*c.cfg` with one chunk per stage, no activation offload and no recompute: the estimate's
+  // makespan (m - 1/v) max_s T_s + sum_s T_s / v at the largest v (it falls with v, as
+  // sum T >= max T), the p2p hops 2 (p - 1) p2p_s, no DP tail and no optimizer step. Recompute and
+  // offload only add to T. The search prunes with it (planner/search.cpp).
+  [[nodiscard]] double step_time_lower_bound(const ConfigContext& c, int max_virtual_stages) const;
 
   [[nodiscard]] const ModelSpec& model() const { return mc_.model; }
   [[nodiscard]] const ClusterSpec& cluster() const { return mc_.cluster; }

@@ -227,6 +227,27 @@ void apply_fitted(HardwareProfile& hw) {
   hw.network.efficiency *= f.network_efficiency_scale;
 }
 
+CalibrationInfo parse_calibration(const nlohmann::json& j, const HardwareProfile& hw, const JsonContext& ctx) {
+  CalibrationInfo out;
+  const auto it = j.find("calibration");
+  if (it == j.end() || it->is_null()) {
+    out.calibrated = hw.fitted.present || hw.measured;
+    out.rule = hw.fitted.present ? hw.fitted.source
+               : hw.measured     ? "measured by `shardrun profile` on the machine itself"
+                                 : "no fitted terms: its curves are datasheet figures and engineering estimates "
+                                   "(see its sources)";
+    return out;
+  }
+  if (!it->is_object()) ctx.fail("calibration", "an object {\"status\", \"rule\"}");
+  const JsonContext cctx = ctx.child("calibration");
+  const std::string status = get_string(*it, "status", cctx);
+  if (status != "calibrated" && status != "uncalibrated") cctx.fail("status", "\"calibrated\" or \"uncalibrated\"");
+  out.calibrated = status == "calibrated";
+  out.rule = get_string(*it, "rule", cctx);
+  if (out.rule.empty()) cctx.fail("rule", "a sentence saying where the efficiency terms come from");
+  return out;
+}
+
 HardwareProfile parse_profile(const nlohmann::json& j, const JsonContext& ctx) {
   HardwareProfile hw;
   hw.name = get_string(j, "name", ctx);
@@ -279,6 +300,7 @@ HardwareProfile parse_profile(const nlohmann::json& j, const JsonContext& ctx) {
     hw.fitted = parse_fitted(*it, ctx, &applied);
     if (!applied) apply_fitted(hw);
   }
+  hw.calibration = parse_calibration(j, hw, ctx);
   return hw;
 }
 
@@ -427,6 +449,8 @@ nlohmann::json to_json(const HardwareProfile& hw) {
         {"link_bandwidth_bytes_per_s", hw.host.link_bandwidth_Bps},
         {"cpu_cores", hw.host.cpu_cores}}},
       {"price", {{"usd_per_hour", hw.price.usd_per_hour}, {"as_of", hw.price.as_of}, {"note", hw.price.note}}},
+      {"calibration",
+       {{"status", hw.calibration.calibrated ? "calibrated" : "uncalibrated"}, {"rule", hw.calibration.rule}}},
       {"resilience",
        {{"node_mtbf_hours", hw.resilience.node_mtbf_s / 3600},
         {"checkpoint_write_bytes_per_s", hw.resilience.checkpoint_write_Bps},

@@ -163,6 +163,15 @@ struct FittedTerms {
   std::string source;  // what it was fitted to, and its held-out error
 };
 
+// Whether the profile's efficiency terms were fitted to measured runs, and if not, the rule its
+// curves and terms come from (a 2026 instance type with no published run, say). Optional in a
+// profile ("calibration": {"status": "calibrated" | "uncalibrated", "rule": "..."}); absent, a
+// profile with fitted terms or one measured by `shardrun profile` counts as calibrated.
+struct CalibrationInfo {
+  bool calibrated = false;
+  std::string rule;
+};
+
 struct HardwareProfile {
   std::string name;
   std::string description;
@@ -175,6 +184,7 @@ struct HardwareProfile {
   PriceInfo price;
   ResilienceProfile resilience;
   FittedTerms fitted;
+  CalibrationInfo calibration;
 };
 
 const char* to_string(Precision p);

@@ -66,92 +66,69 @@ void validate(const PipelineInput& in) {
   }
 }
 
-std::vector<Op> gpipe_order(int m) {
-  std::vector<Op> ops;
-  ops.reserve(2 * static_cast<std::size_t>(m));
-  for (int j = 0; j < m; ++j) ops.push_back({0, j, false});
-  for (int j = 0; j < m; ++j) ops.push_back({0, j, true});
-  return ops;
-}
-
-// PipeDream-Flush: warmup forwards, steady F/B pairs, cooldown backwards.
-std::vector<Op> one_f_one_b_order(int p, int m, int s) {
-  const int warmup = std::min(p - s - 1, m);
-  std::vector<Op> ops;
-  ops.reserve(2 * static_cast<std::size_t>(m));
-  int f = 0;
-  int b = 0;
-  while (f < warmup) ops.push_back({0, f++, false});
-  while (f < m) {
-    ops.push_back({0, f++, false});
-    ops.push_back({0, b++, true});
+// The k-th op of stage s (0 <= k < 2vm). Warmup forwards, steady F/B pairs, cooldown backwards:
+// GPipe warms up with every forward; 1F1B (PipeDream-Flush) with p - s - 1; interleaved with
+// Megatron-LM's (p - s - 1) * 2 + (v - 1) * p.
+int warmup_forwards(PipelineSchedule schedule, int p, int m, int v, int s) {
+  switch (schedule) {
+    case PipelineSchedule::gpipe:
+      return m;
+    case PipelineSchedule::one_f_one_b:
+      return std::min(p - s - 1, m);
+    case PipelineSchedule::interleaved:
+      return std::min((p - s - 1) * 2 + (v - 1) * p, m * v);
   }
-  while (b < m) ops.push_back({0, b++, true});
-  return ops;
+  return m;
 }
 
-// Megatron-LM get_model_chunk_id / get_microbatch_id_in_model_chunk for the k-th op of a stage.
-Op interleaved_op(int k, int p, int v, bool backward) {
-  const int group = k % (p * v);
+// Megatron-LM get_model_chunk_id / get_microbatch_id_in_model_chunk for the n-th forward or backward.
+Op chunk_op(PipelineSchedule schedule, int n, int p, int v, bool backward) {
+  if (schedule != PipelineSchedule::interleaved) return {0, n, backward};
+  const int group = n % (p * v);
   const int chunk = group / p;
-  const int mb = (k / (p * v)) * p + k % p;
+  const int mb = (n / (p * v)) * p + n % p;
   return {backward ? v - 1 - chunk : chunk, mb, backward};
 }
 
-std::vector<Op> interleaved_order(int p, int m, int v, int s) {
-  const int total = m * v;
-  const int warmup = std::min((p - s - 1) * 2 + (v - 1) * p, total);
-  std::vector<Op> ops;
-  ops.reserve(2 * static_cast<std::size_t>(total));
-  int f = 0;
-  int b = 0;
-  while (f < warmup) ops.push_back(interleaved_op(f++, p, v, false));
-  while (f < total) {
-    ops.push_back(interleaved_op(f++, p, v, false));
-    ops.push_back(interleaved_op(b++, p, v, true));
+Op op_at(PipelineSchedule schedule, int p, int m, int v, int s, int k) {
+  const int total = m * v, w = warmup_forwards(schedule, p, m, v, s);
+  if (k < w) return chunk_op(schedule, k, p, v, false);
+  const int steady = 2 * (total - w);  // F/B pairs after the warmup
+  if (k < w + steady) {
+    const int j = k - w;
+    return j % 2 == 0 ? chunk_op(schedule, w + j / 2, p, v, false) : chunk_op(schedule, j / 2, p, v, true);
   }
-  while (b < total) ops.push_back(interleaved_op(b++, p, v, true));
-  return ops;
-}
-
-std::vector<Op> stage_order(const PipelineInput& in, int s) {
-  return pipeline_stage_order(in.schedule, in.stages, in.micro_batches, in.virtual_stages, s);
+  return chunk_op(schedule, k - total, p, v, true);  // cooldown: backward k - total
 }
 
 // The event simulation proper: per-stage cursors advanced from a worklist of stages.
 class Simulation {
  public:
-  explicit Simulation(const PipelineInput& in)
+  Simulation(const PipelineInput& in, bool record_events)
       : in_(in),
         p_(in.stages),
         v_(in.virtual_stages),
         m_(in.micro_batches),
         ops_per_stage_(2 * static_cast<std::size_t>(v_) * static_cast<std::size_t>(m_)),
-        order_(static_cast<std::size_t>(p_)),
-        next_(order_.size(), 0),
-        stage_free_(order_.size(), 0.0),
+        next_(static_cast<std::size_t>(p_), 0),
+        stage_free_(next_.size(), 0.0),
         f_end_(static_cast<std::size_t>(p_) * ops_per_stage_ / 2, kNotDone),
         b_end_(f_end_.size(), kNotDone),
-        events_(order_.size() * ops_per_stage_) {
-    for (int s = 0; s < p_; ++s) {
-      order_[idx(s)] = stage_order(in, s);
-      SHARDPLAN_CHECK(order_[idx(s)].size() == ops_per_stage_, "pipeline op list has wrong size");
-    }
-  }
+        events_(record_events ? next_.size() * ops_per_stage_ : 0) {}
 
   // Any sweep order gives the same times: an op's start depends only on its stage's previous op
   // and its one dependency, both already final when it is scheduled. Each scheduled op wakes at
   // most one other stage, so this is O(total ops).
   std::vector<PipelineEvent> run() {
     std::vector<int> work;
-    std::vector<char> queued(order_.size(), 1);
+    std::vector<char> queued(next_.size(), 1);
     for (int s = p_ - 1; s >= 0; --s) work.push_back(s);
     while (!work.empty()) {
       const int s = work.back();
       work.pop_back();
       queued[idx(s)] = 0;
       while (next_[idx(s)] < ops_per_stage_) {
-        const Op op = order_[idx(s)][next_[idx(s)]];
+        const Op op = op_at(in_.schedule, p_, m_, v_, s, static_cast<int>(next_[idx(s)]));
         if (!try_schedule(s, op)) break;
         const int consumer = consumer_stage(s, op);
         if (consumer >= 0 && consumer != s && !queued[idx(consumer)]) {
@@ -166,6 +143,9 @@ class Simulation {
     }
     return std::move(events_);
   }
+
+  // After run(): when the last op of any stage ends.
+  [[nodiscard]] double makespan() const { return *std::max_element(stage_free_.begin(), stage_free_.end()); }
 
  private:
   static constexpr double kNotDone = -1.0;
@@ -208,7 +188,8 @@ class Simulation {
     const double end = start + dur;
     stage_free_[idx(s)] = end;
     (op.backward ? b_end_ : f_end_)[slot(op.chunk, s, op.mb)] = end;
-    events_[idx(s) * ops_per_stage_ + next_[idx(s)]] = {s, op.chunk, op.mb, op.backward, start, end};
+    if (!events_.empty())
+      events_[idx(s) * ops_per_stage_ + next_[idx(s)]] = {s, op.chunk, op.mb, op.backward, start, end};
     ++next_[idx(s)];
     return true;
   }
@@ -216,7 +197,6 @@ class Simulation {
   const PipelineInput& in_;
   int p_, v_, m_;
   std::size_t ops_per_stage_;
-  std::vector<std::vector<Op>> order_;
   std::vector<std::size_t> next_;
   std::vector<double> stage_free_;
   std::vector<double> f_end_, b_end_;  // indexed [vs * m + mb]
@@ -268,16 +248,10 @@ std::vector<PipelineOp> pipeline_stage_order(PipelineSchedule schedule, int stag
   if (stage < 0 || stage >= stages) {
     throw InputError("pipeline: stage " + std::to_string(stage) + " outside 0.." + std::to_string(stages - 1));
   }
-  switch (schedule) {
-    case PipelineSchedule::gpipe:
-      return gpipe_order(micro_batches);
-    case PipelineSchedule::one_f_one_b:
-      return one_f_one_b_order(stages, micro_batches, stage);
-    case PipelineSchedule::interleaved:
-      return interleaved_order(stages, micro_batches, virtual_stages, stage);
-  }
-  SHARDPLAN_CHECK(false, "unknown pipeline schedule");
-  return {};
+  std::vector<Op> ops(2 * static_cast<std::size_t>(micro_batches) * static_cast<std::size_t>(virtual_stages));
+  for (std::size_t k = 0; k < ops.size(); ++k)
+    ops[k] = op_at(schedule, stages, micro_batches, virtual_stages, stage, static_cast<int>(k));
+  return ops;
 }
 
 const char* to_string(PipelineSchedule s) { return name_of(s); }
@@ -291,9 +265,16 @@ double PipelineResult::bubble_s() const {
 PipelineResult simulate_pipeline(const PipelineInput& in) {
   validate(in);
   PipelineResult r;
-  r.events = Simulation(in).run();
+  r.events = Simulation(in, true).run();
   summarize(in, r);
   return r;
+}
+
+double pipeline_makespan(const PipelineInput& in) {
+  validate(in);
+  Simulation sim(in, false);
+  sim.run();
+  return sim.makespan();
 }
 
 // Narayanan et al. 2021 §2.2.1-2.2.2: bubble (p-1)/m, interleaved (p-1)/(v*m).

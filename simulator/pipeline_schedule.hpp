@@ -68,6 +68,8 @@ struct PipelineResult {
 // Validates: stages, micro_batches >= 1; interleaved needs v >= 2 and m % p == 0; vector sizes.
 // Throws InputError on user-level mistakes.
 PipelineResult simulate_pipeline(const PipelineInput& in);
+// The same simulation's makespan alone (no events kept): simulate_pipeline(in).makespan_s.
+double pipeline_makespan(const PipelineInput& in);
 
 // The op order stage `stage` runs (Megatron-LM schedules.py); the executor runs exactly this
 // list, so simulator and executor share one definition of each schedule. Validates as

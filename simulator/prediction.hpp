@@ -82,6 +82,10 @@ struct Prediction {
   // Echo of the inputs.
   std::string model_name;
   std::string hardware_name;
+  // Whether the profile's efficiency terms are fitted to measured runs; if not, where they come
+  // from (HardwareProfile::calibration): an uncalibrated prediction says so.
+  bool hardware_calibrated = true;
+  std::string hardware_calibration_rule;
   std::string framework_name;                           // "megatron@2022"; empty when none was named
   MemoryReport memory_reported = MemoryReport::device;  // the figure that framework's log prints
   int nodes = 0;

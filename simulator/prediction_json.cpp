@@ -185,6 +185,8 @@ nlohmann::json to_json(const Prediction& p, bool with_events) {
   j["shardplan_version"] = version();
   j["model"] = p.model_name;
   j["hardware"] = p.hardware_name;
+  j["hardware_calibration"] = {{"status", p.hardware_calibrated ? "calibrated" : "uncalibrated"},
+                               {"rule", p.hardware_calibration_rule}};
   if (!p.framework_name.empty()) j["framework"] = p.framework_name;
   j["peak_memory_reported"] = {{"kind", name_of(p.memory_reported)},
                                {"bytes", p.stages.empty() ? 0.0 : p.worst.reported(p.memory_reported)}};

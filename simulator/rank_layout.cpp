@@ -70,13 +70,16 @@ RankLayout::RankLayout(const std::string& order, int tp, int cp, int dp, int pp,
 }
 
 GroupPlacement RankLayout::placement(const std::vector<int>& ranks) const {
-  thread_local std::vector<int> nodes;  // reused: the search calls this per configuration
-  nodes.clear();
-  for (const int r : ranks) nodes.push_back(r / per_node_);
-  std::sort(nodes.begin(), nodes.end());
+  thread_local std::vector<unsigned char> seen;  // reused: the search calls this per configuration
   GroupPlacement g;
   g.size = static_cast<int>(ranks.size());
-  g.nodes = static_cast<int>(std::unique(nodes.begin(), nodes.end()) - nodes.begin());
+  g.nodes = 0;
+  for (const int r : ranks) {
+    const auto node = static_cast<std::size_t>(r / per_node_);
+    if (node >= seen.size()) seen.resize(node + 1, 0);
+    if (!seen[node]) ++g.nodes, seen[node] = 1;
+  }
+  for (const int r : ranks) seen[static_cast<std::size_t>(r / per_node_)] = 0;
   g.ranks_per_node = g.size / std::max(1, g.nodes);
   return g;
 }

@@ -72,6 +72,8 @@ Prediction prediction_frame(const ConfigContext& c) {
   Prediction pr;
   pr.model_name = mc.model.name;
   pr.hardware_name = hw.name;
+  pr.hardware_calibrated = hw.calibration.calibrated;
+  pr.hardware_calibration_rule = hw.calibration.rule;
   pr.framework_name = cfg.framework.name;
   pr.memory_reported = cfg.framework.reports;
   pr.nodes = mc.cluster.nodes;
@@ -94,7 +96,7 @@ void simulate_step_pipeline(const ConfigContext& c, std::vector<ChunkTime>& chun
   if (c.cfg->pp > 1 && c.p2p_s > 0) {
     PipelineInput no_p2p = in;
     no_p2p.p2p_s = 0;
-    pr.time.pp_p2p_s = pr.pipeline.makespan_s - simulate_pipeline(no_p2p).makespan_s;
+    pr.time.pp_p2p_s = pr.pipeline.makespan_s - pipeline_makespan(no_p2p);
   }
 }
 

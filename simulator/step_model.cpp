@@ -7,6 +7,8 @@
 // buffer, reduced in fp32.
 #include "step_model.hpp"
 
+#include <array>
+
 #include "cache_reuse.hpp"
 
 #include <algorithm>
@@ -67,10 +69,46 @@ double gather_bytes(const ParallelConfig& config, double w, double params, doubl
 
 }  // namespace
 
+namespace {
+
+// One layout's rank groups. The search builds many contexts per layout (every micro-batch,
+// recompute and SP choice of a block), so each thread keeps the last one it built.
+struct LayoutGroups {
+  std::string order;
+  std::array<int, 9> key{};  // tp, cp, dp, pp, per node, shard dp, etp, ep, moe
+  RankLayout layout{"tp-dp-pp", 1, 1, 1, 1};
+  GroupPlacement dp_group, shard_group, replica_group, expert_dp_group;
+  BlockGroups groups;
+};
+
+const LayoutGroups& layout_groups(const ModelContext& m, const ParallelConfig& config) {
+  thread_local LayoutGroups last;
+  const bool moe = m.model.is_moe();
+  const int shard_dp = config.zero_stage > 0 ? config.shard_group() : 1;
+  const std::array<int, 9> key{config.tp, config.cp,          config.dp, config.pp, m.cluster.per_node(),
+                               shard_dp,  config.expert_tp(), config.ep, int(moe)};
+  if (!last.order.empty() && last.key == key && last.order == config.rank_order) return last;
+  last.layout = RankLayout(config.rank_order, config.tp, config.cp, config.dp, config.pp, m.cluster.per_node());
+  last.order = config.rank_order;
+  last.key = key;
+  const RankLayout& layout = last.layout;
+  last.dp_group = layout.dp_cp_group();
+  last.shard_group = layout.dp_cp_group(shard_dp);
+  last.replica_group = layout.group(Dim::dp, config.dp / shard_dp, shard_dp);
+  last.groups = BlockGroups{layout.group(Dim::tp), layout.group(Dim::cp), {}, {}};
+  last.expert_dp_group = GroupPlacement{};
+  if (moe) {
+    last.groups.ep = layout.expert_group(ExpertDim::ep, config.expert_tp(), config.ep);
+    last.groups.etp = layout.expert_group(ExpertDim::etp, config.expert_tp(), config.ep);
+    last.expert_dp_group = layout.expert_group(ExpertDim::edp, config.expert_tp(), config.ep);
+  }
+  return last;
+}
+
+}  // namespace
+
 ConfigContext::ConfigContext(const ModelContext& m, const ParallelConfig& config)
-    : mc(&m),
-      cfg(&config),
-      layout(config.rank_order, config.tp, config.cp, config.dp, config.pp, m.cluster.per_node()) {
+    : mc(&m), cfg(&config), layout(layout_groups(m, config).layout) {
   const auto& counts = m.counts;
   const int tp = config.tp;
   const bool moe = m.model.is_moe();
@@ -85,15 +123,12 @@ ConfigContext::ConfigContext(const ModelContext& m, const ParallelConfig& config
   set_sync_skew(m.cluster.hardware.node.intra.sync_skew_fraction);
   const auto& intra = m.cluster.hardware.node.intra;
   rank_pace = simulator::rank_pace(intra.rank_speed_gap_fraction, intra.rank_speed_gap_ranks, per_node);
-  dp_group = layout.dp_cp_group();
-  shard_group = layout.dp_cp_group(shard_dp);
-  replica_group = layout.group(Dim::dp, config.dp / shard_dp, shard_dp);
-  BlockGroups groups{layout.group(Dim::tp), layout.group(Dim::cp), {}, {}};
-  if (moe) {
-    groups.ep = layout.expert_group(ExpertDim::ep, config.expert_tp(), config.ep);
-    groups.etp = layout.expert_group(ExpertDim::etp, config.expert_tp(), config.ep);
-    expert_dp_group = layout.expert_group(ExpertDim::edp, config.expert_tp(), config.ep);
-  }
+  const LayoutGroups& lg = layout_groups(m, config);
+  dp_group = lg.dp_group;
+  shard_group = lg.shard_group;
+  replica_group = lg.replica_group;
+  const BlockGroups groups = lg.groups;
+  if (moe) expert_dp_group = lg.expert_dp_group;
   env = make_cost_env(m.model, m.cluster, config, m.linears, m.lora_mask, groups, moe ? &m.expert_linears : nullptr);
   if (moe) env.expert_lora_mask = &m.expert_lora_mask;
   block_params =
@@ -168,11 +203,13 @@ void ConfigContext::set_zero_units() {
 int dense_layers_in_chunk(const ModelSpec& m, const ParallelConfig& cfg, int chunk, int stage) {
   const int dense = static_cast<int>(m.moe.first_dense_layers);
   if (!m.is_moe() || dense == 0) return 0;
-  const std::vector<int> layers = layers_per_chunk(m, cfg);
   const int index = chunk * cfg.pp + stage;  // model order: chunk-major
   int first = 0;
-  for (int i = 0; i < index; ++i) first += layers[static_cast<std::size_t>(i)];
-  return std::clamp(dense - first, 0, layers[static_cast<std::size_t>(index)]);
+  if (cfg.partition.empty()) first = index * static_cast<int>(m.num_layers / (cfg.pp * cfg.virtual_stages));
+  else
+    for (int i = 0; i < index && first < dense; ++i) first += chunk_layers(m, cfg, i / cfg.pp, i % cfg.pp);
+  if (first >= dense) return 0;  // the dense blocks all come before this chunk
+  return std::clamp(dense - first, 0, chunk_layers(m, cfg, chunk, stage));
 }
 
 ChunkShape chunk_shape(const ModelSpec& m, const ParallelConfig& cfg, int chunk, int stage) {

@@ -194,9 +194,15 @@ inline const std::vector<std::string> kBuiltinModels = {
     "llama2-13b",    "llama2-70b",      "llama2-7b",    "llama3.1-8b", "llama3.1-70b",   "llama3.1-405b",
     "mistral-7b",    "qwen3-8b",        "tiny-gpt",     "tiny-llama",  "tinyllama-1.1b", "mixtral-8x7b",
     "qwen3-30b-a3b", "qwen3-235b-a22b", "deepseek-v3",  "tiny-moe"};
-inline const std::vector<std::string> kBuiltinHardware = {
-    "local-cpu-2core", "p4d.24xlarge", "p4de.24xlarge", "p5.48xlarge",
-    "p5e.48xlarge",    "g5.48xlarge",  "trn1.32xlarge", "trn1.32xlarge-neuroncore",
-    "gaudi2-hls2"};
+inline const std::vector<std::string> kBuiltinHardware = {"local-cpu-2core",  "p4d.24xlarge",
+                                                          "p4de.24xlarge",    "p5.48xlarge",
+                                                          "p5e.48xlarge",     "p5en.48xlarge",
+                                                          "p6-b200.48xlarge", "g5.48xlarge",
+                                                          "trn1.32xlarge",    "trn1.32xlarge-neuroncore",
+                                                          "trn2.48xlarge",    "trn2.48xlarge-neuroncore",
+                                                          "gaudi2-hls2",      "gaudi3-hls3"};
+// The 2026 instance types: datasheet profiles no published run is fitted to.
+inline const std::vector<std::string> kUncalibrated2026Hardware = {"p5en.48xlarge", "p6-b200.48xlarge", "trn2.48xlarge",
+                                                                   "trn2.48xlarge-neuroncore", "gaudi3-hls3"};
 
 }  // namespace shardplan::testing::cli

@@ -262,6 +262,15 @@ TEST(CliListings, HardwareJsonParses) {
     EXPECT_GT(h["devices_per_node"].get<int>(), 0) << h.dump();
     ASSERT_TRUE(h.contains("memory_bytes") && h["memory_bytes"].is_number()) << h.dump();
     EXPECT_GT(h["memory_bytes"].get<double>(), 1e9) << h.dump();
+    // Every profile says whether its efficiency terms are fitted, and where they come from.
+    const std::string name = h["name"].get<std::string>();
+    const std::string status = h["calibration"]["status"].get<std::string>();
+    EXPECT_FALSE(h["calibration"]["rule"].get<std::string>().empty()) << h.dump();
+    const bool new_2026 = std::find(kUncalibrated2026Hardware.begin(), kUncalibrated2026Hardware.end(), name) !=
+                          kUncalibrated2026Hardware.end();
+    if (new_2026 || name == "gaudi2-hls2" || name == "trn1.32xlarge") EXPECT_EQ(status, "uncalibrated") << name;
+    if (name == "p4d.24xlarge" || name == "p5.48xlarge") EXPECT_EQ(status, "calibrated") << name;
+    if (new_2026) EXPECT_GT(h["price_usd_per_hour"].get<double>(), 0) << name;  // a dated price
   }
   EXPECT_EQ(names, std::set<std::string>(kBuiltinHardware.begin(), kBuiltinHardware.end()));
 }

@@ -3,6 +3,8 @@
 // with exit 2 for an unknown name or version.
 #include <gtest/gtest.h>
 
+#include <fstream>
+
 #include "cli/cli_support.hpp"
 
 namespace framework_cli_test {  // named, not anonymous: the files share a unity-build unit
@@ -60,8 +62,12 @@ TEST(CliLoraDefaults, PeftsDefaultTargetsWhereNoneAreGiven) {
 
 // A cost ranking needs a price: a profile without one is one line naming the objective, not ranked free.
 TEST(CliPlanCost, AProfileWithoutAPriceIsNotRankedFree) {
-  expect_one_line_error({"plan", "--model", "llama2-7b", "--hardware", "gaudi2-hls2", "--objective", "cost"},
-                        {"--objective cost", "gaudi2-hls2", "no public price"});
+  const TempDir dir;
+  const std::string unpriced = dir.file("gaudi2-unpriced.json");
+  std::ofstream(unpriced) << R"({"schema": "shardplan.hardware/1", "name": "gaudi2-unpriced", "base": "gaudi2-hls2",
+                                 "price": {"usd_per_hour": 0, "as_of": "unknown", "note": "no price"}})";
+  expect_one_line_error({"plan", "--model", "llama2-7b", "--hardware", unpriced, "--objective", "cost"},
+                        {"--objective cost", "gaudi2-unpriced", "no public price"});
 }
 
 }  // namespace framework_cli_test

@@ -3,7 +3,9 @@
 // line naming the flag, and its defaults fill the fields the user left.
 #include <gtest/gtest.h>
 
+#include <filesystem>
 #include <functional>
+#include <set>
 
 #include "formats/plan.hpp"
 #include "frameworks/apply.hpp"
@@ -18,6 +20,7 @@
 #include "simulator/errors.hpp"
 #include "simulator/evaluator.hpp"
 #include "support/framework_cluster.hpp"
+#include "support/temp_dir.hpp"
 
 namespace shardplan::planner {
 namespace framework_plans_test {  // named: the files share a unity-build unit
@@ -74,6 +77,65 @@ TEST(FrameworkPlans, EveryRankedRowIsOneTheFrameworkRunsAndExports) {
   check_plans("optimum-habana", [](const formats::Plan& p) {
     return Files{{"a.sh", habana_command_line(p, "ds.json")}, {"ds.json", habana_deepspeed_config(p).dump()}};
   });
+}
+
+// SMP v2's example script steps after every batch: the micro-batch is the global batch over dp,
+// whatever the micro-batch list, so a global batch of 256 on 16 GPUs still finds plans.
+TEST(FrameworkPlans, WithoutGradientAccumulationTheMicroBatchIsTheGlobalBatchOverDp) {
+  const fw::FrameworkModel smp = fw::parse_framework_spec("smp-v2", "test");
+  ASSERT_FALSE(smp.runs.gradient_accumulation);
+  SearchSpace s;
+  s.node_counts = {2};
+  s.global_batch_sizes = {256};
+  s.seq_len = 4096;
+  Constraints c;
+  narrow_to_framework(smp, s, c, {});
+  SearchOptions o;
+  o.threads = 1;
+  const SearchResult r = search(sim::load_model("llama3.1-8b"), sim::load_hardware("p5.48xlarge"), s, c, o);
+  ASSERT_FALSE(r.ranked.empty());
+  for (const auto& x : r.ranked) {
+    EXPECT_EQ(x.candidate.config.micro_batches(), 1) << x.candidate.key;
+    EXPECT_EQ(fw::why_not(smp, x.candidate.config, x.candidate.cluster), std::nullopt) << x.candidate.key;
+  }
+}
+
+// A plan for one framework exports that framework's files beside the launch scripts, no other's.
+TEST(FrameworkPlans, ExportWritesOnlyThePlansFramework) {
+  const sim::ModelSpec m = sim::load_model("llama3.1-8b");
+  const sim::ClusterSpec cluster{sim::load_hardware("p5.48xlarge"), 1, 0};
+  sim::ParallelConfig cfg;
+  cfg.tp = 2;
+  cfg.dp = 4;
+  cfg.zero_stage = 1;
+  cfg.micro_batch_size = 1;
+  cfg.global_batch_size = 32;
+  cfg.seq_len = 4096;
+  cfg.sequence_parallel = true;
+  formats::Plan p;
+  p.model = m;
+  p.cluster = cluster;
+  p.config = cfg;
+  p.prediction = sim::simulate(m, cluster, p.config);
+  const auto names_for = [&](const char* framework) {
+    p.framework = fw::parse_framework_spec(framework, "test");
+    const testing::TempDir dir;
+    std::set<std::string> names;
+    for (const auto& path : export_all(p, dir.path().string(), "plan.json"))
+      names.insert(std::filesystem::path(path).filename().string());
+    return names;
+  };
+  const std::set<std::string> launch{"launch_mpirun.sh", "launch_slurm.sbatch", "NOTES.txt"};
+  auto with = [&](std::initializer_list<const char*> extra) {
+    std::set<std::string> s = launch;
+    s.insert(extra.begin(), extra.end());
+    return s;
+  };
+  EXPECT_EQ(names_for("megatron"), with({"megatron_args.sh"}));
+  EXPECT_EQ(names_for("torchtitan"), with({"torchtitan.toml", "torchtitan_launch.sh"}));
+  EXPECT_EQ(names_for("deepspeed"), with({"ds_config.json"}));
+  EXPECT_EQ(names_for("shardrun"), launch);
+  EXPECT_GT(names_for("fms-fsdp").size(), launch.size() + 2);  // no export of its own: every one
 }
 
 TEST(FrameworkPlans, AFixedFieldTheFrameworkCannotRunIsOneLineNamingTheFlag) {

@@ -374,6 +374,33 @@ TEST(HardwareProfiles, ValidTemplateLoads) {
   EXPECT_NO_THROW(load_hardware(tmp.write_json("ok.json", p4d_json())));
 }
 
+// Fitted profiles count as calibrated; the 2026 datasheet profiles say they are not, and why.
+TEST(HardwareProfiles, CalibrationStatusAndRule) {
+  EXPECT_TRUE(load_hardware("p4d.24xlarge").calibration.calibrated);
+  EXPECT_TRUE(load_hardware("p4de.24xlarge").calibration.calibrated);  // inherits p4d's fit
+  EXPECT_FALSE(load_hardware("gaudi2-hls2").calibration.calibrated);   // no fitted terms
+  for (const char* n :
+       {"p5en.48xlarge", "p6-b200.48xlarge", "trn2.48xlarge", "trn2.48xlarge-neuroncore", "gaudi3-hls3"}) {
+    const auto hw = load_hardware(n);
+    EXPECT_FALSE(hw.calibration.calibrated) << n;
+    EXPECT_TRUE(contains(hw.calibration.rule, "published")) << n << ": " << hw.calibration.rule;
+    EXPECT_GT(hw.price.usd_per_hour, 0) << n;
+    EXPECT_FALSE(hw.price.as_of.empty()) << n;
+  }
+  // The same chip as p5: its curves and fitted terms, marked uncalibrated all the same.
+  EXPECT_EQ(load_hardware("p5en.48xlarge").device.gemm_efficiency.efficiency,
+            load_hardware("p5.48xlarge").device.gemm_efficiency.efficiency);
+
+  TempDir tmp;
+  auto j = p4d_json();
+  j["calibration"] = {{"status", "sort of"}, {"rule", "x"}};
+  std::string msg = load_error(tmp, "badstatus.json", j);
+  EXPECT_TRUE(contains(msg, "calibration.status")) << msg;
+  j["calibration"] = {{"status", "uncalibrated"}, {"rule", ""}};
+  msg = load_error(tmp, "norule.json", j);
+  EXPECT_TRUE(contains(msg, "calibration.rule")) << msg;
+}
+
 TEST(HardwareProfiles, MissingDeviceMemory) {
   TempDir tmp;
   auto j = p4d_json();

@@ -296,6 +296,8 @@ TEST(PipelineSchedule, EveryOrderCompletesOverAGrid) {
           PipelineResult r;
           ASSERT_NO_THROW(r = simulate_pipeline(in)) << label(in);
           check_events(in, r);
+          // The makespan-only run (no events kept) is the same simulation.
+          EXPECT_EQ(pipeline_makespan(in), r.makespan_s) << label(in);
         }
       }
     }
