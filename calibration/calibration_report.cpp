@@ -148,8 +148,8 @@ json calibrated_profile_json(const CalibrationResult& r) {
   j["calibration"] = summary_json(r);
   j["calibration"]["status"] = "calibrated";
   j["calibration"]["rule"] = "fitted by `shardplan calibrate` (" + std::string(kMethod) + ") to " +
-                             std::to_string(run_names(r, false).size()) + " runs of " + j["calibration"]["runs_file"].dump() +
-                             " on top of " + r.base.name;
+                             std::to_string(run_names(r, false).size()) + " runs of " +
+                             j["calibration"]["runs_file"].dump() + " on top of " + r.base.name;
   j["sources"] = sources_json(r, j);
   return j;
 }

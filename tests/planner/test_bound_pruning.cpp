@@ -32,8 +32,8 @@ void expect_bound_below_points(const sim::ModelSpec& m, const sim::ClusterSpec& 
   ASSERT_GT(bound, 0) << what;
   int checked = 0;
   for (auto rc : {sim::Recompute::none, sim::Recompute::selective, sim::Recompute::full})
-    for (auto sched : {sim::PipelineSchedule::gpipe, sim::PipelineSchedule::one_f_one_b,
-                       sim::PipelineSchedule::interleaved})
+    for (auto sched :
+         {sim::PipelineSchedule::gpipe, sim::PipelineSchedule::one_f_one_b, sim::PipelineSchedule::interleaved})
       for (int v : {1, 2, 3, 4})
         for (bool off : {false, true}) {
           if ((sched == sim::PipelineSchedule::interleaved) != (v > 1) || v > most) continue;
@@ -61,12 +61,12 @@ TEST(StepTimeBound, BelowEveryPointItStandsFor) {
     int nodes, tp, pp, zero, mbs, gbs, seq;
   };
   const Case cases[] = {
-      {"llama2-7b", "p4de.24xlarge", 1, 1, 1, 3, 2, 64, 4096},     // FSDP, no pipeline
-      {"llama2-70b", "p5.48xlarge", 4, 8, 4, 1, 1, 128, 4096},     // interleaving allowed (80 layers)
-      {"gpt3-175b", "p4de.24xlarge", 8, 8, 8, 1, 1, 256, 2048},    // 96 layers, deep pipeline
+      {"llama2-7b", "p4de.24xlarge", 1, 1, 1, 3, 2, 64, 4096},       // FSDP, no pipeline
+      {"llama2-70b", "p5.48xlarge", 4, 8, 4, 1, 1, 128, 4096},       // interleaving allowed (80 layers)
+      {"gpt3-175b", "p4de.24xlarge", 8, 8, 8, 1, 1, 256, 2048},      // 96 layers, deep pipeline
       {"llama3.1-405b", "p5.48xlarge", 16, 8, 16, 1, 1, 256, 8192},  // 126 layers: an uneven split
-      {"mixtral-8x7b", "p5.48xlarge", 2, 2, 2, 2, 1, 64, 4096},    // MoE
-      {"gpt-neox-20b", "p4d.24xlarge", 2, 4, 2, 3, 2, 64, 2048},   // ZeRO-3 gathers per micro-batch
+      {"mixtral-8x7b", "p5.48xlarge", 2, 2, 2, 2, 1, 64, 4096},      // MoE
+      {"gpt-neox-20b", "p4d.24xlarge", 2, 4, 2, 3, 2, 64, 2048},     // ZeRO-3 gathers per micro-batch
   };
   for (const Case& k : cases) {
     const sim::ModelSpec m = sim::load_model(k.model);
@@ -77,7 +77,8 @@ TEST(StepTimeBound, BelowEveryPointItStandsFor) {
       cfg.sequence_parallel = sp && k.tp > 1;
       if (m.num_layers % k.pp) {
         cfg.partition.assign(static_cast<std::size_t>(k.pp), static_cast<int>(m.num_layers / k.pp));
-        for (int i = 0; i < static_cast<int>(m.num_layers % k.pp); ++i) ++cfg.partition[static_cast<std::size_t>(i) + 1];
+        for (int i = 0; i < static_cast<int>(m.num_layers % k.pp); ++i)
+          ++cfg.partition[static_cast<std::size_t>(i) + 1];
       }
       expect_bound_below_points(m, c, cfg, std::string(k.model) + (sp ? " sp" : ""));
     }
