@@ -24,7 +24,8 @@ constexpr double kCausalExecutedFraction = 0.5;
 
 struct Acc {
   double fwd_s = 0, bwd_s = 0, fwd_flops = 0, bwd_flops = 0;
-  double kernel_recompute_flops = 0;  // recomputed inside a backward kernel (flash: S = Q K^T)
+  double wgrad_s = 0, wgrad_flops = 0;  // of bwd: the weight-gradient GEMMs (a split backward's W)
+  double kernel_recompute_flops = 0;    // recomputed inside a backward kernel (flash: S = Q K^T)
 };
 
 // The GEMM time of a linear's n output columns: its own GEMM, or its share of one `fused_n`
@@ -43,6 +44,7 @@ double linear(const CostEnv& env, Acc& a, double m, double k, double n, bool tra
   a.fwd_flops += flops;
   a.bwd_s += trainable ? 2 * t : t;
   a.bwd_flops += trainable ? 2 * flops : flops;
+  if (trainable) a.wgrad_s += t, a.wgrad_flops += flops;  // dW = dY^T X: the forward GEMM's shape
   return t;
 }
 
@@ -70,6 +72,7 @@ double fp8_linear(const CostEnv& env, Acc& a, double m, double k, double n, bool
   a.fwd_flops += flops;
   a.bwd_s += (trainable ? 2 * t : t) + memory_time_s(env, fp8_cast_bytes(env, m * n, env.act_bytes));
   a.bwd_flops += trainable ? 2 * flops : flops;
+  if (trainable) a.wgrad_s += t, a.wgrad_flops += flops;
   return t;
 }
 
@@ -516,6 +519,8 @@ PartCost assemble_block_cost(const CostEnv& env, const Acc& a, const Acc& attn_c
   PartCost c;
   c.forward_s = a.fwd_s;
   c.backward_s = a.bwd_s;
+  c.weight_grad_s = a.wgrad_s;
+  c.weight_grad_flops = a.wgrad_flops;
   c.forward_flops = a.fwd_flops;
   c.backward_flops = a.bwd_flops;
   c.tp_comm_forward_s = tp.forward_s;
@@ -569,6 +574,8 @@ PartCost block_cost(const CostEnv& env) {
     a.bwd_s += moe.backward_s;
     a.fwd_flops += moe.forward_flops;
     a.bwd_flops += moe.backward_flops;
+    a.wgrad_s += moe.weight_grad_s;
+    a.wgrad_flops += moe.weight_grad_flops;
   }
   add_host_and_residuals(env, a);
   return assemble_block_cost(env, a, fwd_attn_core, block_tp_comm(env, region_gemm_s), moe);
@@ -631,6 +638,8 @@ PartCost head_cost(const CostEnv& env) {
   c.transient_bytes = e * M * V / t;  // the logits, alive beside the fp32 softmax
   c.forward_s = a.fwd_s;
   c.backward_s = a.bwd_s;
+  c.weight_grad_s = a.wgrad_s;
+  c.weight_grad_flops = a.wgrad_flops;
   c.forward_flops = a.fwd_flops;
   c.backward_flops = a.bwd_flops;
   if (t > 1) {

@@ -82,8 +82,12 @@ CostEnv make_cost_env(const ModelSpec& m, const ClusterSpec& c, const ParallelCo
 PassSeconds block_host_overhead_s(const CostEnv& env);
 
 struct PartCost {
-  double forward_s = 0;           // compute of the forward pass (excl. TP, CP and EP communication)
-  double backward_s = 0;          // compute of the backward pass (dgrad + wgrad + elementwise)
+  double forward_s = 0;   // compute of the forward pass (excl. TP, CP and EP communication)
+  double backward_s = 0;  // compute of the backward pass (dgrad + wgrad + elementwise)
+  // Of backward_s: the weight-gradient GEMMs, the W of a split backward (zero-bubble schedules;
+  // Qi et al. 2024, §2); the rest (dgrad, elementwise, the input-gradient chain) is its B.
+  double weight_grad_s = 0;
+  double weight_grad_flops = 0;
   double recompute_s = 0;         // forward recomputed during backward (compute + its TP comm)
   double tp_comm_forward_s = 0;   // exposed TP collectives in forward
   double tp_comm_backward_s = 0;  // exposed TP collectives in backward

@@ -43,6 +43,7 @@ MoeLayerCost moe_layer_cost(const CostEnv& env, bool trainable) {
   c.backward_s += (trainable ? 2 : 1) * router + memory_time_s(env, 2 * 4 * T * E);
   c.forward_flops += 2 * T * h * E;
   c.backward_flops += (trainable ? 2 : 1) * 2 * T * h * E;
+  if (trainable) c.weight_grad_s += router, c.weight_grad_flops += 2 * T * h * E;
   // Permute (T -> T*k rows) and unpermute (weighted sum back): memory-bound, the same in backward.
   const double permutes = 2 * memory_time_s(env, e * h * (T + routed * lambda));
   c.forward_s += permutes;
@@ -60,6 +61,7 @@ MoeLayerCost moe_layer_cost(const CostEnv& env, bool trainable) {
     c.backward_s += (trainable ? 2 : 1) * t;
     c.forward_flops += flops;
     c.backward_flops += (trainable ? 2 : 1) * flops;
+    if (trainable) c.weight_grad_s += t, c.weight_grad_flops += flops;
     if (env.lora && env.expert_lora_mask != nullptr && (*env.expert_lora_mask)[i]) {
       // The expert's adapter: x A^T (d_in -> r), then B (r -> d_out), per expert one kernel each
       // (shardrun runs them expert by expert); backward computes both inputs' and weights' grads.
@@ -71,6 +73,8 @@ MoeLayerCost moe_layer_cost(const CostEnv& env, bool trainable) {
       c.backward_s += 2 * tl;
       c.forward_flops += fl;
       c.backward_flops += 2 * fl;
+      c.weight_grad_s += tl;  // the adapters train
+      c.weight_grad_flops += fl;
     }
     if (lin.split == TpSplit::row) f_local = d_in;
     if (env.fp8 != Fp8Recipe::none)  // the routed input / output gradient cast to FP8 (TE cast-transpose)

@@ -7,9 +7,10 @@
 namespace shardplan::simulator {
 
 struct MoeLayerCost {
-  double forward_s = 0, backward_s = 0;            // compute: router, permutes, expert GEMMs, activation
-  double forward_flops = 0, backward_flops = 0;    // at balanced load (what the model needs)
-  double comm_forward_s = 0, comm_backward_s = 0;  // dispatch + combine all-to-alls (+ etp gather/scatter)
+  double forward_s = 0, backward_s = 0;             // compute: router, permutes, expert GEMMs, activation
+  double forward_flops = 0, backward_flops = 0;     // at balanced load (what the model needs)
+  double weight_grad_s = 0, weight_grad_flops = 0;  // of backward: router and expert weight gradients
+  double comm_forward_s = 0, comm_backward_s = 0;   // dispatch + combine all-to-alls (+ etp gather/scatter)
   double dispatch_bytes = 0;  // one dispatch all-to-all: what this rank sends (its T*k routed copies)
   double load_imbalance = 1;  // the busiest expert-parallel rank's tokens over the mean (<= capacity)
   double stored_bytes = 0;    // activations kept for backward (no recompute)

@@ -246,6 +246,7 @@ void ConfigContext::set_sync_skew(double two_rank_fraction) {
 ChunkTime& ChunkTime::operator+=(const ChunkTime& o) {
   forward_s += o.forward_s;
   backward_s += o.backward_s;
+  weight_grad_s += o.weight_grad_s;
   stored_bytes += o.stored_bytes;
   fwd_compute_s += o.fwd_compute_s;
   bwd_compute_s += o.bwd_compute_s;
@@ -311,6 +312,7 @@ void add_part_costs(const ConfigContext& c, const ChunkShape& sh, const ChunkBlo
     t.ep_comm_s += n * (p.ep_comm_forward_s + p.ep_comm_backward_s);
     t.forward_s += n * p.forward_total_s();
     t.backward_s += n * p.backward_total_s();
+    t.weight_grad_s += n * p.weight_grad_s;
     t.stored_bytes += n * p.stored_activation_bytes;
   };
   add(c.dense_block, k.dense_recomputed);
@@ -433,6 +435,7 @@ void add_rank_pace(const ConfigContext& c, ChunkTime& t) {
   t.bwd_compute_s += b;
   t.recompute_s += r;
   t.backward_s += b + r;
+  t.weight_grad_s *= c.rank_pace;  // part of bwd_compute_s, at the same pace
 }
 
 // Every collective waits for the slowest rank: the compute since the last one, times the profile's

@@ -37,6 +37,8 @@ struct ChunkTime {
   double forward_s = 0;
   double backward_s = 0;
   double stored_bytes = 0;  // per micro-batch, kept until backward
+  // Of backward_s: the weight-gradient GEMMs (PartCost::weight_grad_s), a split backward's W.
+  double weight_grad_s = 0;
   // Breakdown (one micro-batch):
   double fwd_compute_s = 0, bwd_compute_s = 0, recompute_s = 0, tp_comm_s = 0;
   double cp_comm_s = 0, ep_comm_s = 0;  // exposed context-parallel and expert-parallel exchanges

@@ -44,13 +44,14 @@ Scenario draw(std::mt19937& rng, int nodes, bool gradient_accumulation, int devi
   s.space.seq_len = pick(2) ? 4096 : 2048;
   // Without gradient accumulation a step is one micro-batch per rank: a batch a few per rank.
   s.space.global_batch_sizes = {gradient_accumulation ? 32 * (1 + pick(4)) : devices * (1 + pick(2))};
-  s.name = s.model.name + ", " + std::to_string(nodes) + " node(s), seq " + std::to_string(s.space.seq_len) +
-           ", gbs " + std::to_string(s.space.global_batch_sizes.front());
+  s.name = s.model.name + ", " + std::to_string(nodes) + " node(s), seq " + std::to_string(s.space.seq_len) + ", gbs " +
+           std::to_string(s.space.global_batch_sizes.front());
   return s;
 }
 
 // The knobs that set a configuration's memory, as the import reads them back.
-void expect_same_memory_knobs(const sim::ParallelConfig& want, const sim::ParallelConfig& got, const std::string& what) {
+void expect_same_memory_knobs(const sim::ParallelConfig& want, const sim::ParallelConfig& got,
+                              const std::string& what) {
   SCOPED_TRACE(what);
   EXPECT_EQ(got.tp, want.tp);
   EXPECT_EQ(got.pp, want.pp);
@@ -109,28 +110,49 @@ std::string with_newline(std::string s) { return s.empty() || s.back() == '\n' ?
 
 TEST(PlanProperties, EveryFrameworkRowExportsAndReadsBackWithItsMemoryKnobs) {
   std::mt19937 rng(20261129);
-  check_framework_rows("megatron", [](const formats::Plan& p) {
-    return Files{{"megatron_args.sh", with_newline(interop::megatron_command_line(p))}};
-  }, rng);
-  check_framework_rows("torchtitan", [](const formats::Plan& p) {
-    return Files{{"job.toml", interop::torchtitan_toml(p)}};
-  }, rng);
-  check_framework_rows("deepspeed", [](const formats::Plan& p) {
-    return Files{{"ds_config.json", interop::deepspeed_config(p).dump(2)}};
-  }, rng);
-  check_framework_rows("accelerate-fsdp", [](const formats::Plan& p) {
-    return Files{{"accelerate.yaml", interop::accelerate_yaml(p)}};
-  }, rng);
-  check_framework_rows("smp-v2", [](const formats::Plan& p) {
-    return Files{{"smp_v2.json", interop::smp_v2_config(p).dump(2)}};
-  }, rng);
-  check_framework_rows("neuronx-distributed", [](const formats::Plan& p) {
-    return Files{{"neuron_launch.sh", with_newline(interop::neuron_command_line(p))}};
-  }, rng);
-  check_framework_rows("optimum-habana", [](const formats::Plan& p) {
-    return Files{{"habana_launch.sh", with_newline(interop::habana_command_line(p, "habana_ds_config.json"))},
-                 {"habana_ds_config.json", interop::habana_deepspeed_config(p).dump(2)}};
-  }, rng);
+  check_framework_rows(
+      "megatron",
+      [](const formats::Plan& p) {
+        return Files{{"megatron_args.sh", with_newline(interop::megatron_command_line(p))}};
+      },
+      rng);
+  check_framework_rows(
+      "torchtitan",
+      [](const formats::Plan& p) {
+        return Files{{"job.toml", interop::torchtitan_toml(p)}};
+      },
+      rng);
+  check_framework_rows(
+      "deepspeed",
+      [](const formats::Plan& p) {
+        return Files{{"ds_config.json", interop::deepspeed_config(p).dump(2)}};
+      },
+      rng);
+  check_framework_rows(
+      "accelerate-fsdp",
+      [](const formats::Plan& p) {
+        return Files{{"accelerate.yaml", interop::accelerate_yaml(p)}};
+      },
+      rng);
+  check_framework_rows(
+      "smp-v2",
+      [](const formats::Plan& p) {
+        return Files{{"smp_v2.json", interop::smp_v2_config(p).dump(2)}};
+      },
+      rng);
+  check_framework_rows(
+      "neuronx-distributed",
+      [](const formats::Plan& p) {
+        return Files{{"neuron_launch.sh", with_newline(interop::neuron_command_line(p))}};
+      },
+      rng);
+  check_framework_rows(
+      "optimum-habana",
+      [](const formats::Plan& p) {
+        return Files{{"habana_launch.sh", with_newline(interop::habana_command_line(p, "habana_ds_config.json"))},
+                     {"habana_ds_config.json", interop::habana_deepspeed_config(p).dump(2)}};
+      },
+      rng);
 }
 
 // Without a framework: folded rows, an undominated front, FP8 only when the space has it.
