@@ -12,7 +12,8 @@ namespace shardplan::gui {
 
 namespace {
 constexpr int kLeft = 64, kRight = 12, kTop = 28, kBottom = 40;
-const QColor kForward(0x4e, 0x79, 0xa7), kBackward(0xf2, 0x8e, 0x2b), kIdle(0xee, 0xee, 0xee);
+const QColor kForward(0x4e, 0x79, 0xa7), kBackward(0xf2, 0x8e, 0x2b), kWeight(0x59, 0xa1, 0x4f),
+    kIdle(0xee, 0xee, 0xee);
 }  // namespace
 
 GanttView::GanttView(QWidget* parent) : QWidget(parent) {
@@ -68,11 +69,11 @@ void GanttView::drawAxis(QPainter& p, const QRectF& a) const {
 }
 
 void GanttView::drawLegend(QPainter& p) const {
-  const QString text[] = {"forward", "backward (+recompute)", "idle"};
-  const QColor col[] = {kForward, kBackward, kIdle};
+  const QString text[] = {"forward", "backward (+recompute)", "weight gradient (W, split off)", "idle"};
+  const QColor col[] = {kForward, kBackward, kWeight, kIdle};
   double x = kLeft;
   const double y = height() - 16;
-  for (int i = 0; i < 3; ++i) {
+  for (int i = 0; i < 4; ++i) {
     p.fillRect(QRectF(x, y, 12, 12), col[i]);
     p.setPen(Qt::gray);
     p.drawRect(QRectF(x, y, 12, 12));
@@ -98,7 +99,7 @@ void GanttView::paintEvent(QPaintEvent*) {
   p.setRenderHint(QPainter::Antialiasing, false);
   for (const auto& ev : events_) {
     const QRectF r = eventRect(ev);
-    QColor c = ev.backward ? kBackward : kForward;
+    QColor c = ev.weight ? kWeight : ev.backward ? kBackward : kForward;
     if (ev.chunk > 0) c = c.lighter(100 + 25 * ev.chunk);
     p.fillRect(r, c);
     if (r.width() > 6) {
@@ -126,7 +127,9 @@ bool GanttView::event(QEvent* e) {
       QToolTip::showText(help->globalPos(),
                          QString("stage %1, %2 micro-batch %3%4\n%5 – %6")
                              .arg(ev.stage)
-                             .arg(ev.backward ? "backward" : "forward")
+                             .arg(ev.weight     ? "weight gradient (W)"
+                                  : ev.backward ? "backward"
+                                                : "forward")
                              .arg(ev.micro_batch)
                              .arg(ev.chunk > 0 ? QString(", chunk %1").arg(ev.chunk) : QString())
                              .arg(format_seconds(ev.start_s), format_seconds(ev.end_s)),

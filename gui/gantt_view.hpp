@@ -1,7 +1,8 @@
 #pragma once
 // GanttView: the simulated pipeline schedule of one step — a row per stage, time across,
-// forward (blue) and backward (orange, incl. recompute) blocks per micro-batch (lighter shades
-// for later model chunks), idle time left grey. Drawn from Prediction::pipeline.events.
+// forward (blue), backward (orange, incl. recompute) and, under a zero-bubble schedule, the
+// split-off weight gradient W (green) per micro-batch (lighter shades for later model chunks),
+// idle time left grey. Drawn from Prediction::pipeline.events.
 #include <QWidget>
 #include <vector>
 

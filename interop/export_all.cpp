@@ -125,6 +125,14 @@ std::vector<Format> framework_formats(const Plan& plan) {
                                       habana_command_line(plan, "habana_ds_config.json"))}};
       f.notes = habana_notes(plan);
     }));
+  // Zero-bubble schedules are simulated; no framework export carries them yet.
+  if (sim::splits_backward(plan.config.schedule))
+    for (auto& f : out) {
+      f.files.clear();
+      f.notes.clear();
+      f.refused = std::string("pipeline schedule ") + sim::to_string(plan.config.schedule) +
+                  ": no export of this framework expresses a zero-bubble schedule yet";
+    }
   return out;
 }
 

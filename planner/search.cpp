@@ -435,6 +435,11 @@ SearchResult search(const sim::ModelSpec& model, const sim::HardwareProfile& hw,
                     const Constraints& constraints, const SearchOptions& options) {
   if (space.node_counts.empty()) throw sim::InputError("--nodes: expected at least one node count");
   if (space.micro_batch_sizes.empty()) throw sim::InputError("--micro-batch-sizes: expected at least one size");
+  for (auto sched : space.schedules)
+    if (sim::splits_backward(sched))
+      throw sim::InputError("--schedules " + std::string(sim::to_string(sched)) +
+                            ": the planner does not search zero-bubble schedules yet; `shardplan simulate --schedule " +
+                            sim::to_string(sched) + "` predicts one");
   for (const auto& f : constraints.require)
     if (!detail::known_feature(f))
       throw sim::InputError("--require: unknown feature '" + f + "' (" + detail::feature_list() + ")");

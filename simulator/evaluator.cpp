@@ -120,8 +120,9 @@ Estimate Evaluator::estimate(const ConfigContext& c) const {
   // takes as long and holds and reduces no more (fewer in-flight micro-batches, more slack).
   struct Seen {
     int layers, dense;
-    double T;
+    double T, W;
   };
+  double sum_W = 0;  // a split backward's W where it fits beside a forward (min(W, F)), summed over stages
   std::array<Seen, 8> seen{};
   int n_seen = 0;
   for (int s = 0; s < p; ++s) {
@@ -136,15 +137,18 @@ Estimate Evaluator::estimate(const ConfigContext& c) const {
                                     [&](const Seen& k) { return k.layers == layers && k.dense == dense; });
       if (hit != seen.begin() + n_seen) {
         sum_T += hit->T;
+        sum_W += hit->W;
         continue;
       }
     }
     const StageSummary st = summarize_stage(c, s);
     const double T = st.sum.forward_s + st.sum.backward_s;
+    const double W = std::min(st.sum.weight_grad_s, st.sum.forward_s);
     if (uneven_middle && n_seen < static_cast<int>(seen.size()))
-      seen[static_cast<std::size_t>(n_seen++)] = {layers, dense, T};
+      seen[static_cast<std::size_t>(n_seen++)] = {layers, dense, T, W};
     const int copies = (uniform && s == 1 && p > 2) ? p - 2 : 1;
     sum_T += copies * T;
+    sum_W += copies * W;
     max_T = std::max(max_T, T);
     ++evaluated;
     // A dense model's middle stage holds no more than stage 0 (no embedding, no more in-flight
@@ -168,7 +172,11 @@ Estimate Evaluator::estimate(const ConfigContext& c) const {
     tail = std::max(tail, t.exposed_s - slack);
     opt = std::max(opt, t.optimizer_s);
   }
-  const double makespan = (m - 1.0 / v) * max_T + sum_T / v + 2.0 * (p * v - 1) * c.p2p_s;
+  double makespan = (m - 1.0 / v) * max_T + sum_T / v + 2.0 * (p * v - 1) * c.p2p_s;
+  // Zero-bubble schedules: the deferred W's fill 2 (p - 1) W of 1F1B's bubble, (p-1)(F+B-W) left
+  // (Qi et al. 2024, Table 2; ZB-H2 under a synchronous optimizer step ends as ZB-H1 does,
+  // docs/split_backward_schedules.md §3); never below the busiest stage's work.
+  if (splits_backward(cfg.schedule)) makespan = std::max(m * max_T, makespan - 2.0 * (p - 1) * sum_W / p);
   e.step_s = makespan + std::max(0.0, tail) + opt;
   const double tokens = static_cast<double>(cfg.global_batch_size) * cfg.seq_len;
   e.tokens_per_s = tokens / e.step_s;

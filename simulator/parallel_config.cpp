@@ -92,6 +92,18 @@ void check_pipeline(const ModelSpec& m, ParallelConfig& cfg) {
   } else if (v != 1) {
     bad("--virtual-stages", "expected 1 unless --schedule interleaved, got " + str(v));
   }
+  if (splits_backward(cfg.schedule)) {
+    const std::string name = to_string(cfg.schedule);
+    if (cfg.pp < 2) bad("--schedule", name + " needs --pp >= 2");
+    // A recomputed forward would keep its GEMM inputs alive until the deferred W, which the
+    // pipeline's memory count does not follow (AMD Primus refuses the pair: config_validation.py).
+    const bool recomputes = cfg.recompute == Recompute::full || cfg.recompute == Recompute::op_sac ||
+                            (cfg.recompute == Recompute::selective && cfg.attention == AttentionKind::eager);
+    if (recomputes)
+      bad("--recompute", name +
+                             " defers each weight gradient past its input gradient; recomputing the forward "
+                             "for it is not modelled (expected --recompute none)");
+  }
   const long long chunks = static_cast<long long>(cfg.pp) * v;
   if (!cfg.partition.empty()) {
     if (static_cast<long long>(cfg.partition.size()) != cfg.pp &&

@@ -61,6 +61,11 @@ void validate(const PipelineInput& in) {
   require_times(in.forward_s, n, "forward_s", false);
   require_times(in.backward_s, n, "backward_s", false);
   require_times(in.stored_activation_bytes, n, "stored_activation_bytes", true);
+  require_times(in.weight_grad_s, n, "weight_grad_s", true);
+  for (std::size_t i = 0; i < in.weight_grad_s.size(); ++i)
+    if (in.weight_grad_s[i] > in.backward_s[i])
+      throw InputError("pipeline.weight_grad_s: expected at most the chunk's backward_s (" +
+                       std::to_string(in.backward_s[i]) + "), got " + std::to_string(in.weight_grad_s[i]));
   if (!std::isfinite(in.p2p_s) || in.p2p_s < 0) {
     throw InputError("pipeline.p2p_s: expected a finite non-negative time, got " + std::to_string(in.p2p_s));
   }
@@ -77,6 +82,9 @@ int warmup_forwards(PipelineSchedule schedule, int p, int m, int v, int s) {
       return std::min(p - s - 1, m);
     case PipelineSchedule::interleaved:
       return std::min((p - s - 1) * 2 + (v - 1) * p, m * v);
+    case PipelineSchedule::zb1p:
+    case PipelineSchedule::zb2p:
+      break;  // zero_bubble_order
   }
   return m;
 }
@@ -101,6 +109,36 @@ Op op_at(PipelineSchedule schedule, int p, int m, int v, int s, int k) {
   return chunk_op(schedule, k - total, p, v, true);  // cooldown: backward k - total
 }
 
+// Zero-bubble handcrafted schedules (Qi et al., ICLR 2024, §3.1; ../shared/README.md §6 has their
+// closed forms; docs/split_backward_schedules.md the references' orders). Stage s warms up with
+// p - 1 - s forwards (ZB-H1, as 1F1B) or 2 (p - 1 - s) (ZB-H2), then runs F/B pairs with each W
+// deferred by s (ZB-H1) or 2s (ZB-H2) micro-batches; the deferred W's close the step. ZB-H1 is
+// PyTorch's ScheduleInterleavedZeroBubble with one stage per rank (_get_1f1b_rank_ops with
+// num_1f1b_microbatches = rank, torch/distributed/pipelining/schedules.py @ 00722e64). ZB-H2 has no
+// closed-form reference (sail-sg's zb.py heuristic reaches 2p in flight): this order meets the
+// paper's bubble (p-1)(T_F+T_B-2T_W) on the first stage's span and its peak of 2p - 1 micro-batches
+// (F started, W not done) on every stage. tests/simulator/test_zero_bubble.cpp checks both.
+std::vector<Op> zero_bubble_order(PipelineSchedule schedule, int p, int m, int s) {
+  const bool h2 = schedule == PipelineSchedule::zb2p;
+  const int w = std::min(h2 ? 2 * (p - 1 - s) : p - 1 - s, m);
+  const int delay = h2 ? 2 * s : s;
+  std::vector<Op> ops;
+  ops.reserve(3 * static_cast<std::size_t>(m));
+  int next_w = 0;
+  auto backward = [&](int j) {
+    ops.push_back({0, j, true, false});
+    if (j >= delay) ops.push_back({0, next_w++, true, true});
+  };
+  for (int f = 0; f < w; ++f) ops.push_back({0, f, false, false});
+  for (int j = 0; j < m - w; ++j) {
+    ops.push_back({0, w + j, false, false});
+    backward(j);
+  }
+  for (int j = m - w; j < m; ++j) backward(j);
+  while (next_w < m) ops.push_back({0, next_w++, true, true});
+  return ops;
+}
+
 // The event simulation proper: per-stage cursors advanced from a worklist of stages.
 class Simulation {
  public:
@@ -109,12 +147,16 @@ class Simulation {
         p_(in.stages),
         v_(in.virtual_stages),
         m_(in.micro_batches),
-        ops_per_stage_(2 * static_cast<std::size_t>(v_) * static_cast<std::size_t>(m_)),
+        split_(splits_backward(in.schedule)),
+        ops_per_stage_((split_ ? 3 : 2) * static_cast<std::size_t>(v_) * static_cast<std::size_t>(m_)),
         next_(static_cast<std::size_t>(p_), 0),
         stage_free_(next_.size(), 0.0),
-        f_end_(static_cast<std::size_t>(p_) * ops_per_stage_ / 2, kNotDone),
+        f_end_(static_cast<std::size_t>(p_) * v_ * m_, kNotDone),
         b_end_(f_end_.size(), kNotDone),
-        events_(record_events ? next_.size() * ops_per_stage_ : 0) {}
+        events_(record_events ? next_.size() * ops_per_stage_ : 0) {
+    if (split_)
+      for (int s = 0; s < p_; ++s) split_orders_.push_back(zero_bubble_order(in.schedule, p_, m_, s));
+  }
 
   // Any sweep order gives the same times: an op's start depends only on its stage's previous op
   // and its one dependency, both already final when it is scheduled. Each scheduled op wakes at
@@ -128,7 +170,8 @@ class Simulation {
       work.pop_back();
       queued[idx(s)] = 0;
       while (next_[idx(s)] < ops_per_stage_) {
-        const Op op = op_at(in_.schedule, p_, m_, v_, s, static_cast<int>(next_[idx(s)]));
+        const Op op = split_ ? split_orders_[idx(s)][next_[idx(s)]]
+                             : op_at(in_.schedule, p_, m_, v_, s, static_cast<int>(next_[idx(s)]));
         if (!try_schedule(s, op)) break;
         const int consumer = consumer_stage(s, op);
         if (consumer >= 0 && consumer != s && !queued[idx(consumer)]) {
@@ -159,8 +202,10 @@ class Simulation {
     double end = 0.0;  // its end time, kNotDone while pending
   };
 
-  // The op's single dependency (see the legend; last virtual stage's B waits on its own F).
+  // The op's single dependency (see the legend; last virtual stage's B waits on its own F; a W
+  // on its own B).
   Dep dependency(int s, const Op& op) const {
+    if (op.weight) return {s, b_end_[slot(op.chunk, s, op.mb)]};
     if (!op.backward) {
       if (s > 0) return {s - 1, f_end_[slot(op.chunk, s - 1, op.mb)]};
       if (op.chunk > 0) return {p_ - 1, f_end_[slot(op.chunk - 1, p_ - 1, op.mb)]};
@@ -173,6 +218,7 @@ class Simulation {
 
   // Stage that runs the op waiting on this one (-1 if none).
   int consumer_stage(int s, const Op& op) const {
+    if (op.weight) return -1;
     if (!op.backward) return s < p_ - 1 ? s + 1 : (op.chunk < v_ - 1 ? 0 : s);
     if (s > 0) return s - 1;
     return op.chunk > 0 ? p_ - 1 : -1;
@@ -183,24 +229,27 @@ class Simulation {
     if (dep.end < 0) return false;  // kNotDone
     const double ready = dep.end + (dep.stage >= 0 && dep.stage != s ? in_.p2p_s : 0.0);
     const std::size_t v_idx = vs(op.chunk, s);
-    const double dur = op.backward ? in_.backward_s[v_idx] : in_.forward_s[v_idx];
+    const double w = in_.weight_grad_s.empty() ? 0.0 : in_.weight_grad_s[v_idx];
+    const double dur = op.weight ? w : op.backward ? in_.backward_s[v_idx] - (split_ ? w : 0.0) : in_.forward_s[v_idx];
     const double start = std::max(stage_free_[idx(s)], ready);
     const double end = start + dur;
     stage_free_[idx(s)] = end;
-    (op.backward ? b_end_ : f_end_)[slot(op.chunk, s, op.mb)] = end;
+    if (!op.weight) (op.backward ? b_end_ : f_end_)[slot(op.chunk, s, op.mb)] = end;
     if (!events_.empty())
-      events_[idx(s) * ops_per_stage_ + next_[idx(s)]] = {s, op.chunk, op.mb, op.backward, start, end};
+      events_[idx(s) * ops_per_stage_ + next_[idx(s)]] = {s, op.chunk, op.mb, op.backward, start, end, op.weight};
     ++next_[idx(s)];
     return true;
   }
 
   const PipelineInput& in_;
   int p_, v_, m_;
+  bool split_;  // B and W run as ops of their own
   std::size_t ops_per_stage_;
   std::vector<std::size_t> next_;
   std::vector<double> stage_free_;
-  std::vector<double> f_end_, b_end_;  // indexed [vs * m + mb]
-  std::vector<PipelineEvent> events_;  // stage-major, execution order
+  std::vector<double> f_end_, b_end_;          // indexed [vs * m + mb]
+  std::vector<PipelineEvent> events_;          // stage-major, execution order
+  std::vector<std::vector<Op>> split_orders_;  // per stage, for schedules that split the backward
 };
 
 // Per-stage busy/end time and in-flight peaks from the (time-ordered per stage) events.
@@ -211,6 +260,8 @@ void summarize(const PipelineInput& in, PipelineResult& r) {
   r.max_in_flight.assign(p, 0);
   r.peak_stored_activation_bytes.assign(p, 0.0);
   const bool weigh = !in.stored_activation_bytes.empty();
+  // A deferred W keeps the inputs of its GEMMs: a micro-batch's activations live until its W.
+  const bool split = splits_backward(in.schedule);
   std::vector<int> count(p, 0);
   std::vector<double> bytes(p, 0.0);
   for (const PipelineEvent& e : r.events) {
@@ -224,7 +275,7 @@ void summarize(const PipelineInput& in, PipelineResult& r) {
       r.max_in_flight[s] = std::max(r.max_in_flight[s], ++count[s]);
       bytes[s] += w;
       r.peak_stored_activation_bytes[s] = std::max(r.peak_stored_activation_bytes[s], bytes[s]);
-    } else {  // released when the backward ends
+    } else if (e.weight || !split) {  // released when the backward ends: its W, where split off
       --count[s];
       bytes[s] -= w;
     }
@@ -248,6 +299,7 @@ std::vector<PipelineOp> pipeline_stage_order(PipelineSchedule schedule, int stag
   if (stage < 0 || stage >= stages) {
     throw InputError("pipeline: stage " + std::to_string(stage) + " outside 0.." + std::to_string(stages - 1));
   }
+  if (splits_backward(schedule)) return zero_bubble_order(schedule, stages, micro_batches, stage);
   std::vector<Op> ops(2 * static_cast<std::size_t>(micro_batches) * static_cast<std::size_t>(virtual_stages));
   for (std::size_t k = 0; k < ops.size(); ++k)
     ops[k] = op_at(schedule, stages, micro_batches, virtual_stages, stage, static_cast<int>(k));
@@ -304,6 +356,12 @@ int in_flight_micro_batches(PipelineSchedule s, int stages, int stage, int micro
       break;
     case PipelineSchedule::interleaved:
       held = std::min<std::int64_t>((stages - stage - 1) * 2LL + (virtual_stages - 1LL) * stages + 1, total);
+      break;
+    case PipelineSchedule::zb1p:  // warmup p - 1 - s, W deferred by s: p on every stage
+      held = std::min(stages, micro_batches);
+      break;
+    case PipelineSchedule::zb2p:  // warmup 2 (p - 1 - s), W deferred by 2s: 2p - 1
+      held = std::min(2 * stages - 1, micro_batches);
       break;
   }
   return static_cast<int>(held);

@@ -12,14 +12,23 @@
 
 namespace shardplan::simulator {
 
-enum class PipelineSchedule { gpipe, one_f_one_b, interleaved };
+// zb1p / zb2p: the zero-bubble schedules ZB-H1 and ZB-H2 (Qi et al., "Zero Bubble Pipeline
+// Parallelism", ICLR 2024, §3): the backward split into B (input gradients) and W (weight
+// gradients), W deferred into what would be bubble.
+enum class PipelineSchedule { gpipe, one_f_one_b, interleaved, zb1p, zb2p };
 template <>
 struct EnumNames<PipelineSchedule> {
-  static constexpr NameTable<PipelineSchedule, 3> table{{{PipelineSchedule::gpipe, "gpipe"},
+  static constexpr NameTable<PipelineSchedule, 5> table{{{PipelineSchedule::gpipe, "gpipe"},
                                                          {PipelineSchedule::one_f_one_b, "1f1b"},
-                                                         {PipelineSchedule::interleaved, "interleaved"}}};
+                                                         {PipelineSchedule::interleaved, "interleaved"},
+                                                         {PipelineSchedule::zb1p, "zb1p"},
+                                                         {PipelineSchedule::zb2p, "zb2p"}}};
 };
 const char* to_string(PipelineSchedule s);
+// Whether the schedule runs a micro-batch's backward as two ops, B then a deferred W.
+constexpr bool splits_backward(PipelineSchedule s) {
+  return s == PipelineSchedule::zb1p || s == PipelineSchedule::zb2p;
+}
 
 struct PipelineInput {
   int stages = 1;          // p
@@ -33,6 +42,9 @@ struct PipelineInput {
   // Bytes of activations one micro-batch leaves stored on the chunk until its backward
   // (used for the per-stage peak); may be empty (then peaks are reported as 0).
   std::vector<double> stored_activation_bytes;
+  // Per model chunk: of backward_s, the weight-gradient part (W); a schedule that splits the
+  // backward runs it as an op of its own (B takes the rest). May be empty (W = 0).
+  std::vector<double> weight_grad_s;
   double p2p_s = 0;  // time to send one micro-batch's activations (or gradients) to the next stage
 };
 
@@ -42,6 +54,7 @@ struct PipelineOp {
   int chunk = 0;
   int mb = 0;
   bool backward = false;
+  bool weight = false;  // the deferred weight-gradient part of a split backward (backward is true too)
 };
 
 struct PipelineEvent {
@@ -51,6 +64,7 @@ struct PipelineEvent {
   bool backward = false;
   double start_s = 0;
   double end_s = 0;
+  bool weight = false;  // a split backward's W (backward is true too); its B carries the rest
 };
 
 struct PipelineResult {
@@ -81,7 +95,8 @@ std::vector<PipelineOp> pipeline_stage_order(PipelineSchedule schedule, int stag
 // bubble fraction (p-1)/m for gpipe and 1f1b, (p-1)/(v*m) interleaved.
 double bubble_fraction(PipelineSchedule s, int stages, int micro_batches, int virtual_stages);
 // Micro-batches (in units of model-chunk micro-batches) stage `stage` holds at most:
-// gpipe m*v; 1f1b min(p - stage, m); interleaved Megatron warmup + 1, capped at m*v.
+// gpipe m*v; 1f1b min(p - stage, m); interleaved Megatron warmup + 1, capped at m*v; a split
+// backward holds a micro-batch until its W: zb1p min(p, m), zb2p min(2p - 1, m) on every stage.
 int in_flight_micro_batches(PipelineSchedule s, int stages, int stage, int micro_batches, int virtual_stages);
 
 }  // namespace shardplan::simulator

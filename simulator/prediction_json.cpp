@@ -242,7 +242,7 @@ nlohmann::json to_json(const Prediction& p, bool with_events) {
   if (with_events) {
     nlohmann::json ev = nlohmann::json::array();
     for (const auto& e : p.pipeline.events)
-      ev.push_back({e.stage, e.chunk, e.micro_batch, e.backward ? "B" : "F", e.start_s, e.end_s});
+      ev.push_back({e.stage, e.chunk, e.micro_batch, e.weight ? "W" : e.backward ? "B" : "F", e.start_s, e.end_s});
     pipe["events"] = std::move(ev);
     pipe["event_fields"] = {"stage", "chunk", "micro_batch", "kind", "start_seconds", "end_seconds"};
   }

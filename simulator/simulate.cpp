@@ -33,6 +33,7 @@ PipelineInput pipeline_input(const ConfigContext& c, std::vector<ChunkTime>& chu
       in.forward_s.push_back(chunks[vs].forward_s);
       in.backward_s.push_back(chunks[vs].backward_s);
       in.stored_activation_bytes.push_back(chunks[vs].stored_bytes);
+      in.weight_grad_s.push_back(std::min(chunks[vs].weight_grad_s, chunks[vs].backward_s));
     }
   }
   return in;

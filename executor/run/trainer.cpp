@@ -62,6 +62,9 @@ void check_supported(const formats::Plan& plan, const std::string& src, Precisio
     throw InputError(src + ": field 'config.fp8': FP8 linears (" + simulator::to_string(c.fp8) +
                      ") are not run by this shardrun (LibTorch has no FP8 GEMM training path here); plan with --fp8 "
                      "none or --forbid fp8");
+  if (simulator::splits_backward(c.schedule))
+    throw InputError(src + ": field 'config.schedule': " + simulator::to_string(c.schedule) +
+                     " (a zero-bubble schedule) is simulated, not yet run by shardrun (gpipe, 1f1b, interleaved)");
   if (c.cp > 1) check_cp_supported(plan, src);
   if (precision == Precision::fp16 && !device.is_cuda())
     throw InputError(src +

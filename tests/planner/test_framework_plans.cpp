@@ -138,6 +138,38 @@ TEST(FrameworkPlans, ExportWritesOnlyThePlansFramework) {
   EXPECT_GT(names_for("fms-fsdp").size(), launch.size() + 2);  // no export of its own: every one
 }
 
+// Zero-bubble schedules are simulated: the planner refuses to search them, every framework export
+// refuses them with a line naming the schedule.
+TEST(FrameworkPlans, ZeroBubbleSchedulesAreNotSearchedNorExportedYet) {
+  SearchSpace s;
+  s.schedules = {sim::PipelineSchedule::one_f_one_b, sim::PipelineSchedule::zb1p};
+  try {
+    (void)search(sim::load_model("llama2-7b"), sim::load_hardware("p4de.24xlarge"), s, Constraints{}, SearchOptions{});
+    FAIL() << "expected an InputError";
+  } catch (const sim::InputError& e) {
+    EXPECT_NE(std::string(e.what()).find("--schedules zb1p"), std::string::npos) << e.what();
+  }
+  const sim::ModelSpec m = sim::load_model("llama2-7b");
+  const sim::ClusterSpec cluster{sim::load_hardware("p4de.24xlarge"), 1, 0};
+  formats::Plan p;
+  p.model = m;
+  p.cluster = cluster;
+  p.config.pp = 4;
+  p.config.dp = 2;
+  p.config.zero_stage = 1;
+  p.config.micro_batch_size = 1;
+  p.config.global_batch_size = 16;
+  p.config.seq_len = 4096;
+  p.config.schedule = sim::PipelineSchedule::zb1p;
+  p.prediction = sim::simulate(m, cluster, p.config);
+  const testing::TempDir dir;
+  std::vector<std::string> skipped;
+  const auto written = export_all(p, dir.path().string(), "plan.json", {}, &skipped);
+  EXPECT_EQ(written.size(), 3u);  // the shardrun launch scripts and NOTES.txt
+  EXPECT_FALSE(skipped.empty());
+  for (const auto& why : skipped) EXPECT_NE(why.find("zb1p"), std::string::npos) << why;
+}
+
 TEST(FrameworkPlans, AFixedFieldTheFrameworkCannotRunIsOneLineNamingTheFlag) {
   SearchSpace s;
   s.fusion = sim::Fusion::megatron;
