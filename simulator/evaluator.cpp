@@ -122,6 +122,7 @@ Estimate Evaluator::estimate(const ConfigContext& c) const {
     int layers, dense;
     double T, W;
   };
+  double max_F = 0;  // the slowest stage's forward (all its chunks)
   double sum_W = 0;  // a split backward's W where it fits beside a forward (min(W, F)), summed over stages
   std::array<Seen, 8> seen{};
   int n_seen = 0;
@@ -144,6 +145,7 @@ Estimate Evaluator::estimate(const ConfigContext& c) const {
     const StageSummary st = summarize_stage(c, s);
     const double T = st.sum.forward_s + st.sum.backward_s;
     const double W = std::min(st.sum.weight_grad_s, st.sum.forward_s);
+    max_F = std::max(max_F, st.sum.forward_s);
     if (uneven_middle && n_seen < static_cast<int>(seen.size()))
       seen[static_cast<std::size_t>(n_seen++)] = {layers, dense, T, W};
     const int copies = (uniform && s == 1 && p > 2) ? p - 2 : 1;
@@ -176,7 +178,10 @@ Estimate Evaluator::estimate(const ConfigContext& c) const {
   // Zero-bubble schedules: the deferred W's fill 2 (p - 1) W of 1F1B's bubble, (p-1)(F+B-W) left
   // (Qi et al. 2024, Table 2; ZB-H2 under a synchronous optimizer step ends as ZB-H1 does,
   // docs/split_backward_schedules.md §3); never below the busiest stage's work.
-  if (splits_backward(cfg.schedule)) makespan = std::max(m * max_T, makespan - 2.0 * (p - 1) * sum_W / p);
+  if (v_shaped(cfg.schedule))  // ZBV: zero bubble within each rank's span, plus the first forwards'
+    // descent to the last rank (docs/split_backward_schedules.md §3: 48 + 3 at p 4, m 8, unit times)
+    makespan = m * max_T + (p - 1) * max_F / v + 4.0 * (p - 1) * c.p2p_s;
+  else if (splits_backward(cfg.schedule)) makespan = std::max(m * max_T, makespan - 2.0 * (p - 1) * sum_W / p);
   e.step_s = makespan + std::max(0.0, tail) + opt;
   const double tokens = static_cast<double>(cfg.global_batch_size) * cfg.seq_len;
   e.tokens_per_s = tokens / e.step_s;

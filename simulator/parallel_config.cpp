@@ -89,8 +89,11 @@ void check_pipeline(const ModelSpec& m, ParallelConfig& cfg) {
     if (cfg.micro_batches() % cfg.pp != 0)
       bad("--global-batch-size", "interleaved needs the number of micro-batches (" + str(cfg.micro_batches()) +
                                      ") to be a multiple of --pp (" + str(cfg.pp) + ")");
+  } else if (v_shaped(cfg.schedule)) {
+    if (v != 2)
+      bad("--virtual-stages", std::string(to_string(cfg.schedule)) + " places 2 chunks per stage, got " + str(v));
   } else if (v != 1) {
-    bad("--virtual-stages", "expected 1 unless --schedule interleaved, got " + str(v));
+    bad("--virtual-stages", "expected 1 unless --schedule interleaved or zbv, got " + str(v));
   }
   if (splits_backward(cfg.schedule)) {
     const std::string name = to_string(cfg.schedule);
@@ -111,7 +114,7 @@ void check_pipeline(const ModelSpec& m, ParallelConfig& cfg) {
       bad("--partition", "expected " + str(cfg.pp) + " (or pp x virtual stages = " + str(chunks) +
                              ") layer counts, got " + str(static_cast<long long>(cfg.partition.size())));
     if (v > 1 && static_cast<long long>(cfg.partition.size()) != chunks)
-      bad("--partition", "expected pp x virtual stages = " + str(chunks) + " layer counts with interleaving");
+      bad("--partition", "expected pp x virtual stages = " + str(chunks) + " layer counts with two or more chunks");
     // The first chunk may hold only the embedding and the last only the head (Megatron-Core's
     // --pipeline-model-parallel-layout "E|...|L", torchtitan's [["tok_embeddings"], ..., ["norm", "output"]]).
     long long sum = 0;
@@ -303,7 +306,7 @@ std::string op_sac_unsupported(const ModelSpec& m, const ParallelConfig& cfg) {
 int chunk_layers(const ModelSpec& m, const ParallelConfig& cfg, int chunk, int stage) {
   const int p = cfg.pp, v = cfg.virtual_stages;
   if (cfg.partition.empty()) return static_cast<int>(m.num_layers / (p * v));
-  if (static_cast<int>(cfg.partition.size()) == p * v) return cfg.partition[chunk * p + stage];
+  if (static_cast<int>(cfg.partition.size()) == p * v) return cfg.partition[model_chunk_index(cfg, chunk, stage)];
   return cfg.partition[stage];
 }
 
@@ -319,7 +322,7 @@ std::vector<int> layers_per_chunk(const ModelSpec& m, const ParallelConfig& cfg)
   if (cfg.partition.empty()) {
     std::fill(out.begin(), out.end(), static_cast<int>(m.num_layers / (p * v)));
   } else if (static_cast<int>(cfg.partition.size()) == p * v) {
-    // Given chunk by chunk in model order: chunk c of stage s is model chunk c*p + s.
+    // Given chunk by chunk in model order (model_chunk_index: chunk c of stage s).
     out = cfg.partition;
   } else {
     out = cfg.partition;  // v == 1

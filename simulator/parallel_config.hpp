@@ -369,6 +369,12 @@ void validate_packing(const ParallelConfig& cfg);
 // Layers of each model chunk, indexed [chunk * pp + stage] (size pp * v). Even split unless
 // cfg.partition is given.
 std::vector<int> layers_per_chunk(const ModelSpec& model, const ParallelConfig& cfg);
+// The model-order index of rank `stage`'s chunk `chunk`: chunk * pp + stage (interleaved), or for a
+// V placement (zbv) stage on the way down and 2 pp - 1 - stage on the way back.
+inline int model_chunk_index(const ParallelConfig& cfg, int chunk, int stage) {
+  if (v_shaped(cfg.schedule)) return chunk == 0 ? stage : 2 * cfg.pp - 1 - stage;
+  return chunk * cfg.pp + stage;
+}
 // Layers of model chunk `chunk` on pipeline stage `stage` (layers_per_chunk's entry, no allocation).
 int chunk_layers(const ModelSpec& model, const ParallelConfig& cfg, int chunk, int stage);
 // The blocks pipeline rank `stage` holds in its chunks before `chunk`.

@@ -48,6 +48,11 @@ void validate(const PipelineInput& in) {
       throw InputError("pipeline.micro_batches: interleaved schedule needs a multiple of stages (" +
                        std::to_string(in.stages) + "), got " + std::to_string(in.micro_batches));
     }
+  } else if (v_shaped(in.schedule)) {
+    if (in.virtual_stages != 2) {
+      throw InputError(std::string("pipeline.virtual_stages: schedule ") + to_string(in.schedule) +
+                       " places two chunks per rank, got " + std::to_string(in.virtual_stages));
+    }
   } else if (in.virtual_stages != 1) {
     throw InputError(std::string("pipeline.virtual_stages: schedule ") + to_string(in.schedule) + " needs 1, got " +
                      std::to_string(in.virtual_stages));
@@ -84,7 +89,8 @@ int warmup_forwards(PipelineSchedule schedule, int p, int m, int v, int s) {
       return std::min((p - s - 1) * 2 + (v - 1) * p, m * v);
     case PipelineSchedule::zb1p:
     case PipelineSchedule::zb2p:
-      break;  // zero_bubble_order
+    case PipelineSchedule::zbv:
+      break;  // zero_bubble_order, zbv_order
   }
   return m;
 }
@@ -139,6 +145,38 @@ std::vector<Op> zero_bubble_order(PipelineSchedule schedule, int p, int m, int s
   return ops;
 }
 
+// ZBV, handcrafted: PyTorch ScheduleZBVZeroBubble._calculate_single_rank_operations (a copy of
+// sail-sg zero-bubble-v0.1 handcrafted_zb_v.py:43-108 @ 93af65c6; pytorch @ 00722e64), ops of
+// micro-batches past m dropped. Chunk 0 is the down leg (model stage r), chunk 1 the up leg.
+std::vector<Op> zbv_order(int p, int m, int r) {
+  const int n = std::max(2 * p - 1, m);
+  int f0 = 0, f1 = 0, b0 = 0, b1 = 0;
+  std::vector<Op> ops;
+  auto put = [&](int chunk, int mb, bool backward, bool weight) {
+    if (mb < m) ops.push_back({chunk, mb, backward, weight});
+  };
+  auto b_then_w = [&](int chunk, int& b) {
+    put(chunk, b, true, false);
+    put(chunk, b, true, true);
+    ++b;
+  };
+  for (int i = 0; i < 2 * (p - r) - 1; ++i) put(0, f0++, false, false);
+  for (int i = 0; i < r; ++i) put(1, f1++, false, false), put(0, f0++, false, false);
+  for (int i = 0; i < p - r; ++i) put(1, f1++, false, false), b_then_w(1, b1);
+  while (f1 < f0 || f0 < n) {
+    if (f0 < n) put(0, f0++, false, false);
+    b_then_w(0, b0);
+    put(1, f1++, false, false);
+    b_then_w(1, b1);
+  }
+  int w0 = b0, w1 = b1;
+  for (int i = 0; i < r; ++i) put(0, b0++, true, false), put(1, b1++, true, false);
+  for (int i = 0; i < p - r; ++i) put(0, b0++, true, false), put(0, w0++, true, true);
+  while (w1 < b1) put(1, w1++, true, true);
+  while (w0 < b0) put(0, w0++, true, true);
+  return ops;
+}
+
 // The event simulation proper: per-stage cursors advanced from a worklist of stages.
 class Simulation {
  public:
@@ -148,6 +186,7 @@ class Simulation {
         v_(in.virtual_stages),
         m_(in.micro_batches),
         split_(splits_backward(in.schedule)),
+        v_shape_(v_shaped(in.schedule)),
         ops_per_stage_((split_ ? 3 : 2) * static_cast<std::size_t>(v_) * static_cast<std::size_t>(m_)),
         next_(static_cast<std::size_t>(p_), 0),
         stage_free_(next_.size(), 0.0),
@@ -155,7 +194,8 @@ class Simulation {
         b_end_(f_end_.size(), kNotDone),
         events_(record_events ? next_.size() * ops_per_stage_ : 0) {
     if (split_)
-      for (int s = 0; s < p_; ++s) split_orders_.push_back(zero_bubble_order(in.schedule, p_, m_, s));
+      for (int s = 0; s < p_; ++s)
+        split_orders_.push_back(v_shape_ ? zbv_order(p_, m_, s) : zero_bubble_order(in.schedule, p_, m_, s));
   }
 
   // Any sweep order gives the same times: an op's start depends only on its stage's previous op
@@ -206,6 +246,7 @@ class Simulation {
   // on its own B).
   Dep dependency(int s, const Op& op) const {
     if (op.weight) return {s, b_end_[slot(op.chunk, s, op.mb)]};
+    if (v_shape_) return v_dependency(s, op);
     if (!op.backward) {
       if (s > 0) return {s - 1, f_end_[slot(op.chunk, s - 1, op.mb)]};
       if (op.chunk > 0) return {p_ - 1, f_end_[slot(op.chunk - 1, p_ - 1, op.mb)]};
@@ -216,9 +257,26 @@ class Simulation {
     return {s, f_end_[slot(op.chunk, s, op.mb)]};
   }
 
+  // V placement: the forward runs chunk 0 down the ranks, turns on rank p - 1 into chunk 1 and
+  // runs it back up; the backward the reverse way, the last model stage (chunk 1 on rank 0)
+  // starting from its own forward.
+  Dep v_dependency(int s, const Op& op) const {
+    if (!op.backward) {
+      if (op.chunk == 0) return s > 0 ? Dep{s - 1, f_end_[slot(0, s - 1, op.mb)]} : Dep{};
+      return s < p_ - 1 ? Dep{s + 1, f_end_[slot(1, s + 1, op.mb)]} : Dep{s, f_end_[slot(0, s, op.mb)]};
+    }
+    if (op.chunk == 1) return s > 0 ? Dep{s - 1, b_end_[slot(1, s - 1, op.mb)]} : Dep{s, f_end_[slot(1, s, op.mb)]};
+    return s < p_ - 1 ? Dep{s + 1, b_end_[slot(0, s + 1, op.mb)]} : Dep{s, b_end_[slot(1, s, op.mb)]};
+  }
+
   // Stage that runs the op waiting on this one (-1 if none).
   int consumer_stage(int s, const Op& op) const {
     if (op.weight) return -1;
+    if (v_shape_) {  // the turns at rank p - 1 (forward) and back (backward) stay on the rank
+      const bool down = op.chunk == 0;
+      if (!op.backward) return down ? (s < p_ - 1 ? s + 1 : s) : (s > 0 ? s - 1 : s);
+      return down ? (s > 0 ? s - 1 : -1) : (s < p_ - 1 ? s + 1 : s);
+    }
     if (!op.backward) return s < p_ - 1 ? s + 1 : (op.chunk < v_ - 1 ? 0 : s);
     if (s > 0) return s - 1;
     return op.chunk > 0 ? p_ - 1 : -1;
@@ -243,7 +301,8 @@ class Simulation {
 
   const PipelineInput& in_;
   int p_, v_, m_;
-  bool split_;  // B and W run as ops of their own
+  bool split_;    // B and W run as ops of their own
+  bool v_shape_;  // chunk 1 of rank r is model stage 2p - 1 - r
   std::size_t ops_per_stage_;
   std::vector<std::size_t> next_;
   std::vector<double> stage_free_;
@@ -299,6 +358,7 @@ std::vector<PipelineOp> pipeline_stage_order(PipelineSchedule schedule, int stag
   if (stage < 0 || stage >= stages) {
     throw InputError("pipeline: stage " + std::to_string(stage) + " outside 0.." + std::to_string(stages - 1));
   }
+  if (v_shaped(schedule)) return zbv_order(stages, micro_batches, stage);
   if (splits_backward(schedule)) return zero_bubble_order(schedule, stages, micro_batches, stage);
   std::vector<Op> ops(2 * static_cast<std::size_t>(micro_batches) * static_cast<std::size_t>(virtual_stages));
   for (std::size_t k = 0; k < ops.size(); ++k)
@@ -362,6 +422,9 @@ int in_flight_micro_batches(PipelineSchedule s, int stages, int stage, int micro
       break;
     case PipelineSchedule::zb2p:  // warmup 2 (p - 1 - s), W deferred by 2s: 2p - 1
       held = std::min(2 * stages - 1, micro_batches);
+      break;
+    case PipelineSchedule::zbv:  // chunk micro-batches (half a 1F1B stage each): 1F1B's p stages' worth
+      held = std::min<std::int64_t>(2LL * stages, total);
       break;
   }
   return static_cast<int>(held);

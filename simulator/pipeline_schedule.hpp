@@ -15,20 +15,26 @@ namespace shardplan::simulator {
 // zb1p / zb2p: the zero-bubble schedules ZB-H1 and ZB-H2 (Qi et al., "Zero Bubble Pipeline
 // Parallelism", ICLR 2024, §3): the backward split into B (input gradients) and W (weight
 // gradients), W deferred into what would be bubble.
-enum class PipelineSchedule { gpipe, one_f_one_b, interleaved, zb1p, zb2p };
+// zbv: the zero-bubble V schedule (§6): two chunks per rank in a V, rank r holding model stages
+// r and 2p - 1 - r, the forward down the ranks and back up.
+enum class PipelineSchedule { gpipe, one_f_one_b, interleaved, zb1p, zb2p, zbv };
 template <>
 struct EnumNames<PipelineSchedule> {
-  static constexpr NameTable<PipelineSchedule, 5> table{{{PipelineSchedule::gpipe, "gpipe"},
+  static constexpr NameTable<PipelineSchedule, 6> table{{{PipelineSchedule::gpipe, "gpipe"},
                                                          {PipelineSchedule::one_f_one_b, "1f1b"},
                                                          {PipelineSchedule::interleaved, "interleaved"},
                                                          {PipelineSchedule::zb1p, "zb1p"},
-                                                         {PipelineSchedule::zb2p, "zb2p"}}};
+                                                         {PipelineSchedule::zb2p, "zb2p"},
+                                                         {PipelineSchedule::zbv, "zbv"}}};
 };
 const char* to_string(PipelineSchedule s);
 // Whether the schedule runs a micro-batch's backward as two ops, B then a deferred W.
 constexpr bool splits_backward(PipelineSchedule s) {
-  return s == PipelineSchedule::zb1p || s == PipelineSchedule::zb2p;
+  return s == PipelineSchedule::zb1p || s == PipelineSchedule::zb2p || s == PipelineSchedule::zbv;
 }
+// Whether the schedule places a rank's two chunks in a V (chunk 1 of rank r is model stage
+// 2p - 1 - r) instead of interleaving them (chunk c of rank r is model stage c p + r).
+constexpr bool v_shaped(PipelineSchedule s) { return s == PipelineSchedule::zbv; }
 
 struct PipelineInput {
   int stages = 1;          // p

@@ -124,11 +124,11 @@ StageTails simulate_stages(const ConfigContext& c, const std::vector<ChunkTime>&
       const ChunkTime& t = chunks[ch * p + s];
       shape.max_chunk_stored = std::max(shape.max_chunk_stored, t.stored_bytes);
       r.sum += t;
-      shape.layers += layers[ch * p + s];
+      shape.layers += layers[static_cast<std::size_t>(model_chunk_index(cfg, ch, s))];
       shape.dense_layers += dense_layers_in_chunk(mc.model, cfg, ch, s);
     }
     shape.embedding = s == 0;
-    shape.head = s == p - 1;
+    shape.head = model_chunk_index(cfg, v - 1, s) == p * v - 1;  // the last rank, or rank 0 of a V
     shape.in_flight = pr.pipeline.max_in_flight[s];
     shape.peak_stored_bytes = pr.pipeline.peak_stored_activation_bytes[s];
     const StageMemory mem = stage_memory(c, shape);

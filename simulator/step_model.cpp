@@ -203,18 +203,19 @@ void ConfigContext::set_zero_units() {
 int dense_layers_in_chunk(const ModelSpec& m, const ParallelConfig& cfg, int chunk, int stage) {
   const int dense = static_cast<int>(m.moe.first_dense_layers);
   if (!m.is_moe() || dense == 0) return 0;
-  const int index = chunk * cfg.pp + stage;  // model order: chunk-major
+  const int index = model_chunk_index(cfg, chunk, stage);
   int first = 0;
   if (cfg.partition.empty()) first = index * static_cast<int>(m.num_layers / (cfg.pp * cfg.virtual_stages));
-  else
-    for (int i = 0; i < index && first < dense; ++i) first += chunk_layers(m, cfg, i / cfg.pp, i % cfg.pp);
+  else  // partition entries in model order (a single-chunk partition: v = 1, the same order)
+    for (int i = 0; i < index && first < dense; ++i) first += cfg.partition[static_cast<std::size_t>(i)];
   if (first >= dense) return 0;  // the dense blocks all come before this chunk
   return std::clamp(dense - first, 0, chunk_layers(m, cfg, chunk, stage));
 }
 
 ChunkShape chunk_shape(const ModelSpec& m, const ParallelConfig& cfg, int chunk, int stage) {
   const int p = cfg.pp, v = cfg.virtual_stages;
-  ChunkShape sh{chunk_layers(m, cfg, chunk, stage), chunk == 0 && stage == 0, chunk == v - 1 && stage == p - 1,
+  const int index = model_chunk_index(cfg, chunk, stage);
+  ChunkShape sh{chunk_layers(m, cfg, chunk, stage), index == 0, index == p * v - 1,
                 dense_layers_in_chunk(m, cfg, chunk, stage)};
   // Every N-th block counts over the rank's chunks; the other policies count within the chunk.
   const int before = cfg.recompute_every > 1 ? rank_blocks_before(m, cfg, chunk, stage) : 0;

@@ -182,9 +182,7 @@ TEST(ZeroBubble, RecomputeOrOneStageIsRefusedNamingTheFlag) {
   try {
     validate_config(m, cluster, cfg);
     FAIL() << "expected an InputError";
-  } catch (const InputError& e) {
-    EXPECT_NE(std::string(e.what()).find("--recompute"), std::string::npos) << e.what();
-  }
+  } catch (const InputError& e) { EXPECT_NE(std::string(e.what()).find("--recompute"), std::string::npos) << e.what(); }
   ParallelConfig one_stage;  // validate_config fills defaults: a fresh configuration
   one_stage.dp = 8;
   one_stage.micro_batch_size = 1;
@@ -193,8 +191,86 @@ TEST(ZeroBubble, RecomputeOrOneStageIsRefusedNamingTheFlag) {
   try {
     validate_config(m, cluster, one_stage);
     FAIL() << "expected an InputError";
+  } catch (const InputError& e) { EXPECT_NE(std::string(e.what()).find("--pp >= 2"), std::string::npos) << e.what(); }
+}
+
+// ZBV against its reference: rank 0's and rank 3's op lists at p = 4, m = 8 as PyTorch's
+// ScheduleZBVZeroBubble generates them (docs/split_backward_schedules.md §6), and the worked
+// example at unit times: 48 busy per rank, every rank's span 48 (zero bubble), makespan 51.
+TEST(ZeroBubble, ZbvRunsTheReferenceOrderWithZeroBubbleSpans) {
+  auto text = [](const std::vector<PipelineOp>& ops) {
+    std::string s;
+    for (const auto& o : ops)
+      s += std::string(s.empty() ? "" : " ") +
+           (o.weight     ? "W"
+            : o.backward ? "B"
+                         : "F") +
+           std::to_string(o.chunk) + "." + std::to_string(o.mb);
+    return s;
+  };
+  EXPECT_EQ(text(pipeline_stage_order(PipelineSchedule::zbv, 4, 8, 2, 0)),
+            "F0.0 F0.1 F0.2 F0.3 F0.4 F0.5 F0.6 F1.0 B1.0 W1.0 F1.1 B1.1 W1.1 F1.2 B1.2 W1.2 F1.3 B1.3 W1.3 F0.7 "
+            "B0.0 W0.0 F1.4 B1.4 W1.4 B0.1 W0.1 F1.5 B1.5 W1.5 B0.2 W0.2 F1.6 B1.6 W1.6 B0.3 W0.3 F1.7 B1.7 W1.7 "
+            "B0.4 W0.4 B0.5 W0.5 B0.6 W0.6 B0.7 W0.7");
+  EXPECT_EQ(text(pipeline_stage_order(PipelineSchedule::zbv, 4, 8, 2, 3)),
+            "F0.0 F1.0 F0.1 F1.1 F0.2 F1.2 F0.3 F1.3 B1.0 W1.0 F0.4 B0.0 W0.0 F1.4 B1.1 W1.1 F0.5 B0.1 W0.1 F1.5 "
+            "B1.2 W1.2 F0.6 B0.2 W0.2 F1.6 B1.3 W1.3 F0.7 B0.3 W0.3 F1.7 B1.4 W1.4 B0.4 B1.5 B0.5 B1.6 B0.6 B1.7 "
+            "B0.7 W0.4 W1.5 W1.6 W1.7 W0.5 W0.6 W0.7");
+  PipelineInput in;
+  in.stages = 4;
+  in.micro_batches = 8;
+  in.virtual_stages = 2;
+  in.schedule = PipelineSchedule::zbv;
+  in.forward_s.assign(8, 1.0);
+  in.backward_s.assign(8, 2.0);
+  in.weight_grad_s.assign(8, 1.0);
+  in.stored_activation_bytes.assign(8, 1.0);
+  const PipelineResult r = simulate_pipeline(in);
+  EXPECT_DOUBLE_EQ(r.makespan_s, 51.0);
+  for (const auto& [start, end] : windows(r, 4)) EXPECT_DOUBLE_EQ(end - start, 48.0);
+  for (int s = 0; s < 4; ++s) {
+    EXPECT_DOUBLE_EQ(r.stage_busy_s[static_cast<std::size_t>(s)], 48.0);
+    EXPECT_EQ(r.max_in_flight[static_cast<std::size_t>(s)], in_flight_micro_batches(PipelineSchedule::zbv, 4, s, 8, 2))
+        << "rank " << s;
+  }
+  // Small m: the generator pads to 2p - 1 and drops the ops past m; every op still runs once.
+  in.micro_batches = 3;
+  const PipelineResult small = simulate_pipeline(in);
+  EXPECT_EQ(small.events.size(), 4u * 2 * 3 * 3);
+}
+
+// ZBV on a model: rank 0 holds the first and the last model chunks (embedding and head), the
+// step beats 1F1B's on the same devices, the estimate's closed form follows the simulation.
+TEST(ZeroBubble, ZbvPlacesTheHeadOnRankZeroAndBeats1F1B) {
+  const ModelSpec m = load_model("llama2-7b");  // 32 layers: 8 chunks of 4
+  const ClusterSpec cluster{load_hardware("p4de.24xlarge"), 1, 0};
+  ParallelConfig base;
+  base.pp = 4;
+  base.dp = 2;
+  base.zero_stage = 1;
+  base.micro_batch_size = 1;
+  base.global_batch_size = 16;
+  base.seq_len = 4096;
+  ParallelConfig one = base, v = base;
+  v.schedule = PipelineSchedule::zbv;
+  v.virtual_stages = 2;
+  const Prediction p1 = simulate(m, cluster, one), pv = simulate(m, cluster, v);
+  EXPECT_LT(pv.time.step_s, p1.time.step_s);
+  EXPECT_TRUE(chunk_shape(m, v, 1, 0).head);  // chunk 1 of rank 0: model stage 2p - 1
+  EXPECT_FALSE(chunk_shape(m, v, 1, 3).head);
+  EXPECT_TRUE(chunk_shape(m, v, 0, 0).embedding);
+  // Rank 0 keeps the embedding and the head's parameters; rank 3 neither.
+  EXPECT_GT(pv.stages.front().memory.parameters, pv.stages.back().memory.parameters);
+  const Evaluator ev(m, cluster);
+  EXPECT_NEAR(ev.estimate(v).step_s, pv.time.step_s, 0.05 * pv.time.step_s);
+
+  ParallelConfig one_chunk = v;
+  one_chunk.virtual_stages = 1;
+  try {
+    validate_config(m, cluster, one_chunk);
+    FAIL() << "expected an InputError";
   } catch (const InputError& e) {
-    EXPECT_NE(std::string(e.what()).find("--pp >= 2"), std::string::npos) << e.what();
+    EXPECT_NE(std::string(e.what()).find("--virtual-stages"), std::string::npos) << e.what();
   }
 }
 
