@@ -23,7 +23,8 @@ FrameworkModel torchtitan_model(std::string_view version) {
   k.sequence_parallel_required = true;  // parallelize_llama: SequenceParallel on the norms
   k.tp_comm_overlap = true;             // parallelism.enable_async_tensor_parallel
   k.tp_overlap_needs_compile = true;    // ... which raises without compile of the model
-  k.schedules = {PipelineSchedule::gpipe, PipelineSchedule::one_f_one_b, PipelineSchedule::interleaved};
+  k.schedules = {PipelineSchedule::gpipe, PipelineSchedule::one_f_one_b, PipelineSchedule::interleaved,
+                 PipelineSchedule::zbv};  // ZBVZeroBubble: two stages per rank in a V
   k.uneven_partition = true;
   k.embedding_only_chunks = true;    // module_fqns_per_model_stage
   k.cp_kinds = {sim::CpKind::ring};  // ring attention only: rotate_method alltoall swaps KV shards
@@ -62,6 +63,10 @@ FrameworkModel torchtitan_model(std::string_view version) {
        "pytorch/torchtitan torchtitan/config/job_config.py:446-451, torchtitan/distributed/utils.py:205-216 @ "
        "73a0e697"},
       {"async TP needs compile", "pytorch/torchtitan torchtitan/distributed/tensor_parallel.py:22 @ 73a0e697"},
+      {"pipeline_parallel_schedule ZBVZeroBubble (torch.distributed.pipelining ScheduleZBVZeroBubble): a multi-stage "
+       "schedule, 2 stages per rank by default, placed in a V",
+       "pytorch/torchtitan torchtitan/distributed/pipeline_parallel.py:24-25,104-115 @ 73a0e697; pytorch "
+       "torch/distributed/pipelining/schedules.py ScheduleZBVZeroBubble @ 00722e64"},
       {"compile wraps each TransformerBlock in torch.compile (fullgraph); wq, wk, wv and w1, w3 stay separate "
        "nn.Linear",
        "pytorch/torchtitan torchtitan/models/llama3/infra/parallelize.py:121-123,256-269, "

@@ -205,6 +205,12 @@ std::string_view schedule_name(sim::PipelineSchedule s) {
       return tf::schedule_gpipe;
     case sim::PipelineSchedule::interleaved:
       return tf::schedule_interleaved;
+    case sim::PipelineSchedule::zbv:
+      return tf::schedule_zbv;
+    case sim::PipelineSchedule::zb1p:
+    case sim::PipelineSchedule::zb2p:
+      throw sim::InputError(std::string("pipeline schedule ") + sim::to_string(s) +
+                            ": torchtitan runs zero bubble with two stages per rank (ZBVZeroBubble), not one");
     case sim::PipelineSchedule::one_f_one_b:
       break;
   }

@@ -338,7 +338,9 @@ sim::PipelineSchedule schedule_of(const Section& par) {
   if (is(tf::schedule_1f1b)) return sim::PipelineSchedule::one_f_one_b;
   if (is(tf::schedule_interleaved)) return sim::PipelineSchedule::interleaved;
   if (is(tf::schedule_gpipe)) return sim::PipelineSchedule::gpipe;
-  par.fail(tf::pp_schedule, "1F1B, Interleaved1F1B or GPipe (the schedules shardplan models), got \"" + name + "\"");
+  if (is(tf::schedule_zbv)) return sim::PipelineSchedule::zbv;
+  par.fail(tf::pp_schedule,
+           "1F1B, Interleaved1F1B, GPipe or ZBVZeroBubble (the schedules shardplan models), got \"" + name + "\"");
 }
 
 // The per-stage block counts torchtitan uses; empty when they depend on an unknown layer count.
@@ -373,13 +375,15 @@ void read_pipeline(const Section& par, const tf::Flavor* flavor, sim::ParallelCo
     w.push_back(par.where(tf::pp_schedule_csv) +
                 " (a custom schedule) is not modelled; the "
                 "named schedule is used");
-  const bool single = c.schedule != sim::PipelineSchedule::interleaved;
+  const bool single = c.schedule != sim::PipelineSchedule::interleaved && !sim::v_shaped(c.schedule);
   const std::vector<int> split = pipeline_split(par, flavor, single, c.pp, w);
   const int stages = split.empty() ? c.pp * (single ? 1 : 2) : static_cast<int>(split.size());
   if (stages % c.pp != 0 || (single && stages != c.pp))
     par.fail(tf::pp_fqns, std::string(single ? "one part per pipeline rank" : "a multiple of the pipeline degree") +
                               " (" + std::to_string(c.pp) + " ranks), got " + std::to_string(stages) + " parts");
   c.virtual_stages = stages / c.pp;
+  if (sim::v_shaped(c.schedule) && c.virtual_stages != 2)
+    par.fail(tf::pp_schedule, "ZBVZeroBubble with two stages per rank (a V), got " + std::to_string(c.virtual_stages));
   if (c.schedule == sim::PipelineSchedule::interleaved && c.virtual_stages < 2) {
     c.schedule = sim::PipelineSchedule::one_f_one_b;
     w.push_back(par.where(tf::pp_schedule) + ": Interleaved1F1B with one stage per rank runs as 1F1B");

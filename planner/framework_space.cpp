@@ -38,10 +38,14 @@ void fix(E& field, const char* key, const std::vector<E>& allowed, const fw::Fra
   }
 }
 
-void narrow_lists(const fw::KnobTable& k, SearchSpace& s, Constraints& c) {
+void narrow_lists(const fw::KnobTable& k, SearchSpace& s, Constraints& c, bool schedules_given) {
   keep_allowed(s.zero_stages, k.zero_stages);
   if (k.schedules.empty()) s.schedules = {sim::PipelineSchedule::one_f_one_b};  // pp 1 only: why_not refuses pp > 1
-  else keep_allowed(s.schedules, k.schedules);
+  else if (!schedules_given) {  // every schedule it runs but the zero-bubble ones (not yet searched)
+    s.schedules.clear();
+    for (auto sched : k.schedules)
+      if (!sim::splits_backward(sched)) s.schedules.push_back(sched);
+  } else keep_allowed(s.schedules, k.schedules);
   keep_allowed(s.recomputes, k.recompute);
   keep_allowed(s.precisions, k.precisions);
   keep_allowed(s.fp8_recipes, k.fp8);
@@ -61,7 +65,7 @@ void narrow_lists(const fw::KnobTable& k, SearchSpace& s, Constraints& c) {
 void narrow_to_framework(const fw::FrameworkModel& f, SearchSpace& s, Constraints& c,
                          const std::set<std::string>& given) {
   const fw::KnobTable& k = f.runs;
-  narrow_lists(k, s, c);
+  narrow_lists(k, s, c, given.count("schedules") > 0);
   const auto empty = [&](const char* flag, bool is_empty) {
     if (is_empty) throw sim::InputError(std::string(flag) + ": none of the values given is one " + f.display + " runs");
   };

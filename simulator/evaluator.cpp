@@ -197,7 +197,7 @@ Estimate Evaluator::estimate(const ConfigContext& c) const {
   return e;
 }
 
-double Evaluator::step_time_lower_bound(const ConfigContext& c, int max_virtual_stages) const {
+double Evaluator::step_time_lower_bound(const ConfigContext& c, int max_virtual_stages, bool split_backward) const {
   const ParallelConfig& cfg = *c.cfg;
   SHARDPLAN_CHECK(cfg.virtual_stages == 1 && !cfg.offload_activations && cfg.recompute == Recompute::none,
                   "step_time_lower_bound: expects one chunk per stage, no offload, no recompute");
@@ -226,8 +226,12 @@ double Evaluator::step_time_lower_bound(const ConfigContext& c, int max_virtual_
     max_T = std::max(max_T, last_T);
     sum_T += last_T;
   }
+  const double hops = 2.0 * (p - 1) * c.p2p_s;
+  // Every stage runs m micro-batches' F, B and W; a V's stage holds the same layers, the
+  // embedding and the head together (no less than either alone).
+  if (split_backward) return cfg.micro_batches() * max_T;  // the ZB1P estimate floors at m max T
   const double v = std::max(1, max_virtual_stages);
-  return (cfg.micro_batches() - 1.0 / v) * max_T + sum_T / v + 2.0 * (p - 1) * c.p2p_s;
+  return (cfg.micro_batches() - 1.0 / v) * max_T + sum_T / v + hops;
 }
 
 Prediction simulate(const ModelSpec& model, const ClusterSpec& cluster, ParallelConfig& cfg, const TrainingGoal& goal) {

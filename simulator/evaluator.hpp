@@ -31,7 +31,10 @@ class Evaluator {
   // makespan (m - 1/v) max_s T_s + sum_s T_s / v at the largest v (it falls with v, as
   // sum T >= max T), the p2p hops 2 (p - 1) p2p_s, no DP tail and no optimizer step. Recompute and
   // offload only add to T. The search prunes with it (planner/search.cpp).
-  [[nodiscard]] double step_time_lower_bound(const ConfigContext& c, int max_virtual_stages) const;
+  // With `split_backward` (a zero-bubble schedule may run: ZB1P, ZB2P, ZBV), m max_s T_s alone,
+  // no hops: the ZB estimates floor there.
+  [[nodiscard]] double step_time_lower_bound(const ConfigContext& c, int max_virtual_stages,
+                                             bool split_backward = false) const;
 
   [[nodiscard]] const ModelSpec& model() const { return mc_.model; }
   [[nodiscard]] const ClusterSpec& cluster() const { return mc_.cluster; }

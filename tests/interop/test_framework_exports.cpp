@@ -44,7 +44,7 @@ sim::ParallelConfig draw(const fw::KnobTable& k, int devices, std::mt19937& rng)
   c.dp = devices / (c.tp * c.pp * c.cp);
   if (c.pp > 1) {
     c.schedule = pick(rng, k.schedules);
-    if (c.schedule == sim::PipelineSchedule::interleaved) c.virtual_stages = 2;
+    if (c.schedule == sim::PipelineSchedule::interleaved || sim::v_shaped(c.schedule)) c.virtual_stages = 2;
   }
   std::vector<int> zero;
   const bool model_parallel = c.tp > 1 || c.pp > 1 || c.cp > 1;

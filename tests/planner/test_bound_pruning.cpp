@@ -50,6 +50,26 @@ void expect_bound_below_points(const sim::ModelSpec& m, const sim::ClusterSpec& 
           ++checked;
         }
   EXPECT_GE(checked, 6) << what;
+  // With a zero-bubble schedule in the space the bound is the busiest stage's work alone, below
+  // every split-backward point too (recompute none: the schedules refuse it otherwise).
+  const double split_bound = ev.step_time_lower_bound(ctx, most, true);
+  EXPECT_LE(split_bound, bound * (1 + 1e-12)) << what;
+  int split_checked = 0;
+  for (auto sched : {sim::PipelineSchedule::zb1p, sim::PipelineSchedule::zb2p, sim::PipelineSchedule::zbv})
+    for (bool off : {false, true}) {
+      sim::ParallelConfig cfg = base;
+      cfg.schedule = sched;
+      cfg.virtual_stages = sim::v_shaped(sched) ? 2 : 1;
+      cfg.offload_activations = off;
+      try {
+        sim::validate_config(m, cluster, cfg);
+      } catch (const sim::InputError&) { continue; }
+      const sim::Estimate e = ev.estimate(cfg);
+      EXPECT_GE(e.step_s, split_bound * (1 - 1e-12)) << what << " " << describe(cfg, cluster.nodes);
+      EXPECT_GE(e.step_s, split_bound * (1 - 1e-12));
+      ++split_checked;
+    }
+  if (base.pp > 1) EXPECT_GE(split_checked, 4) << what;
 }
 
 TEST(StepTimeBound, BelowEveryPointItStandsFor) {

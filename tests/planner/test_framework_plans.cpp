@@ -138,9 +138,10 @@ TEST(FrameworkPlans, ExportWritesOnlyThePlansFramework) {
   EXPECT_GT(names_for("fms-fsdp").size(), launch.size() + 2);  // no export of its own: every one
 }
 
-// Zero-bubble schedules are simulated: the planner refuses to search them, every framework export
-// refuses them with a line naming the schedule.
-TEST(FrameworkPlans, ZeroBubbleSchedulesAreNotSearchedNorExportedYet) {
+// Zero-bubble schedules are simulated, not yet searched: the planner refuses them in one line and
+// a framework that runs one (torchtitan: ZBVZeroBubble) still searches its other schedules. Exports:
+// torchtitan writes ZBV; ZB1P / ZB2P no export carries (each refuses naming the schedule).
+TEST(FrameworkPlans, ZeroBubbleSchedulesAreRefusedBySearchAndExportedWhereRun) {
   SearchSpace s;
   s.schedules = {sim::PipelineSchedule::one_f_one_b, sim::PipelineSchedule::zb1p};
   try {
@@ -149,6 +150,14 @@ TEST(FrameworkPlans, ZeroBubbleSchedulesAreNotSearchedNorExportedYet) {
   } catch (const sim::InputError& e) {
     EXPECT_NE(std::string(e.what()).find("--schedules zb1p"), std::string::npos) << e.what();
   }
+  const fw::FrameworkModel titan = fw::parse_framework_spec("torchtitan", "test");
+  ASSERT_NE(std::find(titan.runs.schedules.begin(), titan.runs.schedules.end(), sim::PipelineSchedule::zbv),
+            titan.runs.schedules.end());
+  SearchSpace t;
+  Constraints c;
+  narrow_to_framework(titan, t, c, {});
+  for (auto sched : t.schedules) EXPECT_FALSE(sim::splits_backward(sched)) << sim::to_string(sched);
+
   const sim::ModelSpec m = sim::load_model("llama2-7b");
   const sim::ClusterSpec cluster{sim::load_hardware("p4de.24xlarge"), 1, 0};
   formats::Plan p;
@@ -168,6 +177,16 @@ TEST(FrameworkPlans, ZeroBubbleSchedulesAreNotSearchedNorExportedYet) {
   EXPECT_EQ(written.size(), 3u);  // the shardrun launch scripts and NOTES.txt
   EXPECT_FALSE(skipped.empty());
   for (const auto& why : skipped) EXPECT_NE(why.find("zb1p"), std::string::npos) << why;
+  // ZBV: torchtitan's files are written, naming ZBVZeroBubble.
+  p.config.schedule = sim::PipelineSchedule::zbv;
+  p.config.virtual_stages = 2;
+  p.prediction = sim::simulate(m, cluster, p.config);
+  const testing::TempDir zdir;
+  bool toml = false;
+  for (const auto& path : export_all(p, zdir.path().string(), "plan.json"))
+    if (path.ends_with("torchtitan.toml")) toml = true;
+  EXPECT_TRUE(toml);
+  EXPECT_NE(torchtitan_toml(p).find("ZBVZeroBubble"), std::string::npos);
 }
 
 TEST(FrameworkPlans, AFixedFieldTheFrameworkCannotRunIsOneLineNamingTheFlag) {

@@ -63,7 +63,10 @@ void expect_same_memory_knobs(const sim::ParallelConfig& want, const sim::Parall
   EXPECT_EQ(got.offload_optimizer, want.offload_optimizer);
   EXPECT_EQ(got.micro_batch_size, want.micro_batch_size);
   EXPECT_EQ(got.global_batch_size, want.global_batch_size);
-  if (want.pp > 1) EXPECT_EQ(got.virtual_stages, want.virtual_stages);
+  if (want.pp > 1) {
+    EXPECT_EQ(got.virtual_stages, want.virtual_stages);
+    EXPECT_EQ(got.schedule, want.schedule);
+  }
 }
 
 void check_framework_rows(const std::string& spec, const Export& make, std::mt19937& rng) {
