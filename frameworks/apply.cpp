@@ -40,6 +40,9 @@ bool model_parallel_or_fp8(const sim::ParallelConfig& cfg) {
 // Defaults that are the framework's choice only where the configuration allows them.
 void settle_defaults(const KnobTable& k, sim::ParallelConfig& cfg, const std::set<std::string>& explicit_keys) {
   if (!explicit_keys.count("grad_accum_dtype")) cfg.grad_accum_dtype = sim::grad_accum_for(cfg, cfg.grad_accum_dtype);
+  // Its every-N-th-block default goes with its full recompute (torchtitan's selective N); another
+  // recompute the user named leaves no block frequency behind.
+  if (!explicit_keys.count("recompute_every") && cfg.recompute != sim::Recompute::full) cfg.recompute_every = 0;
   // A ZeRO-3 fetch is the framework's only where stage 3 gathers parameters.
   if (!explicit_keys.count("zero3_fetch") && cfg.zero_stage != 3) cfg.zero3_fetch = sim::Zero3Fetch::prefetch;
   // Async TP switches compile on where the framework needs it for that (torchtitan raises otherwise).

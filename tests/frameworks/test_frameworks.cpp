@@ -126,6 +126,12 @@ TEST(FrameworkDefaults, TorchtitanCheckpointsEverySecondBlockUnlessTold) {
   EXPECT_EQ(why_not(titan, op, p5), std::nullopt);
   EXPECT_NE(why_not(parse_framework_spec("megatron", "t"), op, p5).value_or("").find("recompute op_sac"),
             std::string::npos);
+  // A recompute the user names other than full leaves no every-N-th-block default behind.
+  json none = minimal_config(8);
+  none["recompute"] = "none";
+  const auto plain = config_with_framework(titan, none, "t");
+  EXPECT_EQ(plain.recompute, sim::Recompute::none);
+  EXPECT_EQ(plain.recompute_every, 0);
 }
 
 TEST(FrameworkDefaults, WhatTheRunWritesWins) {
