@@ -138,17 +138,22 @@ TEST(ZeroBubble, AWeightGradientLongerThanTheBackwardIsRefused) {
 
 // A whole model: the chunks' W (their weight-gradient GEMMs) fills the bubble, so ZB1P steps
 // faster than 1F1B; each stage holds p micro-batches until their W (1F1B: p - s).
-TEST(ZeroBubble, ASimulatedModelStepsFasterAndHoldsPMicroBatchesPerStage) {
-  const ModelSpec m = load_model("llama2-7b");
-  const ClusterSpec cluster{load_hardware("p4de.24xlarge"), 1, 0};
+// Llama 2 7B (32 layers) over 4 pipeline stages and dp 2 on one p4de node, 16 micro-batches.
+ParallelConfig llama7b_pp4() {
   ParallelConfig base;
-  base.tp = 1;
   base.pp = 4;
   base.dp = 2;
   base.zero_stage = 1;
   base.micro_batch_size = 1;
   base.global_batch_size = 16;
   base.seq_len = 4096;
+  return base;
+}
+
+TEST(ZeroBubble, ASimulatedModelStepsFasterAndHoldsPMicroBatchesPerStage) {
+  const ModelSpec m = load_model("llama2-7b");
+  const ClusterSpec cluster{load_hardware("p4de.24xlarge"), 1, 0};
+  const ParallelConfig base = llama7b_pp4();
   ParallelConfig one = base, zb = base, zb2 = base;
   zb.schedule = PipelineSchedule::zb1p;
   zb2.schedule = PipelineSchedule::zb2p;
@@ -172,11 +177,7 @@ TEST(ZeroBubble, ASimulatedModelStepsFasterAndHoldsPMicroBatchesPerStage) {
 TEST(ZeroBubble, RecomputeOrOneStageIsRefusedNamingTheFlag) {
   const ModelSpec m = load_model("llama2-7b");
   const ClusterSpec cluster{load_hardware("p4de.24xlarge"), 1, 0};
-  ParallelConfig cfg;
-  cfg.pp = 4;
-  cfg.dp = 2;
-  cfg.micro_batch_size = 1;
-  cfg.global_batch_size = 16;
+  ParallelConfig cfg = llama7b_pp4();
   cfg.schedule = PipelineSchedule::zb1p;
   cfg.recompute = Recompute::full;
   try {
@@ -244,13 +245,7 @@ TEST(ZeroBubble, ZbvRunsTheReferenceOrderWithZeroBubbleSpans) {
 TEST(ZeroBubble, ZbvPlacesTheHeadOnRankZeroAndBeats1F1B) {
   const ModelSpec m = load_model("llama2-7b");  // 32 layers: 8 chunks of 4
   const ClusterSpec cluster{load_hardware("p4de.24xlarge"), 1, 0};
-  ParallelConfig base;
-  base.pp = 4;
-  base.dp = 2;
-  base.zero_stage = 1;
-  base.micro_batch_size = 1;
-  base.global_batch_size = 16;
-  base.seq_len = 4096;
+  const ParallelConfig base = llama7b_pp4();
   ParallelConfig one = base, v = base;
   v.schedule = PipelineSchedule::zbv;
   v.virtual_stages = 2;
