@@ -460,7 +460,7 @@ SearchResult search(const sim::ModelSpec& model, const sim::HardwareProfile& hw,
   if (options.objective == Objective::throughput || options.objective == Objective::time_to_train)
     std::stable_sort(blocks.begin(), blocks.end(), [](const Block& a, const Block& b) { return a.nodes > b.nodes; });
   Shared sh{&model, &space, &constraints, &options, &evaluators, &blocks};
-  const int threads = options.threads > 0 ? options.threads : std::max(1u, std::thread::hardware_concurrency());
+  const int threads = detail::thread_count(options);
   std::vector<detail::ThreadState> states(threads, detail::ThreadState(std::max(options.top_k * 4, 32)));
   std::vector<std::thread> pool;
   for (int t = 0; t < threads; ++t) {

@@ -5,7 +5,6 @@
 #include <cmath>
 #include <cstdio>
 #include <optional>
-#include <thread>
 
 #include "framework_space.hpp"
 #include "frameworks/apply.hpp"
@@ -59,10 +58,6 @@ std::vector<Ranked> fold_equivalents(std::vector<Ranked> sorted) {
   return out;
 }
 
-int thread_count(const SearchOptions& o) {
-  return o.threads > 0 ? o.threads : static_cast<int>(std::max(1u, std::thread::hardware_concurrency()));
-}
-
 // One screened point through the full simulation (and the auto-partition where it helps): its
 // table row, or nothing when it does not fit or no framework runs it.
 std::optional<Ranked> rescore_point(const sim::ModelSpec& model, const std::vector<sim::Evaluator>& evaluators,
@@ -105,7 +100,7 @@ std::optional<Ranked> rescore_point(const sim::ModelSpec& model, const std::vect
 std::vector<Ranked> rescore(const sim::ModelSpec& model, const std::vector<sim::Evaluator>& evaluators,
                             const SearchSpace& space, const Constraints& c, const SearchOptions& o,
                             const std::vector<Point>& points) {
-  auto rows = detail::parallel_map<std::optional<Ranked>>(points.size(), thread_count(o), [&](std::size_t i) {
+  auto rows = detail::parallel_map<std::optional<Ranked>>(points.size(), detail::thread_count(o), [&](std::size_t i) {
     return rescore_point(model, evaluators, space, c, o, points[i]);
   });
   std::vector<Ranked> ranked;

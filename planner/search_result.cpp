@@ -3,6 +3,7 @@
 
 #include <algorithm>
 #include <cstdio>
+#include <thread>
 
 #include "simulator/errors.hpp"
 #include "stage_partition.hpp"
@@ -214,6 +215,10 @@ double model_state_lower_bound(const sim::Evaluator& ev, const sim::ParallelConf
     worst = std::max(worst, sim::stage_memory(c, shape).device.total());
   }
   return worst;
+}
+
+int thread_count(const SearchOptions& o) {
+  return o.threads > 0 ? o.threads : static_cast<int>(std::max(1u, std::thread::hardware_concurrency()));
 }
 
 sim::ParallelConfig config_of(const Point& p, const sim::ModelSpec& m, const SearchSpace& space, const Constraints& c) {

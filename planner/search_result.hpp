@@ -59,6 +59,9 @@ class ThreadState {
 // recompute choice of `cfg`'s block: model states, buffers and reserve with no activations.
 double model_state_lower_bound(const simulator::Evaluator& ev, const simulator::ParallelConfig& cfg);
 
+// The worker threads a search runs on: SearchOptions::threads, or every core when 0.
+int thread_count(const SearchOptions& o);
+
 // Build the ParallelConfig of a point (space supplies LoRA, sequence length, rank order...).
 simulator::ParallelConfig config_of(const Point& p, const simulator::ModelSpec& m, const SearchSpace& space,
                                     const Constraints& c);
