@@ -41,11 +41,14 @@ void fix(E& field, const char* key, const std::vector<E>& allowed, const fw::Fra
 void narrow_lists(const fw::KnobTable& k, SearchSpace& s, Constraints& c, bool schedules_given) {
   keep_allowed(s.zero_stages, k.zero_stages);
   if (k.schedules.empty()) s.schedules = {sim::PipelineSchedule::one_f_one_b};  // pp 1 only: why_not refuses pp > 1
-  else if (!schedules_given) {  // every schedule it runs but the zero-bubble ones (not yet searched)
-    s.schedules.clear();
-    for (auto sched : k.schedules)
-      if (!sim::splits_backward(sched)) s.schedules.push_back(sched);
-  } else keep_allowed(s.schedules, k.schedules);
+  else {
+    keep_allowed(s.schedules, k.schedules);
+    if (!schedules_given)  // and the zero-bubble schedules it runs (torchtitan: ZBVZeroBubble)
+      for (auto sched : k.schedules)
+        if (sim::splits_backward(sched) &&
+            std::find(s.schedules.begin(), s.schedules.end(), sched) == s.schedules.end())
+          s.schedules.push_back(sched);
+  }
   keep_allowed(s.recomputes, k.recompute);
   keep_allowed(s.precisions, k.precisions);
   keep_allowed(s.fp8_recipes, k.fp8);

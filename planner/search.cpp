@@ -282,9 +282,19 @@ int most_chunks(const Shared& sh, const Block& b, int micro) {
   return most;
 }
 
+// Whether a zero-bubble schedule (B and W split) runs the configuration as the simulator takes it
+// (validate_config): two or more stages, no recomputed forward, a V's 2 pp chunks dividing the layers.
+bool split_backward_runs(const sim::ModelSpec& m, const sim::ParallelConfig& cfg, sim::PipelineSchedule sched) {
+  if (cfg.pp < 2) return false;
+  const bool recomputes = cfg.recompute == sim::Recompute::full || cfg.recompute == sim::Recompute::op_sac ||
+                          (cfg.recompute == sim::Recompute::selective && cfg.attention == sim::AttentionKind::eager);
+  if (recomputes) return false;
+  return !sim::v_shaped(sched) || m.num_layers % (2 * cfg.pp) == 0;
+}
+
 // The schedules, virtual stages and activation offloads of one context's configuration.
 long long evaluate_schedules(BlockRun& run, sim::ParallelConfig& cfg, const sim::ConfigContext* ctx) {
-  static const std::vector<int> kOneChunk{1};
+  static const std::vector<int> kOneChunk{1}, kTwoChunks{2};
   const auto& sp = *run.sh.space;
   const Block& b = run.b;
   const bool even = run.sh.model->num_layers % b.pp == 0;
@@ -294,7 +304,9 @@ long long evaluate_schedules(BlockRun& run, sim::ParallelConfig& cfg, const sim:
     const bool inter = sched == sim::PipelineSchedule::interleaved;
     if (b.pp == 1 && sched != sp.schedules.front()) continue;  // schedules coincide
     if (inter && (b.pp == 1 || !even || micro % b.pp)) continue;
-    for (int v : inter ? sp.virtual_stages : kOneChunk) {
+    if (sim::splits_backward(sched) && !split_backward_runs(*run.sh.model, cfg, sched)) continue;
+    const std::vector<int>& chunks = inter ? sp.virtual_stages : sim::v_shaped(sched) ? kTwoChunks : kOneChunk;
+    for (int v : chunks) {
       if (inter && (v < 2 || run.sh.model->num_layers % (b.pp * v))) continue;
       cfg.schedule = sched;
       cfg.virtual_stages = v;
@@ -338,6 +350,8 @@ bool run_block(Shared& sh, const Block& b, detail::ThreadState& ts) {
   std::vector<double> bounds;
   const bool has_none =
       std::find(sp.recomputes.begin(), sp.recomputes.end(), sim::Recompute::none) != sp.recomputes.end();
+  // A zero-bubble schedule in the space: the bound that holds for it (m max T).
+  const bool split = b.pp > 1 && std::any_of(sp.schedules.begin(), sp.schedules.end(), sim::splits_backward);
   if (!prune && has_none) {
     cfg.recompute = sim::Recompute::none;
     for_each_batch_and_sp(sh, b, cfg, [&](int, bool) {
@@ -345,7 +359,7 @@ bool run_block(Shared& sh, const Block& b, detail::ThreadState& ts) {
       auto& base = bases.emplace_back(std::make_unique<NoRecompute>());
       base->cfg = cfg;
       base->ctx.emplace(ev.context(), base->cfg);
-      bounds.push_back(ev.step_time_lower_bound(*base->ctx, most_chunks(sh, b, base->cfg.micro_batches())));
+      bounds.push_back(ev.step_time_lower_bound(*base->ctx, most_chunks(sh, b, base->cfg.micro_batches()), split));
     });
   }
   auto outranked = [&](double step_bound) {
@@ -431,17 +445,16 @@ void SearchSpace::complete_config(sim::ParallelConfig& cfg) const {
 
 const char* to_string(Objective o) { return sim::name_of(o); }
 
-SearchResult search(const sim::ModelSpec& model, const sim::HardwareProfile& hw, const SearchSpace& space,
+SearchResult search(const sim::ModelSpec& model, const sim::HardwareProfile& hw, const SearchSpace& given,
                     const Constraints& constraints, const SearchOptions& options) {
-  if (space.node_counts.empty()) throw sim::InputError("--nodes: expected at least one node count");
+  if (given.node_counts.empty()) throw sim::InputError("--nodes: expected at least one node count");
+  // A node count given twice would enter every point twice under one key: the per-thread lists
+  // would then hold a point's copies in one thread and not another, and the merge would depend on
+  // which thread ran which block.
+  SearchSpace space = given;
+  std::sort(space.node_counts.begin(), space.node_counts.end());
+  space.node_counts.erase(std::unique(space.node_counts.begin(), space.node_counts.end()), space.node_counts.end());
   if (space.micro_batch_sizes.empty()) throw sim::InputError("--micro-batch-sizes: expected at least one size");
-  // Zero-bubble points are simulated (`simulate --schedule`), not yet searched: with them in the
-  // space the two-thread search's ranking varied between runs (open, issue 54).
-  for (auto sched : space.schedules)
-    if (sim::splits_backward(sched))
-      throw sim::InputError("--schedules " + std::string(sim::to_string(sched)) +
-                            ": the planner does not search zero-bubble schedules yet; `shardplan simulate --schedule " +
-                            sim::to_string(sched) + "` predicts one");
   for (const auto& f : constraints.require)
     if (!detail::known_feature(f))
       throw sim::InputError("--require: unknown feature '" + f + "' (" + detail::feature_list() + ")");

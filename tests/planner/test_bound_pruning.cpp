@@ -69,7 +69,7 @@ void expect_bound_below_points(const sim::ModelSpec& m, const sim::ClusterSpec& 
       EXPECT_GE(e.step_s, split_bound * (1 - 1e-12));
       ++split_checked;
     }
-  if (base.pp > 1) EXPECT_GE(split_checked, 4) << what;
+  if (base.pp > 1) { EXPECT_GE(split_checked, 4) << what; }
 }
 
 TEST(StepTimeBound, BelowEveryPointItStandsFor) {
@@ -122,18 +122,23 @@ Scenario random_scenario(std::mt19937& rng) {
   auto pick = [&](int n) { return std::uniform_int_distribution<int>(0, n - 1)(rng); };
   Scenario s{sim::load_model(models[pick(5)]), sim::load_hardware(hws[pick(3)]), {}, {}, {}, ""};
   const int top = 1 << pick(3);  // largest node count: 1, 2 or 4
+  s.space.node_counts.clear();
   for (int n = 1; n <= top; n *= 2) s.space.node_counts.push_back(n);
   s.space.seq_len = pick(2) ? 4096 : 2048;
   s.space.global_batch_sizes = {16 * top * (1 + pick(2))};
   s.space.micro_batch_sizes = {1, 2, 4};
   if (s.hw.device.has_fp8() && pick(2)) s.space.fp8_recipes = {sim::Fp8Recipe::none, sim::Fp8Recipe::delayed};
   if (s.model.is_moe()) s.space.expert_parallel = {1, 2, 4, 8};
+  if (pick(2))  // the zero-bubble schedules with the others (their bound: m max T)
+    s.space.schedules = {sim::PipelineSchedule::one_f_one_b, sim::PipelineSchedule::interleaved,
+                         sim::PipelineSchedule::zb1p, sim::PipelineSchedule::zb2p, sim::PipelineSchedule::zbv};
   s.options.objective = objectives[pick(4)];
   s.options.train_tokens = 1e9;
   s.options.top_k = 3 + pick(8);
   s.options.threads = 2;
-  s.name = s.model.name + " on " + s.hw.name + " <= " + std::to_string(top) + " nodes, objective " +
-           to_string(s.options.objective) + ", top " + std::to_string(s.options.top_k);
+  s.name = s.model.name + " on " + s.hw.name + " <= " + std::to_string(top) + " nodes, " +
+           std::to_string(s.space.schedules.size()) + " schedules, objective " + to_string(s.options.objective) +
+           ", top " + std::to_string(s.options.top_k);
   return s;
 }
 
@@ -185,3 +190,25 @@ TEST(BoundPruning, SameAnswersForAnyThreadCount) {
 
 }  // namespace bound_pruning_test
 }  // namespace shardplan::planner
+
+namespace shardplan::planner::bound_pruning_test {
+
+// A node count given twice is searched once: its points would otherwise enter the per-thread lists
+// twice under one key, and which thread held the copies changed the merged ranking between runs.
+TEST(BoundPruning, ANodeCountGivenTwiceIsSearchedOnce) {
+  const sim::ModelSpec m = sim::load_model("gpt-neox-20b");
+  const sim::HardwareProfile hw = sim::load_hardware("p5.48xlarge");
+  SearchSpace s;
+  s.global_batch_sizes = {64};
+  s.schedules = {sim::PipelineSchedule::one_f_one_b, sim::PipelineSchedule::zb1p, sim::PipelineSchedule::zbv};
+  SearchOptions o;
+  o.objective = Objective::cost;
+  o.threads = 2;
+  s.node_counts = {1, 2};
+  const SearchResult once = search(m, hw, s, Constraints{}, o);
+  s.node_counts = {2, 1, 1, 2};
+  const SearchResult twice = search(m, hw, s, Constraints{}, o);
+  expect_same_answers(once, twice, "node counts {1, 2} and {2, 1, 1, 2}");
+}
+
+}  // namespace shardplan::planner::bound_pruning_test
