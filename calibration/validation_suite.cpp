@@ -57,6 +57,12 @@ std::vector<ValidationEntry> builtin_suite() {
   s.back().lora = lora(16, 32, {"c_attn"});
   s.push_back(entry("gpt2-dp2-z3", "gpt2", 1, 1, 2, 3, 1, 2));
   s.push_back(entry("tiny-llama-pp2-1f1b", "tiny-llama", 1, 2, 1, 0, 2, 8));
+  // Zero-bubble: B and a deferred W (the linears' weight gradients queued to the schedule's W).
+  s.push_back(entry("tiny-llama-pp2-zb1p", "tiny-llama", 1, 2, 1, 0, 1, 8));
+  s.back().schedule = sim::PipelineSchedule::zb1p;
+  s.push_back(entry("tiny-llama-pp2-zbv", "tiny-llama", 1, 2, 1, 0, 1, 8));
+  s.back().schedule = sim::PipelineSchedule::zbv;
+  s.back().virtual_stages = 2;
   s.push_back(entry("tiny-llama-recompute-full", "tiny-llama", 1, 1, 1, 0, 4, 8));
   s.back().recompute = sim::Recompute::full;
   s.push_back(entry("tiny-gpt-pp2-gpipe", "tiny-gpt", 1, 2, 1, 0, 2, 8));

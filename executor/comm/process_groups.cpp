@@ -128,35 +128,39 @@ void ProcessGroups::build_expert_groups(const simulator::ParallelConfig& cfg, co
 void ProcessGroups::build_links(const simulator::ParallelConfig& cfg, int pipeline_id, double timeout_s) {
   const int p = cfg.pp;
   const int me = coords_.pp;
-  links_.resize(static_cast<size_t>(2 * p));
-  for (int l = 0; l < 2 * p; ++l) {
+  const bool v = simulator::v_shaped(cfg.schedule);
+  links_.resize(static_cast<size_t>(4 * p));
+  for (int l = 0; l < 4 * p; ++l) {
+    const bool reverse = l >= 2 * p;  // a V's way back: activations a+1 -> a, gradients a -> a+1
+    if (reverse && !v) continue;
     const int a = l % p;
     const int b = (a + 1) % p;
     // Links from the last stage back to the first exist for interleaved schedules only.
-    if (a == p - 1 && cfg.virtual_stages <= 1) continue;
-    const bool activation = l < p;
-    const int sender = activation ? a : b;
-    const int receiver = activation ? b : a;
+    if (a == p - 1 && (cfg.virtual_stages <= 1 || v)) continue;
+    const bool activation = l % (2 * p) < p;
+    const bool up = activation != reverse;  // the message goes a -> a+1
+    const int sender = up ? a : b;
+    const int receiver = up ? b : a;
     const bool member = me == sender || me == receiver;
     // Every rank takes part in every split (MPI_Comm_split is collective over the world).
     MPI_Comm link = split(member ? pipeline_id : MPI_UNDEFINED, me == sender ? 0 : 1);
     if (link == MPI_COMM_NULL) continue;
-    const std::string name =
-        std::string(activation ? "pp-act-" : "pp-grad-") + std::to_string(sender) + ">" + std::to_string(receiver);
+    const std::string name = std::string(activation ? "pp-act-" : "pp-grad-") + (reverse ? "v-" : "") +
+                             std::to_string(sender) + ">" + std::to_string(receiver);
     links_[static_cast<size_t>(l)] = make(link, name, backend_, timeout_s, true);
   }
 }
 
-PipeEnd ProcessGroups::pipe(PipeKind kind, bool sending) const {
+PipeEnd ProcessGroups::pipe(PipeKind kind, bool sending, bool reverse) const {
   const int p = pp_->size();
   const int me = coords_.pp;
   const int next = (me + 1) % p;
   const int prev = (me + p - 1) % p;
-  const bool towards_next = (kind == PipeKind::activation) == sending;
+  const bool towards_next = ((kind == PipeKind::activation) == sending) != reverse;
   if (links_.empty()) return {pp_.get(), towards_next ? next : prev};
-  // The link's lower stage a (a -> a+1 for activations, a+1 -> a for gradients).
+  // The link's lower stage a (a -> a+1 for activations, a+1 -> a for gradients; reversed in a V).
   const int a = towards_next ? me : prev;
-  const int index = (kind == PipeKind::activation ? 0 : p) + a;
+  const int index = (reverse ? 2 * p : 0) + (kind == PipeKind::activation ? 0 : p) + a;
   Communicator* link = links_[static_cast<size_t>(index)].get();
   EXECUTOR_CHECK(link != nullptr, "no pipeline link for this message (a wrap-around link without interleaving?)");
   return {link, sending ? 1 : 0};  // ranks in a link: the sender is 0, the receiver 1

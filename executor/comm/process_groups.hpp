@@ -93,7 +93,9 @@ class ProcessGroups {
   //         the same on both ends (the k-th forward, or backward, of every stage handles the
   //         same chunk and micro-batch in every schedule: simulator::pipeline_stage_order), and
   //         a send never waits behind a receive or another group's collective.
-  [[nodiscard]] PipeEnd pipe(PipeKind kind, bool sending) const;
+  //   A V (zbv) sends its second chunk's messages the other way (`reverse`): activations to the
+  //   previous stage, gradients to the next, on links of their own.
+  [[nodiscard]] PipeEnd pipe(PipeKind kind, bool sending, bool reverse = false) const;
   // One line: "rank 3: tp 1/2, dp 1/2 (shard 1/2, replica 0/1), pp 0/1".
   [[nodiscard]] std::string describe() const;
 

@@ -27,6 +27,9 @@ nlohmann::json StepRecord::to_json() const {
                       {"pipeline",
                        {{"bubble_seconds_per_stage", stage_bubble_s},
                         {"p2p_seconds_per_stage", stage_p2p_s},
+                        {"forward_seconds_per_stage", stage_forward_s},
+                        {"backward_input_seconds_per_stage", stage_input_grad_s},
+                        {"backward_weight_seconds_per_stage", stage_weight_grad_s},
                         {"in_flight_activation_bytes_per_stage", stage_in_flight_bytes},
                         {"max_in_flight_per_stage", stage_max_in_flight}}}};
   if (cp) j["cp_comm_seconds"] = cp_comm_s;
@@ -45,21 +48,29 @@ namespace {
 // Per-stage medians (times) and maxima (memory, counts) over the steps after `skip`.
 nlohmann::json pipeline_summary(const std::vector<StepRecord>& steps, size_t skip, const std::string& schedule) {
   const size_t stages = steps.empty() ? 0 : steps.back().stage_bubble_s.size();
-  std::vector<double> bubble, p2p, bytes;
+  std::vector<double> bubble, p2p, bytes, fwd, bwd_input, bwd_weight;
   std::vector<int> held;
+  auto at = [](const std::vector<double>& v, size_t i) { return i < v.size() ? v[i] : 0.0; };
   for (size_t st = 0; st < stages; ++st) {
-    std::vector<double> b, q;
+    std::vector<double> b, q, f, bi, bw;
     double peak = 0;
     int most = 0;
     for (size_t i = skip; i < steps.size(); ++i) {
-      if (steps[i].stage_bubble_s.size() != stages) continue;
-      b.push_back(steps[i].stage_bubble_s[st]);
-      q.push_back(steps[i].stage_p2p_s[st]);
-      peak = std::max(peak, steps[i].stage_in_flight_bytes[st]);
-      most = std::max(most, steps[i].stage_max_in_flight[st]);
+      const StepRecord& r = steps[i];
+      if (r.stage_bubble_s.size() != stages) continue;
+      b.push_back(r.stage_bubble_s[st]);
+      q.push_back(r.stage_p2p_s[st]);
+      f.push_back(at(r.stage_forward_s, st));
+      bi.push_back(at(r.stage_input_grad_s, st));
+      bw.push_back(at(r.stage_weight_grad_s, st));
+      peak = std::max(peak, r.stage_in_flight_bytes[st]);
+      most = std::max(most, r.stage_max_in_flight[st]);
     }
     bubble.push_back(median(b));
     p2p.push_back(median(q));
+    fwd.push_back(median(f));
+    bwd_input.push_back(median(bi));
+    bwd_weight.push_back(median(bw));
     bytes.push_back(peak);
     held.push_back(most);
   }
@@ -67,6 +78,9 @@ nlohmann::json pipeline_summary(const std::vector<StepRecord>& steps, size_t ski
           {"schedule", schedule},
           {"bubble_seconds_per_stage", bubble},
           {"p2p_seconds_per_stage", p2p},
+          {"forward_seconds_per_stage", fwd},
+          {"backward_input_seconds_per_stage", bwd_input},
+          {"backward_weight_seconds_per_stage", bwd_weight},
           {"in_flight_activation_bytes_per_stage", bytes},
           {"max_in_flight_per_stage", held}};
 }

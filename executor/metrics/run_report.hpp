@@ -29,8 +29,10 @@ struct StepRecord {
   bool skipped = false;    // non-finite gradients: no update
   int64_t peak_bytes = 0;  // this rank's peak tensor bytes so far
   // Pipeline, per stage (the slowest rank of each stage; one entry when pp = 1):
-  std::vector<double> stage_bubble_s;         // blocked waiting for activations / gradients
-  std::vector<double> stage_p2p_s;            // other point-to-point time
+  std::vector<double> stage_bubble_s;  // blocked waiting for activations / gradients
+  std::vector<double> stage_p2p_s;     // other point-to-point time
+  // Per stage: forwards, backwards (B: input gradients under a split schedule), deferred W.
+  std::vector<double> stage_forward_s, stage_input_grad_s, stage_weight_grad_s;
   std::vector<double> stage_in_flight_bytes;  // activation bytes held between F and B, at most
   std::vector<int> stage_max_in_flight;       // (chunk, micro-batch) pairs held at once
   double pp_comm_s = 0;                       // this rank: bubble + p2p

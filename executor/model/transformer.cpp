@@ -199,11 +199,15 @@ void Transformer::build() {
   const int p = opt_.pp, v = opt_.virtual_stages, last = p * v - 1;
   auto layers = [&](int k) { return opt_.layers_per_chunk[static_cast<size_t>(k)]; };
   int blocks = 0;
-  for (int c = 0; c < v; ++c) blocks += layers(c * p + opt_.pp_rank);
+  // simulator::model_chunk_index: interleaved c p + r; a V's way back 2 p - 1 - r.
+  auto model_chunk = [&](int c) {
+    return opt_.v_placement && c == 1 ? 2 * p - 1 - opt_.pp_rank : c * p + opt_.pp_rank;
+  };
+  for (int c = 0; c < v; ++c) blocks += layers(model_chunk(c));
   blocks_.reserve(static_cast<size_t>(blocks));  // parameters point into the blocks: no reallocation
   for (int c = 0; c < v; ++c) {
     ModelChunk chunk;
-    chunk.virtual_stage = c * p + opt_.pp_rank;
+    chunk.virtual_stage = model_chunk(c);
     for (int k = 0; k < chunk.virtual_stage; ++k) chunk.first_layer += layers(k);
     chunk.layers = layers(chunk.virtual_stage);
     chunk.first = chunk.virtual_stage == 0;

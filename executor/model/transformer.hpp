@@ -43,6 +43,7 @@ struct ModelOptions {
   int pp = 1;
   int pp_rank = 0;
   int virtual_stages = 1;
+  bool v_placement = false;           // two chunks in a V (zbv): chunk 1 of rank r is model chunk 2 pp - 1 - r
   std::vector<int> layers_per_chunk;  // [chunk * pp + stage], size pp * v; empty = all in one
   simulator::Recompute recompute = simulator::Recompute::none;
   int recompute_num_layers = 0;       // full: 0 = every block, k = the first k of each chunk
@@ -93,7 +94,7 @@ struct Block {
 
 // One model chunk of this stage.
 struct ModelChunk {
-  int virtual_stage = 0;  // chunk * pp + stage
+  int virtual_stage = 0;  // model-order index: chunk * pp + stage, or in a V 2 pp - 1 - stage for chunk 1
   int first_layer = 0;    // global index of its first block
   int layers = 0;
   int block_begin = 0;               // its first entry in this stage's blocks

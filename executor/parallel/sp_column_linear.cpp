@@ -6,6 +6,7 @@
 #include "executor/model/autocast.hpp"
 #include "executor/model/cpu_gemm.hpp"
 #include "mappings.hpp"
+#include "weight_grad_store.hpp"
 
 namespace shardplan::executor {
 
@@ -40,14 +41,10 @@ struct SpColumnLinears : torch::autograd::Function<SpColumnLinears> {
     Communicator& tp = *reinterpret_cast<Communicator*>(ctx->saved_data["comm"].toInt());
     const torch::Tensor& xc = saved[0];
     const auto dt = static_cast<torch::ScalarType>(ctx->saved_data["compute_dtype"].toInt());
-    torch::Tensor x2;  // (B*S, in), re-gathered for the weights' gradients
-    if (xc.defined()) {
-      const torch::Tensor xin = all_gather_dim(xc, tp, 1);  // (B, S, in)
-      x2 = xin.reshape({-1, xin.size(-1)});
-    }
     const size_t n = saved.size() - 1;
-    variable_list grads(n + 2);  // x, each weight, the communicator (none)
-    torch::Tensor dx_full;       // (B, S, in) partial sums
+    variable_list grads(n + 2);                                   // x, each weight, the communicator (none)
+    torch::Tensor dx_full;                                        // (B, S, in) partial sums
+    std::vector<std::pair<torch::Tensor, torch::Tensor>> wgrads;  // (weight, gy) of each trainable weight
     for (size_t i = 0; i < n; ++i) {
       if (!gys[i].defined()) continue;
       const torch::Tensor& w = saved[i + 1];
@@ -57,7 +54,30 @@ struct SpColumnLinears : torch::autograd::Function<SpColumnLinears> {
         dx_full = dx_full.defined() ? dx_full + part : part;
       }
       if (ctx->needs_input_grad(i + 1))  // frozen (LoRA base) weights skip their gradient GEMM
-        grads[i + 1] = cpu::mm(gy.reshape({-1, gy.size(-1)}).t(), x2).to(w.scalar_type());  // (out_i/t, in)
+        wgrads.emplace_back(w, gy.reshape({-1, gy.size(-1)}));
+    }
+    // The weights' gradients: x re-gathered, then dW_i = gy_i^T x (out_i/t, in) for each.
+    const auto weight_grads = [xc, wgrads, &tp](bool defer) {
+      variable_list dws;
+      if (wgrads.empty()) return dws;
+      const torch::Tensor xin = all_gather_dim(xc, tp, 1);  // (B, S, in)
+      const torch::Tensor x2 = xin.reshape({-1, xin.size(-1)});
+      for (const auto& [w, g2] : wgrads) {
+        torch::Tensor dw = cpu::mm(g2.t(), x2).to(w.scalar_type());
+        if (defer) accumulate_weight_grad(w, dw);
+        else dws.push_back(dw);
+      }
+      return dws;
+    };
+    if (WeightGradStore& store = WeightGradStore::instance(); store.deferring() && !wgrads.empty()) {
+      // A split backward's B: the gather and the weight GEMMs run at the schedule's W; every tp
+      // rank runs the same W ops in the same order, so the gather matches across the group.
+      store.push([weight_grads] { weight_grads(true); });
+    } else {
+      const variable_list dws = weight_grads(false);
+      size_t k = 0;
+      for (size_t i = 0; i < n; ++i)
+        if (gys[i].defined() && ctx->needs_input_grad(i + 1)) grads[i + 1] = dws[k++];
     }
     if (dx_full.defined())  // (B, S, in) -> (B, S/t, in), summed over the tp ranks
       grads[0] =

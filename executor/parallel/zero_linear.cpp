@@ -2,6 +2,7 @@
 
 #include "executor/model/autocast.hpp"
 #include "executor/model/cpu_gemm.hpp"
+#include "weight_grad_store.hpp"
 
 namespace shardplan::executor {
 
@@ -38,16 +39,25 @@ struct ZeroLinear : torch::autograd::Function<ZeroLinear> {
     torch::Tensor dx, dw;
     if (ctx->needs_input_grad(0))
       dx = cpu::matmul(gy, w.to(dt)).to(static_cast<torch::ScalarType>(ctx->saved_data["x_dtype"].toInt()));
-    if (ctx->needs_input_grad(1)) {                            // frozen (LoRA base) weights skip their gradient GEMM
-      const torch::Tensor g2 = gy.reshape({-1, gy.size(-1)});  // (N, out)
-      torch::Tensor acc = w.grad();
-      if (ctx->saved_data["into_grad"].toBool() && fp32_into(acc, g2)) {
-        torch::NoGradGuard no_grad;
-        cpu::addmm_(acc, g2.t(), xc.reshape({-1, xc.size(-1)}));  // (out, in) += gy^T x, beta = 1
-        return {dx, torch::Tensor(), torch::Tensor()};
-      }
-      dw = cpu::mm(g2.t(), xc.reshape({-1, xc.size(-1)})).to(w.scalar_type());  // (out, in)
+    if (!ctx->needs_input_grad(1)) return {dx, dw, torch::Tensor()};  // frozen (LoRA base): no weight GEMM
+    const torch::Tensor g2 = gy.reshape({-1, gy.size(-1)});           // (N, out)
+    const torch::Tensor x2 = xc.reshape({-1, xc.size(-1)});           // (N, in)
+    const bool into = ctx->saved_data["into_grad"].toBool();
+    if (WeightGradStore& store = WeightGradStore::instance(); store.deferring()) {
+      // A split backward's B: dW = gy^T x runs at the schedule's W (weight_grad_store.hpp).
+      store.push([g2, x2, w, into] {
+        torch::Tensor acc = w.grad();
+        if (into && fp32_into(acc, g2)) cpu::addmm_(acc, g2.t(), x2);
+        else accumulate_weight_grad(w, cpu::mm(g2.t(), x2).to(w.scalar_type()));
+      });
+      return {dx, torch::Tensor(), torch::Tensor()};
     }
+    if (torch::Tensor acc = w.grad(); into && fp32_into(acc, g2)) {
+      torch::NoGradGuard no_grad;
+      cpu::addmm_(acc, g2.t(), x2);  // (out, in) += gy^T x, beta = 1
+      return {dx, torch::Tensor(), torch::Tensor()};
+    }
+    dw = cpu::mm(g2.t(), x2).to(w.scalar_type());  // (out, in)
     return {dx, dw, torch::Tensor()};
   }
 };

@@ -9,6 +9,7 @@
 #include "device.hpp"
 #include "executor/errors.hpp"
 #include "executor/model/autocast.hpp"
+#include "executor/parallel/weight_grad_store.hpp"
 #include "executor/seed_hash.hpp"
 #include "trainer_state.hpp"
 
@@ -39,22 +40,38 @@ class StageRunner {
         faults_(faults),
         cfg_(s.plan.config),
         p_(cfg_.pp),
-        m_(static_cast<int>(batches.size())) {
+        m_(static_cast<int>(batches.size())),
+        v_shape_(simulator::v_shaped(cfg_.schedule)),
+        split_(simulator::splits_backward(cfg_.schedule)) {
     const int64_t chunks = static_cast<int64_t>(p_) * s.model->chunks().size();
     EXECUTOR_CHECK(2 * chunks * m_ < 32767, "pipeline message tags exceed MPI's guaranteed tag range");
   }
 
   PipelineStepResult run() {
     const auto& ops = s_.pipeline_ops;
+    WeightGradStore& store = WeightGradStore::instance();
+    store.clear();
     const auto t0 = Clock::now();
     for (size_t i = 0; i < ops.size(); ++i) {
       if (faults_.throw_at_op == static_cast<int>(i))
         throw std::runtime_error("injected fault: stage " + std::to_string(s_.groups->coords().pp) + " failed at op " +
                                  std::to_string(i) + " of step " + std::to_string(step_ + 1));
       const auto& op = ops[i];
-      if (op.backward) backward(op.chunk, op.mb);
-      else forward(op.chunk, op.mb);
+      const auto start = Clock::now();
+      const double waited = result_.figures.bubble_s + send_s_;
+      double* phase = &result_.figures.forward_s;
+      if (op.weight) {
+        weight(op.chunk, op.mb);
+        phase = &result_.figures.weight_grad_s;
+      } else if (op.backward) {
+        backward(op.chunk, op.mb);
+        phase = &result_.figures.input_grad_s;
+      } else {
+        forward(op.chunk, op.mb);
+      }
+      *phase += std::max(0.0, since(start) - (result_.figures.bubble_s + send_s_ - waited));
     }
+    EXECUTOR_CHECK(store.pending() == 0, "weight gradients left queued after the schedule's last W");
     const auto drain = Clock::now();
     for (auto& w : sends_) w->wait();
     sends_.clear();
@@ -71,21 +88,21 @@ class StageRunner {
     return ((backward ? 1 : 0) * chunks + vs) * m_ + mb;
   }
   // The time blocked on a receive is the stage's bubble.
-  torch::Tensor receive(PipeKind kind, int tag_value) {
+  torch::Tensor receive(PipeKind kind, int tag_value, bool reverse) {
     const Batch& b = batches_.front();
     torch::Tensor t = torch::empty(s_.model->activation_shape(b.ids.size(0), b.ids.size(1)),
                                    torch::TensorOptions().dtype(activation_dtype()).device(s_.device));
     const auto start = Clock::now();
-    const PipeEnd from = s_.groups->pipe(kind, false);
+    const PipeEnd from = s_.groups->pipe(kind, false, reverse);
     from.comm->recv_async(t, from.peer, tag_value)->wait();
     result_.figures.bubble_s += since(start);
     return t;
   }
 
-  void send(const torch::Tensor& t, PipeKind kind, int tag_value) {
+  void send(const torch::Tensor& t, PipeKind kind, int tag_value, bool reverse) {
     // Never waited on before the step's end: a blocking send could wait on a peer that waits on us.
     const auto start = Clock::now();
-    const PipeEnd to = s_.groups->pipe(kind, true);
+    const PipeEnd to = s_.groups->pipe(kind, true, reverse);
     sends_.push_back(to.comm->send_async(t.detach().contiguous(), to.peer, tag_value));
     send_s_ += since(start);
   }
@@ -101,6 +118,18 @@ class StageRunner {
     AutocastState{s_.device.type(), on, autocast() ? activation_dtype() : at::kBFloat16}.apply();
   }
 
+  // A V's second chunk travels back down the stages (zbv); at the turn, on the last stage, chunk 0
+  // hands its activation to chunk 1 (and chunk 1 its input gradient back) without a message.
+  bool travels_back(int chunk_index) const { return v_shape_ && chunk_index == 1; }
+  bool at_turn() const { return v_shape_ && s_.groups->coords().pp == p_ - 1; }
+  torch::Tensor take_local(int tag_value) {
+    auto it = local_.find(tag_value);
+    EXECUTOR_CHECK(it != local_.end(), "a V's turn: chunk message taken before it was handed over");
+    torch::Tensor t = std::move(it->second);
+    local_.erase(it);
+    return t;
+  }
+
   void forward(int chunk_index, int mb) {
     const ModelChunk& chunk = s_.model->chunks()[static_cast<size_t>(chunk_index)];
     const Batch& b = batches_[static_cast<size_t>(mb)];
@@ -108,7 +137,10 @@ class StageRunner {
     InFlight f;
     torch::Tensor input = b.ids;
     if (!chunk.first) {
-      f.input = receive(PipeKind::activation, tag(false, chunk.virtual_stage, mb)).requires_grad_(true);
+      const int t = tag(false, chunk.virtual_stage, mb);
+      torch::Tensor in =
+          at_turn() && chunk_index == 1 ? take_local(t) : receive(PipeKind::activation, t, travels_back(chunk_index));
+      f.input = in.requires_grad_(true);
       input = f.input;
     }
     const auto& c = s_.groups->coords();
@@ -126,7 +158,9 @@ class StageRunner {
       f.output = out.loss_sum;
     } else {
       EXECUTOR_CHECK(out.activation.scalar_type() == activation_dtype(), "pipeline activation has an unexpected dtype");
-      send(out.activation, PipeKind::activation, tag(false, chunk.virtual_stage + 1, mb));
+      const int t = tag(false, chunk.virtual_stage + 1, mb);
+      if (at_turn() && chunk_index == 0) local_[t] = out.activation.detach();
+      else send(out.activation, PipeKind::activation, t, travels_back(chunk_index));
       f.output = out.activation;
     }
     f.bytes = current_device_bytes(s_.device) - before;
@@ -136,24 +170,58 @@ class StageRunner {
     result_.figures.max_in_flight = std::max(result_.figures.max_in_flight, static_cast<int>(in_flight_.size()));
   }
 
+  // The backward (B alone under a split schedule: the linears' weight gradients are queued for W).
   void backward(int chunk_index, int mb) {
     const ModelChunk& chunk = s_.model->chunks()[static_cast<size_t>(chunk_index)];
     auto it = in_flight_.find({chunk_index, mb});
     EXECUTOR_CHECK(it != in_flight_.end(), "pipeline backward before its forward");
     InFlight& f = it->second;
-    s_.engine->begin_backward(chunk.unit_begin, chunk.unit_end, mb == m_ - 1);
+    // Split: the gradients are complete only after the chunk's last W, which reduces them.
+    s_.engine->begin_backward(chunk.unit_begin, chunk.unit_end, !split_ && mb == m_ - 1);
+    const int64_t before = current_device_bytes(s_.device);
+    WeightGradStore& store = WeightGradStore::instance();
+    if (split_) store.open(chunk_index, mb);
     if (chunk.last) {
       double multiplier = s_.scaler.loss_multiplier() / global_tokens_;
       if (faults_.overflow) multiplier = INFINITY;
       (f.output * multiplier).backward();
     } else {
-      torch::Tensor grad = receive(PipeKind::gradient, tag(true, chunk.virtual_stage, mb));
+      const int t = tag(true, chunk.virtual_stage, mb);
+      torch::Tensor grad =
+          at_turn() && chunk_index == 0 ? take_local(t) : receive(PipeKind::gradient, t, travels_back(chunk_index));
       if (faults_.overflow) grad.fill_(INFINITY);
       torch::autograd::backward({f.output}, {grad});
     }
+    if (split_) store.close();
     s_.engine->end_backward(chunk.unit_begin, chunk.unit_end);
-    if (!chunk.first) send(f.input.grad(), PipeKind::gradient, tag(true, chunk.virtual_stage - 1, mb));
+    if (!chunk.first) {
+      const int t = tag(true, chunk.virtual_stage - 1, mb);
+      if (at_turn() && chunk_index == 1) local_[t] = f.input.grad().detach();
+      else send(f.input.grad(), PipeKind::gradient, t, travels_back(chunk_index));
+    }
+    if (split_) {  // until its W, the micro-batch keeps the weight GEMMs' operands (x and gy)
+      f.output = torch::Tensor();
+      f.input = torch::Tensor();
+      const int64_t kept = std::max<int64_t>(0, f.bytes + (current_device_bytes(s_.device) - before));
+      held_bytes_ -= f.bytes - kept;
+      f.bytes = kept;
+      return;
+    }
     held_bytes_ -= f.bytes;
+    in_flight_.erase(it);
+  }
+
+  // W: the queued weight gradients of (chunk, micro-batch); after the chunk's last, its units'
+  // gradients are complete and reduced (ZeRO 0/1 all-reduce them once per step).
+  void weight(int chunk_index, int mb) {
+    const ModelChunk& chunk = s_.model->chunks()[static_cast<size_t>(chunk_index)];
+    auto it = in_flight_.find({chunk_index, mb});
+    EXECUTOR_CHECK(it != in_flight_.end(), "pipeline W before its B");
+    const bool last = ++weights_done_[chunk_index] == m_;
+    if (last) s_.engine->begin_backward(chunk.unit_begin, chunk.unit_end, true);
+    WeightGradStore::instance().run(chunk_index, mb);
+    if (last) s_.engine->end_backward(chunk.unit_begin, chunk.unit_end);
+    held_bytes_ -= it->second.bytes;
     in_flight_.erase(it);
   }
 
@@ -164,7 +232,10 @@ class StageRunner {
   StepFaults faults_;
   const simulator::ParallelConfig& cfg_;
   int p_, m_;
-  double send_s_ = 0;  // in send calls and the final waits on them
+  bool v_shape_, split_;
+  std::map<int, torch::Tensor> local_;  // a V's turn: messages between the last stage's two chunks
+  std::map<int, int> weights_done_;     // W ops run per chunk this step
+  double send_s_ = 0;                   // in send calls and the final waits on them
   std::map<std::pair<int, int>, InFlight> in_flight_;
   std::vector<std::unique_ptr<Work>> sends_;
   int64_t held_bytes_ = 0;

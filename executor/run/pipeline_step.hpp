@@ -32,6 +32,9 @@ struct PipelineFigures {
   double p2p_s = 0;                  // other point-to-point time (posting, completing sends)
   int64_t peak_in_flight_bytes = 0;  // tensor bytes held by micro-batches between F and B
   int max_in_flight = 0;             // (chunk, micro-batch) pairs held at once, at most
+  // Time in the schedule's ops, the waits for peers left out: forwards, backwards (B, the input
+  // gradients, under a split schedule) and the deferred weight gradients (W; 0 unless split).
+  double forward_s = 0, input_grad_s = 0, weight_grad_s = 0;
 };
 
 struct PipelineStepResult {

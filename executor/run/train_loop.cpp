@@ -132,26 +132,31 @@ std::vector<Batch> load_step(TrainerState& s, int64_t step, double& global_token
 
 // Every rank's pipeline figures, reduced per stage (the slowest / fullest rank of each).
 void record_pipeline(TrainerState& s, const PipelineFigures& f, StepRecord& r) {
+  constexpr int kFields = 8;
   const int world = s.groups->world().size(), stages = s.plan.config.pp;
-  torch::Tensor mine =
-      torch::tensor({static_cast<double>(s.groups->coords().pp), f.bubble_s, f.p2p_s,
-                     static_cast<double>(f.peak_in_flight_bytes), static_cast<double>(f.max_in_flight)},
-                    torch::kDouble)
-          .to(s.device);
-  torch::Tensor all = torch::empty({world * 5}, torch::TensorOptions().dtype(torch::kDouble).device(s.device));
+  torch::Tensor mine = torch::tensor({static_cast<double>(s.groups->coords().pp), f.bubble_s, f.p2p_s,
+                                      static_cast<double>(f.peak_in_flight_bytes), static_cast<double>(f.max_in_flight),
+                                      f.forward_s, f.input_grad_s, f.weight_grad_s},
+                                     torch::kDouble)
+                           .to(s.device);
+  torch::Tensor all = torch::empty({world * kFields}, torch::TensorOptions().dtype(torch::kDouble).device(s.device));
   s.groups->world().all_gather(all, mine);
   all = all.cpu();
-  r.stage_bubble_s.assign(static_cast<size_t>(stages), 0.0);
-  r.stage_p2p_s.assign(static_cast<size_t>(stages), 0.0);
-  r.stage_in_flight_bytes.assign(static_cast<size_t>(stages), 0.0);
+  for (auto* v : {&r.stage_bubble_s, &r.stage_p2p_s, &r.stage_in_flight_bytes, &r.stage_forward_s,
+                  &r.stage_input_grad_s, &r.stage_weight_grad_s})
+    v->assign(static_cast<size_t>(stages), 0.0);
   r.stage_max_in_flight.assign(static_cast<size_t>(stages), 0);
   const auto a = all.accessor<double, 1>();
   for (int i = 0; i < world; ++i) {
-    const auto st = static_cast<size_t>(a[i * 5]);
-    r.stage_bubble_s[st] = std::max(r.stage_bubble_s[st], a[i * 5 + 1]);
-    r.stage_p2p_s[st] = std::max(r.stage_p2p_s[st], a[i * 5 + 2]);
-    r.stage_in_flight_bytes[st] = std::max(r.stage_in_flight_bytes[st], a[i * 5 + 3]);
-    r.stage_max_in_flight[st] = std::max(r.stage_max_in_flight[st], static_cast<int>(a[i * 5 + 4]));
+    const auto at = [&](int k) { return a[i * kFields + k]; };
+    const auto st = static_cast<size_t>(at(0));
+    r.stage_bubble_s[st] = std::max(r.stage_bubble_s[st], at(1));
+    r.stage_p2p_s[st] = std::max(r.stage_p2p_s[st], at(2));
+    r.stage_in_flight_bytes[st] = std::max(r.stage_in_flight_bytes[st], at(3));
+    r.stage_max_in_flight[st] = std::max(r.stage_max_in_flight[st], static_cast<int>(at(4)));
+    r.stage_forward_s[st] = std::max(r.stage_forward_s[st], at(5));
+    r.stage_input_grad_s[st] = std::max(r.stage_input_grad_s[st], at(6));
+    r.stage_weight_grad_s[st] = std::max(r.stage_weight_grad_s[st], at(7));
   }
   r.pp_comm_s = f.bubble_s + f.p2p_s;
 }
@@ -238,8 +243,11 @@ void Trainer::train() {
     const StepOutcome res = s.engine->step(r.lr, 1.0 / s.scaler.loss_multiplier());
     r.optimizer_s = seconds_since(t_opt) - (dp_seconds(*s.groups) - dp_before_opt);  // without its communication
     r.skipped = !s.scaler.update(res.finite);
-    // The loss lives on the last stage (whole on every tp rank): sum it over dp there.
-    const bool counts = c.pp == s.plan.config.pp - 1 && c.tp == 0;
+    // The loss lives on the stage holding the head (the last; the first in a V), whole on every
+    // tp rank: sum it over dp there.
+    const auto& chunks = s.model->chunks();
+    const bool counts =
+        c.tp == 0 && std::any_of(chunks.begin(), chunks.end(), [](const ModelChunk& k) { return k.last; });
     torch::Tensor loss_t = torch::tensor({counts ? pipe.loss_sum : 0.0}, torch::kDouble).to(s.device);
     s.groups->world().all_reduce(loss_t, ReduceOp::sum);
     r.loss = loss_t.item<double>() / global_tokens;

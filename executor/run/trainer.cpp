@@ -50,6 +50,27 @@ void check_cp_supported(const formats::Plan& plan, const std::string& src) {
                      ": field 'config.context_parallel_kind': shardrun's ring attention is causal (decoders only)");
 }
 
+// Zero-bubble schedules: shardrun defers the linears' weight gradients (WeightGradStore) for
+// ZB1P, ZB2P and ZBV, with the gradients reduced once per step after the last W (ZeRO 0/1).
+void check_split_backward_supported(const formats::Plan& plan, const std::string& src) {
+  using simulator::PipelineSchedule;
+  const auto& c = plan.config;
+  const std::string name = simulator::to_string(c.schedule);
+  if (c.schedule != PipelineSchedule::zb1p && c.schedule != PipelineSchedule::zb2p &&
+      c.schedule != PipelineSchedule::zbv)
+    throw InputError(src + ": field 'config.schedule': " + name +
+                     " is simulated, not run by shardrun (gpipe, 1f1b, interleaved, zb1p, zb2p, zbv)");
+  if (c.zero_stage >= 2)
+    throw InputError(src + ": field 'config.zero_stage': shardrun runs " + name +
+                     " with ZeRO 0 or 1 (ZeRO-2/3 reduce-scatter each micro-batch's gradients when its backward "
+                     "ends, before the deferred weight gradients), got " +
+                     std::to_string(c.zero_stage));
+  if (simulator::v_shaped(c.schedule) && plan.model.tied_embeddings)
+    throw InputError(src + ": field 'config.schedule': " + name +
+                     " places the embedding and the head on one stage; shardrun runs it with untied embeddings "
+                     "only");
+}
+
 // What this executor runs: everything the planner outputs but optimizer offload on CUDA and FP8
 // linears; fp16 needs CUDA.
 void check_supported(const formats::Plan& plan, const std::string& src, Precision precision, torch::Device device) {
@@ -62,9 +83,7 @@ void check_supported(const formats::Plan& plan, const std::string& src, Precisio
     throw InputError(src + ": field 'config.fp8': FP8 linears (" + simulator::to_string(c.fp8) +
                      ") are not run by this shardrun (LibTorch has no FP8 GEMM training path here); plan with --fp8 "
                      "none or --forbid fp8");
-  if (simulator::splits_backward(c.schedule))
-    throw InputError(src + ": field 'config.schedule': " + simulator::to_string(c.schedule) +
-                     " (a zero-bubble schedule) is simulated, not yet run by shardrun (gpipe, 1f1b, interleaved)");
+  if (simulator::splits_backward(c.schedule)) check_split_backward_supported(plan, src);
   if (c.cp > 1) check_cp_supported(plan, src);
   if (precision == Precision::fp16 && !device.is_cuda())
     throw InputError(src +
@@ -100,6 +119,7 @@ ModelOptions setup_model_options(const TrainerState& s) {
   mo.pp = cfg.pp;
   mo.pp_rank = c.pp;
   mo.virtual_stages = cfg.virtual_stages;
+  mo.v_placement = simulator::v_shaped(cfg.schedule);
   // torchtitan's policies, which the simulator models, shardrun does not run.
   if (cfg.recompute == simulator::Recompute::op_sac)
     throw InputError(o.plan_path +

@@ -1,6 +1,7 @@
 // Pipeline schedules, activation recomputation and offload in runs of the real shardrun:
 // recomputation changes no gradient and lowers the measured peak; 1F1B holds fewer in-flight
-// activations than gpipe; a stage failing mid-schedule ends every rank with an error.
+// activations than gpipe; the zero-bubble schedules (B and a deferred W) hold per stage what the
+// plan predicts; a stage failing mid-schedule ends every rank with an error.
 #include <gtest/gtest.h>
 
 #include <chrono>
@@ -131,6 +132,82 @@ TEST(Schedules, OneFOneBHoldsFewerInFlightActivationsThanGpipe) {
     EXPECT_NEAR(runs["gpipe"].losses[i], runs["1f1b"].losses[i], 1e-6 * runs["1f1b"].losses[i]);
   // Both stages report pipeline figures.
   EXPECT_EQ(f["bubble_seconds_per_stage"].size(), 2u);
+}
+
+// ZB1P, ZB2P and ZBV on 2 and 4 ranks (their losses and weights: test_equivalence.cpp): each
+// stage's measured peak within 5 % of `shardplan simulate`'s for the plan, the micro-batches held
+// until their W as the event simulation holds them, and report.json timing B and W apart.
+TEST(Schedules, ZeroBubbleRunsHoldPerStageWhatThePlanPredicts) {
+  TempDir dir("shardrun_zero_bubble");
+  struct Case {
+    const char* name;
+    int ranks;
+    const char* schedule;
+    int layers;
+  };
+  for (const Case& k : {Case{"zb1p_pp2", 2, "zb1p", 4}, Case{"zb2p_pp2", 2, "zb2p", 4}, Case{"zbv_pp2", 2, "zbv", 4},
+                        Case{"zb1p_pp4", 4, "zb1p", 4}, Case{"zbv_pp4", 4, "zbv", 8}, Case{"1f1b_pp2", 2, "1f1b", 4}}) {
+    const bool v = std::string(k.schedule) == "zbv";
+    const std::string plan = write_plan(dir, k.name, "tiny-llama",
+                                        {{"pipeline_parallel", k.ranks},
+                                         {"pipeline_schedule", k.schedule},
+                                         {"virtual_stages", v ? 2 : 1},
+                                         {"micro_batch_size", 1}},
+                                        32, 8, {{"num_layers", k.layers}});
+    const RunResult run = shardrun(k.ranks, plan, dir.file(k.name), "--steps 3 --dropout 0");
+    ASSERT_EQ(run.exit_code, 0) << k.name << ": " << run.output;
+    const CommandResult sim = run_command("{ " + std::string(SHARDPLAN_BINARY) + " simulate --plan " + quote(plan) +
+                                          " --json 2>/dev/null; }");
+    ASSERT_EQ(sim.status, 0) << sim.out;
+    const nlohmann::json predicted = nlohmann::json::parse(sim.out);
+    const auto& stages = predicted["memory"]["stages"];
+    const auto& measured = run.report["measured"]["peak_memory_bytes_per_rank"];
+    const auto& pipe = run.report["measured"]["pipeline"];
+    ASSERT_EQ(stages.size(), static_cast<size_t>(k.ranks));
+    ASSERT_EQ(measured.size(), static_cast<size_t>(k.ranks));  // pp only: rank r is stage r
+    for (int st = 0; st < k.ranks; ++st) {
+      const double want = stages[st]["per_device_bytes"]["total"].get<double>();
+      const double got = measured[st].get<double>();
+      std::printf("%s stage %d: peak %.2f MiB, predicted %.2f MiB (%+.1f %%), held %d, B %.1f ms, W %.1f ms\n", k.name,
+                  st, got / 1048576, want / 1048576, 100 * (got / want - 1),
+                  pipe["max_in_flight_per_stage"][st].get<int>(),
+                  1e3 * pipe["backward_input_seconds_per_stage"][st].get<double>(),
+                  1e3 * pipe["backward_weight_seconds_per_stage"][st].get<double>());
+      EXPECT_NEAR(got, want, 0.05 * want) << k.name << " stage " << st;
+      EXPECT_EQ(pipe["max_in_flight_per_stage"][st], predicted["pipeline"]["max_in_flight"][st]) << k.name;
+      EXPECT_GT(pipe["backward_input_seconds_per_stage"][st].get<double>(), 0.0) << k.name;
+      if (std::string(k.schedule) == "1f1b")
+        EXPECT_EQ(pipe["backward_weight_seconds_per_stage"][st].get<double>(), 0.0);
+      else EXPECT_GT(pipe["backward_weight_seconds_per_stage"][st].get<double>(), 0.0) << k.name;
+    }
+  }
+}
+
+// What shardrun cannot run with a deferred W is refused before training, in one line naming the field.
+TEST(Schedules, ZeroBubbleCombinationsShardrunDoesNotRunAreOneLineNamingTheField) {
+  TempDir dir("shardrun_zero_bubble_refused");
+  struct Case {
+    const char* name;
+    const char* model;
+    nlohmann::json config;
+    const char* field;
+  };
+  const Case cases[] = {
+      {"zero2",
+       "tiny-llama",
+       {{"pipeline_parallel", 2}, {"data_parallel", 2}, {"zero_stage", 2}, {"pipeline_schedule", "zb1p"}},
+       "field 'config.zero_stage'"},
+      {"tied_v",
+       "tiny-gpt",
+       {{"pipeline_parallel", 2}, {"pipeline_schedule", "zbv"}, {"virtual_stages", 2}},
+       "field 'config.schedule'"}};
+  for (const Case& k : cases) {
+    const std::string plan = write_plan(dir, k.name, k.model, k.config);
+    const int ranks = k.config.value("data_parallel", 1) * 2;
+    const RunResult run = shardrun(ranks, plan, dir.file(k.name), "--steps 1");
+    EXPECT_EQ(run.exit_code, 2) << k.name << ": " << run.output;
+    EXPECT_NE(run.output.find(k.field), std::string::npos) << k.name << ": " << run.output;
+  }
 }
 
 // A stage that throws halfway through its op list: shardrun aborts the job, so the other stages
