@@ -102,6 +102,9 @@ std::optional<std::string> layout_gap(const KnobTable& k, const sim::ParallelCon
   if (c.pp > 1) {
     if (k.schedules.empty()) return "pipeline parallelism (pp " + std::to_string(c.pp) + ")";
     if (!has(k.schedules, c.schedule)) return not_in("pipeline schedule", c.schedule, k.schedules);
+    if (const int least = sim::min_micro_batches(c.schedule, c.pp); least > 1 && c.micro_batches() < least)
+      return std::string(sim::to_string(c.schedule)) + " with fewer than 2 x pp micro-batches (" +  // DualPipeV
+             std::to_string(c.micro_batches()) + ")";
     if (!c.partition.empty() && !k.uneven_partition) return std::string("an uneven pipeline partition");
     if (std::count(c.partition.begin(), c.partition.end(), 0) > 0 && !k.embedding_only_chunks)
       return std::string("a pipeline chunk holding only the embedding or only the head");

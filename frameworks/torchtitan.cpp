@@ -24,7 +24,8 @@ FrameworkModel torchtitan_model(std::string_view version) {
   k.tp_comm_overlap = true;             // parallelism.enable_async_tensor_parallel
   k.tp_overlap_needs_compile = true;    // ... which raises without compile of the model
   k.schedules = {PipelineSchedule::gpipe, PipelineSchedule::one_f_one_b, PipelineSchedule::interleaved,
-                 PipelineSchedule::zbv};  // ZBVZeroBubble: two stages per rank in a V
+                 PipelineSchedule::zbv,         // ZBVZeroBubble: two stages per rank in a V
+                 PipelineSchedule::dualpipev};  // DualPipeV: the same V
   k.uneven_partition = true;
   k.embedding_only_chunks = true;    // module_fqns_per_model_stage
   k.cp_kinds = {sim::CpKind::ring};  // ring attention only: rotate_method alltoall swaps KV shards
@@ -67,6 +68,11 @@ FrameworkModel torchtitan_model(std::string_view version) {
        "schedule, 2 stages per rank by default, placed in a V",
        "pytorch/torchtitan torchtitan/distributed/pipeline_parallel.py:24-25,104-115 @ 73a0e697; pytorch "
        "torch/distributed/pipelining/schedules.py ScheduleZBVZeroBubble @ 00722e64"},
+      {"pipeline_parallel_schedule DualPipeV (ScheduleDualPipeV): V placement, 2 stages per rank, at least as many "
+       "micro-batches as stages; F and B overlapped only with pipeline_parallel_expert_parallel_overlap",
+       "pytorch/torchtitan torchtitan/distributed/pipeline_parallel.py:24,215-218,447-448 @ 73a0e697; pytorch "
+       "torch/distributed/pipelining/schedules.py class ScheduleDualPipeV (char ~93,270) and get_schedule_class "
+       "\"DualPipeV\" @ 1fd7abc2"},
       {"compile wraps each TransformerBlock in torch.compile (fullgraph); wq, wk, wv and w1, w3 stay separate "
        "nn.Linear",
        "pytorch/torchtitan torchtitan/models/llama3/infra/parallelize.py:121-123,256-269, "

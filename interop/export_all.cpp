@@ -125,12 +125,13 @@ std::vector<Format> framework_formats(const Plan& plan) {
                                       habana_command_line(plan, "habana_ds_config.json"))}};
       f.notes = habana_notes(plan);
     }));
-  // Zero-bubble schedules: torchtitan runs ZBV; no other export carries them yet.
+  // Zero-bubble schedules: torchtitan runs ZBV and DualPipeV; no other export carries them yet.
   if (sim::splits_backward(plan.config.schedule))
     for (auto& f : out) {
-      const bool zbv_torchtitan = plan.config.schedule == sim::PipelineSchedule::zbv &&
-                                  std::find(f.serves.begin(), f.serves.end(), "torchtitan") != f.serves.end();
-      if (zbv_torchtitan) continue;
+      const bool titan_runs = (plan.config.schedule == sim::PipelineSchedule::zbv ||
+                               plan.config.schedule == sim::PipelineSchedule::dualpipev) &&
+                              std::find(f.serves.begin(), f.serves.end(), "torchtitan") != f.serves.end();
+      if (titan_runs) continue;
       f.files.clear();
       f.notes.clear();
       f.refused = std::string("pipeline schedule ") + sim::to_string(plan.config.schedule) +

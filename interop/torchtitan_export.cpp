@@ -207,6 +207,12 @@ std::string_view schedule_name(sim::PipelineSchedule s) {
       return tf::schedule_interleaved;
     case sim::PipelineSchedule::zbv:
       return tf::schedule_zbv;
+    case sim::PipelineSchedule::dualpipev:
+      return tf::schedule_dualpipev;
+    case sim::PipelineSchedule::vhalf:
+    case sim::PipelineSchedule::vmin:
+      throw sim::InputError(std::string("pipeline schedule ") + sim::to_string(s) +
+                            ": torch.distributed.pipelining has no memory-controlled V schedule (V-Half, V-Min)");
     case sim::PipelineSchedule::zb1p:
     case sim::PipelineSchedule::zb2p:
       throw sim::InputError(std::string("pipeline schedule ") + sim::to_string(s) +

@@ -103,6 +103,8 @@ inline constexpr std::string_view schedule_interleaved = "Interleaved1F1B";
 inline constexpr std::string_view schedule_gpipe = "GPipe";
 // distributed/pipeline_parallel.py:25 (ScheduleZBVZeroBubble; pipelining's get_schedule_class name)
 inline constexpr std::string_view schedule_zbv = "ZBVZeroBubble";
+// distributed/pipeline_parallel.py:24,447-448 (ScheduleDualPipeV, placed in a V)
+inline constexpr std::string_view schedule_dualpipev = "DualPipeV";
 // The modules generate_llm_fqn_per_model_part splits (pipeline_parallel.py:236-344).
 inline constexpr std::string_view fqn_embeddings = "tok_embeddings";
 inline constexpr std::string_view fqn_layers = "layers.";

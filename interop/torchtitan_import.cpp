@@ -339,8 +339,10 @@ sim::PipelineSchedule schedule_of(const Section& par) {
   if (is(tf::schedule_interleaved)) return sim::PipelineSchedule::interleaved;
   if (is(tf::schedule_gpipe)) return sim::PipelineSchedule::gpipe;
   if (is(tf::schedule_zbv)) return sim::PipelineSchedule::zbv;
+  if (is(tf::schedule_dualpipev)) return sim::PipelineSchedule::dualpipev;
   par.fail(tf::pp_schedule,
-           "1F1B, Interleaved1F1B, GPipe or ZBVZeroBubble (the schedules shardplan models), got \"" + name + "\"");
+           "1F1B, Interleaved1F1B, GPipe, ZBVZeroBubble or DualPipeV (the schedules shardplan models), got \"" + name +
+               "\"");
 }
 
 // The per-stage block counts torchtitan uses; empty when they depend on an unknown layer count.
@@ -383,7 +385,8 @@ void read_pipeline(const Section& par, const tf::Flavor* flavor, sim::ParallelCo
                               " (" + std::to_string(c.pp) + " ranks), got " + std::to_string(stages) + " parts");
   c.virtual_stages = stages / c.pp;
   if (sim::v_shaped(c.schedule) && c.virtual_stages != 2)
-    par.fail(tf::pp_schedule, "ZBVZeroBubble with two stages per rank (a V), got " + std::to_string(c.virtual_stages));
+    par.fail(tf::pp_schedule, std::string(c.schedule == sim::PipelineSchedule::zbv ? "ZBVZeroBubble" : "DualPipeV") +
+                                  " with two stages per rank (a V), got " + std::to_string(c.virtual_stages));
   if (c.schedule == sim::PipelineSchedule::interleaved && c.virtual_stages < 2) {
     c.schedule = sim::PipelineSchedule::one_f_one_b;
     w.push_back(par.where(tf::pp_schedule) + ": Interleaved1F1B with one stage per rank runs as 1F1B");

@@ -283,12 +283,13 @@ int most_chunks(const Shared& sh, const Block& b, int micro) {
 }
 
 // Whether a zero-bubble schedule (B and W split) runs the configuration as the simulator takes it
-// (validate_config): two or more stages, no recomputed forward, a V's 2 pp chunks dividing the layers.
+// (validate_config): two or more stages, no recomputed forward, enough micro-batches (DualPipeV 2 pp),
+// a V's 2 pp chunks dividing the layers.
 bool split_backward_runs(const sim::ModelSpec& m, const sim::ParallelConfig& cfg, sim::PipelineSchedule sched) {
   if (cfg.pp < 2) return false;
   const bool recomputes = cfg.recompute == sim::Recompute::full || cfg.recompute == sim::Recompute::op_sac ||
                           (cfg.recompute == sim::Recompute::selective && cfg.attention == sim::AttentionKind::eager);
-  if (recomputes) return false;
+  if (recomputes || cfg.micro_batches() < sim::min_micro_batches(sched, cfg.pp)) return false;
   return !sim::v_shaped(sched) || m.num_layers % (2 * cfg.pp) == 0;
 }
 

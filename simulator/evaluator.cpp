@@ -21,7 +21,8 @@ struct StageSummary {
   bool embedding = false, head = false;
 };
 
-StageSummary summarize_stage(const ConfigContext& c, int stage) {
+// `per_chunk`, when given, receives each chunk's time.
+StageSummary summarize_stage(const ConfigContext& c, int stage, std::vector<ChunkTime>* per_chunk = nullptr) {
   const auto& cfg = *c.cfg;
   StageSummary s;
   ChunkShape last_shape;
@@ -32,6 +33,7 @@ StageSummary summarize_stage(const ConfigContext& c, int stage) {
     if (ch == 0 || shape != last_shape) t = chunk_time(c, shape);
     last_shape = shape;
     s.sum += t;
+    if (per_chunk) per_chunk->push_back(t);
     s.max_chunk_stored = std::max(s.max_chunk_stored, t.stored_bytes);
     s.layers += shape.layers;
     s.dense_layers += shape.dense_layers;
@@ -51,6 +53,28 @@ Estimate estimate_of(const Prediction& pr) {
   e.mfu = pr.mfu;
   e.goodput = pr.goodput.goodput;
   return e;
+}
+
+// V-Half and V-Min have no closed form: the reference builds their orders for equal F, B and W
+// (zbv_greedy.py is always called with f = b = w, docs/split_backward_schedules.md §2.4), and at
+// other times their period grows past the work (V-Min's to 6 max(F, B) a micro-batch). The
+// estimate event-simulates their pipeline alone, on the chunks' times: [chunk][stage] F, B+W, W.
+double v_greedy_makespan(const ConfigContext& c, const std::vector<std::vector<ChunkTime>>& chunks) {
+  const auto& cfg = *c.cfg;
+  PipelineInput in;
+  in.stages = cfg.pp;
+  in.micro_batches = cfg.micro_batches();
+  in.virtual_stages = 2;
+  in.schedule = cfg.schedule;
+  in.p2p_s = c.p2p_s;
+  for (int ch = 0; ch < 2; ++ch)
+    for (const auto& stage : chunks) {
+      const ChunkTime& t = stage[static_cast<std::size_t>(ch)];
+      in.forward_s.push_back(t.forward_s);
+      in.backward_s.push_back(t.backward_s);
+      in.weight_grad_s.push_back(std::min(t.weight_grad_s, t.backward_s));
+    }
+  return pipeline_makespan(in);
 }
 
 double usable_bytes(const ConfigContext& c) {
@@ -126,6 +150,11 @@ Estimate Evaluator::estimate(const ConfigContext& c) const {
   double sum_W = 0;  // a split backward's W where it fits beside a forward (min(W, F)), summed over stages
   std::array<Seen, 8> seen{};
   int n_seen = 0;
+  // The least forward, input-gradient backward and weight gradient (all chunks) of any rank: a
+  // pipeline of such ranks is no slower than this one (DualPipeV's estimate).
+  double min_F = 1e300, min_B = 1e300, min_W = 1e300;
+  const bool v_greedy = cfg.schedule == PipelineSchedule::vhalf || cfg.schedule == PipelineSchedule::vmin;
+  std::vector<std::vector<ChunkTime>> v_chunks(v_greedy ? static_cast<std::size_t>(p) : 0);  // [stage][chunk]
   for (int s = 0; s < p; ++s) {
     // Uniform partitions: stages 1..p-2 are identical and hold no more than stage 0.
     if (uniform && s > 1 && s < p - 1) continue;  // counted as copies of stage 1
@@ -142,10 +171,15 @@ Estimate Evaluator::estimate(const ConfigContext& c) const {
         continue;
       }
     }
-    const StageSummary st = summarize_stage(c, s);
+    const StageSummary st = summarize_stage(c, s, v_greedy ? &v_chunks[static_cast<std::size_t>(s)] : nullptr);
+    if (v_greedy && uniform && s == 1)  // the middle ranks are copies of rank 1
+      for (int k = 2; k < p - 1; ++k) v_chunks[static_cast<std::size_t>(k)] = v_chunks[1];
     const double T = st.sum.forward_s + st.sum.backward_s;
     const double W = std::min(st.sum.weight_grad_s, st.sum.forward_s);
     max_F = std::max(max_F, st.sum.forward_s);
+    min_F = std::min(min_F, st.sum.forward_s);
+    min_W = std::min(min_W, std::min(st.sum.weight_grad_s, st.sum.backward_s));
+    min_B = std::min(min_B, st.sum.backward_s - std::min(st.sum.weight_grad_s, st.sum.backward_s));
     if (uneven_middle && n_seen < static_cast<int>(seen.size()))
       seen[static_cast<std::size_t>(n_seen++)] = {layers, dense, T, W};
     const int copies = (uniform && s == 1 && p > 2) ? p - 2 : 1;
@@ -178,7 +212,12 @@ Estimate Evaluator::estimate(const ConfigContext& c) const {
   // Zero-bubble schedules: the deferred W's fill 2 (p - 1) W of 1F1B's bubble, (p-1)(F+B-W) left
   // (Qi et al. 2024, Table 2; ZB-H2 under a synchronous optimizer step ends as ZB-H1 does,
   // docs/split_backward_schedules.md §3); never below the busiest stage's work.
-  if (v_shaped(cfg.schedule))  // ZBV: zero bubble within each rank's span, plus the first forwards'
+  if (v_greedy) makespan = v_greedy_makespan(c, v_chunks);
+  else if (cfg.schedule == PipelineSchedule::dualpipev)  // the busiest rank, or every rank at the least times
+    makespan = std::max(
+        m * max_T + 2.0 * (p - 1) * c.p2p_s,
+        m * (min_F + min_B + min_W) + dualpipev_bubble(p, min_F / v, min_B / v, min_W / v) + 4.0 * (p - 1) * c.p2p_s);
+  else if (v_shaped(cfg.schedule))  // ZBV: zero bubble within each rank's span, plus the first forwards'
     // descent to the last rank (docs/split_backward_schedules.md §3: 48 + 3 at p 4, m 8, unit times)
     makespan = m * max_T + (p - 1) * max_F / v + 4.0 * (p - 1) * c.p2p_s;
   else if (splits_backward(cfg.schedule)) makespan = std::max(m * max_T, makespan - 2.0 * (p - 1) * sum_W / p);

@@ -93,7 +93,8 @@ void check_pipeline(const ModelSpec& m, ParallelConfig& cfg) {
     if (v != 2)
       bad("--virtual-stages", std::string(to_string(cfg.schedule)) + " places 2 chunks per stage, got " + str(v));
   } else if (v != 1) {
-    bad("--virtual-stages", "expected 1 unless --schedule interleaved or zbv, got " + str(v));
+    bad("--virtual-stages",
+        "expected 1 unless --schedule interleaved or a V (zbv, vhalf, vmin, dualpipev), got " + str(v));
   }
   if (splits_backward(cfg.schedule)) {
     const std::string name = to_string(cfg.schedule);
@@ -106,6 +107,11 @@ void check_pipeline(const ModelSpec& m, ParallelConfig& cfg) {
       bad("--recompute", name +
                              " defers each weight gradient past its input gradient; recomputing the forward "
                              "for it is not modelled (expected --recompute none)");
+    // DualPipeV: deepseek-ai/DualPipe dualpipev.py:318 @ 3da1bbe asserts num_chunks >= num_ranks * 2.
+    if (const int least = min_micro_batches(cfg.schedule, cfg.pp); cfg.micro_batches() < least)
+      bad("--global-batch-size", name + " needs at least 2 x --pp = " + str(least) +
+                                     " micro-batches (global batch / (micro-batch size x dp)), got " +
+                                     str(cfg.micro_batches()));
   }
   const long long chunks = static_cast<long long>(cfg.pp) * v;
   if (!cfg.partition.empty()) {

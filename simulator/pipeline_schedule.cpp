@@ -14,6 +14,7 @@
 #include <limits>
 
 #include "errors.hpp"
+#include "v_schedules.hpp"
 
 namespace shardplan::simulator {
 namespace {
@@ -53,6 +54,10 @@ void validate(const PipelineInput& in) {
       throw InputError(std::string("pipeline.virtual_stages: schedule ") + to_string(in.schedule) +
                        " places two chunks per rank, got " + std::to_string(in.virtual_stages));
     }
+    if (in.micro_batches < min_micro_batches(in.schedule, in.stages))
+      throw InputError(std::string("pipeline.micro_batches: schedule ") + to_string(in.schedule) + " needs at least " +
+                       std::to_string(min_micro_batches(in.schedule, in.stages)) + " (2 x stages), got " +
+                       std::to_string(in.micro_batches));
   } else if (in.virtual_stages != 1) {
     throw InputError(std::string("pipeline.virtual_stages: schedule ") + to_string(in.schedule) + " needs 1, got " +
                      std::to_string(in.virtual_stages));
@@ -90,7 +95,10 @@ int warmup_forwards(PipelineSchedule schedule, int p, int m, int v, int s) {
     case PipelineSchedule::zb1p:
     case PipelineSchedule::zb2p:
     case PipelineSchedule::zbv:
-      break;  // zero_bubble_order, zbv_order
+    case PipelineSchedule::vhalf:
+    case PipelineSchedule::vmin:
+    case PipelineSchedule::dualpipev:
+      break;  // split_order
   }
   return m;
 }
@@ -177,6 +185,21 @@ std::vector<Op> zbv_order(int p, int m, int r) {
   return ops;
 }
 
+// The op list of stage s under a schedule that splits the backward.
+std::vector<Op> split_order(PipelineSchedule schedule, int p, int m, int s) {
+  switch (schedule) {
+    case PipelineSchedule::zbv:
+      return zbv_order(p, m, s);
+    case PipelineSchedule::vhalf:
+    case PipelineSchedule::vmin:
+      return v_greedy_orders(schedule, p, m)[static_cast<std::size_t>(s)];
+    case PipelineSchedule::dualpipev:
+      return dualpipev_order(p, m, s);
+    default:
+      return zero_bubble_order(schedule, p, m, s);
+  }
+}
+
 // The event simulation proper: per-stage cursors advanced from a worklist of stages.
 class Simulation {
  public:
@@ -187,44 +210,50 @@ class Simulation {
         m_(in.micro_batches),
         split_(splits_backward(in.schedule)),
         v_shape_(v_shaped(in.schedule)),
-        ops_per_stage_((split_ ? 3 : 2) * static_cast<std::size_t>(v_) * static_cast<std::size_t>(m_)),
+        record_(record_events),
         next_(static_cast<std::size_t>(p_), 0),
         stage_free_(next_.size(), 0.0),
         f_end_(static_cast<std::size_t>(p_) * v_ * m_, kNotDone),
         b_end_(f_end_.size(), kNotDone),
-        events_(record_events ? next_.size() * ops_per_stage_ : 0) {
-    if (split_)
-      for (int s = 0; s < p_; ++s)
-        split_orders_.push_back(v_shape_ ? zbv_order(p_, m_, s) : zero_bubble_order(in.schedule, p_, m_, s));
+        events_(record_events ? next_.size() : 0) {
+    if (in.schedule == PipelineSchedule::vhalf || in.schedule == PipelineSchedule::vmin)
+      split_orders_ = v_greedy_orders(in.schedule, p_, m_);
+    else if (split_)
+      for (int s = 0; s < p_; ++s) split_orders_.push_back(split_order(in.schedule, p_, m_, s));
   }
 
   // Any sweep order gives the same times: an op's start depends only on its stage's previous op
-  // and its one dependency, both already final when it is scheduled. Each scheduled op wakes at
-  // most one other stage, so this is O(total ops).
+  // and its dependencies, all already final when it is scheduled. Each scheduled op wakes at
+  // most two other stages, so this is O(total ops).
   std::vector<PipelineEvent> run() {
     std::vector<int> work;
     std::vector<char> queued(next_.size(), 1);
     for (int s = p_ - 1; s >= 0; --s) work.push_back(s);
+    auto wake = [&](int consumer) {
+      if (consumer >= 0 && !queued[idx(consumer)]) {
+        queued[idx(consumer)] = 1;
+        work.push_back(consumer);
+      }
+    };
     while (!work.empty()) {
       const int s = work.back();
       work.pop_back();
       queued[idx(s)] = 0;
-      while (next_[idx(s)] < ops_per_stage_) {
+      while (next_[idx(s)] < ops_of(s)) {
         const Op op = split_ ? split_orders_[idx(s)][next_[idx(s)]]
                              : op_at(in_.schedule, p_, m_, v_, s, static_cast<int>(next_[idx(s)]));
         if (!try_schedule(s, op)) break;
-        const int consumer = consumer_stage(s, op);
-        if (consumer >= 0 && consumer != s && !queued[idx(consumer)]) {
-          queued[idx(consumer)] = 1;
-          work.push_back(consumer);
-        }
+        wake(consumer_stage(s, op));
+        if (op.overlap_chunk >= 0) wake(consumer_stage(s, {op.overlap_chunk, op.overlap_mb, true}));
       }
     }
+    std::vector<PipelineEvent> events;
     for (int s = 0; s < p_; ++s) {
-      SHARDPLAN_CHECK(next_[idx(s)] == ops_per_stage_, "pipeline schedule deadlocked: stage " + std::to_string(s) +
-                                                           " blocked at op " + std::to_string(next_[idx(s)]));
+      SHARDPLAN_CHECK(next_[idx(s)] == ops_of(s), "pipeline schedule deadlocked: stage " + std::to_string(s) +
+                                                      " blocked at op " + std::to_string(next_[idx(s)]));
+      if (record_) events.insert(events.end(), events_[idx(s)].begin(), events_[idx(s)].end());
     }
-    return std::move(events_);
+    return events;
   }
 
   // After run(): when the last op of any stage ends.
@@ -236,6 +265,9 @@ class Simulation {
   static std::size_t idx(int i) { return static_cast<std::size_t>(i); }
   std::size_t vs(int chunk, int stage) const { return idx(chunk * p_ + stage); }
   std::size_t slot(int chunk, int stage, int mb) const { return vs(chunk, stage) * idx(m_) + idx(mb); }
+  std::size_t ops_of(int s) const {
+    return split_ ? split_orders_[idx(s)].size() : 2 * static_cast<std::size_t>(v_) * static_cast<std::size_t>(m_);
+  }
 
   struct Dep {
     int stage = -1;    // stage the dependency ran on; -1 when the op has none
@@ -282,33 +314,68 @@ class Simulation {
     return op.chunk > 0 ? p_ - 1 : -1;
   }
 
+  double ready(int s, const Dep& dep) const { return dep.end + (dep.stage >= 0 && dep.stage != s ? in_.p2p_s : 0.0); }
+
   bool try_schedule(int s, const Op& op) {
+    if (op.overlap_chunk >= 0) return try_pair(s, op);
     const Dep dep = dependency(s, op);
     if (dep.end < 0) return false;  // kNotDone
-    const double ready = dep.end + (dep.stage >= 0 && dep.stage != s ? in_.p2p_s : 0.0);
+    execute(s, op, std::max(stage_free_[idx(s)], ready(s, dep)), false);
+    ++next_[idx(s)];
+    return true;
+  }
+
+  // DualPipe's overlapped forward and full backward, one op. Rule (ours; DualPipe's README has
+  // F&B only as a measured time): the two computes run back to back, F + B long, as PyTorch's
+  // OVERLAP_F_B does without a custom callback; each half's input transfer hides behind the other
+  // half: the half whose input arrives first runs first. Both results leave when the pair ends
+  // (dualpipev.py:207-216 sends after the combined compute).
+  bool try_pair(int s, const Op& op) {
+    const Op f{op.chunk, op.mb, false, false};
+    const Op b{op.overlap_chunk, op.overlap_mb, true, false, true};
+    const Dep df = dependency(s, f), db = dependency(s, b);
+    if (df.end < 0 || db.end < 0) return false;
+    const double rf = ready(s, df), rb = ready(s, db);
+    const bool f_first = rf <= rb;
+    const double t0 = std::max(stage_free_[idx(s)], std::min(rf, rb));
+    const double t1 = std::max(execute(s, f_first ? f : b, t0, true), std::max(rf, rb));
+    const double end = execute(s, f_first ? b : f, t1, true);
+    f_end_[slot(f.chunk, s, f.mb)] = end;
+    b_end_[slot(b.chunk, s, b.mb)] = end;
+    ++next_[idx(s)];
+    return true;
+  }
+
+  // Runs `op` on stage s from `start`: its end, the stage's cursor time, the events.
+  double execute(int s, const Op& op, double start, bool overlapped) {
     const std::size_t v_idx = vs(op.chunk, s);
     const double w = in_.weight_grad_s.empty() ? 0.0 : in_.weight_grad_s[v_idx];
-    const double dur = op.weight ? w : op.backward ? in_.backward_s[v_idx] - (split_ ? w : 0.0) : in_.forward_s[v_idx];
-    const double start = std::max(stage_free_[idx(s)], ready);
+    const double b = in_.backward_s[v_idx] - (split_ ? w : 0.0);  // B alone where split off
+    const double dur = op.weight ? w : !op.backward ? in_.forward_s[v_idx] : op.full ? b + w : b;
     const double end = start + dur;
     stage_free_[idx(s)] = end;
     if (!op.weight) (op.backward ? b_end_ : f_end_)[slot(op.chunk, s, op.mb)] = end;
-    if (!events_.empty())
-      events_[idx(s) * ops_per_stage_ + next_[idx(s)]] = {s, op.chunk, op.mb, op.backward, start, end, op.weight};
-    ++next_[idx(s)];
-    return true;
+    if (!record_) return end;
+    auto& ev = events_[idx(s)];
+    if (op.full) {  // its B and W parts back to back
+      ev.push_back({s, op.chunk, op.mb, true, start, start + b, false, overlapped});
+      ev.push_back({s, op.chunk, op.mb, true, start + b, end, true, overlapped});
+    } else {
+      ev.push_back({s, op.chunk, op.mb, op.backward, start, end, op.weight, overlapped});
+    }
+    return end;
   }
 
   const PipelineInput& in_;
   int p_, v_, m_;
   bool split_;    // B and W run as ops of their own
   bool v_shape_;  // chunk 1 of rank r is model stage 2p - 1 - r
-  std::size_t ops_per_stage_;
+  bool record_;
   std::vector<std::size_t> next_;
   std::vector<double> stage_free_;
-  std::vector<double> f_end_, b_end_;          // indexed [vs * m + mb]
-  std::vector<PipelineEvent> events_;          // stage-major, execution order
-  std::vector<std::vector<Op>> split_orders_;  // per stage, for schedules that split the backward
+  std::vector<double> f_end_, b_end_;               // indexed [vs * m + mb]
+  std::vector<std::vector<PipelineEvent>> events_;  // per stage, in execution order
+  std::vector<std::vector<Op>> split_orders_;       // per stage, for schedules that split the backward
 };
 
 // Per-stage busy/end time and in-flight peaks from the (time-ordered per stage) events.
@@ -358,8 +425,7 @@ std::vector<PipelineOp> pipeline_stage_order(PipelineSchedule schedule, int stag
   if (stage < 0 || stage >= stages) {
     throw InputError("pipeline: stage " + std::to_string(stage) + " outside 0.." + std::to_string(stages - 1));
   }
-  if (v_shaped(schedule)) return zbv_order(stages, micro_batches, stage);
-  if (splits_backward(schedule)) return zero_bubble_order(schedule, stages, micro_batches, stage);
+  if (splits_backward(schedule)) return split_order(schedule, stages, micro_batches, stage);
   std::vector<Op> ops(2 * static_cast<std::size_t>(micro_batches) * static_cast<std::size_t>(virtual_stages));
   for (std::size_t k = 0; k < ops.size(); ++k)
     ops[k] = op_at(schedule, stages, micro_batches, virtual_stages, stage, static_cast<int>(k));
@@ -398,6 +464,13 @@ double bubble_fraction(PipelineSchedule s, int stages, int micro_batches, int vi
   return (stages - 1) / (v * micro_batches);
 }
 
+// deepseek-ai/DualPipe README.md:31 @ 3da1bbe: (PP/2 - 1)(F&B + B - 3W), B the full backward. When
+// B > F the last rank's first step, not overlapped (dualpipev.py:355-362), saves up to F: measured on
+// this simulation (tests/simulator/test_v_schedules.cpp), not published.
+double dualpipev_bubble(int p, double f, double b, double w) {
+  return std::max(0.0, (p - 1) * (f + 2 * b - w) - std::min(f, (p - 1) * std::max(0.0, b - f)));
+}
+
 // Warmup depth + 1 of Megatron-LM's schedules (1f1b warmup p-s-1; interleaved (p-s-1)*2+(v-1)*p).
 int in_flight_micro_batches(PipelineSchedule s, int stages, int stage, int micro_batches, int virtual_stages) {
   if (stages < 1 || micro_batches < 1 || virtual_stages < 1 || stage < 0 || stage >= stages) {
@@ -425,6 +498,16 @@ int in_flight_micro_batches(PipelineSchedule s, int stages, int stage, int micro
       break;
     case PipelineSchedule::zbv:  // chunk micro-batches (half a 1F1B stage each): 1F1B's p stages' worth
       held = std::min<std::int64_t>(2LL * stages, total);
+      break;
+    // arXiv 2405.15362 (../shared/README.md §6): floor((p+2)/2) and floor((p+4)/3) 1F1B micro-batches
+    case PipelineSchedule::vhalf:
+      held = std::min<std::int64_t>(2LL * ((stages + 2) / 2), total);
+      break;
+    case PipelineSchedule::vmin:
+      held = std::min<std::int64_t>(2LL * ((stages + 4) / 3), total);
+      break;
+    case PipelineSchedule::dualpipev:  // DualPipe README table: PP + 1 chunk micro-batches, PP = 2p stages
+      held = std::min<std::int64_t>(2LL * stages + 1, total);
       break;
   }
   return static_cast<int>(held);

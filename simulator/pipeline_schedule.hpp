@@ -17,24 +17,41 @@ namespace shardplan::simulator {
 // gradients), W deferred into what would be bubble.
 // zbv: the zero-bubble V schedule (§6): two chunks per rank in a V, rank r holding model stages
 // r and 2p - 1 - r, the forward down the ranks and back up.
-enum class PipelineSchedule { gpipe, one_f_one_b, interleaved, zb1p, zb2p, zbv };
+// vhalf / vmin: the memory-controlled V schedules V-Half and V-Min (Qi et al., "Pipeline
+// Parallelism with Controllable Memory", arXiv 2405.15362): zbv's placement, about a half / a
+// third of its activations.
+// dualpipev: DeepSeek's DualPipeV (github.com/deepseek-ai/DualPipe dualpipev.py): zbv's placement,
+// a forward and a full backward of the two chunks overlapped as one op in the steady phase.
+enum class PipelineSchedule { gpipe, one_f_one_b, interleaved, zb1p, zb2p, zbv, vhalf, vmin, dualpipev };
 template <>
 struct EnumNames<PipelineSchedule> {
-  static constexpr NameTable<PipelineSchedule, 6> table{{{PipelineSchedule::gpipe, "gpipe"},
+  static constexpr NameTable<PipelineSchedule, 9> table{{{PipelineSchedule::gpipe, "gpipe"},
                                                          {PipelineSchedule::one_f_one_b, "1f1b"},
                                                          {PipelineSchedule::interleaved, "interleaved"},
                                                          {PipelineSchedule::zb1p, "zb1p"},
                                                          {PipelineSchedule::zb2p, "zb2p"},
-                                                         {PipelineSchedule::zbv, "zbv"}}};
+                                                         {PipelineSchedule::zbv, "zbv"},
+                                                         {PipelineSchedule::vhalf, "vhalf"},
+                                                         {PipelineSchedule::vmin, "vmin"},
+                                                         {PipelineSchedule::dualpipev, "dualpipev"}}};
 };
 const char* to_string(PipelineSchedule s);
-// Whether the schedule runs a micro-batch's backward as two ops, B then a deferred W.
-constexpr bool splits_backward(PipelineSchedule s) {
-  return s == PipelineSchedule::zb1p || s == PipelineSchedule::zb2p || s == PipelineSchedule::zbv;
-}
 // Whether the schedule places a rank's two chunks in a V (chunk 1 of rank r is model stage
 // 2p - 1 - r) instead of interleaving them (chunk c of rank r is model stage c p + r).
-constexpr bool v_shaped(PipelineSchedule s) { return s == PipelineSchedule::zbv; }
+constexpr bool v_shaped(PipelineSchedule s) {
+  return s == PipelineSchedule::zbv || s == PipelineSchedule::vhalf || s == PipelineSchedule::vmin ||
+         s == PipelineSchedule::dualpipev;
+}
+// Whether the schedule runs a micro-batch's backward as two ops, B then a deferred W (DualPipe
+// for some micro-batches only: the others run one full backward).
+constexpr bool splits_backward(PipelineSchedule s) {
+  return s == PipelineSchedule::zb1p || s == PipelineSchedule::zb2p || v_shaped(s);
+}
+// The fewest micro-batches the schedule runs with p stages: DualPipeV needs 2p
+// (deepseek-ai/DualPipe dualpipev.py:318 @ 3da1bbe, assert num_chunks >= num_ranks * 2).
+constexpr int min_micro_batches(PipelineSchedule s, int stages) {
+  return s == PipelineSchedule::dualpipev ? 2 * stages : 1;
+}
 
 struct PipelineInput {
   int stages = 1;          // p
@@ -55,12 +72,19 @@ struct PipelineInput {
 };
 
 // One op of a stage's schedule: forward or backward of micro-batch `mb` through the stage's
-// model chunk `chunk` (0 unless interleaved).
+// model chunk `chunk` (0 unless interleaved or V-shaped).
 struct PipelineOp {
   int chunk = 0;
   int mb = 0;
   bool backward = false;
   bool weight = false;  // the deferred weight-gradient part of a split backward (backward is true too)
+  // In a schedule that splits the backward: this backward is whole, B and W in one op (DualPipe's
+  // full backward).
+  bool full = false;
+  // DualPipe's overlapped pair: this forward runs as one op with the full backward of micro-batch
+  // overlap_mb through chunk overlap_chunk (-1: no pair).
+  int overlap_chunk = -1;
+  int overlap_mb = -1;
 };
 
 struct PipelineEvent {
@@ -71,6 +95,9 @@ struct PipelineEvent {
   double start_s = 0;
   double end_s = 0;
   bool weight = false;  // a split backward's W (backward is true too); its B carries the rest
+  // A full backward (DualPipe) is recorded as its B and W parts back to back, and an overlapped
+  // pair as its two halves; `overlapped` marks the events of a pair.
+  bool overlapped = false;
 };
 
 struct PipelineResult {
@@ -100,9 +127,15 @@ std::vector<PipelineOp> pipeline_stage_order(PipelineSchedule schedule, int stag
 // Closed forms (used by the fast analytical path and checked against the event simulation):
 // bubble fraction (p-1)/m for gpipe and 1f1b, (p-1)/(v*m) interleaved.
 double bubble_fraction(PipelineSchedule s, int stages, int micro_batches, int virtual_stages);
+// DualPipeV's bubble over p ranks, per chunk F forward, B input-gradient backward, W weight
+// gradient: DualPipe's README (PP/2 - 1)(F&B + B_full - 3W) with PP = 2p and our pair F&B = F + B + W,
+// less min(F, (p - 1)(B - F)) when B > F; at or below the event simulation.
+double dualpipev_bubble(int stages, double forward_s, double backward_input_s, double weight_grad_s);
 // Micro-batches (in units of model-chunk micro-batches) stage `stage` holds at most:
 // gpipe m*v; 1f1b min(p - stage, m); interleaved Megatron warmup + 1, capped at m*v; a split
-// backward holds a micro-batch until its W: zb1p min(p, m), zb2p min(2p - 1, m) on every stage.
+// backward holds a micro-batch until its W: zb1p min(p, m), zb2p min(2p - 1, m) on every stage;
+// V schedules count chunk micro-batches: zbv 2p, vhalf 2 floor((p+2)/2), vmin 2 floor((p+4)/3),
+// dualpipev 2p + 1 (the most any rank holds), capped at 2m.
 int in_flight_micro_batches(PipelineSchedule s, int stages, int stage, int micro_batches, int virtual_stages);
 
 }  // namespace shardplan::simulator

@@ -43,6 +43,8 @@ class Work {
  public:
   virtual ~Work() = default;
   virtual void wait() = 0;
+  // Whether it has completed, without blocking (MPI_Test); a backend that cannot tell says false.
+  virtual bool completed() { return false; }
 };
 
 // Two operations waited on together.

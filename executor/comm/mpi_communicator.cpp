@@ -101,6 +101,15 @@ class MpiWork final : public Work {
     done_ = true;
     if (staged_.defined() && !staged_.is_same(result_)) result_.copy_(staged_);
   }
+  bool completed() override {
+    if (done_) return true;
+    int flag = 0;
+    check(MPI_Test(&req_, &flag, MPI_STATUS_IGNORE), what_, comm_.name());
+    if (!flag) return false;
+    done_ = true;
+    if (staged_.defined() && !staged_.is_same(result_)) result_.copy_(staged_);
+    return true;
+  }
   ~MpiWork() override {
     if (!done_ && req_ != MPI_REQUEST_NULL) {
       try {

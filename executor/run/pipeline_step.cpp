@@ -57,6 +57,7 @@ class StageRunner {
         throw std::runtime_error("injected fault: stage " + std::to_string(s_.groups->coords().pp) + " failed at op " +
                                  std::to_string(i) + " of step " + std::to_string(step_ + 1));
       const auto& op = ops[i];
+      EXECUTOR_CHECK(!op.full && op.overlap_chunk < 0, "a DualPipe op (trainer.cpp refuses the schedule)");
       const auto start = Clock::now();
       const double waited = result_.figures.bubble_s + send_s_;
       double* phase = &result_.figures.forward_s;
@@ -70,6 +71,8 @@ class StageRunner {
         forward(op.chunk, op.mb);
       }
       *phase += std::max(0.0, since(start) - (result_.figures.bubble_s + send_s_ - waited));
+      // A completed send's buffer is free again, as in the frameworks (their isend handles).
+      std::erase_if(sends_, [](const std::unique_ptr<Work>& w) { return w->completed(); });
     }
     EXECUTOR_CHECK(store.pending() == 0, "weight gradients left queued after the schedule's last W");
     const auto drain = Clock::now();

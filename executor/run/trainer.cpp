@@ -51,15 +51,15 @@ void check_cp_supported(const formats::Plan& plan, const std::string& src) {
 }
 
 // Zero-bubble schedules: shardrun defers the linears' weight gradients (WeightGradStore) for
-// ZB1P, ZB2P and ZBV, with the gradients reduced once per step after the last W (ZeRO 0/1).
+// ZB1P, ZB2P and the V schedules of single F, B and W ops (ZBV, V-Half, V-Min), with the
+// gradients reduced once per step after the last W (ZeRO 0/1). DualPipeV's overlapped
+// forward-backward pairs it does not run.
 void check_split_backward_supported(const formats::Plan& plan, const std::string& src) {
-  using simulator::PipelineSchedule;
   const auto& c = plan.config;
   const std::string name = simulator::to_string(c.schedule);
-  if (c.schedule != PipelineSchedule::zb1p && c.schedule != PipelineSchedule::zb2p &&
-      c.schedule != PipelineSchedule::zbv)
+  if (c.schedule == simulator::PipelineSchedule::dualpipev)
     throw InputError(src + ": field 'config.schedule': " + name +
-                     " is simulated, not run by shardrun (gpipe, 1f1b, interleaved, zb1p, zb2p, zbv)");
+                     " is simulated, not run by shardrun (gpipe, 1f1b, interleaved, zb1p, zb2p, zbv, vhalf, vmin)");
   if (c.zero_stage >= 2)
     throw InputError(src + ": field 'config.zero_stage': shardrun runs " + name +
                      " with ZeRO 0 or 1 (ZeRO-2/3 reduce-scatter each micro-batch's gradients when its backward "

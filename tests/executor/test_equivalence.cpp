@@ -1,5 +1,5 @@
 // Equivalence of layouts: for the same seed and data, tensor-parallel, data-parallel, ZeRO 1/2/3,
-// MiCS, pipeline-parallel (gpipe, 1F1B, interleaved, the zero-bubble ZB1P, ZB2P and ZBV with their
+// MiCS, pipeline-parallel (gpipe, 1F1B, interleaved, the zero-bubble ZB1P, ZB2P, ZBV, V-Half, V-Min with their
 // weight gradients deferred to W; even and uneven partitions, embedding-only
 // and head-only stages; tied embeddings) and their mixes: runs of the real shardrun give the same
 // per-step losses as a single-rank run (fp32: within 1e-5 relative over 20 steps) and the same
@@ -176,6 +176,21 @@ INSTANTIATE_TEST_SUITE_P(
                {{"pipeline_parallel", 4}, {"pipeline_schedule", "zbv"}, {"virtual_stages", 2}, {"micro_batch_size", 1}},
                false,
                8},
+        // The memory-controlled V schedules (zero-bubble repo's V-Half and V-Min).
+        Layout{
+            "llama8_pp4_vhalf",
+            "tiny-llama",
+            4,
+            {{"pipeline_parallel", 4}, {"pipeline_schedule", "vhalf"}, {"virtual_stages", 2}, {"micro_batch_size", 1}},
+            false,
+            8},
+        Layout{
+            "llama8_pp4_vmin",
+            "tiny-llama",
+            4,
+            {{"pipeline_parallel", 4}, {"pipeline_schedule", "vmin"}, {"virtual_stages", 2}, {"micro_batch_size", 1}},
+            false,
+            8},
         // The deferred W of sequence-parallel column linears re-gathers their input across tp.
         Layout{"llama_pp2_tp2_sp_zb1p",
                "tiny-llama",

@@ -134,7 +134,7 @@ TEST(Schedules, OneFOneBHoldsFewerInFlightActivationsThanGpipe) {
   EXPECT_EQ(f["bubble_seconds_per_stage"].size(), 2u);
 }
 
-// ZB1P, ZB2P and ZBV on 2 and 4 ranks (their losses and weights: test_equivalence.cpp): each
+// ZB1P, ZB2P, ZBV, V-Half and V-Min on 2 and 4 ranks (losses and weights: test_equivalence.cpp): each
 // stage's measured peak within 5 % of `shardplan simulate`'s for the plan, the micro-batches held
 // until their W as the event simulation holds them, and report.json timing B and W apart.
 TEST(Schedules, ZeroBubbleRunsHoldPerStageWhatThePlanPredicts) {
@@ -146,8 +146,10 @@ TEST(Schedules, ZeroBubbleRunsHoldPerStageWhatThePlanPredicts) {
     int layers;
   };
   for (const Case& k : {Case{"zb1p_pp2", 2, "zb1p", 4}, Case{"zb2p_pp2", 2, "zb2p", 4}, Case{"zbv_pp2", 2, "zbv", 4},
-                        Case{"zb1p_pp4", 4, "zb1p", 4}, Case{"zbv_pp4", 4, "zbv", 8}, Case{"1f1b_pp2", 2, "1f1b", 4}}) {
-    const bool v = std::string(k.schedule) == "zbv";
+                        Case{"zb1p_pp4", 4, "zb1p", 4}, Case{"zbv_pp4", 4, "zbv", 8}, Case{"vhalf_pp4", 4, "vhalf", 8},
+                        Case{"vmin_pp4", 4, "vmin", 8}, Case{"1f1b_pp2", 2, "1f1b", 4}}) {
+    const std::string sched = k.schedule;
+    const bool v = sched == "zbv" || sched == "vhalf" || sched == "vmin";
     const std::string plan = write_plan(dir, k.name, "tiny-llama",
                                         {{"pipeline_parallel", k.ranks},
                                          {"pipeline_schedule", k.schedule},
@@ -200,6 +202,10 @@ TEST(Schedules, ZeroBubbleCombinationsShardrunDoesNotRunAreOneLineNamingTheField
       {"tied_v",
        "tiny-gpt",
        {{"pipeline_parallel", 2}, {"pipeline_schedule", "zbv"}, {"virtual_stages", 2}},
+       "field 'config.schedule'"},
+      {"dualpipev",
+       "tiny-llama",
+       {{"pipeline_parallel", 2}, {"pipeline_schedule", "dualpipev"}, {"virtual_stages", 2}, {"micro_batch_size", 1}},
        "field 'config.schedule'"}};
   for (const Case& k : cases) {
     const std::string plan = write_plan(dir, k.name, k.model, k.config);

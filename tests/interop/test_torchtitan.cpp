@@ -576,8 +576,9 @@ TEST(TorchtitanImport, MalformedConfigsNameTheFileTheFieldAndTheLine) {
   EXPECT_TRUE(
       contains(why("[parallelism]\npipeline_parallel_degree = 2\npipeline_parallel_microbatch_size = 3\n"),
                "'parallelism.pipeline_parallel_microbatch_size': expected a divisor of training.local_batch_size (8)"));
-  EXPECT_TRUE(contains(why("[parallelism]\npipeline_parallel_degree = 2\npipeline_parallel_schedule = \"DualPipeV\"\n"),
-                       "1F1B, Interleaved1F1B, GPipe or ZBVZeroBubble"));
+  EXPECT_TRUE(contains(
+      why("[parallelism]\npipeline_parallel_degree = 2\npipeline_parallel_schedule = \"InterleavedZeroBubble\"\n"),
+      "1F1B, Interleaved1F1B, GPipe, ZBVZeroBubble or DualPipeV"));
   EXPECT_TRUE(
       contains(why("[parallelism]\npipeline_parallel_degree = 2\nmodule_fqns_per_model_part = [[\"layers.0\"]]\n"),
                "one part per pipeline rank (2 ranks), got 1 parts"));

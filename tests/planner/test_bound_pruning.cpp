@@ -55,7 +55,8 @@ void expect_bound_below_points(const sim::ModelSpec& m, const sim::ClusterSpec& 
   const double split_bound = ev.step_time_lower_bound(ctx, most, true);
   EXPECT_LE(split_bound, bound * (1 + 1e-12)) << what;
   int split_checked = 0;
-  for (auto sched : {sim::PipelineSchedule::zb1p, sim::PipelineSchedule::zb2p, sim::PipelineSchedule::zbv})
+  for (auto sched : {sim::PipelineSchedule::zb1p, sim::PipelineSchedule::zb2p, sim::PipelineSchedule::zbv,
+                     sim::PipelineSchedule::vhalf, sim::PipelineSchedule::vmin, sim::PipelineSchedule::dualpipev})
     for (bool off : {false, true}) {
       sim::ParallelConfig cfg = base;
       cfg.schedule = sched;
