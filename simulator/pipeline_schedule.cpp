@@ -215,11 +215,22 @@ class Simulation {
         stage_free_(next_.size(), 0.0),
         f_end_(static_cast<std::size_t>(p_) * v_ * m_, kNotDone),
         b_end_(f_end_.size(), kNotDone),
-        events_(record_events ? next_.size() : 0) {
+        cursor_(record_events ? next_.size() : 0) {
     if (in.schedule == PipelineSchedule::vhalf || in.schedule == PipelineSchedule::vmin)
       split_orders_ = v_greedy_orders(in.schedule, p_, m_);
     else if (split_)
       for (int s = 0; s < p_; ++s) split_orders_.push_back(split_order(in.schedule, p_, m_, s));
+    // One flat list, stage-major, sized once (the search's finish simulates thousands of pipelines):
+    // stage s writes from its offset. A full backward is 2 events and an overlapped pair 3 (F, and
+    // the full backward's B and W), so DualPipeV's slots are a bound, compacted after the run.
+    const std::size_t per_op = in.schedule == PipelineSchedule::dualpipev ? 3 : 1;
+    std::size_t total = 0;
+    for (std::size_t s = 0; s < cursor_.size(); ++s) {
+      cursor_[s] = total;
+      total += per_op * ops_of(static_cast<int>(s));
+    }
+    events_.resize(total);
+    first_ = cursor_;
   }
 
   // Any sweep order gives the same times: an op's start depends only on its stage's previous op
@@ -247,13 +258,15 @@ class Simulation {
         if (op.overlap_chunk >= 0) wake(consumer_stage(s, {op.overlap_chunk, op.overlap_mb, true}));
       }
     }
-    std::vector<PipelineEvent> events;
+    std::size_t kept = 0;  // compacts the unused slots of DualPipeV's stages
     for (int s = 0; s < p_; ++s) {
       SHARDPLAN_CHECK(next_[idx(s)] == ops_of(s), "pipeline schedule deadlocked: stage " + std::to_string(s) +
                                                       " blocked at op " + std::to_string(next_[idx(s)]));
-      if (record_) events.insert(events.end(), events_[idx(s)].begin(), events_[idx(s)].end());
+      if (!record_) continue;
+      for (std::size_t i = first_[idx(s)]; i < cursor_[idx(s)]; ++i) events_[kept++] = events_[i];
     }
-    return events;
+    events_.resize(kept);
+    return std::move(events_);
   }
 
   // After run(): when the last op of any stage ends.
@@ -356,12 +369,14 @@ class Simulation {
     stage_free_[idx(s)] = end;
     if (!op.weight) (op.backward ? b_end_ : f_end_)[slot(op.chunk, s, op.mb)] = end;
     if (!record_) return end;
-    auto& ev = events_[idx(s)];
+    std::size_t& at = cursor_[idx(s)];
+    SHARDPLAN_CHECK(at + (op.full ? 2 : 1) <= (idx(s) + 1 < first_.size() ? first_[idx(s) + 1] : events_.size()),
+                    "pipeline events overflow their stage's slots");
     if (op.full) {  // its B and W parts back to back
-      ev.push_back({s, op.chunk, op.mb, true, start, start + b, false, overlapped});
-      ev.push_back({s, op.chunk, op.mb, true, start + b, end, true, overlapped});
+      events_[at++] = {s, op.chunk, op.mb, true, start, start + b, false, overlapped};
+      events_[at++] = {s, op.chunk, op.mb, true, start + b, end, true, overlapped};
     } else {
-      ev.push_back({s, op.chunk, op.mb, op.backward, start, end, op.weight, overlapped});
+      events_[at++] = {s, op.chunk, op.mb, op.backward, start, end, op.weight, overlapped};
     }
     return end;
   }
@@ -373,9 +388,11 @@ class Simulation {
   bool record_;
   std::vector<std::size_t> next_;
   std::vector<double> stage_free_;
-  std::vector<double> f_end_, b_end_;               // indexed [vs * m + mb]
-  std::vector<std::vector<PipelineEvent>> events_;  // per stage, in execution order
-  std::vector<std::vector<Op>> split_orders_;       // per stage, for schedules that split the backward
+  std::vector<double> f_end_, b_end_;          // indexed [vs * m + mb]
+  std::vector<PipelineEvent> events_;          // stage-major, each stage in execution order
+  std::vector<std::size_t> cursor_;            // per stage: its next event's slot in events_
+  std::vector<std::size_t> first_;             // per stage: its first slot
+  std::vector<std::vector<Op>> split_orders_;  // per stage, for schedules that split the backward
 };
 
 // Per-stage busy/end time and in-flight peaks from the (time-ordered per stage) events.
