@@ -121,6 +121,9 @@ std::optional<std::string> layout_gap(const KnobTable& k, const sim::ParallelCon
     for (int z : k.zero_stages) list += (list.empty() ? "" : ", ") + std::to_string(z);
     return "ZeRO stage " + std::to_string(c.zero_stage) + " (it runs " + list + ")";
   }
+  if (c.pp > 1 && sim::splits_backward(c.schedule) && c.zero_stage > k.split_backward_zero_max)
+    return "ZeRO stage " + std::to_string(c.zero_stage) + " with a deferred weight gradient (" +
+           sim::to_string(c.schedule) + "; at most " + std::to_string(k.split_backward_zero_max) + ")";
   if (c.pp > 1 && c.zero_stage > k.pipeline_zero_max)
     return "ZeRO stage " + std::to_string(c.zero_stage) + " with pipeline parallelism (at most " +
            std::to_string(k.pipeline_zero_max) + " with pp > 1)";

@@ -39,9 +39,10 @@ struct KnobTable {
   std::vector<sim::CpKind> cp_kinds;             // empty: no context parallelism
   bool expert_parallel = false;
   std::vector<int> zero_stages{0};
-  int pipeline_zero_max = 3;      // the highest ZeRO stage it runs together with pp > 1
-  bool zero0_only_alone = false;  // ZeRO-0 (DDP) only without tp, pp and cp (else it shards)
-  bool sharding_degree = false;   // a sharding group smaller than dp (HSDP, MiCS, ZeRO++ hpZ)
+  int pipeline_zero_max = 3;        // the highest ZeRO stage it runs together with pp > 1
+  int split_backward_zero_max = 3;  // highest ZeRO stage run with a deferred W (zb1p, zbv, ...)
+  bool zero0_only_alone = false;    // ZeRO-0 (DDP) only without tp, pp and cp (else it shards)
+  bool sharding_degree = false;     // a sharding group smaller than dp (HSDP, MiCS, ZeRO++ hpZ)
   bool offload_optimizer = false;
   bool offload_activations = false;
   std::vector<sim::Recompute> recompute{sim::Recompute::none};

@@ -18,7 +18,12 @@ FrameworkModel shardrun_model(std::string_view version) {
   k.runtimes = {sim::DeviceRuntime::cuda, sim::DeviceRuntime::cpu};
   k.tensor_parallel = true;
   k.sequence_parallel = true;
-  k.schedules = {PipelineSchedule::gpipe, PipelineSchedule::one_f_one_b, PipelineSchedule::interleaved};
+  k.schedules = {PipelineSchedule::gpipe, PipelineSchedule::one_f_one_b, PipelineSchedule::interleaved,
+                 PipelineSchedule::zb1p,  PipelineSchedule::zb2p,        PipelineSchedule::zbv,
+                 PipelineSchedule::vhalf, PipelineSchedule::vmin};
+  // The deferred W's gradients are reduced once, after a chunk's last W (ZeRO-2/3 reduce-scatter
+  // each micro-batch's as its backward ends): executor/run/trainer.cpp check_split_backward_supported.
+  k.split_backward_zero_max = 1;
   k.uneven_partition = true;
   k.cp_kinds = {sim::CpKind::ring, sim::CpKind::all_to_all};
   k.expert_parallel = true;
@@ -40,7 +45,9 @@ FrameworkModel shardrun_model(std::string_view version) {
   fw.defaults = {{"fusion", "eager"}};
   fw.terms.reports = sim::MemoryReport::allocated;
   fw.terms.allocator_slack_fraction = kCachingAllocatorSlack;
-  fw.facts = {{"what it refuses: FP8 linears, optimizer offload on CUDA", "executor/run/trainer.cpp (check_supported)"},
+  fw.facts = {{"what it refuses: FP8 linears, optimizer offload on CUDA, DualPipeV, a split backward with ZeRO-2/3 "
+               "or in a V with tied embeddings",
+               "executor/run/trainer.cpp (check_supported)"},
               {"memory: the accounting allocator's peak (CPU), max_memory_allocated (CUDA)",
                "executor/metrics/ (accounting allocator, cuda_stats)"}};
   return fw;

@@ -88,7 +88,11 @@ void narrow_to_framework(const fw::FrameworkModel& f, SearchSpace& s, Constraint
   c.framework = f;
 }
 
-std::vector<std::string> frameworks_running(const sim::ParallelConfig& cfg, const sim::ClusterSpec& cluster) {
+namespace {
+
+// The registry's frameworks that run `cfg` on `cluster`, in registry order; with `first_only`,
+// stops at the first (the search asks only whether any does).
+std::vector<std::string> running(const sim::ParallelConfig& cfg, const sim::ClusterSpec& cluster, bool first_only) {
   static const std::vector<fw::FrameworkModel> newest = [] {
     std::vector<fw::FrameworkModel> v;
     for (const auto& e : fw::registry()) v.push_back(fw::find_framework(e.name, "", "registry"));
@@ -106,9 +110,21 @@ std::vector<std::string> frameworks_running(const sim::ParallelConfig& cfg, cons
   for (const auto& f : newest) {
     sim::ParallelConfig as_run = cfg;
     fw::apply_defaults(f, as_run, kept);
-    if (!fw::why_not(f, as_run, cluster)) out.push_back(f.name);
+    if (fw::why_not(f, as_run, cluster)) continue;
+    out.push_back(f.name);
+    if (first_only) break;
   }
   return out;
+}
+
+}  // namespace
+
+std::vector<std::string> frameworks_running(const sim::ParallelConfig& cfg, const sim::ClusterSpec& cluster) {
+  return running(cfg, cluster, false);
+}
+
+bool some_framework_runs(const sim::ParallelConfig& cfg, const sim::ClusterSpec& cluster) {
+  return !running(cfg, cluster, true).empty();
 }
 
 }  // namespace shardplan::planner

@@ -23,5 +23,7 @@ void narrow_to_framework(const frameworks::FrameworkModel& fw, SearchSpace& s, C
 // `cluster`, each with its own kernels (attention, fusion, mixed precision: its defaults).
 std::vector<std::string> frameworks_running(const simulator::ParallelConfig& cfg,
                                             const simulator::ClusterSpec& cluster);
+// Whether any of them does (stops at the first).
+bool some_framework_runs(const simulator::ParallelConfig& cfg, const simulator::ClusterSpec& cluster);
 
 }  // namespace shardplan::planner

@@ -13,6 +13,7 @@
 #include <optional>
 #include <thread>
 
+#include "framework_space.hpp"
 #include "frameworks/apply.hpp"
 #include "search_point.hpp"
 #include "search_result.hpp"
@@ -210,10 +211,15 @@ void evaluate_point(BlockRun& r, const sim::ParallelConfig& cfg, const sim::Conf
   const bool allowed =
       r.price_ok && detail::meets(pt.key, *r.sh.constraints) && (!fw || !frameworks::why_not(*fw, cfg, r.ev.cluster()));
   r.tally.add(pt, allowed, r.usable);
-  if (pt.estimate.fits && allowed) {
-    if (r.report && (!r.best || detail::better(pt, *r.best))) r.best = pt;
-    r.ts.offer(pt);
-  }
+  if (!pt.estimate.fits || !allowed) return;
+  if (r.report && (!r.best || detail::better(pt, *r.best))) r.best = pt;
+  // Without a framework given, a point is ranked or on the front only if some framework runs it
+  // (the finish drops the others from the ranking): else points no one runs (zb1p with FP8, say)
+  // crowd the runnable ones out. Asked only of points that would be kept.
+  const bool rank = r.ts.would_rank(pt), front = r.ts.would_front(pt);
+  if ((!rank && !front) || (!fw && !some_framework_runs(cfg, r.ev.cluster()))) return;
+  if (front) r.ts.offer_front(pt);
+  if (rank) r.ts.offer_ranked(pt);
 }
 
 // One (micro-batch, SP) pair of a block with recompute none: its configuration and the

@@ -160,7 +160,13 @@ void RegionAcc::merge(const RegionAcc& o) {
 }
 
 void ThreadState::offer(const Point& p) {
-  insert_front(front, p);
+  offer_front(p);
+  offer_ranked(p);
+}
+
+void ThreadState::offer_front(const Point& p) { insert_front(front, p); }
+
+void ThreadState::offer_ranked(const Point& p) {
   if (static_cast<int>(best.size()) < capacity_) {
     best.push_back(p);
     std::push_heap(best.begin(), best.end(), heap_cmp);
@@ -169,6 +175,14 @@ void ThreadState::offer(const Point& p) {
     best.back() = p;
     std::push_heap(best.begin(), best.end(), heap_cmp);
   }
+}
+
+bool ThreadState::would_front(const Point& p) const {
+  return std::none_of(front.begin(), front.end(), [&](const Point& q) { return dominates(q, p) || q.key == p.key; });
+}
+
+bool ThreadState::would_rank(const Point& p) const {
+  return static_cast<int>(best.size()) < capacity_ || better(p, best.front());
 }
 
 bool ThreadState::outranked(double score, double time_per_token, double usd_per_token, double memory) const {

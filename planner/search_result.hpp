@@ -41,7 +41,13 @@ struct RegionAcc {
 class ThreadState {
  public:
   explicit ThreadState(int capacity) : capacity_(capacity) {}
-  void offer(const Point& p);
+  void offer(const Point& p);  // offer_front, then offer_ranked
+  void offer_front(const Point& p);
+  void offer_ranked(const Point& p);
+  // Whether offer_ranked(p) would keep it: the list has room or holds a worse point.
+  [[nodiscard]] bool would_rank(const Point& p) const;
+  // Whether offer_front(p) would keep it: no point of the front dominates it (or is it).
+  [[nodiscard]] bool would_front(const Point& p) const;
   void record_block(int nodes, int tp, int pp, int zero, const BlockTally& t, bool price_ok);
   // Whether a block whose every point has at least these (objective score, time per token, USD
   // per token, memory) can add nothing: the list is full of better points and a point on the

@@ -204,6 +204,31 @@ TEST(FrameworkPlans, ZeroBubbleSchedulesAreSearchedAndExportedWhereRun) {
   EXPECT_NE(torchtitan_toml(p).find("ZBVZeroBubble"), std::string::npos);
 }
 
+// With no framework given, points no framework runs (zb1p with FP8: Megatron runs FP8 but no
+// ZB1P, shardrun ZB1P but no FP8) are kept out of the ranked list and the front, so they cannot
+// crowd out the runnable ones: a wider space never gives a worse plan, and the front shows only
+// configurations some framework runs.
+TEST(FrameworkPlans, PointsNoFrameworkRunsDoNotCrowdOutThePlan) {
+  const sim::ModelSpec m = sim::load_model("llama3.1-405b");
+  const sim::HardwareProfile hw = sim::load_hardware("p5.48xlarge");
+  SearchSpace s;
+  s.node_counts = {64, 128, 256};
+  s.seq_len = 8192;
+  s.global_batch_sizes = {2048};
+  s.context_parallel = {1, 2, 4, 8};
+  s.fp8_recipes = {sim::Fp8Recipe::none, sim::Fp8Recipe::delayed};
+  SearchOptions o;
+  o.top_k = 5;
+  const SearchResult narrow = search(m, hw, s, Constraints{}, o);
+  s.schedules = {sim::PipelineSchedule::one_f_one_b, sim::PipelineSchedule::interleaved, sim::PipelineSchedule::zb1p,
+                 sim::PipelineSchedule::zb2p, sim::PipelineSchedule::zbv};
+  const SearchResult wide = search(m, hw, s, Constraints{}, o);
+  ASSERT_EQ(narrow.ranked.size(), 5u);
+  ASSERT_EQ(wide.ranked.size(), 5u);
+  EXPECT_LE(wide.ranked.front().score, narrow.ranked.front().score);
+  for (const auto& c : wide.pareto) EXPECT_FALSE(frameworks_running(c.config, c.cluster).empty()) << c.key;
+}
+
 TEST(FrameworkPlans, AFixedFieldTheFrameworkCannotRunIsOneLineNamingTheFlag) {
   SearchSpace s;
   s.fusion = sim::Fusion::megatron;
