@@ -212,7 +212,7 @@ TEST(FrameworkPlans, PointsNoFrameworkRunsDoNotCrowdOutThePlan) {
   const sim::ModelSpec m = sim::load_model("llama3.1-405b");
   const sim::HardwareProfile hw = sim::load_hardware("p5.48xlarge");
   SearchSpace s;
-  s.node_counts = {64, 128, 256};
+  s.node_counts = {256};
   s.seq_len = 8192;
   s.global_batch_sizes = {2048};
   s.context_parallel = {1, 2, 4, 8};
