@@ -293,9 +293,7 @@ int most_chunks(const Shared& sh, const Block& b, int micro) {
 // a V's 2 pp chunks dividing the layers.
 bool split_backward_runs(const sim::ModelSpec& m, const sim::ParallelConfig& cfg, sim::PipelineSchedule sched) {
   if (cfg.pp < 2) return false;
-  const bool recomputes = cfg.recompute == sim::Recompute::full || cfg.recompute == sim::Recompute::op_sac ||
-                          (cfg.recompute == sim::Recompute::selective && cfg.attention == sim::AttentionKind::eager);
-  if (recomputes || cfg.micro_batches() < sim::min_micro_batches(sched, cfg.pp)) return false;
+  if (sim::recomputes_forward(cfg) || cfg.micro_batches() < sim::min_micro_batches(sched, cfg.pp)) return false;
   return !sim::v_shaped(sched) || m.num_layers % (2 * cfg.pp) == 0;
 }
 

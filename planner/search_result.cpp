@@ -41,9 +41,13 @@ bool dominates(const Point& a, const Point& b) {
   return no_worse && better;
 }
 
+// Whether the front would take p: none of its points dominates p or is p.
+bool front_takes(const std::vector<Point>& front, const Point& p) {
+  return std::none_of(front.begin(), front.end(), [&](const Point& q) { return dominates(q, p) || q.key == p.key; });
+}
+
 void insert_front(std::vector<Point>& front, const Point& p) {
-  for (const auto& q : front)
-    if (dominates(q, p) || q.key == p.key) return;
+  if (!front_takes(front, p)) return;
   std::erase_if(front, [&](const Point& q) { return dominates(p, q); });
   front.push_back(p);
 }
@@ -177,9 +181,7 @@ void ThreadState::offer_ranked(const Point& p) {
   }
 }
 
-bool ThreadState::would_front(const Point& p) const {
-  return std::none_of(front.begin(), front.end(), [&](const Point& q) { return dominates(q, p) || q.key == p.key; });
-}
+bool ThreadState::would_front(const Point& p) const { return front_takes(front, p); }
 
 bool ThreadState::would_rank(const Point& p) const {
   return static_cast<int>(best.size()) < capacity_ || better(p, best.front());

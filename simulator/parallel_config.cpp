@@ -101,9 +101,7 @@ void check_pipeline(const ModelSpec& m, ParallelConfig& cfg) {
     if (cfg.pp < 2) bad("--schedule", name + " needs --pp >= 2");
     // A recomputed forward would keep its GEMM inputs alive until the deferred W, which the
     // pipeline's memory count does not follow (AMD Primus refuses the pair: config_validation.py).
-    const bool recomputes = cfg.recompute == Recompute::full || cfg.recompute == Recompute::op_sac ||
-                            (cfg.recompute == Recompute::selective && cfg.attention == AttentionKind::eager);
-    if (recomputes)
+    if (recomputes_forward(cfg))
       bad("--recompute", name +
                              " defers each weight gradient past its input gradient; recomputing the forward "
                              "for it is not modelled (expected --recompute none)");

@@ -371,6 +371,12 @@ void validate_packing(const ParallelConfig& cfg);
 std::vector<int> layers_per_chunk(const ModelSpec& model, const ParallelConfig& cfg);
 // The model-order index of rank `stage`'s chunk `chunk`: chunk * pp + stage (interleaved), or for a
 // V placement (zbv) stage on the way down and 2 pp - 1 - stage on the way back.
+// Whether the backward recomputes a forward (full, op_sac, or selective under eager attention;
+// selective under a fused kernel recomputes nothing): what a split backward cannot be paired with.
+inline bool recomputes_forward(const ParallelConfig& cfg) {
+  return cfg.recompute == Recompute::full || cfg.recompute == Recompute::op_sac ||
+         (cfg.recompute == Recompute::selective && cfg.attention == AttentionKind::eager);
+}
 inline int model_chunk_index(const ParallelConfig& cfg, int chunk, int stage) {
   if (v_shaped(cfg.schedule)) return chunk == 0 ? stage : 2 * cfg.pp - 1 - stage;
   return chunk * cfg.pp + stage;

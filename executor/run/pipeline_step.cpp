@@ -124,13 +124,23 @@ class StageRunner {
   // A V's second chunk travels back down the stages (zbv); at the turn, on the last stage, chunk 0
   // hands its activation to chunk 1 (and chunk 1 its input gradient back) without a message.
   bool travels_back(int chunk_index) const { return v_shape_ && chunk_index == 1; }
-  bool at_turn() const { return v_shape_ && s_.groups->coords().pp == p_ - 1; }
-  torch::Tensor take_local(int tag_value) {
+  // Whether chunk `chunk_index`'s incoming (or outgoing) message of `kind` crosses the turn: an
+  // activation comes into chunk 1 and leaves chunk 0 there, a gradient the other way.
+  bool at_turn(PipeKind kind, int chunk_index, bool incoming) const {
+    if (!v_shape_ || s_.groups->coords().pp != p_ - 1) return false;
+    return ((kind == PipeKind::activation) == incoming) == (chunk_index == 1);
+  }
+  torch::Tensor take(PipeKind kind, int chunk_index, int tag_value) {
+    if (!at_turn(kind, chunk_index, true)) return receive(kind, tag_value, travels_back(chunk_index));
     auto it = local_.find(tag_value);
     EXECUTOR_CHECK(it != local_.end(), "a V's turn: chunk message taken before it was handed over");
     torch::Tensor t = std::move(it->second);
     local_.erase(it);
     return t;
+  }
+  void hand(const torch::Tensor& t, PipeKind kind, int chunk_index, int tag_value) {
+    if (at_turn(kind, chunk_index, false)) local_[tag_value] = t.detach();
+    else send(t, kind, tag_value, travels_back(chunk_index));
   }
 
   void forward(int chunk_index, int mb) {
@@ -140,10 +150,7 @@ class StageRunner {
     InFlight f;
     torch::Tensor input = b.ids;
     if (!chunk.first) {
-      const int t = tag(false, chunk.virtual_stage, mb);
-      torch::Tensor in =
-          at_turn() && chunk_index == 1 ? take_local(t) : receive(PipeKind::activation, t, travels_back(chunk_index));
-      f.input = in.requires_grad_(true);
+      f.input = take(PipeKind::activation, chunk_index, tag(false, chunk.virtual_stage, mb)).requires_grad_(true);
       input = f.input;
     }
     const auto& c = s_.groups->coords();
@@ -161,9 +168,7 @@ class StageRunner {
       f.output = out.loss_sum;
     } else {
       EXECUTOR_CHECK(out.activation.scalar_type() == activation_dtype(), "pipeline activation has an unexpected dtype");
-      const int t = tag(false, chunk.virtual_stage + 1, mb);
-      if (at_turn() && chunk_index == 0) local_[t] = out.activation.detach();
-      else send(out.activation, PipeKind::activation, t, travels_back(chunk_index));
+      hand(out.activation, PipeKind::activation, chunk_index, tag(false, chunk.virtual_stage + 1, mb));
       f.output = out.activation;
     }
     f.bytes = current_device_bytes(s_.device) - before;
@@ -189,19 +194,13 @@ class StageRunner {
       if (faults_.overflow) multiplier = INFINITY;
       (f.output * multiplier).backward();
     } else {
-      const int t = tag(true, chunk.virtual_stage, mb);
-      torch::Tensor grad =
-          at_turn() && chunk_index == 0 ? take_local(t) : receive(PipeKind::gradient, t, travels_back(chunk_index));
+      torch::Tensor grad = take(PipeKind::gradient, chunk_index, tag(true, chunk.virtual_stage, mb));
       if (faults_.overflow) grad.fill_(INFINITY);
       torch::autograd::backward({f.output}, {grad});
     }
     if (split_) store.close();
     s_.engine->end_backward(chunk.unit_begin, chunk.unit_end);
-    if (!chunk.first) {
-      const int t = tag(true, chunk.virtual_stage - 1, mb);
-      if (at_turn() && chunk_index == 1) local_[t] = f.input.grad().detach();
-      else send(f.input.grad(), PipeKind::gradient, t, travels_back(chunk_index));
-    }
+    if (!chunk.first) hand(f.input.grad(), PipeKind::gradient, chunk_index, tag(true, chunk.virtual_stage - 1, mb));
     if (split_) {  // until its W, the micro-batch keeps the weight GEMMs' operands (x and gy)
       f.output = torch::Tensor();
       f.input = torch::Tensor();
