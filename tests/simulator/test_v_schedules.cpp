@@ -10,6 +10,7 @@
 #include <string>
 #include <tuple>
 
+#include "op_order_text.hpp"
 #include "simulator/errors.hpp"
 #include "simulator/evaluator.hpp"
 #include "simulator/pipeline_schedule.hpp"
@@ -38,40 +39,28 @@ int most_in_flight(const PipelineResult& r) {
   return *std::max_element(r.max_in_flight.begin(), r.max_in_flight.end());
 }
 
-// The references' notation: F / B / W / BW (full backward) chunk.mb, [F c.j&BW c'.j'] a pair.
-std::string text(const std::vector<PipelineOp>& ops) {
-  std::string s;
-  auto one = [](const char* kind, int c, int j) { return kind + std::to_string(c) + "." + std::to_string(j); };
-  for (const auto& o : ops) {
-    s += s.empty() ? "" : " ";
-    if (o.overlap_chunk >= 0) s += "[" + one("F", o.chunk, o.mb) + "&" + one("BW", o.overlap_chunk, o.overlap_mb) + "]";
-    else s += one(o.weight ? "W" : o.full ? "BW" : o.backward ? "B" : "F", o.chunk, o.mb);
-  }
-  return s;
-}
-
 TEST(VSchedules, OrdersAreTheReferences) {
-  EXPECT_EQ(text(pipeline_stage_order(PipelineSchedule::vhalf, 4, 8, 2, 0)),
+  EXPECT_EQ(testing::op_order_text(pipeline_stage_order(PipelineSchedule::vhalf, 4, 8, 2, 0)),
             "F0.0 F0.1 F0.2 F0.3 F0.4 F1.0 B1.0 W1.0 F1.1 B1.1 W1.1 F1.2 B0.0 B1.2 W1.2 F1.3 W0.0 F0.5 B0.1 B1.3 "
             "W1.3 F1.4 W0.1 F0.6 B0.2 B1.4 W1.4 F1.5 W0.2 F0.7 B0.3 B1.5 W1.5 F1.6 B1.6 W1.6 B0.4 W0.3 W0.4 F1.7 "
             "B1.7 B0.5 W1.7 B0.6 W0.5 W0.6 B0.7 W0.7");
-  EXPECT_EQ(text(pipeline_stage_order(PipelineSchedule::vhalf, 4, 8, 2, 3)),
+  EXPECT_EQ(testing::op_order_text(pipeline_stage_order(PipelineSchedule::vhalf, 4, 8, 2, 3)),
             "F0.0 F1.0 F0.1 F1.1 F0.2 F1.2 B1.0 W1.0 B0.0 W0.0 F0.3 F1.3 B1.1 W1.1 B0.1 W0.1 F0.4 F1.4 B1.2 W1.2 "
             "B0.2 W0.2 F0.5 F1.5 B1.3 W1.3 B0.3 F0.6 W0.3 F1.6 B1.4 B0.4 W1.4 F0.7 W0.4 F1.7 B1.5 B0.5 B1.6 B0.6 "
             "W1.5 W1.6 B1.7 B0.7 W1.7 W0.5 W0.6 W0.7");
-  EXPECT_EQ(text(pipeline_stage_order(PipelineSchedule::vmin, 4, 8, 2, 0)),
+  EXPECT_EQ(testing::op_order_text(pipeline_stage_order(PipelineSchedule::vmin, 4, 8, 2, 0)),
             "F0.0 F0.1 F0.2 F1.0 B1.0 W1.0 F1.1 B1.1 W1.1 B0.0 W0.0 F0.3 F1.2 B1.2 B0.1 W1.2 W0.1 F0.4 F1.3 B1.3 "
             "B0.2 W1.3 W0.2 F0.5 F1.4 B1.4 B0.3 W1.4 W0.3 F0.6 F1.5 B1.5 B0.4 W1.5 W0.4 F0.7 F1.6 B1.6 B0.5 W1.6 "
             "W0.5 F1.7 B1.7 B0.6 W1.7 W0.6 B0.7 W0.7");
-  EXPECT_EQ(text(pipeline_stage_order(PipelineSchedule::vmin, 4, 8, 2, 2)),
+  EXPECT_EQ(testing::op_order_text(pipeline_stage_order(PipelineSchedule::vmin, 4, 8, 2, 2)),
             "F0.0 F0.1 F1.0 F1.1 B1.0 W1.0 F0.2 B0.0 W0.0 B1.1 F1.2 W1.1 B0.1 F0.3 W0.1 B1.2 F1.3 W1.2 B0.2 F0.4 "
             "W0.2 B1.3 F1.4 W1.3 B0.3 F0.5 W0.3 B1.4 F1.5 W1.4 B0.4 F0.6 W0.4 B1.5 F1.6 W1.5 B0.5 F0.7 W0.5 B1.6 "
             "F1.7 W1.6 B0.6 W0.6 B1.7 W1.7 B0.7 W0.7");
-  EXPECT_EQ(text(pipeline_stage_order(PipelineSchedule::dualpipev, 4, 8, 2, 0)),
+  EXPECT_EQ(testing::op_order_text(pipeline_stage_order(PipelineSchedule::dualpipev, 4, 8, 2, 0)),
             "F0.0 F0.1 F0.2 F0.3 F0.4 F0.5 F0.6 F1.0 B1.0 W1.0 F1.1 B1.1 W1.1 F1.2 B1.2 W1.2 F1.3 [F0.7&BW1.3] "
             "[F1.4&BW0.0] BW1.4 [F1.5&BW0.1] BW1.5 [F1.6&BW0.2] BW1.6 [F1.7&BW0.3] BW1.7 B0.4 W0.4 B0.5 W0.5 B0.6 "
             "W0.6 B0.7 W0.7");
-  EXPECT_EQ(text(pipeline_stage_order(PipelineSchedule::dualpipev, 4, 8, 2, 3)),
+  EXPECT_EQ(testing::op_order_text(pipeline_stage_order(PipelineSchedule::dualpipev, 4, 8, 2, 3)),
             "F0.0 F1.0 F0.1 F1.1 F0.2 F1.2 F0.3 F1.3 F0.4 BW1.0 [F1.4&BW0.0] [F0.5&BW1.1] [F1.5&BW0.1] [F0.6&BW1.2] "
             "[F1.6&BW0.2] [F0.7&BW1.3] [F1.7&BW0.3] BW1.4 BW0.4 BW1.5 BW0.5 B1.6 B0.6 B1.7 B0.7 W1.6 W0.6 W1.7 W0.7");
 }

@@ -8,6 +8,7 @@
 #include <map>
 #include <tuple>
 
+#include "op_order_text.hpp"
 #include "simulator/errors.hpp"
 #include "simulator/evaluator.hpp"
 #include "simulator/pipeline_schedule.hpp"
@@ -199,21 +200,11 @@ TEST(ZeroBubble, RecomputeOrOneStageIsRefusedNamingTheFlag) {
 // ScheduleZBVZeroBubble generates them (docs/split_backward_schedules.md §6), and the worked
 // example at unit times: 48 busy per rank, every rank's span 48 (zero bubble), makespan 51.
 TEST(ZeroBubble, ZbvRunsTheReferenceOrderWithZeroBubbleSpans) {
-  auto text = [](const std::vector<PipelineOp>& ops) {
-    std::string s;
-    for (const auto& o : ops)
-      s += std::string(s.empty() ? "" : " ") +
-           (o.weight     ? "W"
-            : o.backward ? "B"
-                         : "F") +
-           std::to_string(o.chunk) + "." + std::to_string(o.mb);
-    return s;
-  };
-  EXPECT_EQ(text(pipeline_stage_order(PipelineSchedule::zbv, 4, 8, 2, 0)),
+  EXPECT_EQ(testing::op_order_text(pipeline_stage_order(PipelineSchedule::zbv, 4, 8, 2, 0)),
             "F0.0 F0.1 F0.2 F0.3 F0.4 F0.5 F0.6 F1.0 B1.0 W1.0 F1.1 B1.1 W1.1 F1.2 B1.2 W1.2 F1.3 B1.3 W1.3 F0.7 "
             "B0.0 W0.0 F1.4 B1.4 W1.4 B0.1 W0.1 F1.5 B1.5 W1.5 B0.2 W0.2 F1.6 B1.6 W1.6 B0.3 W0.3 F1.7 B1.7 W1.7 "
             "B0.4 W0.4 B0.5 W0.5 B0.6 W0.6 B0.7 W0.7");
-  EXPECT_EQ(text(pipeline_stage_order(PipelineSchedule::zbv, 4, 8, 2, 3)),
+  EXPECT_EQ(testing::op_order_text(pipeline_stage_order(PipelineSchedule::zbv, 4, 8, 2, 3)),
             "F0.0 F1.0 F0.1 F1.1 F0.2 F1.2 F0.3 F1.3 B1.0 W1.0 F0.4 B0.0 W0.0 F1.4 B1.1 W1.1 F0.5 B0.1 W0.1 F1.5 "
             "B1.2 W1.2 F0.6 B0.2 W0.2 F1.6 B1.3 W1.3 F0.7 B0.3 W0.3 F1.7 B1.4 W1.4 B0.4 B1.5 B0.5 B1.6 B0.6 B1.7 "
             "B0.7 W0.4 W1.5 W1.6 W1.7 W0.5 W0.6 W0.7");
