@@ -80,10 +80,11 @@ void add_options(CLI::App* cmd, PlanOptions& o) {
                   "searched; fused attention, cp 1); 0: one document per sequence (default)");
   cmd->add_option("--micro-batch-sizes", o.micro_batches, "Micro-batch sizes to try");
   cmd->add_option("--zero-stages", o.zero_stages, "ZeRO stages to try");
-  keyed(cmd->add_option("--schedules", o.schedules,
-                        "Pipeline schedules to try (gpipe,1f1b,interleaved; zb1p, zb2p, zbv, vhalf, vmin, dualpipev: "
-                        "split backward, with "
-                        "--framework the ones it runs are tried)"),
+  keyed(cmd->add_option(
+            "--schedules", o.schedules,
+            "Pipeline schedules to try (gpipe,1f1b,interleaved; zb1p, zb2p, zbv, vhalf, vmin, dualpipev, dualpipe: "
+            "split backward, with "
+            "--framework the ones it runs are tried)"),
         o, "schedules");
   cmd->add_option("--virtual-stages", o.virtual_stages, "Model chunks per stage for interleaved");
   cmd->add_option("--recompute", o.recomputes,

@@ -52,8 +52,9 @@ nlohmann::json search_json(const pl::SearchResult& r, const std::optional<std::s
   j["rejected"] = nlohmann::json::array();
   for (const auto& g : r.rejected)
     j["rejected"].push_back({{"region", g.region}, {"evaluated", g.evaluated}, {"reason", g.reason}});
-  j["stats"] = {{"evaluated", r.evaluated},   {"pruned", r.pruned},   {"outranked", r.outranked},
-                {"considered", r.considered}, {"seconds", r.seconds}, {"interrupted", r.interrupted}};
+  j["stats"] = {{"evaluated", r.evaluated},    {"pruned", r.pruned}, {"outranked", r.outranked},
+                {"considered", r.considered},  {"unrun", r.unrun},   {"seconds", r.seconds},
+                {"interrupted", r.interrupted}};
   if (why) j["why_not"] = *why;
   return j;
 }
@@ -66,7 +67,11 @@ void print_search(std::ostream& out, const sim::ModelSpec& model, const pl::Sear
   out << "considered " << r.considered << " configurations (" << r.evaluated << " evaluated, " << r.pruned
       << " pruned by the model-state bound, " << r.outranked << " by the step-time bound) in " << f("%.2f", r.seconds)
       << " s" << (r.interrupted ? " -- interrupted, best so far" : "") << "\n\n";
-  if (r.ranked.empty()) {
+  if (r.ranked.empty() && r.unrun > 0) {
+    out << "no configuration a framework runs fits the constraints: " << r.unrun
+        << " that fit are run by no framework in shardplan's tables (their schedule, precision or layout);"
+           " --framework NAME searches what that framework runs\n";
+  } else if (r.ranked.empty()) {
     out << "no configuration fits the constraints\n";
   } else {
     out << " #  tokens/s     step   mem/dev    MFU   USD/h goodput";

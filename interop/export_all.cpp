@@ -134,8 +134,13 @@ std::vector<Format> framework_formats(const Plan& plan) {
       if (titan_runs) continue;
       f.files.clear();
       f.notes.clear();
-      f.refused = std::string("pipeline schedule ") + sim::to_string(plan.config.schedule) +
-                  ": no export of this framework expresses a zero-bubble schedule yet";
+      f.refused = sim::bidirectional(plan.config.schedule)
+                      ? std::string(
+                            "pipeline schedule dualpipe: no framework here runs the bidirectional DualPipe "
+                            "(deepseek-ai/DualPipe is a module a training loop wraps); torchtitan runs "
+                            "--schedule dualpipev")
+                      : std::string("pipeline schedule ") + sim::to_string(plan.config.schedule) +
+                            ": no export of this framework expresses a zero-bubble schedule yet";
     }
   return out;
 }

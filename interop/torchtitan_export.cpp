@@ -209,6 +209,10 @@ std::string_view schedule_name(sim::PipelineSchedule s) {
       return tf::schedule_zbv;
     case sim::PipelineSchedule::dualpipev:
       return tf::schedule_dualpipev;
+    case sim::PipelineSchedule::dualpipe:
+      throw sim::InputError(
+          "pipeline schedule dualpipe: torch.distributed.pipelining runs DualPipe cut in half (DualPipeV, "
+          "--schedule dualpipev), not the bidirectional one");
     case sim::PipelineSchedule::vhalf:
     case sim::PipelineSchedule::vmin:
       throw sim::InputError(std::string("pipeline schedule ") + sim::to_string(s) +

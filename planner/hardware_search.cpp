@@ -46,6 +46,7 @@ HardwareSearch search_hardware(const sim::ModelSpec& model, const std::vector<si
     merged.evaluated += r.evaluated;
     merged.pruned += r.pruned;
     merged.outranked += r.outranked;
+    merged.unrun += r.unrun;
     merged.considered += r.considered;
     merged.seconds += r.seconds;
     merged.interrupted = merged.interrupted || r.interrupted;

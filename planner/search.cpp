@@ -129,6 +129,7 @@ struct Shared {
   std::atomic<std::size_t> next{0}, done{0};
   std::mutex on_block_mutex{};
   std::atomic<long long> evaluated{0}, pruned{0}, outranked{0};
+  std::atomic<long long> unrun{0};  // fit and would be kept, but no framework runs them (no --framework)
   std::atomic<bool> stopped{false};
 };
 
@@ -217,7 +218,11 @@ void evaluate_point(BlockRun& r, const sim::ParallelConfig& cfg, const sim::Conf
   // (the finish drops the others from the ranking): else points no one runs (zb1p with FP8, say)
   // crowd the runnable ones out. Asked only of points that would be kept.
   const bool rank = r.ts.would_rank(pt), front = r.ts.would_front(pt);
-  if ((!rank && !front) || (!fw && !some_framework_runs(cfg, r.ev.cluster()))) return;
+  if (!rank && !front) return;
+  if (!fw && !some_framework_runs(cfg, r.ev.cluster())) {
+    ++r.sh.unrun;
+    return;
+  }
   if (front) r.ts.offer_front(pt);
   if (rank) r.ts.offer_ranked(pt);
 }
@@ -289,11 +294,13 @@ int most_chunks(const Shared& sh, const Block& b, int micro) {
 }
 
 // Whether a zero-bubble schedule (B and W split) runs the configuration as the simulator takes it
-// (validate_config): two or more stages, no recomputed forward, enough micro-batches (DualPipeV 2 pp),
-// a V's 2 pp chunks dividing the layers.
+// (validate_config): two or more stages, no recomputed forward, enough micro-batches (DualPipe(V)
+// 2 pp), a V's 2 pp chunks dividing the layers, DualPipe's even pp and micro-batch count.
 bool split_backward_runs(const sim::ModelSpec& m, const sim::ParallelConfig& cfg, sim::PipelineSchedule sched) {
   if (cfg.pp < 2) return false;
   if (sim::recomputes_forward(cfg) || cfg.micro_batches() < sim::min_micro_batches(sched, cfg.pp)) return false;
+  if (sim::bidirectional(sched))
+    return cfg.pp % 2 == 0 && cfg.micro_batches() % 2 == 0 && (!cfg.partition.empty() || m.num_layers % cfg.pp == 0);
   return !sim::v_shaped(sched) || m.num_layers % (2 * cfg.pp) == 0;
 }
 
@@ -310,7 +317,7 @@ long long evaluate_schedules(BlockRun& run, sim::ParallelConfig& cfg, const sim:
     if (b.pp == 1 && sched != sp.schedules.front()) continue;  // schedules coincide
     if (inter && (b.pp == 1 || !even || micro % b.pp)) continue;
     if (sim::splits_backward(sched) && !split_backward_runs(*run.sh.model, cfg, sched)) continue;
-    const std::vector<int>& chunks = inter ? sp.virtual_stages : sim::v_shaped(sched) ? kTwoChunks : kOneChunk;
+    const std::vector<int>& chunks = inter ? sp.virtual_stages : sim::two_chunks(sched) ? kTwoChunks : kOneChunk;
     for (int v : chunks) {
       if (inter && (v < 2 || run.sh.model->num_layers % (b.pp * v))) continue;
       cfg.schedule = sched;
@@ -357,6 +364,7 @@ bool run_block(Shared& sh, const Block& b, detail::ThreadState& ts) {
       std::find(sp.recomputes.begin(), sp.recomputes.end(), sim::Recompute::none) != sp.recomputes.end();
   // A zero-bubble schedule in the space: the bound that holds for it (m max T).
   const bool split = b.pp > 1 && std::any_of(sp.schedules.begin(), sp.schedules.end(), sim::splits_backward);
+  const bool bidir = split && std::any_of(sp.schedules.begin(), sp.schedules.end(), sim::bidirectional);
   if (!prune && has_none) {
     cfg.recompute = sim::Recompute::none;
     for_each_batch_and_sp(sh, b, cfg, [&](int, bool) {
@@ -364,7 +372,8 @@ bool run_block(Shared& sh, const Block& b, detail::ThreadState& ts) {
       auto& base = bases.emplace_back(std::make_unique<NoRecompute>());
       base->cfg = cfg;
       base->ctx.emplace(ev.context(), base->cfg);
-      bounds.push_back(ev.step_time_lower_bound(*base->ctx, most_chunks(sh, b, base->cfg.micro_batches()), split));
+      bounds.push_back(
+          ev.step_time_lower_bound(*base->ctx, most_chunks(sh, b, base->cfg.micro_batches()), split, bidir));
     });
   }
   auto outranked = [&](double step_bound) {
@@ -501,6 +510,7 @@ SearchResult search(const sim::ModelSpec& model, const sim::HardwareProfile& hw,
   r.evaluated = sh.evaluated.load();
   r.pruned = sh.pruned.load();
   r.outranked = sh.outranked.load();
+  r.unrun = sh.unrun.load();
   r.considered = r.evaluated + r.pruned + r.outranked;
   r.interrupted = sh.stopped.load();
   r.seconds = std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count();

@@ -149,6 +149,9 @@ struct SearchResult {
   long long pruned = 0;                // skipped by the model-state lower bound
   long long outranked = 0;             // skipped by the step-time lower bound (Evaluator::step_time_lower_bound)
   long long considered = 0;            // points of the space (evaluated + pruned + outranked)
+  // Without a framework given: points that fit and would have been ranked or on the front, left
+  // out because no framework runs them (a schedule or recipe only the simulator knows).
+  long long unrun = 0;
   double seconds = 0;
   bool interrupted = false;
 };

@@ -57,9 +57,12 @@ Estimate estimate_of(const Prediction& pr) {
 
 // V-Half and V-Min have no closed form: the reference builds their orders for equal F, B and W
 // (zbv_greedy.py is always called with f = b = w, docs/split_backward_schedules.md §2.4), and at
-// other times their period grows past the work (V-Min's to 6 max(F, B) a micro-batch). The
-// estimate event-simulates their pipeline alone, on the chunks' times: [chunk][stage] F, B+W, W.
-double v_greedy_makespan(const ConfigContext& c, const std::vector<std::vector<ChunkTime>>& chunks) {
+// other times their period grows past the work (V-Min's to 6 max(F, B) a micro-batch). Nor has ZBV
+// below 2p - 1 micro-batches: its order is built for 2p - 1 and drops the missing micro-batches'
+// ops, leaving their holes (the closed form came out 7-13 % short there: bench/schedule_estimates).
+// The estimate event-simulates such pipelines alone (p m small for ZBV), on the chunks' times:
+// [chunk][stage] F, B+W, W.
+double v_event_makespan(const ConfigContext& c, const std::vector<std::vector<ChunkTime>>& chunks) {
   const auto& cfg = *c.cfg;
   PipelineInput in;
   in.stages = cfg.pp;
@@ -153,7 +156,8 @@ Estimate Evaluator::estimate(const ConfigContext& c) const {
   // The least forward, input-gradient backward and weight gradient (all chunks) of any rank: a
   // pipeline of such ranks is no slower than this one (DualPipeV's estimate).
   double min_F = 1e300, min_B = 1e300, min_W = 1e300;
-  const bool v_greedy = cfg.schedule == PipelineSchedule::vhalf || cfg.schedule == PipelineSchedule::vmin;
+  const bool v_greedy = cfg.schedule == PipelineSchedule::vhalf || cfg.schedule == PipelineSchedule::vmin ||
+                        (cfg.schedule == PipelineSchedule::zbv && m < 2 * p - 1);            // v_event_makespan
   std::vector<std::vector<ChunkTime>> v_chunks(v_greedy ? static_cast<std::size_t>(p) : 0);  // [stage][chunk]
   for (int s = 0; s < p; ++s) {
     // Uniform partitions: stages 1..p-2 are identical and hold no more than stage 0.
@@ -204,7 +208,8 @@ Estimate Evaluator::estimate(const ConfigContext& c) const {
       e.worst_stage = s;
     }
     const StepTail t = step_tail(c, mem, st.sum.backward_s / v);
-    const double slack = s * (st.sum.backward_s / v);  // stage s ends s backward chunks before stage 0
+    // Stage s ends s backward chunks before stage 0; DualPipe's ranks all end on their last W's.
+    const double slack = bidirectional(cfg.schedule) ? 0.0 : s * (st.sum.backward_s / v);
     tail = std::max(tail, t.exposed_s - slack);
     opt = std::max(opt, t.optimizer_s);
   }
@@ -212,11 +217,15 @@ Estimate Evaluator::estimate(const ConfigContext& c) const {
   // Zero-bubble schedules: the deferred W's fill 2 (p - 1) W of 1F1B's bubble, (p-1)(F+B-W) left
   // (Qi et al. 2024, Table 2; ZB-H2 under a synchronous optimizer step ends as ZB-H1 does,
   // docs/split_backward_schedules.md §3); never below the busiest stage's work.
-  if (v_greedy) makespan = v_greedy_makespan(c, v_chunks);
+  if (v_greedy) makespan = v_event_makespan(c, v_chunks);
   else if (cfg.schedule == PipelineSchedule::dualpipev)  // the busiest rank, or every rank at the least times
     makespan = std::max(
         m * max_T + 2.0 * (p - 1) * c.p2p_s,
         m * (min_F + min_B + min_W) + dualpipev_bubble(p, min_F / v, min_B / v, min_W / v) + 4.0 * (p - 1) * c.p2p_s);
+  else if (bidirectional(cfg.schedule))  // DualPipeV's estimate over its cut-in-half, each chunk m / 2 times
+    makespan = std::max(m / 2 * max_T + 2.0 * (p - 1) * c.p2p_s,
+                        m / 2 * (min_F + min_B + min_W) + dualpipe_bubble(p, min_F / v, min_B / v, min_W / v) +
+                            2.0 * (p - 1) * c.p2p_s);
   else if (v_shaped(cfg.schedule))  // ZBV: zero bubble within each rank's span, plus the first forwards'
     // descent to the last rank (docs/split_backward_schedules.md §3: 48 + 3 at p 4, m 8, unit times)
     makespan = m * max_T + (p - 1) * max_F / v + 4.0 * (p - 1) * c.p2p_s;
@@ -236,38 +245,43 @@ Estimate Evaluator::estimate(const ConfigContext& c) const {
   return e;
 }
 
-double Evaluator::step_time_lower_bound(const ConfigContext& c, int max_virtual_stages, bool split_backward) const {
+double Evaluator::step_time_lower_bound(const ConfigContext& c, int max_virtual_stages, bool split_backward,
+                                        bool bidirectional_pipeline) const {
   const ParallelConfig& cfg = *c.cfg;
   SHARDPLAN_CHECK(cfg.virtual_stages == 1 && !cfg.offload_activations && cfg.recompute == Recompute::none,
                   "step_time_lower_bound: expects one chunk per stage, no offload, no recompute");
   const int p = cfg.pp;
   const bool uniform = cfg.partition.empty();
   double max_T = 0, sum_T = 0, last_T = 0;
+  std::vector<double> T(bidirectional_pipeline ? static_cast<std::size_t>(p) : 0);  // per stage
   int last_layers = -1, last_dense = -1;  // an uneven split's middle stages come in few shapes
   for (int s = 0; s < p; ++s) {
     const bool middle = s > 0 && s < p - 1;
-    if (uniform && middle && s > 1) {  // copies of stage 1
-      sum_T += last_T;
-      continue;
-    }
-    if (!uniform && middle) {
-      const int layers = cfg.partition[static_cast<std::size_t>(s)];
-      const int dense = dense_layers_in_chunk(mc_.model, cfg, 0, s);
-      if (layers == last_layers && dense == last_dense) {
-        sum_T += last_T;
-        continue;
+    const bool copy = (uniform && middle && s > 1) ||  // copies of stage 1
+                      (!uniform && middle && cfg.partition[static_cast<std::size_t>(s)] == last_layers &&
+                       dense_layers_in_chunk(mc_.model, cfg, 0, s) == last_dense);
+    if (!copy) {
+      if (!uniform && middle) {
+        last_layers = cfg.partition[static_cast<std::size_t>(s)];
+        last_dense = dense_layers_in_chunk(mc_.model, cfg, 0, s);
       }
-      last_layers = layers;
-      last_dense = dense;
+      const StageSummary st = summarize_stage(c, s);
+      last_T = st.sum.forward_s + st.sum.backward_s;
+      max_T = std::max(max_T, last_T);
     }
-    const StageSummary st = summarize_stage(c, s);
-    last_T = st.sum.forward_s + st.sum.backward_s;
-    max_T = std::max(max_T, last_T);
     sum_T += last_T;
+    if (!T.empty()) T[static_cast<std::size_t>(s)] = last_T;
   }
   const double hops = 2.0 * (p - 1) * c.p2p_s;
   // Every stage runs m micro-batches' F, B and W; a V's stage holds the same layers, the
-  // embedding and the head together (no less than either alone).
+  // embedding and the head together (no less than either alone). DualPipe's rank s runs m / 2 of
+  // stage s and m / 2 of stage p - 1 - s: the busiest such pair, at or below m max T.
+  if (split_backward && bidirectional_pipeline) {
+    double pair = 0;
+    for (int s = 0; s < p; ++s)
+      pair = std::max(pair, T[static_cast<std::size_t>(s)] + T[static_cast<std::size_t>(p - 1 - s)]);
+    return cfg.micro_batches() / 2 * pair;
+  }
   if (split_backward) return cfg.micro_batches() * max_T;  // the ZB1P estimate floors at m max T
   const double v = std::max(1, max_virtual_stages);
   return (cfg.micro_batches() - 1.0 / v) * max_T + sum_T / v + hops;

@@ -32,9 +32,10 @@ class Evaluator {
   // sum T >= max T), the p2p hops 2 (p - 1) p2p_s, no DP tail and no optimizer step. Recompute and
   // offload only add to T. The search prunes with it (planner/search.cpp).
   // With `split_backward` (a zero-bubble schedule may run: ZB1P, ZB2P, ZBV), m max_s T_s alone,
-  // no hops: the ZB estimates floor there.
+  // no hops: the ZB estimates floor there; with `bidirectional_pipeline` too (DualPipe may run),
+  // m / 2 max_s (T_s + T_{p-1-s}), its busiest rank pair.
   [[nodiscard]] double step_time_lower_bound(const ConfigContext& c, int max_virtual_stages,
-                                             bool split_backward = false) const;
+                                             bool split_backward = false, bool bidirectional_pipeline = false) const;
 
   [[nodiscard]] const ModelSpec& model() const { return mc_.model; }
   [[nodiscard]] const ClusterSpec& cluster() const { return mc_.cluster; }

@@ -89,12 +89,26 @@ void check_pipeline(const ModelSpec& m, ParallelConfig& cfg) {
     if (cfg.micro_batches() % cfg.pp != 0)
       bad("--global-batch-size", "interleaved needs the number of micro-batches (" + str(cfg.micro_batches()) +
                                      ") to be a multiple of --pp (" + str(cfg.pp) + ")");
-  } else if (v_shaped(cfg.schedule)) {
+  } else if (two_chunks(cfg.schedule)) {
     if (v != 2)
       bad("--virtual-stages", std::string(to_string(cfg.schedule)) + " places 2 chunks per stage, got " + str(v));
   } else if (v != 1) {
     bad("--virtual-stages",
-        "expected 1 unless --schedule interleaved or a V (zbv, vhalf, vmin, dualpipev), got " + str(v));
+        "expected 1 unless --schedule interleaved, a V (zbv, vhalf, vmin, dualpipev) or dualpipe, got " + str(v));
+  }
+  // deepseek-ai/DualPipe dualpipe.py:332-333 @ 3da1bbe: an even rank count (rank r pairs with
+  // p - 1 - r) and an even micro-batch count (half enter at each end).
+  if (bidirectional(cfg.schedule)) {
+    if (cfg.pp % 2 != 0)
+      bad("--pp",
+          "dualpipe runs two pipelines in opposite directions over rank pairs (r, pp - 1 - r), expected an "
+          "even count, got " +
+              str(cfg.pp));
+    if (cfg.micro_batches() % 2 != 0)
+      bad("--global-batch-size",
+          "dualpipe sends half the micro-batches each way, expected an even count "
+          "(global batch / (micro-batch size x dp)), got " +
+              str(cfg.micro_batches()));
   }
   if (splits_backward(cfg.schedule)) {
     const std::string name = to_string(cfg.schedule);
@@ -105,13 +119,14 @@ void check_pipeline(const ModelSpec& m, ParallelConfig& cfg) {
       bad("--recompute", name +
                              " defers each weight gradient past its input gradient; recomputing the forward "
                              "for it is not modelled (expected --recompute none)");
-    // DualPipeV: deepseek-ai/DualPipe dualpipev.py:318 @ 3da1bbe asserts num_chunks >= num_ranks * 2.
+    // DualPipe(V): deepseek-ai/DualPipe @ 3da1bbe asserts num_chunks >= num_ranks * 2 (dualpipev.py:318,
+    // dualpipe.py:333).
     if (const int least = min_micro_batches(cfg.schedule, cfg.pp); cfg.micro_batches() < least)
-      bad("--global-batch-size", name + " needs at least 2 x --pp = " + str(least) +
+      bad("--global-batch-size", name + " expected at least 2 x --pp = " + str(least) +
                                      " micro-batches (global batch / (micro-batch size x dp)), got " +
                                      str(cfg.micro_batches()));
   }
-  const long long chunks = static_cast<long long>(cfg.pp) * v;
+  const long long chunks = model_chunks(cfg);
   if (!cfg.partition.empty()) {
     if (static_cast<long long>(cfg.partition.size()) != cfg.pp &&
         static_cast<long long>(cfg.partition.size()) != chunks)
@@ -308,9 +323,9 @@ std::string op_sac_unsupported(const ModelSpec& m, const ParallelConfig& cfg) {
 }
 
 int chunk_layers(const ModelSpec& m, const ParallelConfig& cfg, int chunk, int stage) {
-  const int p = cfg.pp, v = cfg.virtual_stages;
-  if (cfg.partition.empty()) return static_cast<int>(m.num_layers / (p * v));
-  if (static_cast<int>(cfg.partition.size()) == p * v) return cfg.partition[model_chunk_index(cfg, chunk, stage)];
+  const int n = model_chunks(cfg);
+  if (cfg.partition.empty()) return static_cast<int>(m.num_layers / n);
+  if (static_cast<int>(cfg.partition.size()) == n) return cfg.partition[model_chunk_index(cfg, chunk, stage)];
   return cfg.partition[stage];
 }
 
@@ -323,13 +338,18 @@ int rank_blocks_before(const ModelSpec& m, const ParallelConfig& cfg, int chunk,
 std::vector<int> layers_per_chunk(const ModelSpec& m, const ParallelConfig& cfg) {
   const int p = cfg.pp, v = cfg.virtual_stages;
   std::vector<int> out(static_cast<std::size_t>(p) * v);
+  if (bidirectional(cfg.schedule)) {  // two directions over the same stages: chunk by chunk
+    for (int ch = 0; ch < v; ++ch)
+      for (int s = 0; s < p; ++s) out[static_cast<std::size_t>(ch * p + s)] = chunk_layers(m, cfg, ch, s);
+    SHARDPLAN_CHECK(std::accumulate(out.begin(), out.end(), 0LL) == v * m.num_layers,
+                    "partition does not cover the model in each direction");
+    return out;
+  }
   if (cfg.partition.empty()) {
     std::fill(out.begin(), out.end(), static_cast<int>(m.num_layers / (p * v)));
-  } else if (static_cast<int>(cfg.partition.size()) == p * v) {
-    // Given chunk by chunk in model order (model_chunk_index: chunk c of stage s).
-    out = cfg.partition;
   } else {
-    out = cfg.partition;  // v == 1
+    // Given chunk by chunk in model order (model_chunk_index: chunk c of stage s), or v == 1.
+    out = cfg.partition;
   }
   SHARDPLAN_CHECK(std::accumulate(out.begin(), out.end(), 0LL) == m.num_layers, "partition does not cover the model");
   return out;

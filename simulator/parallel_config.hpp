@@ -366,20 +366,31 @@ void validate_config(const ModelSpec& model, const ClusterSpec& cluster, Paralle
 void validate_packing(int packed_document_tokens, int seq_len, AttentionKind attention);
 void validate_packing(const ParallelConfig& cfg);
 
-// Layers of each model chunk, indexed [chunk * pp + stage] (size pp * v). Even split unless
-// cfg.partition is given.
+// Layers of each rank's chunk, indexed [chunk * pp + stage] (size pp * v). Even split unless
+// cfg.partition is given (its entries in model order, model_chunks of them, or pp).
 std::vector<int> layers_per_chunk(const ModelSpec& model, const ParallelConfig& cfg);
-// The model-order index of rank `stage`'s chunk `chunk`: chunk * pp + stage (interleaved), or for a
-// V placement (zbv) stage on the way down and 2 pp - 1 - stage on the way back.
 // Whether the backward recomputes a forward (full, op_sac, or selective under eager attention;
 // selective under a fused kernel recomputes nothing): what a split backward cannot be paired with.
 inline bool recomputes_forward(const ParallelConfig& cfg) {
   return cfg.recompute == Recompute::full || cfg.recompute == Recompute::op_sac ||
          (cfg.recompute == Recompute::selective && cfg.attention == AttentionKind::eager);
 }
+// The model-order index of rank `stage`'s chunk `chunk`: chunk * pp + stage (interleaved), or for a
+// V placement (zbv) stage on the way down and 2 pp - 1 - stage on the way back; DualPipe's chunk 1
+// is stage pp - 1 - stage.
 inline int model_chunk_index(const ParallelConfig& cfg, int chunk, int stage) {
   if (v_shaped(cfg.schedule)) return chunk == 0 ? stage : 2 * cfg.pp - 1 - stage;
+  if (bidirectional(cfg.schedule)) return chunk == 0 ? stage : cfg.pp - 1 - stage;
   return chunk * cfg.pp + stage;
+}
+// The model's stages: pp x virtual stages, but pp under DualPipe, whose two directions each run
+// every stage (rank r's chunk 1 is the same stage as rank p - 1 - r's chunk 0).
+inline int model_chunks(const ParallelConfig& cfg) {
+  return bidirectional(cfg.schedule) ? cfg.pp : cfg.pp * cfg.virtual_stages;
+}
+// The micro-batches each chunk of a rank runs per step: all of them, or half under DualPipe.
+inline int chunk_micro_batches(const ParallelConfig& cfg) {
+  return bidirectional(cfg.schedule) ? cfg.micro_batches() / 2 : cfg.micro_batches();
 }
 // Layers of model chunk `chunk` on pipeline stage `stage` (layers_per_chunk's entry, no allocation).
 int chunk_layers(const ModelSpec& model, const ParallelConfig& cfg, int chunk, int stage);

@@ -49,11 +49,18 @@ void validate(const PipelineInput& in) {
       throw InputError("pipeline.micro_batches: interleaved schedule needs a multiple of stages (" +
                        std::to_string(in.stages) + "), got " + std::to_string(in.micro_batches));
     }
-  } else if (v_shaped(in.schedule)) {
+  } else if (two_chunks(in.schedule)) {
     if (in.virtual_stages != 2) {
       throw InputError(std::string("pipeline.virtual_stages: schedule ") + to_string(in.schedule) +
                        " places two chunks per rank, got " + std::to_string(in.virtual_stages));
     }
+    // dualpipe.py:332-333 @ 3da1bbe: num_ranks % 2 == 0, num_chunks % 2 == 0.
+    if (bidirectional(in.schedule) && in.stages % 2 != 0)
+      throw InputError("pipeline.stages: dualpipe pairs rank r with rank p - 1 - r, expected an even count, got " +
+                       std::to_string(in.stages));
+    if (bidirectional(in.schedule) && in.micro_batches % 2 != 0)
+      throw InputError("pipeline.micro_batches: dualpipe sends half each way, expected an even count, got " +
+                       std::to_string(in.micro_batches));
     if (in.micro_batches < min_micro_batches(in.schedule, in.stages))
       throw InputError(std::string("pipeline.micro_batches: schedule ") + to_string(in.schedule) + " needs at least " +
                        std::to_string(min_micro_batches(in.schedule, in.stages)) + " (2 x stages), got " +
@@ -98,6 +105,7 @@ int warmup_forwards(PipelineSchedule schedule, int p, int m, int v, int s) {
     case PipelineSchedule::vhalf:
     case PipelineSchedule::vmin:
     case PipelineSchedule::dualpipev:
+    case PipelineSchedule::dualpipe:
       break;  // split_order
   }
   return m;
@@ -195,6 +203,8 @@ std::vector<Op> split_order(PipelineSchedule schedule, int p, int m, int s) {
       return v_greedy_orders(schedule, p, m)[static_cast<std::size_t>(s)];
     case PipelineSchedule::dualpipev:
       return dualpipev_order(p, m, s);
+    case PipelineSchedule::dualpipe:
+      return dualpipe_order(p, m, s);
     default:
       return zero_bubble_order(schedule, p, m, s);
   }
@@ -210,6 +220,7 @@ class Simulation {
         m_(in.micro_batches),
         split_(splits_backward(in.schedule)),
         v_shape_(v_shaped(in.schedule)),
+        bidir_(bidirectional(in.schedule)),
         record_(record_events),
         next_(static_cast<std::size_t>(p_), 0),
         stage_free_(next_.size(), 0.0),
@@ -223,7 +234,8 @@ class Simulation {
     // One flat list, stage-major, sized once (the search's finish simulates thousands of pipelines):
     // stage s writes from its offset. A full backward is 2 events and an overlapped pair 3 (F, and
     // the full backward's B and W), so DualPipeV's slots are a bound, compacted after the run.
-    const std::size_t per_op = in.schedule == PipelineSchedule::dualpipev ? 3 : 1;
+    const bool pairs = in.schedule == PipelineSchedule::dualpipev || bidir_;
+    const std::size_t per_op = pairs ? 3 : 1;
     std::size_t total = 0;
     for (std::size_t s = 0; s < cursor_.size(); ++s) {
       cursor_[s] = total;
@@ -258,7 +270,7 @@ class Simulation {
         if (op.overlap_chunk >= 0) wake(consumer_stage(s, {op.overlap_chunk, op.overlap_mb, true}));
       }
     }
-    std::size_t kept = 0;  // compacts the unused slots of DualPipeV's stages
+    std::size_t kept = 0;  // compacts the unused slots of DualPipe(V)'s stages
     for (int s = 0; s < p_; ++s) {
       SHARDPLAN_CHECK(next_[idx(s)] == ops_of(s), "pipeline schedule deadlocked: stage " + std::to_string(s) +
                                                       " blocked at op " + std::to_string(next_[idx(s)]));
@@ -292,6 +304,7 @@ class Simulation {
   Dep dependency(int s, const Op& op) const {
     if (op.weight) return {s, b_end_[slot(op.chunk, s, op.mb)]};
     if (v_shape_) return v_dependency(s, op);
+    if (bidir_) return bidirectional_dependency(s, op);
     if (!op.backward) {
       if (s > 0) return {s - 1, f_end_[slot(op.chunk, s - 1, op.mb)]};
       if (op.chunk > 0) return {p_ - 1, f_end_[slot(op.chunk - 1, p_ - 1, op.mb)]};
@@ -314,9 +327,26 @@ class Simulation {
     return s < p_ - 1 ? Dep{s + 1, b_end_[slot(0, s + 1, op.mb)]} : Dep{s, b_end_[slot(1, s, op.mb)]};
   }
 
+  // DualPipe: chunk 0 runs forward down the ranks (0 -> p - 1), chunk 1 up (p - 1 -> 0); each
+  // direction's last stage starts the backward from its own forward, which runs back the other way.
+  Dep bidirectional_dependency(int s, const Op& op) const {
+    const int from = op.chunk == 0 ? s - 1 : s + 1;  // the forward's upstream rank
+    const bool first = from < 0 || from >= p_;
+    if (!op.backward) return first ? Dep{} : Dep{from, f_end_[slot(op.chunk, from, op.mb)]};
+    const int to = op.chunk == 0 ? s + 1 : s - 1;  // the backward's upstream rank
+    if (to < 0 || to >= p_) return {s, f_end_[slot(op.chunk, s, op.mb)]};
+    return {to, b_end_[slot(op.chunk, to, op.mb)]};
+  }
+
   // Stage that runs the op waiting on this one (-1 if none).
   int consumer_stage(int s, const Op& op) const {
     if (op.weight) return -1;
+    if (bidir_) {
+      const int along = op.chunk == 0 ? s + 1 : s - 1;  // the direction's next rank
+      const int next = op.backward ? 2 * s - along : along;
+      if (next >= 0 && next < p_) return next;
+      return op.backward ? -1 : s;  // a last stage's forward feeds its own backward
+    }
     if (v_shape_) {  // the turns at rank p - 1 (forward) and back (backward) stay on the rank
       const bool down = op.chunk == 0;
       if (!op.backward) return down ? (s < p_ - 1 ? s + 1 : s) : (s > 0 ? s - 1 : s);
@@ -385,6 +415,7 @@ class Simulation {
   int p_, v_, m_;
   bool split_;    // B and W run as ops of their own
   bool v_shape_;  // chunk 1 of rank r is model stage 2p - 1 - r
+  bool bidir_;    // chunk 1 of rank r is model stage p - 1 - r, run in the opposite direction
   bool record_;
   std::vector<std::size_t> next_;
   std::vector<double> stage_free_;
@@ -488,6 +519,8 @@ double dualpipev_bubble(int p, double f, double b, double w) {
   return std::max(0.0, (p - 1) * (f + 2 * b - w) - std::min(f, (p - 1) * std::max(0.0, b - f)));
 }
 
+double dualpipe_bubble(int p, double f, double b, double w) { return dualpipev_bubble(p / 2, f, b, w); }
+
 // Warmup depth + 1 of Megatron-LM's schedules (1f1b warmup p-s-1; interleaved (p-s-1)*2+(v-1)*p).
 int in_flight_micro_batches(PipelineSchedule s, int stages, int stage, int micro_batches, int virtual_stages) {
   if (stages < 1 || micro_batches < 1 || virtual_stages < 1 || stage < 0 || stage >= stages) {
@@ -525,6 +558,9 @@ int in_flight_micro_batches(PipelineSchedule s, int stages, int stage, int micro
       break;
     case PipelineSchedule::dualpipev:  // DualPipe README table: PP + 1 chunk micro-batches, PP = 2p stages
       held = std::min<std::int64_t>(2LL * stages + 1, total);
+      break;
+    case PipelineSchedule::dualpipe:  // PP + 1 at PP = p; its two chunks run m / 2 each
+      held = std::min<std::int64_t>(stages + 1LL, micro_batches);
       break;
   }
   return static_cast<int>(held);

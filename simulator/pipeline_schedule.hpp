@@ -22,18 +22,23 @@ namespace shardplan::simulator {
 // third of its activations.
 // dualpipev: DeepSeek's DualPipeV (github.com/deepseek-ai/DualPipe dualpipev.py): zbv's placement,
 // a forward and a full backward of the two chunks overlapped as one op in the steady phase.
-enum class PipelineSchedule { gpipe, one_f_one_b, interleaved, zb1p, zb2p, zbv, vhalf, vmin, dualpipev };
+// dualpipe: DeepSeek's bidirectional DualPipe (DeepSeek-V3 report §3.2.1; dualpipe.py): two
+// pipelines over the same p ranks in opposite directions, m/2 micro-batches each; rank r holds
+// model stage r (chunk 0, the forward direction) and stage p - 1 - r (chunk 1, the reverse one),
+// so every stage's parameters twice over the pipeline. DualPipeV is this schedule cut in half.
+enum class PipelineSchedule { gpipe, one_f_one_b, interleaved, zb1p, zb2p, zbv, vhalf, vmin, dualpipev, dualpipe };
 template <>
 struct EnumNames<PipelineSchedule> {
-  static constexpr NameTable<PipelineSchedule, 9> table{{{PipelineSchedule::gpipe, "gpipe"},
-                                                         {PipelineSchedule::one_f_one_b, "1f1b"},
-                                                         {PipelineSchedule::interleaved, "interleaved"},
-                                                         {PipelineSchedule::zb1p, "zb1p"},
-                                                         {PipelineSchedule::zb2p, "zb2p"},
-                                                         {PipelineSchedule::zbv, "zbv"},
-                                                         {PipelineSchedule::vhalf, "vhalf"},
-                                                         {PipelineSchedule::vmin, "vmin"},
-                                                         {PipelineSchedule::dualpipev, "dualpipev"}}};
+  static constexpr NameTable<PipelineSchedule, 10> table{{{PipelineSchedule::gpipe, "gpipe"},
+                                                          {PipelineSchedule::one_f_one_b, "1f1b"},
+                                                          {PipelineSchedule::interleaved, "interleaved"},
+                                                          {PipelineSchedule::zb1p, "zb1p"},
+                                                          {PipelineSchedule::zb2p, "zb2p"},
+                                                          {PipelineSchedule::zbv, "zbv"},
+                                                          {PipelineSchedule::vhalf, "vhalf"},
+                                                          {PipelineSchedule::vmin, "vmin"},
+                                                          {PipelineSchedule::dualpipev, "dualpipev"},
+                                                          {PipelineSchedule::dualpipe, "dualpipe"}}};
 };
 const char* to_string(PipelineSchedule s);
 // Whether the schedule places a rank's two chunks in a V (chunk 1 of rank r is model stage
@@ -42,15 +47,20 @@ constexpr bool v_shaped(PipelineSchedule s) {
   return s == PipelineSchedule::zbv || s == PipelineSchedule::vhalf || s == PipelineSchedule::vmin ||
          s == PipelineSchedule::dualpipev;
 }
+// Whether two pipelines run in opposite directions, each rank holding a stage of each (DualPipe):
+// each stage's parameters live on two ranks (r and p - 1 - r), every chunk runs m/2 micro-batches.
+constexpr bool bidirectional(PipelineSchedule s) { return s == PipelineSchedule::dualpipe; }
+// Whether every rank holds two model chunks (a V, or DualPipe's two directions).
+constexpr bool two_chunks(PipelineSchedule s) { return v_shaped(s) || bidirectional(s); }
 // Whether the schedule runs a micro-batch's backward as two ops, B then a deferred W (DualPipe
 // for some micro-batches only: the others run one full backward).
 constexpr bool splits_backward(PipelineSchedule s) {
-  return s == PipelineSchedule::zb1p || s == PipelineSchedule::zb2p || v_shaped(s);
+  return s == PipelineSchedule::zb1p || s == PipelineSchedule::zb2p || two_chunks(s);
 }
-// The fewest micro-batches the schedule runs with p stages: DualPipeV needs 2p
-// (deepseek-ai/DualPipe dualpipev.py:318 @ 3da1bbe, assert num_chunks >= num_ranks * 2).
+// The fewest micro-batches the schedule runs with p stages: DualPipeV and DualPipe need 2p
+// (deepseek-ai/DualPipe @ 3da1bbe: dualpipev.py:318 and dualpipe.py:333, num_chunks >= num_ranks * 2).
 constexpr int min_micro_batches(PipelineSchedule s, int stages) {
-  return s == PipelineSchedule::dualpipev ? 2 * stages : 1;
+  return s == PipelineSchedule::dualpipev || s == PipelineSchedule::dualpipe ? 2 * stages : 1;
 }
 
 struct PipelineInput {
@@ -131,11 +141,15 @@ double bubble_fraction(PipelineSchedule s, int stages, int micro_batches, int vi
 // gradient: DualPipe's README (PP/2 - 1)(F&B + B_full - 3W) with PP = 2p and our pair F&B = F + B + W,
 // less min(F, (p - 1)(B - F)) when B > F; at or below the event simulation.
 double dualpipev_bubble(int stages, double forward_s, double backward_input_s, double weight_grad_s);
+// DualPipe over p ranks (p even): DualPipeV's over p / 2, its cut-in-half (the README gives both
+// one bubble, (PP/2 - 1)(F&B + B - 3W), PP = p here); F, B, W per chunk of L / p layers.
+double dualpipe_bubble(int stages, double forward_s, double backward_input_s, double weight_grad_s);
 // Micro-batches (in units of model-chunk micro-batches) stage `stage` holds at most:
 // gpipe m*v; 1f1b min(p - stage, m); interleaved Megatron warmup + 1, capped at m*v; a split
 // backward holds a micro-batch until its W: zb1p min(p, m), zb2p min(2p - 1, m) on every stage;
 // V schedules count chunk micro-batches: zbv 2p, vhalf 2 floor((p+2)/2), vmin 2 floor((p+4)/3),
-// dualpipev 2p + 1 (the most any rank holds), capped at 2m.
+// dualpipev 2p + 1 (the most any rank holds), capped at 2m; dualpipe p + 1 (PP + 1 at PP = p),
+// capped at m (each of its chunks runs m / 2).
 int in_flight_micro_batches(PipelineSchedule s, int stages, int stage, int micro_batches, int virtual_stages);
 
 }  // namespace shardplan::simulator

@@ -112,7 +112,7 @@ StageTails simulate_stages(const ConfigContext& c, const std::vector<ChunkTime>&
                            Prediction& pr) {
   const ModelContext& mc = *c.mc;
   const ParallelConfig& cfg = *c.cfg;
-  const int p = cfg.pp, v = cfg.virtual_stages, m = cfg.micro_batches();
+  const int p = cfg.pp, v = cfg.virtual_stages, runs_per_chunk = chunk_micro_batches(cfg);
   const auto layers = layers_per_chunk(mc.model, cfg);
   runs.resize(static_cast<std::size_t>(p));
   double tail = 0, opt = 0, host_per_device = 0;
@@ -127,8 +127,10 @@ StageTails simulate_stages(const ConfigContext& c, const std::vector<ChunkTime>&
       shape.layers += layers[static_cast<std::size_t>(model_chunk_index(cfg, ch, s))];
       shape.dense_layers += dense_layers_in_chunk(mc.model, cfg, ch, s);
     }
-    shape.embedding = s == 0;
-    shape.head = model_chunk_index(cfg, v - 1, s) == p * v - 1;  // the last rank, or rank 0 of a V
+    for (int ch = 0; ch < v; ++ch) {  // rank 0 (and DualPipe's last), the last rank (or rank 0 of a V)
+      shape.embedding |= model_chunk_index(cfg, ch, s) == 0;
+      shape.head |= model_chunk_index(cfg, ch, s) == model_chunks(cfg) - 1;
+    }
     shape.in_flight = pr.pipeline.max_in_flight[s];
     shape.peak_stored_bytes = pr.pipeline.peak_stored_activation_bytes[s];
     const StageMemory mem = stage_memory(c, shape);
@@ -148,7 +150,7 @@ StageTails simulate_stages(const ConfigContext& c, const std::vector<ChunkTime>&
     const double slack = pr.pipeline.makespan_s - pr.pipeline.stage_end_s[s];
     tail = std::max(tail, t.exposed_s - slack);
     opt = std::max(opt, t.optimizer_s);
-    pr.time.dp_total_comm_s = std::max(pr.time.dp_total_comm_s, m * r.sum.dp_total_s + t.total_s);
+    pr.time.dp_total_comm_s = std::max(pr.time.dp_total_comm_s, runs_per_chunk * r.sum.dp_total_s + t.total_s);
     pr.stages.push_back(r.pred);
   }
   return {std::max(0.0, tail), opt, host_per_device};
@@ -167,7 +169,8 @@ void judge_memory(const ConfigContext& c, double host_per_device, Prediction& pr
   if (!pr.feasible) pr.infeasible_reason = infeasible_reason(pr);
 }
 
-// Time breakdown along the busiest stage; the parts add up to the step.
+// Time breakdown along the busiest stage (m: the micro-batches each of its chunks runs); the parts
+// add up to the step.
 void break_down_time(const std::vector<StageRun>& runs, int m, const StageTails& tails, Prediction& pr) {
   const double tail = tails.tail, opt = tails.opt;
   int busiest = 0;
@@ -239,7 +242,7 @@ Prediction Evaluator::simulate(const ParallelConfig& cfg, const TrainingGoal& go
   std::vector<StageRun> runs;
   const StageTails tails = simulate_stages(c, chunks, runs, pr);
   judge_memory(c, tails.host_per_device, pr);
-  break_down_time(runs, cfg.micro_batches(), tails, pr);
+  break_down_time(runs, chunk_micro_batches(cfg), tails, pr);
   rate_throughput(c, pr);
   price_training(c, goal, pr);
   return pr;

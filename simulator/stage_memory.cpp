@@ -187,7 +187,8 @@ StageMemory stage_memory(const ConfigContext& c, const StageShape& s) {
   const double trainable = lora ? adapters : params;
   out.params_per_device = params + adapters;
   out.trainable_per_device = trainable;
-  if (c.mc->model.tied_embeddings && cfg.pp > 1 && (s.embedding || s.head) && !lora)
+  // Tied across ranks: a rank holding both ends (a V's or DualPipe's rank 0) sums them locally.
+  if (c.mc->model.tied_embeddings && cfg.pp > 1 && s.embedding != s.head && !lora)
     out.tied_sync_elements = static_cast<double>(c.mc->model.vocab_size * c.mc->model.hidden) / cfg.tp;
 
   // Base model states; under LoRA the base is frozen: weights only (ZeRO-3 still shards them).

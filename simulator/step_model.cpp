@@ -205,7 +205,7 @@ int dense_layers_in_chunk(const ModelSpec& m, const ParallelConfig& cfg, int chu
   if (!m.is_moe() || dense == 0) return 0;
   const int index = model_chunk_index(cfg, chunk, stage);
   int first = 0;
-  if (cfg.partition.empty()) first = index * static_cast<int>(m.num_layers / (cfg.pp * cfg.virtual_stages));
+  if (cfg.partition.empty()) first = index * static_cast<int>(m.num_layers / model_chunks(cfg));
   else  // partition entries in model order (a single-chunk partition: v = 1, the same order)
     for (int i = 0; i < index && first < dense; ++i) first += cfg.partition[static_cast<std::size_t>(i)];
   if (first >= dense) return 0;  // the dense blocks all come before this chunk
@@ -213,9 +213,8 @@ int dense_layers_in_chunk(const ModelSpec& m, const ParallelConfig& cfg, int chu
 }
 
 ChunkShape chunk_shape(const ModelSpec& m, const ParallelConfig& cfg, int chunk, int stage) {
-  const int p = cfg.pp, v = cfg.virtual_stages;
   const int index = model_chunk_index(cfg, chunk, stage);
-  ChunkShape sh{chunk_layers(m, cfg, chunk, stage), index == 0, index == p * v - 1,
+  ChunkShape sh{chunk_layers(m, cfg, chunk, stage), index == 0, index == model_chunks(cfg) - 1,
                 dense_layers_in_chunk(m, cfg, chunk, stage)};
   // Every N-th block counts over the rank's chunks; the other policies count within the chunk.
   const int before = cfg.recompute_every > 1 ? rank_blocks_before(m, cfg, chunk, stage) : 0;
@@ -544,6 +543,21 @@ void add_tied_embedding_sync(const ConfigContext& c, const StageMemory& stage, S
   t.exposed_s += tied;
 }
 
+// DualPipe: each stage's parameters live on ranks r and p - 1 - r (one copy per direction), and
+// the pair sums its gradients once both are done (deepseek-ai/DualPipe examples/example_dualpipe.py
+// :167-174 @ 3da1bbe), the shard this rank steps after its data-parallel reduction. The outermost
+// pair (0, p - 1) crosses nodes when the pipeline's ends do; exposed, as the tied embedding's.
+void add_mirror_sync(const ConfigContext& c, const StageMemory& stage, StepTail& t) {
+  const bool sharded = c.cfg->zero_stage >= 1;
+  const double elements = stage.trainable_per_device / (sharded ? c.shard : 1.0) +
+                          stage.expert_trainable_per_device / (sharded ? c.expert_shard : 1.0);
+  const bool cross = c.layout.pp_ends_cross_nodes();
+  const double ar = all_reduce_s(c.grad_bytes * elements, GroupPlacement{2, cross ? 2 : 1, cross ? 1 : 2},
+                                 c.mc->cluster.hardware, c.per_node);
+  t.total_s += ar;
+  t.exposed_s += ar;
+}
+
 // Optimizer step over this rank's shard: read gradient, read+write fp32 master and two moments,
 // write the weight.
 double optimizer_step_s(const ConfigContext& c, double trainable, double expert_trainable) {
@@ -591,6 +605,7 @@ StepTail step_tail(const ConfigContext& c, const StageMemory& stage, double last
     const double We = cfg.fp8_param_gather ? expert_trainable : c.param_bytes * expert_trainable;
     dp.sync(Ge, We, c.expert_dp_group, c.expert_dp_group);
   }
+  if (bidirectional(cfg.schedule)) add_mirror_sync(c, stage, t);
   t.optimizer_s = optimizer_step_s(c, trainable, expert_trainable);
   return t;
 }
@@ -605,6 +620,7 @@ void flops_per_micro_batch(const ConfigContext& c, double* model, double* hardwa
   double recomputed = 0;  // fully recomputed blocks; the others cost block_kept's recompute_flops
   for (int ch = 0; ch < cfg.virtual_stages; ++ch)
     for (int st = 0; st < cfg.pp; ++st) recomputed += chunk_shape(m, cfg, ch, st).recomputed;
+  recomputed /= static_cast<double>(cfg.pp * cfg.virtual_stages) / model_chunks(cfg);  // DualPipe: each stage twice
   // Per block, dense and MoE blocks averaged.
   auto avg = [&](double moe, double dense) { return ((L - Ld) * moe + Ld * dense) / L; };
   const double full = avg(c.block.recompute_flops, c.dense_block.recompute_flops);

@@ -313,4 +313,22 @@ std::vector<PipelineOp> dualpipev_order(int p, int m, int r) {
   return ops;
 }
 
+// DualPipe's eight steps (deepseek-ai/DualPipe dualpipe.py:355-425 @ 3da1bbe) are DualPipeV's
+// (dualpipev.py:330-396) on half_rank = min(r, p - 1 - r) of p / 2 with m / 2 micro-batches
+// (dualpipe.py:334-336): the same loops, the same zero-bubble switches, the middle ranks' first
+// pair not overlapped as DualPipeV's last rank's (dualpipe.py:385 and dualpipev.py:355). A rank of
+// the second half reads its phases the other way round (dualpipe.py:91, phase ^= is_in_second_half):
+// its phase 0 is the reverse direction.
+std::vector<PipelineOp> dualpipe_order(int p, int m, int r) {
+  const int half = p / 2;
+  const bool second_half = r >= half;
+  std::vector<PipelineOp> ops = dualpipev_order(half, m / 2, second_half ? p - 1 - r : r);
+  if (second_half)
+    for (PipelineOp& op : ops) {
+      op.chunk ^= 1;
+      if (op.overlap_chunk >= 0) op.overlap_chunk ^= 1;
+    }
+  return ops;
+}
+
 }  // namespace shardplan::simulator

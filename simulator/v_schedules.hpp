@@ -15,4 +15,9 @@ std::vector<std::vector<PipelineOp>> v_greedy_orders(PipelineSchedule s, int p, 
 // DualPipeV's op list for rank r of p, m >= 2p micro-batches.
 std::vector<PipelineOp> dualpipev_order(int p, int m, int r);
 
+// DualPipe's op list for rank r of p (even), m >= 2p micro-batches (even): m / 2 each way. Chunk 0
+// is the forward direction (model stage r, entered at rank 0), chunk 1 the reverse one (model stage
+// p - 1 - r, entered at rank p - 1); micro-batches are numbered 0 .. m/2 - 1 in each.
+std::vector<PipelineOp> dualpipe_order(int p, int m, int r);
+
 }  // namespace shardplan::simulator

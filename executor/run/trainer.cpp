@@ -57,7 +57,7 @@ void check_cp_supported(const formats::Plan& plan, const std::string& src) {
 void check_split_backward_supported(const formats::Plan& plan, const std::string& src) {
   const auto& c = plan.config;
   const std::string name = simulator::to_string(c.schedule);
-  if (c.schedule == simulator::PipelineSchedule::dualpipev)
+  if (c.schedule == simulator::PipelineSchedule::dualpipev || simulator::bidirectional(c.schedule))
     throw InputError(src + ": field 'config.schedule': " + name +
                      " is simulated, not run by shardrun (gpipe, 1f1b, interleaved, zb1p, zb2p, zbv, vhalf, vmin)");
   if (c.zero_stage >= 2)

@@ -54,23 +54,29 @@ void expect_bound_below_points(const sim::ModelSpec& m, const sim::ClusterSpec& 
   // every split-backward point too (recompute none: the schedules refuse it otherwise).
   const double split_bound = ev.step_time_lower_bound(ctx, most, true);
   EXPECT_LE(split_bound, bound * (1 + 1e-12)) << what;
-  int split_checked = 0;
+  // DualPipe in the space too: its busiest rank pair, below the zero-bubble bound.
+  const double pair_bound = ev.step_time_lower_bound(ctx, most, true, true);
+  EXPECT_LE(pair_bound, split_bound * (1 + 1e-12)) << what;
+  int split_checked = 0, bidir_checked = 0;
   for (auto sched : {sim::PipelineSchedule::zb1p, sim::PipelineSchedule::zb2p, sim::PipelineSchedule::zbv,
-                     sim::PipelineSchedule::vhalf, sim::PipelineSchedule::vmin, sim::PipelineSchedule::dualpipev})
+                     sim::PipelineSchedule::vhalf, sim::PipelineSchedule::vmin, sim::PipelineSchedule::dualpipev,
+                     sim::PipelineSchedule::dualpipe})
     for (bool off : {false, true}) {
       sim::ParallelConfig cfg = base;
       cfg.schedule = sched;
-      cfg.virtual_stages = sim::v_shaped(sched) ? 2 : 1;
+      cfg.virtual_stages = sim::two_chunks(sched) ? 2 : 1;
       cfg.offload_activations = off;
       try {
         sim::validate_config(m, cluster, cfg);
       } catch (const sim::InputError&) { continue; }
       const sim::Estimate e = ev.estimate(cfg);
-      EXPECT_GE(e.step_s, split_bound * (1 - 1e-12)) << what << " " << describe(cfg, cluster.nodes);
-      EXPECT_GE(e.step_s, split_bound * (1 - 1e-12));
-      ++split_checked;
+      const bool bidir = sim::bidirectional(sched);
+      EXPECT_GE(e.step_s, (bidir ? pair_bound : split_bound) * (1 - 1e-12))
+          << what << " " << describe(cfg, cluster.nodes);
+      ++(bidir ? bidir_checked : split_checked);
     }
   if (base.pp > 1) { EXPECT_GE(split_checked, 4) << what; }
+  if (base.pp > 1 && base.pp % 2 == 0 && base.micro_batches() >= 2 * base.pp) { EXPECT_GE(bidir_checked, 1) << what; }
 }
 
 TEST(StepTimeBound, BelowEveryPointItStandsFor) {
