@@ -87,7 +87,8 @@ void one_run(const cal::RecordedRun& r, Tally& t) {
   const std::string fw_name = r.framework_name();
   pl::SearchSpace s = space_of(r);
   pl::Constraints c;
-  c.memory_headroom = 0;  // the published layouts ran: judged at the device's capacity
+  // The planner keeps plan's default headroom (what `plan --framework F` recommends); the published
+  // layout, which ran, is simulated at the device's capacity below.
   std::string outside;
   if (r.framework) {
     pl::narrow_to_framework(*r.framework, s, c,
