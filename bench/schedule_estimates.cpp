@@ -44,9 +44,9 @@ struct Tally {
 
 int main(int argc, char** argv) {
   const std::string listed = argc > 1 ? argv[1] : "";
-  const Grid grids[] = {{"llama2-7b", "p4de.24xlarge", 1},   {"llama2-13b", "p4de.24xlarge", 2},
-                        {"llama3.1-70b", "p5.48xlarge", 4},  {"gpt3-175b", "p4de.24xlarge", 8},
-                        {"mixtral-8x7b", "p5.48xlarge", 2},  {"llama3.1-405b", "p5.48xlarge", 16}};
+  const Grid grids[] = {{"llama2-7b", "p4de.24xlarge", 1},  {"llama2-13b", "p4de.24xlarge", 2},
+                        {"llama3.1-70b", "p5.48xlarge", 4}, {"gpt3-175b", "p4de.24xlarge", 8},
+                        {"mixtral-8x7b", "p5.48xlarge", 2}, {"llama3.1-405b", "p5.48xlarge", 16}};
   const sim::PipelineSchedule schedules[] = {
       sim::PipelineSchedule::one_f_one_b, sim::PipelineSchedule::interleaved, sim::PipelineSchedule::zb1p,
       sim::PipelineSchedule::zb2p,        sim::PipelineSchedule::zbv,         sim::PipelineSchedule::vhalf,

@@ -73,6 +73,54 @@ void apply_defaults(const FrameworkModel& fw, sim::ParallelConfig& cfg, const st
   settle_defaults(fw.runs, cfg, explicit_keys);
 }
 
+namespace {
+constexpr const char* kKernelKeys[] = {"attention", "fusion", "mixed_precision", "grad_accum_dtype", "zero3_fetch"};
+}  // namespace
+
+KernelDefaults kernel_defaults(const FrameworkModel& fw, sim::Precision precision) {
+  const json all = defaults_for(fw, json(sim::to_string(precision)));
+  json kernel = sim::to_json(sim::ParallelConfig{});  // a whole configuration, the kernel keys replaced
+  for (const char* key : kKernelKeys)
+    if (all.contains(key)) kernel[key] = all[key];
+  if (all.contains("recompute_every")) kernel["recompute_every"] = all["recompute_every"];
+  const sim::ParallelConfig parsed = sim::config_from_json(kernel, fw.name + " defaults");
+  KernelDefaults d;
+  if (all.contains("attention")) d.attention = parsed.attention;
+  if (all.contains("fusion")) d.fusion = parsed.fusion;
+  if (all.contains("mixed_precision")) d.mixed_precision = parsed.mixed_precision;
+  if (all.contains("grad_accum_dtype")) d.grad_accum_dtype = parsed.grad_accum_dtype;
+  if (all.contains("zero3_fetch")) d.zero3_fetch = parsed.zero3_fetch;
+  if (all.contains("recompute_every")) d.recompute_every = parsed.recompute_every;
+  return d;
+}
+
+void apply_kernel_defaults(const FrameworkModel& fw, const KernelDefaults& d, sim::ParallelConfig& cfg) {
+  // The keys a configuration's JSON writes, the kernel ones left out; recompute_every is written
+  // only when set (prediction_json.cpp), so an unset one takes the framework's default too.
+  static const std::set<std::string> written = [] {
+    std::set<std::string> keys;
+    sim::ParallelConfig every;
+    every.recompute_every = 1;
+    const json whole = sim::to_json(every);  // named: items() would outlive a temporary
+    for (const auto& item : whole.items()) keys.insert(item.key());
+    for (const char* key : kKernelKeys) keys.erase(key);
+    return keys;
+  }();
+  static const std::set<std::string> written_but_every = [] {
+    std::set<std::string> keys = written;
+    keys.erase("recompute_every");
+    return keys;
+  }();
+  if (d.attention) cfg.attention = *d.attention;
+  if (d.fusion) cfg.fusion = *d.fusion;
+  if (d.mixed_precision) cfg.mixed_precision = *d.mixed_precision;
+  if (d.grad_accum_dtype) cfg.grad_accum_dtype = *d.grad_accum_dtype;
+  if (d.zero3_fetch) cfg.zero3_fetch = *d.zero3_fetch;
+  const bool every_unset = cfg.recompute_every <= 0;
+  if (every_unset && d.recompute_every) cfg.recompute_every = *d.recompute_every;
+  settle_defaults(fw.runs, cfg, every_unset ? written_but_every : written);
+}
+
 void bind(const FrameworkModel& fw, sim::ParallelConfig& cfg) {
   cfg.framework = fw.terms;
   cfg.framework.name = fw.name + "@" + fw.version;

@@ -21,6 +21,22 @@ sim::ParallelConfig config_with_framework(const FrameworkModel& fw, const nlohma
 // The same on a built configuration: every default whose key is not in `explicit_keys` (the
 // settings the user wrote) replaces the configuration's value.
 void apply_defaults(const FrameworkModel& fw, sim::ParallelConfig& cfg, const std::set<std::string>& explicit_keys);
+// The kernel-level settings a framework picks for itself (attention, fusion, mixed precision,
+// gradient-accumulation dtype, ZeRO-3 fetch) at one precision, parsed once; unset where it has
+// no default.
+struct KernelDefaults {
+  std::optional<sim::AttentionKind> attention;
+  std::optional<sim::Fusion> fusion;
+  std::optional<sim::MixedPrecision> mixed_precision;
+  std::optional<sim::GradAccumDtype> grad_accum_dtype;
+  std::optional<sim::Zero3Fetch> zero3_fetch;
+  std::optional<int> recompute_every;  // applied where the configuration leaves it unset (0)
+};
+KernelDefaults kernel_defaults(const FrameworkModel& fw, sim::Precision precision);
+// What apply_defaults does with every key the configuration's JSON writes explicit but those five
+// (and an unset recompute_every), without its JSON round trip:
+// `d` is kernel_defaults(fw, cfg.precision). The search asks it of many configurations.
+void apply_kernel_defaults(const FrameworkModel& fw, const KernelDefaults& d, sim::ParallelConfig& cfg);
 // cfg.framework = the framework's terms, named "name@version".
 void bind(const FrameworkModel& fw, sim::ParallelConfig& cfg);
 

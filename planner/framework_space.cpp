@@ -2,11 +2,11 @@
 #include "framework_space.hpp"
 
 #include <algorithm>
+#include <map>
 
 #include "frameworks/apply.hpp"
 #include "frameworks/registry.hpp"
 #include "simulator/errors.hpp"
-#include "simulator/prediction_json.hpp"
 
 namespace shardplan::planner {
 
@@ -93,25 +93,29 @@ namespace {
 // The registry's frameworks that run `cfg` on `cluster`, in registry order; with `first_only`,
 // stops at the first (the search asks only whether any does).
 std::vector<std::string> running(const sim::ParallelConfig& cfg, const sim::ClusterSpec& cluster, bool first_only) {
-  static const std::vector<fw::FrameworkModel> newest = [] {
-    std::vector<fw::FrameworkModel> v;
-    for (const auto& e : fw::registry()) v.push_back(fw::find_framework(e.name, "", "registry"));
+  // The newest version of each, with its kernel-level defaults per precision parsed once. Those
+  // fields are each framework's own choice (Megatron fuses, torchtitan runs SDPA): judged with its
+  // defaults there; the layout and features as the configuration has them.
+  struct Entry {
+    fw::FrameworkModel model;
+    std::map<sim::Precision, fw::KernelDefaults> kernels;
+  };
+  static const std::vector<Entry> newest = [] {
+    std::vector<Entry> v;
+    for (const auto& e : fw::registry()) {
+      Entry entry{fw::find_framework(e.name, "", "registry"), {}};
+      for (const auto& [p, name] : sim::EnumNames<sim::Precision>::table)
+        entry.kernels[p] = fw::kernel_defaults(entry.model, p);
+      v.push_back(std::move(entry));
+    }
     return v;
   }();
-  // The kernel-level fields are each framework's own choice (Megatron fuses, torchtitan runs SDPA):
-  // judged with its defaults there; the layout and features as the configuration has them.
-  static const std::set<std::string> kOwn = {"attention", "fusion", "mixed_precision", "grad_accum_dtype",
-                                             "zero3_fetch"};
-  const nlohmann::json j = sim::to_json(cfg);
-  std::set<std::string> kept;
-  for (const auto& item : j.items())
-    if (!kOwn.count(item.key())) kept.insert(item.key());
   std::vector<std::string> out;
   for (const auto& f : newest) {
     sim::ParallelConfig as_run = cfg;
-    fw::apply_defaults(f, as_run, kept);
-    if (fw::why_not(f, as_run, cluster)) continue;
-    out.push_back(f.name);
+    fw::apply_kernel_defaults(f.model, f.kernels.at(cfg.precision), as_run);
+    if (fw::why_not(f.model, as_run, cluster)) continue;
+    out.push_back(f.model.name);
     if (first_only) break;
   }
   return out;

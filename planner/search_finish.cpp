@@ -66,7 +66,7 @@ std::optional<Ranked> rescore_point(const sim::ModelSpec& model, const std::vect
   const sim::Evaluator& ev = evaluators[p.node_index];
   sim::ParallelConfig cfg = detail::config_of(p, model, space, c);
   sim::validate_config(model, ev.cluster(), cfg);
-  sim::Prediction pred = ev.simulate(cfg, sim::TrainingGoal{o.train_tokens});
+  sim::Prediction pred = ev.simulate(cfg, sim::TrainingGoal{o.train_tokens}, false);  // events for the rows kept
   // Auto-partition: keep the DP's layer split when the full simulation agrees it is better.
   // With a framework that runs embedding-only and head-only chunks, the split may leave the edges empty.
   const bool empty_edges = c.framework && c.framework->runs.embedding_only_chunks;
@@ -74,7 +74,7 @@ std::optional<Ranked> rescore_point(const sim::ModelSpec& model, const std::vect
     sim::ParallelConfig alt = cfg;
     alt.partition = *part;
     if (std::all_of(part->begin(), part->end(), [&](int l) { return l == part->front(); })) alt.partition.clear();
-    sim::Prediction alt_pred = ev.simulate(alt, sim::TrainingGoal{o.train_tokens});
+    sim::Prediction alt_pred = ev.simulate(alt, sim::TrainingGoal{o.train_tokens}, false);
     const bool runs = !c.framework || !frameworks::why_not(*c.framework, alt, ev.cluster());
     if (runs && alt_pred.feasible && (!pred.feasible || alt_pred.time.step_s < pred.time.step_s)) {
       cfg = std::move(alt);
@@ -115,6 +115,17 @@ std::vector<Ranked> rescore(const sim::ModelSpec& model, const std::vector<sim::
   });
   ranked = fold_equivalents(std::move(ranked));
   if (static_cast<int>(ranked.size()) > o.top_k) ranked.resize(o.top_k);
+  // The rows shown keep their pipelines' events (the GUI's Gantt chart): simulated again with them.
+  detail::parallel_map<int>(ranked.size(), detail::thread_count(o), [&](std::size_t i) {
+    Ranked& row = ranked[i];
+    for (const auto& ev : evaluators)
+      if (ev.cluster().nodes == row.candidate.cluster.nodes &&
+          ev.cluster().hardware.name == row.candidate.cluster.hardware.name) {
+        row.prediction = ev.simulate(row.candidate.config, sim::TrainingGoal{o.train_tokens});
+        break;
+      }
+    return 0;
+  });
   return ranked;
 }
 
@@ -273,7 +284,7 @@ std::vector<Candidate> final_front(const sim::ModelSpec& model, const std::vecto
     const Point& p = front[i];
     const sim::Evaluator& ev = evaluators[p.node_index];
     sim::ParallelConfig cfg = config_of(p, model, space, c);
-    const sim::Prediction pred = ev.simulate(cfg, sim::TrainingGoal{o.train_tokens});
+    const sim::Prediction pred = ev.simulate(cfg, sim::TrainingGoal{o.train_tokens}, false);
     if (!pred.feasible) return std::optional<Candidate>();
     return std::optional<Candidate>(
         with_prediction({ev.cluster(), cfg, p.estimate, p.score, 0, describe(cfg, ev.cluster().nodes)}, pred));

@@ -24,7 +24,11 @@ class Evaluator {
   // micro-batch, recompute, SP, precision) only, so a search can reuse one context while it
   // varies the schedule, virtual stages and activation offload of `*c.cfg` in place.
   [[nodiscard]] Estimate estimate(const ConfigContext& c) const;
-  [[nodiscard]] Prediction simulate(const ParallelConfig& cfg, const TrainingGoal& goal = {}) const;
+  // `pipeline_events` false: the prediction's pipeline keeps its summaries but not every op's event
+  // (2 p v m of them), and time.pp_p2p_s (the p2p share, a second pipeline without the hops) stays
+  // 0: the search's finish simulates hundreds of pipelines and shows a few.
+  [[nodiscard]] Prediction simulate(const ParallelConfig& cfg, const TrainingGoal& goal = {},
+                                    bool pipeline_events = true) const;
   // A lower bound on estimate(c').step_s over every c' that is `*c.cfg` with another pipeline
   // schedule, up to `max_virtual_stages` chunks per stage, activation offload or recompute, for
   // `*c.cfg` with one chunk per stage, no activation offload and no recompute: the estimate's

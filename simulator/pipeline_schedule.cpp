@@ -224,6 +224,11 @@ class Simulation {
         record_(record_events),
         next_(static_cast<std::size_t>(p_), 0),
         stage_free_(next_.size(), 0.0),
+        busy_(next_.size(), 0.0),
+        held_(next_.size(), 0),
+        held_bytes_(next_.size(), 0.0),
+        most_held_(next_.size(), 0),
+        peak_bytes_(next_.size(), 0.0),
         f_end_(static_cast<std::size_t>(p_) * v_ * m_, kNotDone),
         b_end_(f_end_.size(), kNotDone),
         cursor_(record_events ? next_.size() : 0) {
@@ -398,6 +403,7 @@ class Simulation {
     const double end = start + dur;
     stage_free_[idx(s)] = end;
     if (!op.weight) (op.backward ? b_end_ : f_end_)[slot(op.chunk, s, op.mb)] = end;
+    account(s, op, v_idx, dur);
     if (!record_) return end;
     std::size_t& at = cursor_[idx(s)];
     SHARDPLAN_CHECK(at + (op.full ? 2 : 1) <= (idx(s) + 1 < first_.size() ? first_[idx(s) + 1] : events_.size()),
@@ -411,6 +417,34 @@ class Simulation {
     return end;
   }
 
+  // The stage's busy time and what it holds: a micro-batch's activations count from its forward's
+  // start until its backward ends, or its W where the backward is split (a deferred W keeps the
+  // inputs of its GEMMs); a full backward releases at its end.
+  void account(int s, const Op& op, std::size_t v_idx, double dur) {
+    const auto i = idx(s);
+    busy_[i] += dur;
+    const double bytes = in_.stored_activation_bytes.empty() ? 0.0 : in_.stored_activation_bytes[v_idx];
+    if (!op.backward) {
+      most_held_[i] = std::max(most_held_[i], ++held_[i]);
+      held_bytes_[i] += bytes;
+      peak_bytes_[i] = std::max(peak_bytes_[i], held_bytes_[i]);
+    } else if (op.weight || op.full || !split_) {
+      --held_[i];
+      held_bytes_[i] -= bytes;
+    }
+  }
+
+ public:
+  // After run(): per-stage busy time, end, in-flight and activation peaks, and the makespan.
+  void summarize(PipelineResult& r) const {
+    r.stage_busy_s = busy_;
+    r.stage_end_s = stage_free_;
+    r.max_in_flight = most_held_;
+    r.peak_stored_activation_bytes = peak_bytes_;
+    r.makespan_s = makespan();
+  }
+
+ private:
   const PipelineInput& in_;
   int p_, v_, m_;
   bool split_;    // B and W run as ops of their own
@@ -419,42 +453,17 @@ class Simulation {
   bool record_;
   std::vector<std::size_t> next_;
   std::vector<double> stage_free_;
+  std::vector<double> busy_;                   // per stage: summed op durations
+  std::vector<int> held_;                      // per stage: chunk micro-batches held now
+  std::vector<double> held_bytes_;             // per stage: their stored activations
+  std::vector<int> most_held_;                 // per stage: the most held at once
+  std::vector<double> peak_bytes_;             // per stage: the most stored at once
   std::vector<double> f_end_, b_end_;          // indexed [vs * m + mb]
   std::vector<PipelineEvent> events_;          // stage-major, each stage in execution order
   std::vector<std::size_t> cursor_;            // per stage: its next event's slot in events_
   std::vector<std::size_t> first_;             // per stage: its first slot
   std::vector<std::vector<Op>> split_orders_;  // per stage, for schedules that split the backward
 };
-
-// Per-stage busy/end time and in-flight peaks from the (time-ordered per stage) events.
-void summarize(const PipelineInput& in, PipelineResult& r) {
-  const auto p = static_cast<std::size_t>(in.stages);
-  r.stage_busy_s.assign(p, 0.0);
-  r.stage_end_s.assign(p, 0.0);
-  r.max_in_flight.assign(p, 0);
-  r.peak_stored_activation_bytes.assign(p, 0.0);
-  const bool weigh = !in.stored_activation_bytes.empty();
-  // A deferred W keeps the inputs of its GEMMs: a micro-batch's activations live until its W.
-  const bool split = splits_backward(in.schedule);
-  std::vector<int> count(p, 0);
-  std::vector<double> bytes(p, 0.0);
-  for (const PipelineEvent& e : r.events) {
-    const auto s = static_cast<std::size_t>(e.stage);
-    const std::size_t v_idx = static_cast<std::size_t>(e.chunk) * p + s;
-    const double w = weigh ? in.stored_activation_bytes[v_idx] : 0.0;
-    r.stage_busy_s[s] += e.end_s - e.start_s;
-    r.stage_end_s[s] = std::max(r.stage_end_s[s], e.end_s);
-    r.makespan_s = std::max(r.makespan_s, e.end_s);
-    if (!e.backward) {  // counted when the forward starts
-      r.max_in_flight[s] = std::max(r.max_in_flight[s], ++count[s]);
-      bytes[s] += w;
-      r.peak_stored_activation_bytes[s] = std::max(r.peak_stored_activation_bytes[s], bytes[s]);
-    } else if (e.weight || !split) {  // released when the backward ends: its W, where split off
-      --count[s];
-      bytes[s] -= w;
-    }
-  }
-}
 
 }  // namespace
 
@@ -491,8 +500,9 @@ double PipelineResult::bubble_s() const {
 PipelineResult simulate_pipeline(const PipelineInput& in) {
   validate(in);
   PipelineResult r;
-  r.events = Simulation(in, true).run();
-  summarize(in, r);
+  Simulation sim(in, in.record_events);
+  r.events = sim.run();
+  sim.summarize(r);
   return r;
 }
 

@@ -79,6 +79,9 @@ struct PipelineInput {
   // backward runs it as an op of its own (B takes the rest). May be empty (W = 0).
   std::vector<double> weight_grad_s;
   double p2p_s = 0;  // time to send one micro-batch's activations (or gradients) to the next stage
+  // Keep every op's event (PipelineResult::events: a Gantt chart, a trace); the summaries are kept
+  // either way. A pipeline of many micro-batches has 2 p v m of them.
+  bool record_events = true;
 };
 
 // One op of a stage's schedule: forward or backward of micro-batch `mb` through the stage's
@@ -118,6 +121,7 @@ struct PipelineResult {
                                                      // forward started and backward has not finished
   std::vector<double> peak_stored_activation_bytes;  // per stage
   std::vector<PipelineEvent> events;                 // in execution order per stage, stage-major
+                                                     // (empty unless PipelineInput::record_events)
   // Bubble: makespan minus the busiest stage's busy time.
   [[nodiscard]] double bubble_s() const;
 };

@@ -91,12 +91,14 @@ Prediction prediction_frame(const ConfigContext& c) {
 }
 
 // Every chunk timed, the pipeline event-simulated, and the share of its makespan the p2p hops add.
-void simulate_step_pipeline(const ConfigContext& c, std::vector<ChunkTime>& chunks, Prediction& pr) {
+void simulate_step_pipeline(const ConfigContext& c, std::vector<ChunkTime>& chunks, Prediction& pr, bool events) {
   PipelineInput in = pipeline_input(c, chunks);
+  in.record_events = events;
   pr.pipeline = simulate_pipeline(in);
-  if (c.cfg->pp > 1 && c.p2p_s > 0) {
+  if (events && c.cfg->pp > 1 && c.p2p_s > 0) {  // the p2p share: a second pipeline, for the full account
     PipelineInput no_p2p = in;
     no_p2p.p2p_s = 0;
+    no_p2p.record_events = false;
     pr.time.pp_p2p_s = pr.pipeline.makespan_s - pipeline_makespan(no_p2p);
   }
 }
@@ -234,11 +236,11 @@ void price_training(const ConfigContext& c, const TrainingGoal& goal, Prediction
 
 }  // namespace
 
-Prediction Evaluator::simulate(const ParallelConfig& cfg, const TrainingGoal& goal) const {
+Prediction Evaluator::simulate(const ParallelConfig& cfg, const TrainingGoal& goal, bool pipeline_events) const {
   const ConfigContext c(mc_, cfg);
   Prediction pr = prediction_frame(c);
   std::vector<ChunkTime> chunks;
-  simulate_step_pipeline(c, chunks, pr);
+  simulate_step_pipeline(c, chunks, pr, pipeline_events);
   std::vector<StageRun> runs;
   const StageTails tails = simulate_stages(c, chunks, runs, pr);
   judge_memory(c, tails.host_per_device, pr);

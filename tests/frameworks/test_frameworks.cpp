@@ -4,11 +4,13 @@
 #include <gtest/gtest.h>
 
 #include <algorithm>
+#include <random>
 
 #include "frameworks/apply.hpp"
 #include "frameworks/fitted_efficiency.hpp"
 #include "frameworks/registry.hpp"
 #include "simulator/evaluator.hpp"
+#include "simulator/prediction_json.hpp"
 #include "support/input_error.hpp"
 
 namespace shardplan::frameworks {
@@ -240,6 +242,46 @@ TEST(FrameworkEfficiency, ItSlowsComputeAndLeavesMemory) {
   EXPECT_LT(b.time.step_s, 2.0 * a.time.step_s + 1e-9);
   EXPECT_DOUBLE_EQ(b.worst.total(), a.worst.total());
   EXPECT_NEAR(b.mfu * b.time.step_s, a.mfu * a.time.step_s, 1e-12);  // MFU keeps the datasheet peak
+}
+
+// The search's fast path (apply_kernel_defaults, no JSON round trip) gives what apply_defaults gives
+// with every key but the kernel-level ones written, for every framework and version, over random
+// configurations: precision, degrees, recompute, schedule, FP8, the kernels' own fields.
+TEST(FrameworkRegistry, KernelDefaultsFastPathEqualsApplyDefaults) {
+  static const std::set<std::string> kKernel = {"attention", "fusion", "mixed_precision", "grad_accum_dtype",
+                                                "zero3_fetch"};
+  std::mt19937 rng(20261129);
+  auto pick = [&](int n) { return std::uniform_int_distribution<int>(0, n - 1)(rng); };
+  int compared = 0;
+  for (const auto& e : registry())
+    for (const auto& v : e.versions) {
+      const FrameworkModel fw = find_framework(e.name, v, "test");
+      for (int i = 0; i < 40; ++i) {
+        sim::ParallelConfig cfg;
+        cfg.precision = static_cast<sim::Precision>(pick(3));
+        cfg.tp = 1 << pick(3);
+        cfg.cp = 1 << pick(2);
+        cfg.pp = 1 << pick(2);
+        cfg.zero_stage = pick(4);
+        cfg.recompute = static_cast<sim::Recompute>(pick(3));
+        cfg.recompute_every = pick(3);
+        cfg.tp_comm_overlap = pick(2) == 1;
+        cfg.fp8 = pick(2) ? sim::Fp8Recipe::delayed : sim::Fp8Recipe::none;
+        cfg.attention = static_cast<sim::AttentionKind>(pick(3));
+        cfg.fusion = static_cast<sim::Fusion>(pick(3));
+        cfg.zero3_fetch = static_cast<sim::Zero3Fetch>(pick(2));
+        sim::ParallelConfig slow = cfg, fast = cfg;
+        std::set<std::string> written;  // what the old path took as explicit: the keys cfg's JSON writes
+        const json j = sim::to_json(cfg);
+        for (const auto& item : j.items())
+          if (!kKernel.count(item.key())) written.insert(item.key());
+        apply_defaults(fw, slow, written);
+        apply_kernel_defaults(fw, kernel_defaults(fw, cfg.precision), fast);
+        EXPECT_EQ(sim::to_json(slow), sim::to_json(fast)) << e.name << "@" << v << " case " << i;
+        ++compared;
+      }
+    }
+  EXPECT_GT(compared, 100);
 }
 
 }  // namespace

@@ -133,7 +133,8 @@ TEST(DualPipe, OnAModel) {
   EXPECT_NEAR(mid.optimizer_states / one.stages[1].memory.optimizer_states, 2.0, 1e-9);
   EXPECT_NEAR(mid.parameters, v.stages[1].memory.parameters, 1e-6 * mid.parameters);
   // Both ends of the model on the outer ranks: each holds the embedding and the head.
-  EXPECT_TRUE(dual.stages[0].has_embedding && dual.stages[0].has_head && dual.stages[3].has_embedding && dual.stages[3].has_head);
+  EXPECT_TRUE(dual.stages[0].has_embedding && dual.stages[0].has_head && dual.stages[3].has_embedding &&
+              dual.stages[3].has_head);
   for (int k : dual.pipeline.max_in_flight) EXPECT_EQ(k, 5);
   EXPECT_NEAR(ev.estimate(dual_cfg).step_s, dual.time.step_s, 0.05 * dual.time.step_s);
 }
@@ -185,9 +186,7 @@ TEST(DualPipe, RefusalsNameTheFlag) {
     try {
       (void)simulate_pipeline(two_chunk_input(PipelineSchedule::dualpipe, p, m, 1, 1, 1));
       ADD_FAILURE() << "expected an InputError for p=" << p << " m=" << m;
-    } catch (const InputError& e) {
-      EXPECT_NE(std::string(e.what()).find(field), std::string::npos) << e.what();
-    }
+    } catch (const InputError& e) { EXPECT_NE(std::string(e.what()).find(field), std::string::npos) << e.what(); }
   }
 }
 
