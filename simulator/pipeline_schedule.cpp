@@ -289,6 +289,15 @@ class Simulation {
   // After run(): when the last op of any stage ends.
   [[nodiscard]] double makespan() const { return *std::max_element(stage_free_.begin(), stage_free_.end()); }
 
+  // After run(): per-stage busy time, end, in-flight and activation peaks, and the makespan.
+  void summarize(PipelineResult& r) const {
+    r.stage_busy_s = busy_;
+    r.stage_end_s = stage_free_;
+    r.max_in_flight = most_held_;
+    r.peak_stored_activation_bytes = peak_bytes_;
+    r.makespan_s = makespan();
+  }
+
  private:
   static constexpr double kNotDone = -1.0;
 
@@ -434,17 +443,6 @@ class Simulation {
     }
   }
 
- public:
-  // After run(): per-stage busy time, end, in-flight and activation peaks, and the makespan.
-  void summarize(PipelineResult& r) const {
-    r.stage_busy_s = busy_;
-    r.stage_end_s = stage_free_;
-    r.max_in_flight = most_held_;
-    r.peak_stored_activation_bytes = peak_bytes_;
-    r.makespan_s = makespan();
-  }
-
- private:
   const PipelineInput& in_;
   int p_, v_, m_;
   bool split_;    // B and W run as ops of their own
