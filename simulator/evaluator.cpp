@@ -60,17 +60,19 @@ Estimate estimate_of(const Prediction& pr) {
 // other times their period grows past the work (V-Min's to 6 max(F, B) a micro-batch). Nor has ZBV
 // below 2p - 1 micro-batches: its order is built for 2p - 1 and drops the missing micro-batches'
 // ops, leaving their holes (the closed form came out 7-13 % short there: bench/schedule_estimates).
-// The estimate event-simulates such pipelines alone (p m small for ZBV), on the chunks' times:
-// [chunk][stage] F, B+W, W.
-double v_event_makespan(const ConfigContext& c, const std::vector<std::vector<ChunkTime>>& chunks) {
+// Nor has ZB2P up to 4p micro-batches, where its extra warm-up fills more than ZB-H1's closed form
+// says (4-8 % slow). The estimate event-simulates such pipelines alone (p m small for ZBV and
+// ZB2P), on the chunks' times: [chunk][stage] F, B+W, W.
+double event_makespan(const ConfigContext& c, const std::vector<std::vector<ChunkTime>>& chunks) {
   const auto& cfg = *c.cfg;
   PipelineInput in;
   in.stages = cfg.pp;
   in.micro_batches = cfg.micro_batches();
-  in.virtual_stages = 2;
+  in.virtual_stages = cfg.virtual_stages;
   in.schedule = cfg.schedule;
   in.p2p_s = c.p2p_s;
-  for (int ch = 0; ch < 2; ++ch)
+  in.record_events = false;
+  for (int ch = 0; ch < cfg.virtual_stages; ++ch)
     for (const auto& stage : chunks) {
       const ChunkTime& t = stage[static_cast<std::size_t>(ch)];
       in.forward_s.push_back(t.forward_s);
@@ -157,12 +159,13 @@ Estimate Evaluator::estimate(const ConfigContext& c) const {
   // pipeline of such ranks is no slower than this one (DualPipeV's estimate).
   double min_F = 1e300, min_B = 1e300, min_W = 1e300;
   const bool v_greedy = cfg.schedule == PipelineSchedule::vhalf || cfg.schedule == PipelineSchedule::vmin ||
-                        (cfg.schedule == PipelineSchedule::zbv && m < 2 * p - 1);            // v_event_makespan
+                        (cfg.schedule == PipelineSchedule::zbv && m < 2 * p - 1) ||
+                        (cfg.schedule == PipelineSchedule::zb2p && m <= 4 * p);              // event_makespan
   std::vector<std::vector<ChunkTime>> v_chunks(v_greedy ? static_cast<std::size_t>(p) : 0);  // [stage][chunk]
   for (int s = 0; s < p; ++s) {
     // Uniform partitions: stages 1..p-2 are identical and hold no more than stage 0.
-    if (uniform && s > 1 && s < p - 1) continue;  // counted as copies of stage 1
-    const bool uneven_middle = !uniform && v == 1 && s > 0 && s < p - 1;
+    if (uniform && s > 1 && s < p - 1) continue;                                       // counted as copies of stage 1
+    const bool uneven_middle = !uniform && v == 1 && s > 0 && s < p - 1 && !v_greedy;  // event_makespan: every stage
     int layers = 0, dense = 0;
     if (uneven_middle) {
       layers = cfg.partition[static_cast<std::size_t>(s)];
@@ -217,7 +220,7 @@ Estimate Evaluator::estimate(const ConfigContext& c) const {
   // Zero-bubble schedules: the deferred W's fill 2 (p - 1) W of 1F1B's bubble, (p-1)(F+B-W) left
   // (Qi et al. 2024, Table 2; ZB-H2 under a synchronous optimizer step ends as ZB-H1 does,
   // docs/split_backward_schedules.md §3); never below the busiest stage's work.
-  if (v_greedy) makespan = v_event_makespan(c, v_chunks);
+  if (v_greedy) makespan = event_makespan(c, v_chunks);
   else if (cfg.schedule == PipelineSchedule::dualpipev)  // the busiest rank, or every rank at the least times
     makespan = std::max(
         m * max_T + 2.0 * (p - 1) * c.p2p_s,
