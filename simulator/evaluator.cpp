@@ -158,14 +158,16 @@ Estimate Evaluator::estimate(const ConfigContext& c) const {
   // The least forward, input-gradient backward and weight gradient (all chunks) of any rank: a
   // pipeline of such ranks is no slower than this one (DualPipeV's estimate).
   double min_F = 1e300, min_B = 1e300, min_W = 1e300;
-  const bool v_greedy = cfg.schedule == PipelineSchedule::vhalf || cfg.schedule == PipelineSchedule::vmin ||
-                        (cfg.schedule == PipelineSchedule::zbv && m < 2 * p - 1) ||
-                        (cfg.schedule == PipelineSchedule::zb2p && m <= 4 * p);              // event_makespan
-  std::vector<std::vector<ChunkTime>> v_chunks(v_greedy ? static_cast<std::size_t>(p) : 0);  // [stage][chunk]
+  const bool event_estimated = cfg.schedule == PipelineSchedule::vhalf || cfg.schedule == PipelineSchedule::vmin ||
+                               (cfg.schedule == PipelineSchedule::zbv && m < 2 * p - 1) ||
+                               (cfg.schedule == PipelineSchedule::zb2p && m <= 4 * p);  // event_makespan
+  std::vector<std::vector<ChunkTime>> stage_chunks(event_estimated ? static_cast<std::size_t>(p)
+                                                                   : 0);  // [stage][chunk]
   for (int s = 0; s < p; ++s) {
     // Uniform partitions: stages 1..p-2 are identical and hold no more than stage 0.
-    if (uniform && s > 1 && s < p - 1) continue;                                       // counted as copies of stage 1
-    const bool uneven_middle = !uniform && v == 1 && s > 0 && s < p - 1 && !v_greedy;  // event_makespan: every stage
+    if (uniform && s > 1 && s < p - 1) continue;  // counted as copies of stage 1
+    const bool uneven_middle =
+        !uniform && v == 1 && s > 0 && s < p - 1 && !event_estimated;  // event_makespan: every stage
     int layers = 0, dense = 0;
     if (uneven_middle) {
       layers = cfg.partition[static_cast<std::size_t>(s)];
@@ -178,9 +180,10 @@ Estimate Evaluator::estimate(const ConfigContext& c) const {
         continue;
       }
     }
-    const StageSummary st = summarize_stage(c, s, v_greedy ? &v_chunks[static_cast<std::size_t>(s)] : nullptr);
-    if (v_greedy && uniform && s == 1)  // the middle ranks are copies of rank 1
-      for (int k = 2; k < p - 1; ++k) v_chunks[static_cast<std::size_t>(k)] = v_chunks[1];
+    const StageSummary st =
+        summarize_stage(c, s, event_estimated ? &stage_chunks[static_cast<std::size_t>(s)] : nullptr);
+    if (event_estimated && uniform && s == 1)  // the middle ranks are copies of rank 1
+      for (int k = 2; k < p - 1; ++k) stage_chunks[static_cast<std::size_t>(k)] = stage_chunks[1];
     const double T = st.sum.forward_s + st.sum.backward_s;
     const double W = std::min(st.sum.weight_grad_s, st.sum.forward_s);
     max_F = std::max(max_F, st.sum.forward_s);
@@ -220,7 +223,7 @@ Estimate Evaluator::estimate(const ConfigContext& c) const {
   // Zero-bubble schedules: the deferred W's fill 2 (p - 1) W of 1F1B's bubble, (p-1)(F+B-W) left
   // (Qi et al. 2024, Table 2; ZB-H2 under a synchronous optimizer step ends as ZB-H1 does,
   // docs/split_backward_schedules.md §3); never below the busiest stage's work.
-  if (v_greedy) makespan = event_makespan(c, v_chunks);
+  if (event_estimated) makespan = event_makespan(c, stage_chunks);
   else if (cfg.schedule == PipelineSchedule::dualpipev)  // the busiest rank, or every rank at the least times
     makespan = std::max(
         m * max_T + 2.0 * (p - 1) * c.p2p_s,
