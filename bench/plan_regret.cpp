@@ -127,7 +127,14 @@ void one_run(const cal::RecordedRun& r, Tally& t) {
               exp == "-"    ? "-"
               : exp.empty() ? "yes"
                             : "NO");
-  if (gap > 0.10) std::printf("  differs: %s", pl::knob_differences(pub, best.candidate.config).c_str());
+  if (gap > 0.10) {
+    // How close the best is to the memory it may use (allocated + runtime against capacity less
+    // headroom, as the search checks): a claim that rests on a tight fit is only as good as the
+    // activation model.
+    const sim::Prediction& bp = best.prediction;
+    std::printf("  differs: %s (best at %.1f of %.1f GiB)", pl::knob_differences(pub, best.candidate.config).c_str(),
+                bp.worst.total() / (1 << 30), bp.usable_bytes / (1 << 30));
+  }
   if (!outside.empty()) std::printf("  (published layout outside its table: %s)", outside.c_str());
   if (!exp.empty() && exp != "-") std::printf("  (export: %s)", exp.c_str());
   std::printf("\n");

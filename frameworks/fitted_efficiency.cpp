@@ -10,12 +10,13 @@ namespace shardplan::frameworks {
 
 namespace {
 
-// The fit of 2026-11-29 (57 runs of runs/published.json; prior: ln compute_efficiency normal about
-// 0 with sd 0.10, about twice the spread of the frameworks' separate fits): step-time |error| on
-// those runs 5.6 % mean, 13.6 % worst (6.0 / 14.8 % with one term per profile only).
+// The fit of 2026-11-29, refitted once recompute that stops early was priced (57 runs of
+// runs/published.json; prior: ln compute_efficiency normal about 0 with sd 0.10, about twice the
+// spread of the frameworks' separate fits): step-time |error| on those runs 5.1 % mean, 14.5 % worst
+// (5.6 / 13.6 % before; 6.0 / 14.8 % with one term per profile only).
 constexpr const char* kFit =
     "fitted by `shardplan calibrate --suite published --frameworks --leave-one-framework-out` (2026-11-29) together "
-    "with the profiles' fitted.compute_efficiency_scale (p4d/p4de 0.826, p5 0.675, p5 FP8 0.779) to the 57 runs of "
+    "with the profiles' fitted.compute_efficiency_scale (p4d/p4de 0.808, p5 0.669, p5 FP8 0.780) to the 57 runs of "
     "runs/published.json";
 
 }  // namespace
@@ -23,13 +24,13 @@ constexpr const char* kFit =
 const std::vector<FittedEfficiency>& fitted_efficiencies() {
   // compute_efficiency, runs, std error, leave-one-framework-out mean |error| (its runs at 1).
   static const std::vector<FittedEfficiency> table{
-      {"megatron-deepspeed", 0.931, 2, 0.072, 0.085},
-      {"deepspeed", 0.967, 6, 0.075, 0.074},
-      {"megatron", 1.034, 6, 0.071, 0.037},
-      {"fms-fsdp", 1.010, 6, 0.069, 0.082},
-      {"llm-foundry", 1.043, 29, 0.066, 0.075},
-      {"neuronx-distributed", 1.028, 3, 0.073, 0.091},
-      {"nemo", 1.019, 5, 0.131, 0.130},
+      {"megatron-deepspeed", 0.947, 2, 0.068, 0.066},
+      {"deepspeed", 0.983, 6, 0.071, 0.074},
+      {"megatron", 1.054, 6, 0.068, 0.059},
+      {"fms-fsdp", 0.992, 6, 0.063, 0.080},
+      {"llm-foundry", 1.007, 29, 0.060, 0.051},
+      {"neuronx-distributed", 1.028, 3, 0.068, 0.091},
+      {"nemo", 1.020, 5, 0.122, 0.139},
   };
   return table;
 }

@@ -49,6 +49,11 @@ FrameworkModel accelerate_fsdp_model(std::string_view version) {
   fw.runs.qlora = true;  // bitsandbytes 4-bit with bnb_4bit_quant_storage under FSDP
   fw.terms.reports = sim::MemoryReport::allocated;
   fw.terms.allocator_slack_fraction = kCachingAllocatorSlack;
+  fw.terms.recompute_stops_early = true;
+  fw.facts.push_back(
+      {"fsdp_activation_checkpointing wraps each unit in checkpoint_wrapper(NO_REENTRANT): PyTorch's "
+       "non-reentrant checkpoint, whose recompute stops early (the last linear does not rerun)",
+       "huggingface/accelerate src/accelerate/accelerator.py:1965-1978 @ 16cb6eb8"});
   fw.facts.push_back({"backward prefetch unset: NO_PREFETCH (PyTorch's own default is BACKWARD_PRE)",
                       "huggingface/accelerate src/accelerate/utils/dataclasses.py:1679-1683,1884-1887 @ 16cb6eb8"});
   fw.facts.push_back(
@@ -80,6 +85,13 @@ FrameworkModel llm_foundry_model(std::string_view version) {
   }
   fw.terms.reports = sim::MemoryReport::reserved;
   fw.terms.allocator_slack_fraction = kCachingAllocatorSlack;
+  fw.terms.recompute_stops_early = true;
+  fw.facts.push_back(
+      {"activation checkpointing non-reentrant (the MPT YAMLs' activation_checkpointing_reentrant: false; "
+       "Composer then wraps each block in checkpoint_wrapper(NO_REENTRANT)): the recompute stops early, the "
+       "block's last linear does not rerun",
+       "mosaicml/llm-foundry scripts/train/yamls/pretrain/mpt-13b.yaml:87-93 @ c6cfb428; mosaicml/composer "
+       "composer/distributed/dist_strategy.py:513-539 @ 64051888"});
   return fw;
 }
 
@@ -104,6 +116,13 @@ FrameworkModel fms_fsdp_model(std::string_view version) {
                       "foundation-model-stack/fms-fsdp fms_fsdp/utils/train_utils.py:128-141 @ 5a296afe"});
   fw.terms.reports = sim::MemoryReport::reserved;
   fw.terms.allocator_slack_fraction = kCachingAllocatorSlack;
+  // Compiled, the checkpointed block's backward graph recomputes only what backward reads, which
+  // leaves out the last linear's output just as the eager early stop does.
+  fw.terms.recompute_stops_early = true;
+  fw.facts.push_back(
+      {"blocks checkpointed with checkpoint_wrapper(NO_REENTRANT): the recompute stops early, the "
+       "block's last linear does not rerun",
+       "foundation-model-stack/fms-fsdp fms_fsdp/policies/ac_handler.py:10-13 @ 5a296afe"});
   return fw;
 }
 

@@ -50,6 +50,14 @@ struct FrameworkTerms {
   // a framework with runs there has its own fit (calibration/framework_fit.hpp, the
   // frameworks room cites it), what its kernels and engine lose beyond what the simulator prices.
   double compute_efficiency = 1.0;
+  // Full recompute stops at the block's last saved tensor: PyTorch's non-reentrant checkpoint
+  // (torch/utils/checkpoint.py @0008d771: checkpoint(..., early_stop=True), Rule 5,
+  // _recomputation_hook raising _StopRecomputationError once every saved tensor is back). An op
+  // saves its inputs before it runs (tools/autograd/gen_variable_type.py: setup_derivative before
+  // emit_call), so the block's last linear, which saves its input, never runs again, nor what
+  // follows it. false: the whole forward reruns (reentrant checkpoints: Megatron's, DeepSpeed's,
+  // Hugging Face's default; torchtitan turns early stop off).
+  bool recompute_stops_early = false;
   [[nodiscard]] bool named() const { return !name.empty(); }
 };
 

@@ -26,6 +26,8 @@ struct Acc {
   double fwd_s = 0, bwd_s = 0, fwd_flops = 0, bwd_flops = 0;
   double wgrad_s = 0, wgrad_flops = 0;  // of bwd: the weight-gradient GEMMs (a split backward's W)
   double kernel_recompute_flops = 0;    // recomputed inside a backward kernel (flash: S = Q K^T)
+  // The block's last linear's forward (GEMM, weight cast): what a recompute that stops early skips.
+  double last_linear_fwd_s = 0, last_linear_fwd_flops = 0;
 };
 
 // The GEMM time of a linear's n output columns: its own GEMM, or its share of one `fused_n`
@@ -349,6 +351,7 @@ CostEnv make_cost_env(const ModelSpec& m, const ClusterSpec& c, const ParallelCo
   env.sp = cfg.sequence_parallel && cfg.tp > 1;
   env.tp_overlap = env.sp && cfg.tp_comm_overlap;
   env.recompute = cfg.recompute;
+  env.recompute_stops_early = cfg.framework.recompute_stops_early;
   env.attention = cfg.attention;
   env.fusion = cfg.fusion;
   env.causal = m.kind == ModelKind::decoder;
@@ -402,6 +405,7 @@ void add_block_linears(const CostEnv& env, Acc& a, double region_gemm_s[4]) {
   for (std::size_t i = 0; i < env.linears->size(); ++i) {
     const LinearDesc& lin = (*env.linears)[i];
     const double d_in = lin.d_in_local(t), d_out = lin.d_out_local(t);
+    const double fwd_s_before = a.fwd_s, fwd_flops_before = a.fwd_flops;
     const int region = linear_region(lin, rows_seen);
     if (env.fp8 != Fp8Recipe::none) {
       // A column linear reads the replicated region; with SP it is cast on this rank's 1/t of
@@ -419,7 +423,12 @@ void add_block_linears(const CostEnv& env, Acc& a, double region_gemm_s[4]) {
       a.fwd_s += dequant;
       a.bwd_s += dequant;
     }
-    if (env.lora && (*env.lora_mask)[i]) lora_adapter(env, a, lin);
+    if (env.lora && (*env.lora_mask)[i]) {
+      lora_adapter(env, a, lin);  // the adapter saves after the base GEMM ran: nothing skipped
+    } else if (i + 1 == env.linears->size()) {
+      a.last_linear_fwd_s = a.fwd_s - fwd_s_before;
+      a.last_linear_fwd_flops = a.fwd_flops - fwd_flops_before;
+    }
   }
 }
 
@@ -516,6 +525,7 @@ BlockTpComm block_tp_comm(const CostEnv& env, const double region_gemm_s[4]) {
 // MoE communication; recompute and stored activations by env.recompute.
 PartCost assemble_block_cost(const CostEnv& env, const Acc& a, const Acc& attn_core, const BlockTpComm& tp,
                              const MoeLayerCost& moe) {
+  const ModelSpec& m = *env.model;
   PartCost c;
   c.forward_s = a.fwd_s;
   c.backward_s = a.bwd_s;
@@ -533,7 +543,13 @@ PartCost assemble_block_cost(const CostEnv& env, const Acc& a, const Acc& attn_c
   }
   c.ep_comm_forward_s = moe.comm_forward_s;
   c.ep_comm_backward_s = moe.comm_backward_s;
-  if (env.recompute == Recompute::full) {
+  if (env.recompute == Recompute::full && env.recompute_stops_early && !env.moe) {
+    // Stopped when the last linear (the MLP's down projection) saves its input: neither it nor the
+    // TP reduce after it reruns. An MoE block's last saver is the expert combine: all reruns.
+    const double reduces = m.parallel_residual ? 1.0 : 2.0;
+    c.recompute_s = a.fwd_s - a.last_linear_fwd_s + c.forward_comm_s() - c.tp_comm_forward_s / reduces;
+    c.recompute_flops = a.fwd_flops - a.last_linear_fwd_flops;
+  } else if (env.recompute == Recompute::full) {
     c.recompute_s = a.fwd_s + c.forward_comm_s();
     c.recompute_flops = a.fwd_flops;
   } else if (env.recompute == Recompute::selective && env.attention == AttentionKind::eager) {

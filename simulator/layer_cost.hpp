@@ -40,6 +40,7 @@ struct CostEnv {
   bool sp = false;                                          // sequence parallel
   bool tp_overlap = false;                                  // SP collectives pipelined with the GEMMs (tp_comm_overlap)
   Recompute recompute = Recompute::none;
+  bool recompute_stops_early = false;  // FrameworkTerms::recompute_stops_early
   AttentionKind attention = AttentionKind::flash;
   Fusion fusion = Fusion::eager;  // Megatron-Core fuses q/k/v and gate/up GEMMs and SwiGLU
   bool causal = true;             // decoder: causal mask (a fused kernel skips the masked blocks)

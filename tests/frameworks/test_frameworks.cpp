@@ -244,6 +244,36 @@ TEST(FrameworkEfficiency, ItSlowsComputeAndLeavesMemory) {
   EXPECT_NEAR(b.mfu * b.time.step_s, a.mfu * a.time.step_s, 1e-12);  // MFU keeps the datasheet peak
 }
 
+// Which stacks' full recompute stops early: those that checkpoint with PyTorch's non-reentrant
+// checkpoint (Composer's and Accelerate's checkpoint_wrapper(NO_REENTRANT), fms-fsdp's); not the
+// reentrant ones (Megatron's, DeepSpeed's) nor torchtitan, which turns early stop off. Each that
+// does says so in a sourced fact, and on a model the recompute costs less.
+TEST(FrameworkRecompute, NonReentrantCheckpointsStopEarly) {
+  for (const char* name : {"llm-foundry", "fms-fsdp", "accelerate-fsdp"}) {
+    const FrameworkModel fw = find_framework(name, "", "test");
+    EXPECT_TRUE(fw.terms.recompute_stops_early) << name;
+    EXPECT_TRUE(std::any_of(fw.facts.begin(), fw.facts.end(), [](const Fact& f) {
+      return f.what.find("NO_REENTRANT") != std::string::npos && !f.source.empty();
+    })) << name;
+  }
+  for (const char* name : {"megatron", "nemo", "deepspeed", "megatron-deepspeed", "torchtitan", "shardrun"})
+    EXPECT_FALSE(find_framework(name, "", "test").terms.recompute_stops_early) << name;
+
+  const sim::ModelSpec m = sim::load_model("llama2-7b");
+  const sim::ClusterSpec c{sim::load_hardware("p4de.24xlarge"), 1, 8};
+  json j = minimal_config(8);
+  j["recompute"] = "full";
+  j["zero_stage"] = 3;
+  sim::ParallelConfig foundry = config_with_framework(find_framework("llm-foundry", "", "test"), j, "t");
+  sim::ParallelConfig rerun = foundry;
+  rerun.framework.recompute_stops_early = false;
+  const sim::Prediction a = sim::simulate(m, c, foundry), b = sim::simulate(m, c, rerun);
+  EXPECT_LT(a.time.recompute_s, b.time.recompute_s);
+  EXPECT_LT(a.hardware_flops_per_step, b.hardware_flops_per_step);
+  EXPECT_DOUBLE_EQ(a.model_flops_per_step, b.model_flops_per_step);
+  EXPECT_DOUBLE_EQ(a.worst.total(), b.worst.total());
+}
+
 // The search's fast path (apply_kernel_defaults, no JSON round trip) gives what apply_defaults gives
 // with every key but the kernel-level ones written, for every framework and version, over random
 // configurations: precision, degrees, recompute, schedule, FP8, the kernels' own fields.

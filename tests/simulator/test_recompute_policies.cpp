@@ -152,6 +152,69 @@ TEST(OpSac, RecomputesLessThanFullAndMoreThanSelective) {
     }
 }
 
+// PyTorch's non-reentrant checkpoint stops recomputing once the block's last saved tensor is back
+// (FrameworkTerms::recompute_stops_early): the MLP's down projection, the block's last linear, does
+// not rerun. Its forward FLOPs, 2·M·(f/t)·h, are exactly what the recompute loses; the forward, the
+// backward and what is stored stay as they are.
+TEST(EarlyStop, SkipsTheLastLinearAndNothingElse) {
+  for (const Card card : {Card{"llama3.1-8b", false}, Card{"gpt3-175b", true}})
+    for (const Layout l : {Layout{1, false}, Layout{8, false}, Layout{8, true}}) {
+      SCOPED_TRACE(std::string(card.model) + " tp=" + std::to_string(l.tp) + (l.sp ? " sp" : ""));
+      const BlockEnv be(card.model, "p5.48xlarge");
+      ParallelConfig cfg = block_config(l.tp, l.sp, AttentionKind::flash, Recompute::full, 4096, 2);
+      const PartCost full = block_cost(be.env(cfg));
+      cfg.framework.recompute_stops_early = true;
+      const PartCost early = block_cost(be.env(cfg));
+      const Shape x = shape_of(be.m, 4096, 2, l.tp, l.sp);
+      const double down = 2 * x.M * x.f / x.t * x.h;
+      EXPECT_NEAR(full.recompute_flops - early.recompute_flops, down, 1e-9 * down);
+      EXPECT_GT(early.recompute_s, 0.5 * full.recompute_s);
+      EXPECT_LT(early.recompute_s, full.recompute_s);
+      EXPECT_DOUBLE_EQ(early.forward_s, full.forward_s);
+      EXPECT_DOUBLE_EQ(early.backward_s, full.backward_s);
+      EXPECT_DOUBLE_EQ(early.stored_activation_bytes, full.stored_activation_bytes);
+    }
+}
+
+// What does not change: no recompute, an MoE block (its last saver is the expert combine), and a
+// LoRA-adapted last linear (the adapter saves its inputs after the base GEMM ran).
+TEST(EarlyStop, MoeBlocksLoraOnTheLastLinearAndNoRecomputeRerunAll) {
+  auto both = [](const BlockEnv& be, ParallelConfig cfg) {
+    const PartCost a = block_cost(be.env(cfg));
+    cfg.framework.recompute_stops_early = true;
+    return std::pair{a, block_cost(be.env(cfg))};
+  };
+  const BlockEnv llama("llama3.1-8b", "p5.48xlarge");
+  const auto [none, none_early] = both(llama, block_config(1, false, AttentionKind::flash, Recompute::none, 4096, 1));
+  EXPECT_DOUBLE_EQ(none_early.recompute_s, none.recompute_s);
+
+  BlockEnv lora("llama3.1-8b", "p5.48xlarge");
+  lora.mask.back() = 1;  // the down projection adapted
+  ParallelConfig lcfg = block_config(1, false, AttentionKind::flash, Recompute::full, 4096, 1);
+  lcfg.lora.rank = 16;
+  const auto [adapted, adapted_early] = both(lora, lcfg);
+  EXPECT_DOUBLE_EQ(adapted_early.recompute_s, adapted.recompute_s);
+  lora.mask.assign(lora.mask.size(), 0);
+  lora.mask.front() = 1;  // only q adapted: the frozen down projection saves its weight and stops
+  const auto [front, front_early] = both(lora, lcfg);
+  EXPECT_LT(front_early.recompute_s, front.recompute_s);
+
+  const ModelSpec moe = load_model("mixtral-8x7b");
+  ParallelConfig cfg = block_config(1, false, AttentionKind::flash, Recompute::full, 4096, 1);
+  const auto experts = moe.expert_linears();
+  std::vector<char> expert_mask(experts.size(), 0);
+  const BlockEnv mb("mixtral-8x7b", "p5.48xlarge");
+  auto moe_cost = [&](bool early) {
+    cfg.framework.recompute_stops_early = early;
+    CostEnv env = mb.env(cfg);
+    env.moe = true;
+    env.expert_linears = &experts;
+    env.expert_lora_mask = &expert_mask;
+    return block_cost(env);
+  };
+  EXPECT_DOUBLE_EQ(moe_cost(true).recompute_s, moe_cost(false).recompute_s);
+}
+
 // A whole model: op_sac between none and full in memory and in step time.
 TEST(OpSac, WholeModelSitsBetweenNoneAndFull) {
   const ModelSpec m = load_model("llama3.1-8b");
