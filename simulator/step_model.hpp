@@ -154,6 +154,10 @@ struct StageMemory {
 
 StageMemory stage_memory(const ConfigContext& c, const StageShape& s);
 
+// Gradients are reduced in buckets of this size as the backward produces them; the last one is
+// exposed (PyTorch DDP's default bucket_cap_mb, 25 MiB).
+inline constexpr double kBucketBytes = 25.0 * 1024 * 1024;
+
 struct StepTail {
   double exposed_s = 0;  // DP/ZeRO communication after the last backward, not hidden
   double total_s = 0;    // all of it
@@ -161,7 +165,7 @@ struct StepTail {
 };
 
 // `last_backward_s`: the stage's backward of its last micro-batch (what gradient buckets can
-// overlap with).
+// overlap with). In step_tail.cpp.
 StepTail step_tail(const ConfigContext& c, const StageMemory& stage, double last_backward_s);
 
 // FLOPs of one micro-batch through the whole model, all tp ranks: what the math needs
