@@ -31,6 +31,7 @@ FrameworkModel nemo_model(std::string_view version) {
   // NeMo's performance configs train with Apex's distributed_fused_adam and grad_sync_dtype bf16:
   // gradients accumulate and reduce in bf16, not Megatron-LM's forced fp32.
   fw.defaults_by_precision = nlohmann::json::object();
+  fw.terms.param_gather_overlaps_forward = true;
   fw.facts = {
       {"the launcher's GPT-3 configs: mcore_gpt, megatron_amp_O2, SP, distributed_fused_adam; 24.07 turns on "
        "transformer_engine",
@@ -39,6 +40,10 @@ FrameworkModel nemo_model(std::string_view version) {
        "NVIDIA/TransformerEngine transformer_engine/pytorch/attention.py:2383-2388 @ v1.2 (4f9662fb)"},
       {"context parallelism: TE's p2p ring from 1.0; a2a from 1.11",
        "NVIDIA/TransformerEngine transformer_engine/pytorch/attention.py:4847 @ v1.11 (40dda924)"},
+      {"distributed_fused_adam with overlap_param_sync: true: the updated weights' all-gather runs behind the "
+       "next step's forward (in the launcher's configs since 2023-06, d1d5454f)",
+       "NVIDIA/NeMo-Framework-Launcher launcher_scripts/conf/training/gpt3/175b.yaml:170-174, "
+       "llama/llama2_70b.yaml:151-159 @ 8325688d"},
       {"NeMo's selective recompute is the attention core ('only the memory intensive part of attention')",
        "NVIDIA/NeMo examples/nlp/language_modeling/conf/megatron_gpt_config.yaml:126 @ v1.20.0"},
   };

@@ -213,7 +213,7 @@ Estimate Evaluator::estimate(const ConfigContext& c) const {
       e.worst_memory_bytes = total;
       e.worst_stage = s;
     }
-    const StepTail t = step_tail(c, mem, st.sum.backward_s / v);
+    const StepTail t = step_tail(c, mem, st.sum.backward_s / v, st.sum.forward_s);
     // Stage s ends s backward chunks before stage 0; DualPipe's ranks all end on their last W's.
     const double slack = bidirectional(cfg.schedule) ? 0.0 : s * (st.sum.backward_s / v);
     tail = std::max(tail, t.exposed_s - slack);

@@ -58,6 +58,12 @@ struct FrameworkTerms {
   // follows it. false: the whole forward reruns (reentrant checkpoints: Megatron's, DeepSpeed's,
   // Hugging Face's default; torchtitan turns early stop off).
   bool recompute_stops_early = false;
+  // The distributed optimizer's all-gather of the updated weights (ZeRO-1) runs behind the next
+  // step's forward, each bucket waited on where the forward first uses it (NeMo's
+  // distributed_fused_adam with overlap_param_sync; Megatron-Core's --overlap-param-gather,
+  // megatron/core/distributed/distributed_data_parallel.py:517-540 @ d98e8a64). false: gathered
+  // after the optimizer step, exposed.
+  bool param_gather_overlaps_forward = false;
   [[nodiscard]] bool named() const { return !name.empty(); }
 };
 

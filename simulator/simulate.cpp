@@ -148,7 +148,7 @@ StageTails simulate_stages(const ConfigContext& c, const std::vector<ChunkTime>&
               mem.host_bytes,
               mem.device};
     host_per_device = std::max(host_per_device, mem.host_bytes);
-    const StepTail t = step_tail(c, mem, r.sum.backward_s / v);
+    const StepTail t = step_tail(c, mem, r.sum.backward_s / v, r.sum.forward_s);
     const double slack = pr.pipeline.makespan_s - pr.pipeline.stage_end_s[s];
     tail = std::max(tail, t.exposed_s - slack);
     opt = std::max(opt, t.optimizer_s);

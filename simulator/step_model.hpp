@@ -165,8 +165,9 @@ struct StepTail {
 };
 
 // `last_backward_s`: the stage's backward of its last micro-batch (what gradient buckets can
-// overlap with). In step_tail.cpp.
-StepTail step_tail(const ConfigContext& c, const StageMemory& stage, double last_backward_s);
+// overlap with); `first_forward_s`: its first micro-batch's forward through all its chunks (what a
+// weight all-gather overlapped with the next step's forward hides behind). In step_tail.cpp.
+StepTail step_tail(const ConfigContext& c, const StageMemory& stage, double last_backward_s, double first_forward_s);
 
 // FLOPs of one micro-batch through the whole model, all tp ranks: what the math needs
 // (`model`, no recompute) and what the devices execute (`hardware`, with recompute, including

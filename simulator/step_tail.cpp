@@ -16,12 +16,21 @@ struct TailSync {
   const ConfigContext& c;
   double G;                // the stage's gradient bytes, as reduced
   double last_backward_s;  // the last micro-batch's backward
+  double first_forward_s;  // the next step's first micro-batch forward
+  double W;                // the stage's weight bytes, as gathered
   StepTail& t;
 
   double overlapped(double comm) const {  // hidden behind the last micro-batch's backward
     if (comm <= 0) return 0.0;
     return std::max(comm * std::min(1.0, kBucketBytes / std::max(1.0, G)),
                     comm - c.mc->cluster.hardware.node.intra.compute_overlap * last_backward_s);
+  }
+  // The weights' all-gather: after the step, or behind the next step's first forward but for its
+  // first bucket (FrameworkTerms::param_gather_overlaps_forward).
+  double gathered(double comm) const {
+    if (comm <= 0 || !c.cfg->framework.param_gather_overlaps_forward) return comm;
+    return std::max(comm * std::min(1.0, kBucketBytes / std::max(1.0, W)),
+                    comm - c.mc->cluster.hardware.node.intra.compute_overlap * first_forward_s);
   }
 
   // Gradients of `grad_bytes` reduced over `group` (stage 0) or its shard group, and the updated
@@ -47,7 +56,7 @@ struct TailSync {
       const double rs = reduce_scatter_s(grad_bytes, shards, hw, pn);
       const double ag = all_gather_s(weight_bytes, shards, hw, pn);
       t.total_s += rs + ag;
-      t.exposed_s += overlapped(rs) + ag;
+      t.exposed_s += overlapped(rs) + gathered(ag);
     } else if (cfg.zero_stage == 2) {
       const double ag = all_gather_s(weight_bytes, shards, hw, pn);  // updated weights
       t.total_s += ag;
@@ -126,14 +135,14 @@ double optimizer_step_s(const ConfigContext& c, double trainable, double expert_
 
 }  // namespace
 
-StepTail step_tail(const ConfigContext& c, const StageMemory& stage, double last_backward_s) {
+StepTail step_tail(const ConfigContext& c, const StageMemory& stage, double last_backward_s, double first_forward_s) {
   const auto& cfg = *c.cfg;
   const double trainable = stage.trainable_per_device;
   const double G = c.grad_bytes * trainable;  // gradient bytes of this stage, as reduced
   // Updated weights gathered after the step: the FP8-held ones at 1 byte (fp8_param_gather).
   const double W = c.param_bytes * trainable - (c.param_bytes - 1.0) * stage.fp8_weights_per_device;
   StepTail t;
-  const TailSync dp{c, G, last_backward_s, t};
+  const TailSync dp{c, G, last_backward_s, first_forward_s, W, t};
   if (cfg.dense_replicas() > 1) add_dense_sync(dp, W);
   if (stage.tied_sync_elements > 0) add_tied_embedding_sync(c, stage, t);
   const double expert_trainable = stage.expert_trainable_per_device;

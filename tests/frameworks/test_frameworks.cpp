@@ -274,6 +274,37 @@ TEST(FrameworkRecompute, NonReentrantCheckpointsStopEarly) {
   EXPECT_DOUBLE_EQ(a.worst.total(), b.worst.total());
 }
 
+// NeMo's distributed_fused_adam (overlap_param_sync) gathers the updated weights behind the next
+// step's forward: its ZeRO-1 all-gather hides but for the first bucket. Megatron-LM's default gathers
+// them after the step. Compute and memory are the same either way.
+TEST(FrameworkOptimizer, NemoGathersTheWeightsBehindTheNextForward) {
+  const FrameworkModel nemo = find_framework("nemo", "", "test");
+  EXPECT_TRUE(nemo.terms.param_gather_overlaps_forward);
+  EXPECT_TRUE(std::any_of(nemo.facts.begin(), nemo.facts.end(), [](const Fact& f) {
+    return f.what.find("overlap_param_sync") != std::string::npos && !f.source.empty();
+  }));
+  EXPECT_FALSE(find_framework("megatron", "", "test").terms.param_gather_overlaps_forward);
+  EXPECT_FALSE(find_framework("deepspeed", "", "test").terms.param_gather_overlaps_forward);
+
+  const sim::ModelSpec m = sim::load_model("llama2-13b");
+  const sim::ClusterSpec c{sim::load_hardware("p5.48xlarge"), 2, 8};
+  json j = minimal_config(16);
+  j["tensor_parallel"] = 2;
+  j["data_parallel"] = 8;
+  j["micro_batch_size"] = 2;
+  j["global_batch_size"] = 32;
+  j["zero_stage"] = 1;
+  sim::ParallelConfig overlapped = config_with_framework(nemo, j, "t");
+  sim::ParallelConfig after_step = overlapped;
+  after_step.framework.param_gather_overlaps_forward = false;
+  const sim::Prediction a = sim::simulate(m, c, overlapped), b = sim::simulate(m, c, after_step);
+  EXPECT_GT(b.time.dp_exposed_comm_s, 0.0);
+  EXPECT_LT(a.time.dp_exposed_comm_s, b.time.dp_exposed_comm_s);
+  EXPECT_DOUBLE_EQ(a.time.dp_total_comm_s, b.time.dp_total_comm_s);
+  EXPECT_DOUBLE_EQ(a.time.forward_compute_s, b.time.forward_compute_s);
+  EXPECT_DOUBLE_EQ(a.worst.total(), b.worst.total());
+}
+
 // The search's fast path (apply_kernel_defaults, no JSON round trip) gives what apply_defaults gives
 // with every key but the kernel-level ones written, for every framework and version, over random
 // configurations: precision, degrees, recompute, schedule, FP8, the kernels' own fields.
