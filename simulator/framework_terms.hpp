@@ -55,8 +55,8 @@ struct FrameworkTerms {
   // _recomputation_hook raising _StopRecomputationError once every saved tensor is back). An op
   // saves its inputs before it runs (tools/autograd/gen_variable_type.py: setup_derivative before
   // emit_call), so the block's last linear, which saves its input, never runs again, nor what
-  // follows it. false: the whole forward reruns (reentrant checkpoints: Megatron's, DeepSpeed's,
-  // Hugging Face's default; torchtitan turns early stop off).
+  // follows it. false: the whole forward reruns (reentrant checkpoints: Megatron's, DeepSpeed's;
+  // torchtitan turns early stop off).
   bool recompute_stops_early = false;
   // The distributed optimizer's all-gather of the updated weights (ZeRO-1) runs behind the next
   // step's forward, each bucket waited on where the forward first uses it (NeMo's
