@@ -481,6 +481,7 @@ void add_host_and_residuals(const CostEnv& env, Acc& a) {
 
 struct BlockTpComm {
   double forward_s = 0, backward_s = 0;
+  double last_reduce_forward_s = 0;  // of forward_s: the reduce after the block's last linear
 };
 
 // Megatron f/g pairs: 2 all-reduces (or all-gather + reduce-scatter with SP, same volume) forward
@@ -518,14 +519,13 @@ BlockTpComm block_tp_comm(const CostEnv& env, const double region_gemm_s[4]) {
       tp_comm_bwd += half + beside_dgrad + (frozen ? half : beside_dgrad);
     }
   }
-  return {tp_comm, tp_comm_bwd};
+  return {tp_comm, tp_comm_bwd, tp_comm / reduces};
 }
 
 // The block's PartCost from its accumulated passes (`a`), the attention core alone, the TP and
 // MoE communication; recompute and stored activations by env.recompute.
 PartCost assemble_block_cost(const CostEnv& env, const Acc& a, const Acc& attn_core, const BlockTpComm& tp,
                              const MoeLayerCost& moe) {
-  const ModelSpec& m = *env.model;
   PartCost c;
   c.forward_s = a.fwd_s;
   c.backward_s = a.bwd_s;
@@ -546,8 +546,7 @@ PartCost assemble_block_cost(const CostEnv& env, const Acc& a, const Acc& attn_c
   if (env.recompute == Recompute::full && env.recompute_stops_early && !env.moe) {
     // Stopped when the last linear (the MLP's down projection) saves its input: neither it nor the
     // TP reduce after it reruns. An MoE block's last saver is the expert combine: all reruns.
-    const double reduces = m.parallel_residual ? 1.0 : 2.0;
-    c.recompute_s = a.fwd_s - a.last_linear_fwd_s + c.forward_comm_s() - c.tp_comm_forward_s / reduces;
+    c.recompute_s = a.fwd_s - a.last_linear_fwd_s + c.forward_comm_s() - tp.last_reduce_forward_s;
     c.recompute_flops = a.fwd_flops - a.last_linear_fwd_flops;
   } else if (env.recompute == Recompute::full) {
     c.recompute_s = a.fwd_s + c.forward_comm_s();

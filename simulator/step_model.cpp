@@ -364,8 +364,8 @@ void add_zero2_reduce_scatter(const ConfigContext& c, const ChunkGrads& grads, C
   const auto& hw = c.mc->cluster.hardware;
   const double rs = reduce_scatter_s(c.param_bytes * grads.dense, c.shard_group, hw, c.per_node) +
                     reduce_scatter_s(c.param_bytes * grads.expert, c.expert_dp_group, hw, c.per_node);
-  const double exposed = std::max(rs * std::min(1.0, kBucketBytes / std::max(1.0, c.param_bytes * grads.all)),
-                                  rs - hw.node.intra.compute_overlap * t.bwd_compute_s);
+  const double exposed =
+      exposed_in_buckets(rs, c.param_bytes * grads.all, t.bwd_compute_s, hw.node.intra.compute_overlap);
   t.backward_s += exposed;
   t.dp_exposed_s += exposed;
   t.dp_total_s += rs;

@@ -2,6 +2,7 @@
 // The per-configuration model shared by the fast estimate and the full simulation: what each
 // pipeline chunk costs per micro-batch, what each stage holds in memory, and the data-parallel
 // / ZeRO communication at the end of a step. Allocation-free.
+#include <algorithm>
 #include <array>
 
 #include "layer_cost.hpp"
@@ -157,6 +158,13 @@ StageMemory stage_memory(const ConfigContext& c, const StageShape& s);
 // Gradients are reduced in buckets of this size as the backward produces them; the last one is
 // exposed (PyTorch DDP's default bucket_cap_mb, 25 MiB).
 inline constexpr double kBucketBytes = 25.0 * 1024 * 1024;
+
+// What stays exposed of `comm_s` moving `bytes` in such buckets beside `window_s` of compute at the
+// link's `overlap`: what the window cannot hide, and never less than one bucket's share (the last
+// one reduced after the backward, or the first one gathered before the forward).
+inline double exposed_in_buckets(double comm_s, double bytes, double window_s, double overlap) {
+  return std::max(comm_s * std::min(1.0, kBucketBytes / std::max(1.0, bytes)), comm_s - overlap * window_s);
+}
 
 struct StepTail {
   double exposed_s = 0;  // DP/ZeRO communication after the last backward, not hidden

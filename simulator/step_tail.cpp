@@ -22,15 +22,13 @@ struct TailSync {
 
   double overlapped(double comm) const {  // hidden behind the last micro-batch's backward
     if (comm <= 0) return 0.0;
-    return std::max(comm * std::min(1.0, kBucketBytes / std::max(1.0, G)),
-                    comm - c.mc->cluster.hardware.node.intra.compute_overlap * last_backward_s);
+    return exposed_in_buckets(comm, G, last_backward_s, c.mc->cluster.hardware.node.intra.compute_overlap);
   }
   // The weights' all-gather: after the step, or behind the next step's first forward but for its
   // first bucket (FrameworkTerms::param_gather_overlaps_forward).
   double gathered(double comm) const {
     if (comm <= 0 || !c.cfg->framework.param_gather_overlaps_forward) return comm;
-    return std::max(comm * std::min(1.0, kBucketBytes / std::max(1.0, W)),
-                    comm - c.mc->cluster.hardware.node.intra.compute_overlap * first_forward_s);
+    return exposed_in_buckets(comm, W, first_forward_s, c.mc->cluster.hardware.node.intra.compute_overlap);
   }
 
   // Gradients of `grad_bytes` reduced over `group` (stage 0) or its shard group, and the updated
